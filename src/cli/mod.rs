@@ -1,0 +1,44 @@
+//! The command line: argument parsing and one module per command.
+
+pub mod check;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// fetchgate: an egress-enforcing fetch proxy and verified content cache.
+#[derive(Debug, Parser)]
+#[command(name = "fetchgate", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// fetchgate's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the proxy and cache.
+    Serve {
+        /// Config file (TOML); the embedded defaults when absent.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+    /// Decide whether a URL (or, with --connect, a host:port authority) may be reached.
+    /// Resolves names but never connects. Exit 0 allowed, 1 refused, 2 usage or config error.
+    Check {
+        /// Config file (TOML); the embedded defaults when absent.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Treat the locator as a CONNECT authority (host:port).
+        #[arg(long)]
+        connect: bool,
+        /// The URL (or authority) to decide.
+        locator: String,
+    },
+    /// Print the built-in egress profile (policy/public-client.toml) after checking it.
+    Profile,
+}

@@ -1,0 +1,71 @@
+//! The operator's config file (TOML), read and checked as a whole before anything starts.
+//!
+//! Unknown tables and keys are errors, not warnings: a typo in a deny rule must never
+//! silently widen what fetchgate reaches.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
+use crate::decide::{EgressSection, Policy, Profile};
+use crate::toml_file::{FileError, TomlSource};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    resolver: ResolverSection,
+    #[serde(default)]
+    egress: EgressSection,
+}
+
+/// Everything fetchgate runs with, checked.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The egress policy: built-in profile plus operator rules.
+    pub policy: Arc<Policy>,
+    /// How names are resolved.
+    pub resolver: ResolverSettings,
+}
+
+impl Config {
+    /// The embedded defaults: the built-in profile, default ports, the system resolver.
+    pub fn defaults() -> Result<Self, FileError> {
+        Self::from_toml("<defaults>", "")
+    }
+
+    /// Reads `path`, or the defaults when `None`.
+    pub fn load(path: Option<&Path>) -> Result<Self, FileError> {
+        let Some(path) = path else {
+            return Self::defaults();
+        };
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| FileError {
+            file: name.clone(),
+            line: None,
+            field: None,
+            message: format!("cannot read the config file: {e}"),
+        })?;
+        Self::from_toml(&name, &text)
+    }
+
+    /// Parses and checks config text, reporting errors against `file`.
+    pub fn from_toml(file: &str, text: &str) -> Result<Self, FileError> {
+        let src = TomlSource::new(file, text);
+        let raw: ConfigFile = src.parse()?;
+        let profile = Profile::builtin()?;
+        let policy = Policy::new(profile, &raw.egress, &src)?;
+        let resolver = ResolverSettings::from_section(&raw.resolver, &src)?;
+        Ok(Self {
+            policy: Arc::new(policy),
+            resolver,
+        })
+    }
+
+    /// The policy with a resolver built from these settings. Must run inside a Tokio runtime.
+    pub fn egress(&self) -> Egress {
+        Egress::new(self.policy.clone(), Resolver::new(&self.resolver))
+    }
+}

@@ -1,0 +1,107 @@
+//! Host names: normalisation, and the profile's refused names.
+//!
+//! Names compare in lowercase ASCII (IDNs already in punycode from the WHATWG host parser)
+//! and without one trailing dot.
+
+use super::reason::Reason;
+use super::rule::RuleId;
+
+/// Longest DNS name fetchgate will look up, in bytes, without the trailing dot (RFC 1035).
+pub const MAX_NAME_LEN: usize = 253;
+/// Longest DNS label (RFC 1035).
+pub const MAX_LABEL_LEN: usize = 63;
+
+/// A refused name, or a namespace when `suffix` is set.
+#[derive(Clone, Debug)]
+pub struct NameRule {
+    /// The normalised name.
+    pub name: String,
+    /// Whether every name under it is refused too.
+    pub suffix: bool,
+    /// The refusal reason.
+    pub reason: Reason,
+    /// The rule.
+    pub rule: RuleId,
+}
+
+/// The profile's refused names.
+#[derive(Clone, Debug)]
+pub struct NameRules {
+    rules: Vec<NameRule>,
+}
+
+impl NameRules {
+    /// Wraps the profile's name rules.
+    pub fn new(rules: Vec<NameRule>) -> Self {
+        Self { rules }
+    }
+
+    /// The most specific rule matching the normalised `name`, if any.
+    pub fn matching(&self, name: &str) -> Option<&NameRule> {
+        self.rules
+            .iter()
+            .filter(|r| name_matches(name, &r.name, r.suffix))
+            .max_by_key(|r| r.name.len())
+    }
+}
+
+/// True if `name` is `pattern`, or is under it when `suffix` is set. Both are normalised.
+pub fn name_matches(name: &str, pattern: &str, suffix: bool) -> bool {
+    name == pattern
+        || (suffix
+            && name.len() > pattern.len()
+            && name.ends_with(pattern)
+            && name.as_bytes()[name.len() - pattern.len() - 1] == b'.')
+}
+
+/// Lowercases `name`, drops one trailing dot and checks it is a usable DNS name: labels of 1
+/// to 63 bytes from `a-z 0-9 - _`, 253 bytes at most. Expects ASCII (punycode) input.
+pub fn normalise_name(name: &str) -> Result<String, String> {
+    let lower = name.to_ascii_lowercase();
+    let trimmed = lower.strip_suffix('.').unwrap_or(&lower);
+    if trimmed.is_empty() {
+        return Err("the name is empty".into());
+    }
+    if trimmed.len() > MAX_NAME_LEN {
+        return Err(format!("the name is longer than {MAX_NAME_LEN} bytes"));
+    }
+    for label in trimmed.split('.') {
+        if label.is_empty() {
+            return Err("the name has an empty label".into());
+        }
+        if label.len() > MAX_LABEL_LEN {
+            return Err(format!("a label is longer than {MAX_LABEL_LEN} bytes"));
+        }
+        if let Some(c) = label
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+        {
+            return Err(format!("the name contains {c:?}, which DNS names cannot"));
+        }
+    }
+    Ok(trimmed.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffix_matches_only_whole_labels() {
+        assert!(name_matches("a.localhost", "localhost", true));
+        assert!(name_matches("localhost", "localhost", true));
+        assert!(!name_matches("notlocalhost", "localhost", true));
+        assert!(!name_matches("a.localhost", "localhost", false));
+    }
+
+    #[test]
+    fn normalisation() {
+        assert_eq!(normalise_name("Example.COM.").unwrap(), "example.com");
+        assert!(normalise_name("example.com..").is_err());
+        assert!(normalise_name("a..b").is_err());
+        assert!(normalise_name(".").is_err());
+        assert!(normalise_name(&"a".repeat(64)).is_err());
+        assert!(normalise_name("a b").is_err());
+        assert!(normalise_name("_srv.example.com").is_ok());
+    }
+}

@@ -1,0 +1,26 @@
+//! fetchgate: an egress-enforcing fetch proxy and verified content cache.
+//!
+//! Data flows one way through four jobs:
+//!
+//! ```text
+//!   locator ──► decide ──► connect ──► fetch ──► keep and serve
+//!              (pure)     (resolve,    (bytes     (content-addressed
+//!                          pin, dial)   verbatim)  store, by sha256)
+//! ```
+//!
+//! - [`decide`] knows no socket: it validates locators from their raw text and judges every
+//!   address against the built-in profile and the operator's rules.
+//! - [`connect`] takes decisions and never makes one: it resolves names and hands every
+//!   answer back to [`decide`], keeping only validated addresses.
+//! - `fetch` and `store` arrive with the proxy and cache issues.
+//!
+//! [`config`] reads the operator's file; [`cli`] is the command line. Both see everything.
+
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod config;
+pub mod connect;
+pub mod decide;
+pub mod redact;
+pub mod toml_file;
