@@ -110,7 +110,11 @@ fn reference(ip: IpAddr) -> (bool, String, Option<IpNet>) {
             return inner;
         }
     }
-    (form.allowed_when_global, form.reason.clone(), Some(form.net))
+    (
+        form.allowed_when_global,
+        form.reason.clone(),
+        Some(form.net),
+    )
 }
 
 fn classify(ip: IpAddr) -> Verdict {
@@ -134,12 +138,20 @@ fn step(ip: IpAddr, up: bool) -> Option<IpAddr> {
     match ip {
         IpAddr::V4(a) => {
             let n = u32::from(a);
-            let m = if up { n.checked_add(1)? } else { n.checked_sub(1)? };
+            let m = if up {
+                n.checked_add(1)?
+            } else {
+                n.checked_sub(1)?
+            };
             Some(IpAddr::V4(Ipv4Addr::from(m)))
         }
         IpAddr::V6(a) => {
             let n = u128::from(a);
-            let m = if up { n.checked_add(1)? } else { n.checked_sub(1)? };
+            let m = if up {
+                n.checked_add(1)?
+            } else {
+                n.checked_sub(1)?
+            };
             Some(IpAddr::V6(Ipv6Addr::from(m)))
         }
     }
@@ -148,7 +160,11 @@ fn step(ip: IpAddr, up: bool) -> Option<IpAddr> {
 #[test]
 fn every_block_at_both_edges_and_one_address_beyond() {
     let blocks = &DATA.blocks;
-    assert!(blocks.len() > 60, "the profile lists {} blocks", blocks.len());
+    assert!(
+        blocks.len() > 60,
+        "the profile lists {} blocks",
+        blocks.len()
+    );
     for b in blocks {
         let first = b.net.network();
         let last = b.net.broadcast();

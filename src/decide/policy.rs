@@ -292,15 +292,24 @@ impl Policy {
         {
             return Precheck::Refused(Verdict::by(Reason::OperatorDenied, d.rule));
         }
-        let host_trusted = self
+        // Trust rules that name this host (on any port).
+        let naming: Vec<&TrustRule> = self
             .trust
             .iter()
-            .any(|t| t.ports.contains(&target.port) && t.hosts.iter().any(|p| p.matches(name)));
+            .filter(|t| t.hosts.iter().any(|p| p.matches(name)))
+            .collect();
         let mut unless_trusted = None;
         if let Some(r) = self.profile.names.matching(name) {
             let refusal = Verdict::by(r.reason, r.rule);
-            if r.reason == Reason::MetadataName || !host_trusted {
+            if r.reason == Reason::MetadataName || naming.is_empty() {
                 return Precheck::Refused(refusal);
+            }
+            if !naming.iter().any(|t| t.ports.contains(&target.port)) {
+                return Precheck::Refused(Verdict {
+                    reason: Reason::PortNotAllowed,
+                    rule: None,
+                    via: None,
+                });
             }
             unless_trusted = Some(refusal);
         }
@@ -329,7 +338,16 @@ impl Policy {
         };
         let v = self.judge_address(ip, target.port, target.kind, name);
         match unless_trusted {
-            Some(refusal) if v.reason != Reason::Trusted && v.allowed() => refusal,
+            // Only the trust rule let this name through: an answer it does not cover is
+            // refused for the name, unless the address itself is refused for a reason of
+            // its own.
+            Some(refusal) if v.allowed() || v.reason == Reason::PortNotAllowed => {
+                if v.reason == Reason::Trusted {
+                    v
+                } else {
+                    refusal
+                }
+            }
             _ => v,
         }
     }

@@ -1,0 +1,126 @@
+//! The operator's config file: every mistake is refused with the file, line and field, and
+//! nothing in it can trust a cloud metadata destination. Pure: no sockets.
+
+use fetchgate::config::Config;
+use fetchgate::toml_file::FileError;
+
+fn refused(text: &str) -> FileError {
+    Config::from_toml("ops.toml", text).expect_err("must be refused")
+}
+
+#[test]
+fn trusting_a_range_that_covers_metadata_is_refused_at_load() {
+    let err = refused("[[egress.trust]]\ncidrs = [\"169.254.0.0/16\"]\nports = [80]\n");
+    assert_eq!(err.file, "ops.toml");
+    assert_eq!(err.line, Some(2));
+    assert_eq!(err.field.as_deref(), Some("egress.trust[0].cidrs"), "{err}");
+    assert!(err.message.contains("169.254.169.254"), "{err}");
+    assert!(err.message.contains("cannot be trusted"), "{err}");
+}
+
+#[test]
+fn every_way_of_trusting_metadata_is_refused() {
+    for cidrs in [
+        "\"0.0.0.0/0\"",
+        "\"168.63.129.16/32\"",
+        "\"100.100.100.0/24\"",
+        "\"::/0\"",
+        "\"fd00:ec2::/32\"",
+        "\"127.0.0.1/32\", \"169.254.169.254/32\"",
+    ] {
+        let err = refused(&format!(
+            "[[egress.trust]]\ncidrs = [{cidrs}]\nports = [443]\n"
+        ));
+        assert!(err.message.contains("cannot be trusted"), "{cidrs}: {err}");
+    }
+    let err = refused(
+        "[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [80]\nhosts = [\"Metadata.Google.Internal.\"]\n",
+    );
+    assert!(err.message.contains("metadata"), "{err}");
+    assert_eq!(err.line, Some(4));
+}
+
+#[test]
+fn trust_rules_need_cidrs_and_ports() {
+    let err = refused("[[egress.trust]]\nports = [80]\n");
+    assert_eq!(err.field.as_deref(), Some("egress.trust[0].cidrs"), "{err}");
+    let err = refused("[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\n");
+    assert_eq!(err.field.as_deref(), Some("egress.trust[0].ports"), "{err}");
+    let err = refused("[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = []\n");
+    assert!(err.message.contains("non-empty `ports`"), "{err}");
+    let err = refused("[[egress.trust]]\ncidrs = []\nports = [80]\n");
+    assert!(err.message.contains("non-empty `cidrs`"), "{err}");
+    let err = refused("[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [0]\n");
+    assert!(err.message.contains("port 0"), "{err}");
+    let err = refused("[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [70000]\n");
+    assert_eq!(err.line, Some(3), "{err}");
+}
+
+#[test]
+fn malformed_values_name_their_line_and_field() {
+    let err = refused("[egress]\nports = [80]\n\n[[egress.deny]]\ncidrs = [\"10.1.0.0/8\"]\n");
+    assert_eq!(err.line, Some(5));
+    assert_eq!(err.field.as_deref(), Some("egress.deny[0].cidrs"));
+    assert!(
+        err.message.contains("10.0.0.0/8"),
+        "suggests the network: {err}"
+    );
+
+    let err = refused("[[egress.deny]]\nhosts = [\"bad host\"]\n");
+    assert_eq!(err.field.as_deref(), Some("egress.deny[0].hosts"), "{err}");
+
+    let err = refused(
+        "[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [80]\nhosts = [\"127.0.0.2\"]\n",
+    );
+    assert!(err.message.contains("put addresses in `cidrs`"), "{err}");
+
+    let err = refused("[resolver]\nnameservers = [\"dns.example\"]\n");
+    assert_eq!(err.field.as_deref(), Some("resolver.nameservers"), "{err}");
+
+    let err = refused("[resolver]\ntimeout_ms = 0\n");
+    assert_eq!(err.field.as_deref(), Some("resolver.timeout_ms"), "{err}");
+}
+
+#[test]
+fn unknown_keys_and_tables_are_errors() {
+    let err = refused("[egress]\nprots = [80]\n");
+    assert_eq!(err.line, Some(2));
+    assert_eq!(err.field.as_deref(), Some("egress.prots"), "{err}");
+    let err = refused("[egres]\nports = [80]\n");
+    assert_eq!(err.line, Some(1), "{err}");
+    let err = refused(
+        "[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [80]\nhost = [\"a.test\"]\n",
+    );
+    assert_eq!(err.field.as_deref(), Some("egress.trust[0].host"), "{err}");
+}
+
+#[test]
+fn deny_rules_need_something_to_deny() {
+    let err = refused("[[egress.deny]]\n");
+    assert!(
+        err.message.contains("needs `cidrs`, `hosts` or both"),
+        "{err}"
+    );
+}
+
+#[test]
+fn errors_print_as_file_line_field_message() {
+    let err = refused("[egress]\nports = [0]\n");
+    assert_eq!(
+        err.to_string(),
+        "ops.toml:2: egress.ports: port 0 cannot be connected to"
+    );
+}
+
+#[test]
+fn defaults_load() {
+    let c = Config::defaults().expect("defaults");
+    assert_eq!(
+        c.policy.ports_for(fetchgate::decide::RequestKind::Http),
+        [80, 443]
+    );
+    assert_eq!(
+        c.policy.ports_for(fetchgate::decide::RequestKind::Connect),
+        [443]
+    );
+}

@@ -1,0 +1,5 @@
+//! Shared test support: loopback-only servers the integration tests run against.
+
+#![allow(dead_code)]
+
+pub mod dns;
