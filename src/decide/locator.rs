@@ -279,7 +279,7 @@ fn split_authority(authority: &str) -> Result<(&str, Option<u16>), LocatorError>
             Some((h, _)) if h.contains(':') => {
                 return Err(err(
                     Reason::InvalidHost,
-                    "an IPv6 address must be written in brackets, [2001:db8::1]",
+                    "the authority has more than one ':' (an IPv6 address must be written in brackets, [2001:db8::1])",
                 ));
             }
             Some((h, p)) => (h, Some(p)),
