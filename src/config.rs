@@ -8,13 +8,24 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::connect::tls::{TlsSection, client_config};
 use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
+use crate::serve::access::{Access, AccessSection};
+use crate::serve::limits::{Limits, ListenSection, ProxySection};
 use crate::toml_file::{FileError, TomlSource};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConfigFile {
+    #[serde(default)]
+    listen: ListenSection,
+    #[serde(default)]
+    access: AccessSection,
+    #[serde(default)]
+    proxy: ProxySection,
+    #[serde(default)]
+    tls: TlsSection,
     #[serde(default)]
     resolver: ResolverSection,
     #[serde(default)]
@@ -28,6 +39,12 @@ pub struct Config {
     pub policy: Arc<Policy>,
     /// How names are resolved.
     pub resolver: ResolverSettings,
+    /// TLS client configuration for upstreams (verification always on).
+    pub tls: Arc<rustls::ClientConfig>,
+    /// Who may use the proxy.
+    pub access: Access,
+    /// Listener and limits.
+    pub limits: Limits,
 }
 
 impl Config {
@@ -48,11 +65,18 @@ impl Config {
             field: None,
             message: format!("cannot read the config file: {e}"),
         })?;
-        Self::from_toml(&name, &text)
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::from_toml_in(&name, &text, base)
     }
 
-    /// Parses and checks config text, reporting errors against `file`.
+    /// Parses and checks config text, reporting errors against `file`; relative paths in it
+    /// are taken from the current folder.
     pub fn from_toml(file: &str, text: &str) -> Result<Self, FileError> {
+        Self::from_toml_in(file, text, Path::new("."))
+    }
+
+    /// Parses and checks config text; relative paths in it are taken from `base`.
+    pub fn from_toml_in(file: &str, text: &str, base: &Path) -> Result<Self, FileError> {
         let src = TomlSource::new(file, text);
         let raw: ConfigFile = src.parse()?;
         let profile = Profile::builtin()?;
@@ -61,6 +85,9 @@ impl Config {
         Ok(Self {
             policy: Arc::new(policy),
             resolver,
+            tls: client_config(&raw.tls, base, &src)?,
+            access: Access::from_section(&raw.access, base, &src)?,
+            limits: Limits::from_sections(&raw.listen, &raw.proxy, &src)?,
         })
     }
 

@@ -12,7 +12,11 @@
 //!   address against the built-in profile and the operator's rules.
 //! - [`connect`] takes decisions and never makes one: it resolves names and hands every
 //!   answer back to [`decide`], keeping only validated addresses.
-//! - `fetch` and `store` arrive with the proxy and cache issues.
+//! - [`fetch`] sends requests over pinned connections with `Accept-Encoding: identity` and
+//!   refuses any other content coding; it knows no listener.
+//! - [`serve`] is the proxy listener and router: access, limits, CONNECT tunnels, forwarding,
+//!   and the one place failures become `application/problem+json`.
+//! - `store` (keep and serve by digest) arrives with the cache issue.
 //!
 //! [`config`] reads the operator's file; [`cli`] is the command line. Both see everything.
 
@@ -22,5 +26,7 @@ pub mod cli;
 pub mod config;
 pub mod connect;
 pub mod decide;
+pub mod fetch;
 pub mod redact;
+pub mod serve;
 pub mod toml_file;

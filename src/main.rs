@@ -5,9 +5,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use fetchgate::cli::{Cli, Command, check};
+use fetchgate::cli::{Cli, Command, LogFormat, check};
 use fetchgate::config::Config;
 use fetchgate::decide::profile::{BUILTIN_TEXT, Profile};
+use fetchgate::serve::Server;
 
 /// Exit status for usage and config errors (clap uses 2 as well).
 const EXIT_USAGE: u8 = 2;
@@ -51,16 +52,20 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
-        Command::Serve { config } => {
+        Command::Serve { config, log_format } => {
+            init_logging(log_format);
             let config = match Config::load(config.as_deref()) {
                 Ok(c) => c,
                 Err(e) => return usage_error(&e),
             };
-            let _ = config;
-            println!(
-                "fetchgate: configuration and egress profile are valid; the proxy listener arrives with the forward-proxy issue. Try `fetchgate check URL`."
-            );
-            ExitCode::SUCCESS
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => return usage_error(&format!("cannot start the async runtime: {e}")),
+            };
+            runtime.block_on(serve(config))
         }
         Command::Profile => match Profile::builtin() {
             Ok(_) => {
@@ -75,4 +80,46 @@ fn main() -> ExitCode {
 fn usage_error(e: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("fetchgate: {e}");
     ExitCode::from(EXIT_USAGE)
+}
+
+async fn serve(config: Config) -> ExitCode {
+    let server = match Server::bind(&config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "fetchgate: cannot listen on {} ([listen] proxy): {e}",
+                config.limits.listen
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let addr = server
+        .local_addr()
+        .map_or_else(|_| config.limits.listen.to_string(), |a| a.to_string());
+    tracing::info!(proxy = %addr, "fetchgate listening");
+    tokio::select! {
+        r = server.run() => match r {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("fetchgate: listener failed: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("interrupted; stopping");
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FETCHGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
 }

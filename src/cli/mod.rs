@@ -18,11 +18,14 @@ pub struct Cli {
 /// fetchgate's commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the proxy and cache.
+    /// Run the proxy.
     Serve {
         /// Config file (TOML); the embedded defaults when absent.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Log line format.
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
     },
     /// Decide whether a URL (or, with --connect, a host:port authority) may be reached.
     /// Resolves names but never connects. Exit 0 allowed, 1 refused, 2 usage or config error.
@@ -41,4 +44,13 @@ pub enum Command {
     },
     /// Print the built-in egress profile (policy/public-client.toml) after checking it.
     Profile,
+}
+
+/// How log lines are written (to standard error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per line.
+    Json,
 }

@@ -2,10 +2,15 @@
 //!
 //! [`resolve`] looks names up and hands every answer to the policy; [`destination`] turns a
 //! locator into a [`crate::decide::Decision`] carrying the validated addresses that a
-//! connection may use, and no others.
+//! connection may use, and no others; [`dial`] connects to exactly those (TCP pinned to a
+//! validated address, TLS verified for the original host name); [`pool`] keeps idle
+//! connections keyed by the address they were dialled to.
 
 pub mod destination;
+pub mod dial;
+pub mod pool;
 pub mod resolve;
+pub mod tls;
 
 pub use destination::Egress;
 pub use resolve::{Resolver, ResolverSection, ResolverSettings};

@@ -1,0 +1,71 @@
+//! TLS to upstreams: rustls with verification always on. Roots are webpki-roots plus the
+//! operator's `[tls] extra_roots` PEM files; there is no switch to turn verification off.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::{ClientConfig, RootCertStore};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::decide::Host;
+use crate::toml_file::{FileError, TomlSource};
+
+/// The `[tls]` table of the config file, as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// PEM files of extra CA certificates to trust (relative to the config file's folder).
+    #[serde(default)]
+    pub extra_roots: Vec<Spanned<String>>,
+}
+
+/// Builds the client configuration: webpki roots, the extra roots, HTTP/1.1 by ALPN.
+pub fn client_config(
+    section: &TlsSection,
+    base: &Path,
+    src: &TomlSource<'_>,
+) -> Result<Arc<ClientConfig>, FileError> {
+    let mut roots = RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    for file in &section.extra_roots {
+        let path: PathBuf = base.join(file.get_ref());
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&path)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| {
+                src.error_at(file.span(), format!("cannot read {}: {e}", path.display()))
+            })?;
+        if certs.is_empty() {
+            return Err(src.error_at(
+                file.span(),
+                format!("{} holds no PEM certificate", path.display()),
+            ));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| {
+                src.error_at(
+                    file.span(),
+                    format!("{}: not a usable CA certificate: {e}", path.display()),
+                )
+            })?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| src.error("tls", format!("cannot configure TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The name TLS verifies: the host name the request used, or the literal address.
+pub fn server_name(host: &Host) -> Result<ServerName<'static>, String> {
+    match host {
+        Host::Name(n) => ServerName::try_from(n.clone()).map_err(|e| format!("`{n}`: {e}")),
+        Host::Ip(ip) => Ok(ServerName::IpAddress((*ip).into())),
+    }
+}

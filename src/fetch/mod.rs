@@ -1,0 +1,8 @@
+//! Fetch: bytes exactly as served.
+//!
+//! [`upstream`] sends one request over a pinned, pooled connection with
+//! `Accept-Encoding: identity` and refuses any response with another content coding;
+//! [`headers`] holds the hop-by-hop and coding rules. Fetching knows no listener.
+
+pub mod headers;
+pub mod upstream;

@@ -1,0 +1,178 @@
+//! One upstream exchange: pick or dial a pinned connection, send an origin-form request,
+//! wait (bounded) for the response head, and check its coding.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Method, Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use rustls::ClientConfig;
+
+use super::headers::{check_identity, strip_hop_by_hop};
+use crate::connect::dial::{DialError, dial_tcp, handshake};
+use crate::connect::pool::{Pool, PoolKey, UpstreamBody};
+use crate::decide::{Host, RequestKind, Target};
+
+/// Time limits for one exchange.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// TCP connect (per address) and TLS handshake.
+    pub connect: Duration,
+    /// From sending the request to the whole response head.
+    pub response_head: Duration,
+}
+
+/// Why an exchange failed.
+#[derive(Debug)]
+pub enum UpstreamError {
+    /// No connection could be made.
+    Dial(DialError),
+    /// The response head did not arrive in time.
+    HeadTimeout(Duration),
+    /// The upstream broke the exchange.
+    Http(String),
+    /// The response carried a content coding other than identity (or odd framing).
+    ContentCoding(String),
+}
+
+impl std::fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamError::Dial(e) => write!(f, "{e}"),
+            UpstreamError::HeadTimeout(t) => {
+                write!(f, "no response head within {} ms", t.as_millis())
+            }
+            UpstreamError::Http(e) => write!(f, "upstream HTTP error: {e}"),
+            UpstreamError::ContentCoding(h) => write!(f, "refused coding: {h}"),
+        }
+    }
+}
+
+/// What an exchange returns: the response (coding checked) and the address it came from.
+pub struct Exchange {
+    /// The upstream's response; hop-by-hop headers still present.
+    pub response: Response<Incoming>,
+    /// The validated address the connection is pinned to.
+    pub peer: SocketAddr,
+}
+
+/// The upstream request for `target`: origin-form, `Host` from the URL, client headers minus
+/// hop-by-hop ones, `Accept-Encoding: identity`, a `Via` entry.
+pub fn upstream_request(
+    method: Method,
+    target: &Target,
+    mut headers: HeaderMap,
+    body: UpstreamBody,
+) -> Result<Request<UpstreamBody>, String> {
+    let url = target.url.as_ref().ok_or("not a URL target")?;
+    let mut path = url.path().to_string();
+    if let Some(q) = url.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    let uri: Uri = path.parse().map_err(|e| format!("path: {e}"))?;
+    strip_hop_by_hop(&mut headers);
+    headers.remove(header::HOST);
+    let default_port = match target.kind {
+        RequestKind::Https => 443,
+        _ => 80,
+    };
+    let host = match (&target.host, target.port == default_port) {
+        (Host::Ip(std::net::IpAddr::V6(v6)), true) => format!("[{v6}]"),
+        (Host::Ip(std::net::IpAddr::V6(v6)), false) => format!("[{v6}]:{}", target.port),
+        (h, true) => h.to_string(),
+        (h, false) => format!("{h}:{}", target.port),
+    };
+    headers.insert(
+        header::HOST,
+        HeaderValue::from_str(&host).map_err(|e| format!("host: {e}"))?,
+    );
+    headers.insert(
+        header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
+    headers.append(header::VIA, HeaderValue::from_static("1.1 fetchgate"));
+    let mut req = Request::new(body);
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    Ok(req)
+}
+
+/// Sends `req` to `target` over a connection to one of `addrs` (pooled or new), and checks
+/// the response's coding before anything of its body is read.
+pub async fn exchange(
+    pool: &Pool,
+    tls: &Arc<ClientConfig>,
+    timeouts: Timeouts,
+    target: &Target,
+    addrs: &[IpAddr],
+    req: Request<UpstreamBody>,
+) -> Result<Exchange, UpstreamError> {
+    let use_tls = target.kind == RequestKind::Https;
+    let host = target.host.to_string();
+    let (key, mut sender) = match pool.checkout(use_tls, &host, target.port, addrs) {
+        Some(found) => found,
+        None => connect(tls, timeouts, target, addrs, use_tls, host).await?,
+    };
+    let peer = SocketAddr::new(key.addr, key.port);
+    let sent = tokio::time::timeout(timeouts.response_head, sender.send_request(req)).await;
+    let response = match sent {
+        Err(_) => return Err(UpstreamError::HeadTimeout(timeouts.response_head)),
+        Ok(Err(e)) => return Err(UpstreamError::Http(e.to_string())),
+        Ok(Ok(r)) => r,
+    };
+    if let Err(h) = check_identity(response.headers()) {
+        // The connection carries an unread body; drop it rather than reuse it.
+        return Err(UpstreamError::ContentCoding(h));
+    }
+    pool.checkin(key, sender);
+    Ok(Exchange { response, peer })
+}
+
+async fn connect(
+    tls: &Arc<ClientConfig>,
+    timeouts: Timeouts,
+    target: &Target,
+    addrs: &[IpAddr],
+    use_tls: bool,
+    host: String,
+) -> Result<(PoolKey, http1::SendRequest<UpstreamBody>), UpstreamError> {
+    let (tcp, addr) = dial_tcp(addrs, target.port, timeouts.connect)
+        .await
+        .map_err(UpstreamError::Dial)?;
+    let key = PoolKey {
+        tls: use_tls,
+        host,
+        port: target.port,
+        addr: addr.ip(),
+    };
+    let sender = if use_tls {
+        let stream = handshake(tcp, addr, &target.host, tls.clone(), timeouts.connect)
+            .await
+            .map_err(UpstreamError::Dial)?;
+        start(TokioIo::new(stream)).await?
+    } else {
+        start(TokioIo::new(tcp)).await?
+    };
+    Ok((key, sender))
+}
+
+async fn start<T>(io: TokioIo<T>) -> Result<http1::SendRequest<UpstreamBody>, UpstreamError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = http1::handshake(io)
+        .await
+        .map_err(|e| UpstreamError::Http(e.to_string()))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "upstream connection ended");
+        }
+    });
+    Ok(sender)
+}

@@ -1,0 +1,191 @@
+//! Who may use the proxy: client address ranges, then (optionally) a bearer token.
+//!
+//! Neither check reaches the policy or the network. Tokens are compared in constant time
+//! against every configured token.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use base64::Engine;
+use http::HeaderMap;
+use http::header::PROXY_AUTHORIZATION;
+use ipnet::IpNet;
+use serde::Deserialize;
+use subtle::ConstantTimeEq;
+use toml::Spanned;
+
+use crate::decide::profile::parse_cidr;
+use crate::toml_file::{FileError, TomlSource};
+
+/// The `[access]` table of the config file, as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessSection {
+    /// Client ranges allowed to use the proxy (default: loopback only).
+    pub clients: Option<Vec<Spanned<String>>>,
+    /// A file of bearer tokens, one per line (`#` comments); absent means no token needed.
+    pub tokens_file: Option<Spanned<String>>,
+}
+
+/// Checked access rules.
+#[derive(Clone, Debug)]
+pub struct Access {
+    clients: Vec<IpNet>,
+    tokens: Option<Vec<Vec<u8>>>,
+}
+
+/// Why a client was turned away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Denied {
+    /// No `Proxy-Authorization`, or not a form fetchgate reads.
+    MissingToken,
+    /// A token that matches none configured.
+    WrongToken,
+}
+
+impl Access {
+    /// Loopback clients only, no token.
+    pub fn loopback_only() -> Self {
+        Self {
+            clients: vec![
+                "127.0.0.0/8".parse().expect("literal"),
+                "::1/128".parse().expect("literal"),
+            ],
+            tokens: None,
+        }
+    }
+
+    /// Checks the `[access]` table; `base` is the config file's folder.
+    pub fn from_section(
+        section: &AccessSection,
+        base: &Path,
+        src: &TomlSource<'_>,
+    ) -> Result<Self, FileError> {
+        let mut access = Self::loopback_only();
+        if let Some(clients) = &section.clients {
+            access.clients = clients
+                .iter()
+                .map(|c| parse_cidr(c.get_ref()).map_err(|why| src.error_at(c.span(), why)))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(file) = &section.tokens_file {
+            let path = base.join(file.get_ref());
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                src.error_at(file.span(), format!("cannot read {}: {e}", path.display()))
+            })?;
+            let tokens: Vec<Vec<u8>> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(|l| l.as_bytes().to_vec())
+                .collect();
+            if tokens.is_empty() {
+                return Err(src.error_at(
+                    file.span(),
+                    format!(
+                        "{} holds no token; remove tokens_file or add one token per line",
+                        path.display()
+                    ),
+                ));
+            }
+            access.tokens = Some(tokens);
+        }
+        Ok(access)
+    }
+
+    /// True if `ip` is inside `[access] clients`.
+    pub fn client_allowed(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        self.clients.iter().any(|n| n.contains(&ip))
+    }
+
+    /// Checks `Proxy-Authorization` (Basic with the token as password, or Bearer).
+    pub fn check_token(&self, headers: &HeaderMap) -> Result<(), Denied> {
+        let Some(tokens) = &self.tokens else {
+            return Ok(());
+        };
+        let presented = headers
+            .get(PROXY_AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(presented_token)
+            .ok_or(Denied::MissingToken)?;
+        let mut matched = subtle::Choice::from(0u8);
+        for t in tokens {
+            matched |= t.as_slice().ct_eq(presented.as_slice());
+        }
+        if bool::from(matched) {
+            Ok(())
+        } else {
+            Err(Denied::WrongToken)
+        }
+    }
+}
+
+fn presented_token(value: &str) -> Option<Vec<u8>> {
+    let (scheme, rest) = value.trim().split_once(' ')?;
+    let rest = rest.trim();
+    if scheme.eq_ignore_ascii_case("bearer") {
+        return Some(rest.as_bytes().to_vec());
+    }
+    if scheme.eq_ignore_ascii_case("basic") {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(rest)
+            .ok()?;
+        return Some(match decoded.iter().position(|b| *b == b':') {
+            Some(colon) => decoded[colon + 1..].to_vec(),
+            None => decoded,
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn with_tokens() -> Access {
+        Access {
+            clients: vec![],
+            tokens: Some(vec![b"tok-one".to_vec(), b"tok-two".to_vec()]),
+        }
+    }
+
+    fn headers(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(PROXY_AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn basic_and_bearer() {
+        let a = with_tokens();
+        let basic = base64::engine::general_purpose::STANDARD.encode("ci:tok-two");
+        assert_eq!(a.check_token(&headers(&format!("Basic {basic}"))), Ok(()));
+        assert_eq!(a.check_token(&headers("bearer tok-one")), Ok(()));
+        assert_eq!(
+            a.check_token(&headers("Bearer tok-three")),
+            Err(Denied::WrongToken)
+        );
+        assert_eq!(
+            a.check_token(&headers("Bearer tok-on")),
+            Err(Denied::WrongToken)
+        );
+        assert_eq!(a.check_token(&HeaderMap::new()), Err(Denied::MissingToken));
+        assert_eq!(
+            a.check_token(&headers("Digest x")),
+            Err(Denied::MissingToken)
+        );
+    }
+
+    #[test]
+    fn mapped_clients_count_as_ipv4() {
+        let a = Access::loopback_only();
+        assert!(a.client_allowed("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(a.client_allowed("::1".parse().unwrap()));
+        assert!(!a.client_allowed("::ffff:10.0.0.1".parse().unwrap()));
+    }
+}

@@ -1,0 +1,113 @@
+//! Response bodies to clients, and the one log line each request gets when its body ends.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use hyper::body::{Body, Frame, SizeHint};
+
+/// Every response body fetchgate sends.
+pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+/// The facts of one request, logged once when its response body is finished or dropped.
+#[derive(Clone, Debug, Default)]
+pub struct RequestLog {
+    /// Client address.
+    pub client: String,
+    /// Method.
+    pub method: String,
+    /// Redacted locator.
+    pub locator: String,
+    /// `allowed`, `refused` or `-` (no decision needed).
+    pub decision: &'static str,
+    /// Reason or error code.
+    pub reason: &'static str,
+    /// The validated address used, if any.
+    pub upstream: Option<String>,
+    /// Response status.
+    pub status: u16,
+}
+
+/// Wraps a body, counting bytes per frame, and logs the request when done.
+pub struct LoggedBody {
+    inner: ProxyBody,
+    log: RequestLog,
+    bytes: u64,
+    started: Instant,
+    finished: bool,
+}
+
+impl LoggedBody {
+    /// Wraps `inner`; the line is written when the body ends or is dropped.
+    pub fn new(inner: ProxyBody, log: RequestLog, started: Instant) -> Self {
+        Self {
+            inner,
+            log,
+            bytes: 0,
+            started,
+            finished: false,
+        }
+    }
+
+    fn emit(&mut self, complete: bool) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let l = &self.log;
+        tracing::info!(
+            target: "fetchgate::request",
+            client = %l.client,
+            method = %l.method,
+            locator = %l.locator,
+            decision = l.decision,
+            reason = l.reason,
+            upstream = l.upstream.as_deref().unwrap_or("-"),
+            status = l.status,
+            bytes = self.bytes,
+            complete,
+            duration_ms = self.started.elapsed().as_millis() as u64,
+            "request"
+        );
+    }
+}
+
+impl Body for LoggedBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    self.bytes += data.len() as u64;
+                }
+            }
+            Poll::Ready(None) => self.emit(true),
+            Poll::Ready(Some(Err(_))) => self.emit(false),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for LoggedBody {
+    fn drop(&mut self) {
+        let complete = self.inner.is_end_stream();
+        self.emit(complete);
+    }
+}

@@ -1,0 +1,147 @@
+//! Serve: the proxy listener. Accepts connections up to the limit, turns away clients outside
+//! `[access] clients`, and hands every request to [`proxy::handle`].
+
+pub mod access;
+pub mod body;
+pub mod limits;
+pub mod problem;
+pub mod proxy;
+pub mod tunnel;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rustls::ClientConfig;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use crate::config::Config;
+use crate::connect::Egress;
+use crate::connect::pool::Pool;
+use access::Access;
+use limits::Limits;
+use problem::{Origin, Problem};
+use proxy::ClientConn;
+
+/// Idle upstream connections kept per client connection.
+const POOL_MAX_IDLE: usize = 8;
+/// How long an idle upstream connection is kept.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Everything a request needs, shared by all connections.
+pub struct Gate {
+    /// Policy and resolver.
+    pub egress: Egress,
+    /// TLS client configuration for upstreams.
+    pub tls: Arc<ClientConfig>,
+    /// Who may use the proxy.
+    pub access: Access,
+    /// Limits.
+    pub limits: Limits,
+}
+
+/// A bound proxy listener, ready to run.
+pub struct Server {
+    listener: TcpListener,
+    gate: Arc<Gate>,
+}
+
+impl Server {
+    /// Binds `[listen] proxy`. Must run inside a Tokio runtime.
+    pub async fn bind(config: &Config) -> io::Result<Self> {
+        Self::bind_to(config, config.limits.listen).await
+    }
+
+    /// Binds a given address (tests use `127.0.0.1:0`).
+    pub async fn bind_to(config: &Config, addr: SocketAddr) -> io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let gate = Arc::new(Gate {
+            egress: config.egress(),
+            tls: config.tls.clone(),
+            access: config.access.clone(),
+            limits: config.limits.clone(),
+        });
+        Ok(Self { listener, gate })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Accepts connections until the listener fails for good.
+    pub async fn run(self) -> io::Result<()> {
+        let slots = Arc::new(Semaphore::new(self.gate.limits.max_connections));
+        loop {
+            let (stream, peer) = match self.listener.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors and similar: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                let limit = self.gate.limits.max_connections;
+                tokio::spawn(turn_away(stream, limit));
+                continue;
+            };
+            let gate = self.gate.clone();
+            tokio::spawn(async move {
+                serve_connection(gate, stream, peer).await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+async fn turn_away(mut stream: TcpStream, limit: usize) {
+    let p = Problem::new(
+        http::StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_connections",
+        Origin::Internal,
+        format!("the proxy is at its limit of {limit} concurrent client connections"),
+        "retry after the time in Retry-After",
+    )
+    .field("max_connections")
+    .header(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("1"),
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&p.to_raw_http())).await;
+    let _ = stream.shutdown().await;
+}
+
+async fn serve_connection(gate: Arc<Gate>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let io = TokioIo::new(stream);
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(gate.limits.header_read_timeout)
+        .max_buf_size((gate.limits.max_header_bytes + 16 * 1024).max(8192))
+        .keep_alive(true);
+    if !gate.access.client_allowed(peer.ip()) {
+        let svc = service_fn(move |_req| async move {
+            Ok::<_, std::convert::Infallible>(proxy::client_not_allowed(peer))
+        });
+        builder.keep_alive(false);
+        let _ = builder.serve_connection(io, svc).await;
+        return;
+    }
+    let conn = Arc::new(ClientConn {
+        client: peer,
+        pool: Pool::new(POOL_MAX_IDLE, POOL_IDLE_TIMEOUT),
+    });
+    let svc = service_fn(move |req| proxy::handle(gate.clone(), conn.clone(), req));
+    if let Err(e) = builder.serve_connection(io, svc).with_upgrades().await {
+        tracing::debug!(client = %peer, error = %e, "client connection ended");
+    }
+}

@@ -1,0 +1,389 @@
+//! The router: every request on the proxy port goes through [`handle`], which checks access,
+//! then sends CONNECT to a tunnel and absolute-form requests to the upstream fetch. Every
+//! failure becomes a [`Problem`] here, and nowhere else.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+use super::Gate;
+use super::access::Denied;
+use super::body::{LoggedBody, ProxyBody, RequestLog};
+use super::problem::{Origin, Problem};
+use super::tunnel::{TunnelEnd, splice};
+use crate::connect::dial::{DialError, dial_tcp};
+use crate::connect::pool::Pool;
+use crate::decide::{Decision, Reason};
+use crate::fetch::headers::strip_hop_by_hop;
+use crate::fetch::upstream::{Timeouts, UpstreamError, exchange, upstream_request};
+use crate::redact::redact_locator;
+
+/// One client connection's state: who it is and its upstream connections.
+pub struct ClientConn {
+    /// The client's address.
+    pub client: SocketAddr,
+    /// Its idle upstream connections.
+    pub pool: Pool,
+}
+
+/// Handles one request; never fails (failures are problem responses).
+pub async fn handle(
+    gate: Arc<Gate>,
+    conn: Arc<ClientConn>,
+    req: Request<Incoming>,
+) -> Result<Response<LoggedBody>, Infallible> {
+    let started = Instant::now();
+    let mut log = RequestLog {
+        client: conn.client.to_string(),
+        method: req.method().to_string(),
+        locator: redact_locator(&req.uri().to_string()),
+        decision: "-",
+        reason: "-",
+        upstream: None,
+        status: 0,
+    };
+    let resp = match route(&gate, &conn, req, &mut log).await {
+        Ok(r) => r,
+        Err(p) => {
+            if log.reason == "-" {
+                log.reason = p.code;
+            }
+            p.into_response()
+        }
+    };
+    log.status = resp.status().as_u16();
+    Ok(resp.map(|b| LoggedBody::new(b, log, started)))
+}
+
+async fn route(
+    gate: &Gate,
+    conn: &ClientConn,
+    req: Request<Incoming>,
+    log: &mut RequestLog,
+) -> Result<Response<ProxyBody>, Problem> {
+    let head = head_size(&req);
+    if head > gate.limits.max_header_bytes {
+        return Err(Problem::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "request_header_too_large",
+            Origin::Downstream,
+            format!(
+                "the request head is {head} bytes; the limit is {}",
+                gate.limits.max_header_bytes
+            ),
+            "send fewer or smaller headers, or ask the operator to raise [proxy] max_header_bytes",
+        )
+        .field("max_header_bytes"));
+    }
+    if let Err(denied) = gate.access.check_token(req.headers()) {
+        let (code, detail) = match denied {
+            Denied::MissingToken => (
+                "proxy_token_missing",
+                "this proxy needs a token in Proxy-Authorization",
+            ),
+            Denied::WrongToken => (
+                "proxy_token_wrong",
+                "the Proxy-Authorization token is not one this proxy accepts",
+            ),
+        };
+        return Err(Problem::new(
+            StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+            code,
+            Origin::Downstream,
+            detail,
+            "send Proxy-Authorization: Bearer <token> (or Basic with the token as password)",
+        )
+        .field("Proxy-Authorization")
+        .header(
+            header::PROXY_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"fetchgate\""),
+        )
+        .header(
+            header::PROXY_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"fetchgate\""),
+        ));
+    }
+    if req.method() == Method::CONNECT {
+        return connect(gate, req, log).await;
+    }
+    if req.uri().scheme().is_some() {
+        return forward(gate, conn, req, log).await;
+    }
+    Err(Problem::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        Origin::Downstream,
+        format!("no resource at {}", log.locator),
+        "send proxy requests in absolute form (GET http://host/path) or CONNECT host:443",
+    )
+    .at(log.locator.clone()))
+}
+
+/// Size of the request head as sent: request line, headers, blank line.
+fn head_size<B>(req: &Request<B>) -> usize {
+    let line = req.method().as_str().len() + req.uri().to_string().len() + 12;
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    line + headers + 2
+}
+
+fn refusal(decision: &Decision, log: &mut RequestLog) -> Problem {
+    let reason = decision.verdict.reason;
+    log.decision = "refused";
+    log.reason = reason.code();
+    let mut detail = reason.explanation().to_string();
+    if let Some(d) = &decision.detail {
+        detail = format!("{detail}: {d}");
+    }
+    let refused: Vec<String> = decision
+        .answers
+        .iter()
+        .filter(|(_, v)| !v.allowed())
+        .map(|(ip, v)| format!("{ip} ({})", v.reason.code()))
+        .collect();
+    if !refused.is_empty() && matches!(reason, Reason::AnswerRefused) {
+        detail = format!("{detail}: {}", refused.join(", "));
+    }
+    let field = match reason {
+        Reason::PortNotAllowed | Reason::InvalidPort => Some("port"),
+        Reason::SchemeNotAllowed => Some("scheme"),
+        Reason::UserinfoPresent => Some("userinfo"),
+        Reason::FragmentPresent => Some("fragment"),
+        r if r.is_name_class() || matches!(r, Reason::InvalidHost | Reason::ZoneIdPresent) => {
+            Some("host")
+        }
+        _ => None,
+    };
+    let p = Problem::refused(reason, detail, log.locator.clone());
+    match field {
+        Some(f) => p.field(f),
+        None => p,
+    }
+}
+
+fn dial_problem(e: &DialError, gate: &Gate, locator: &str) -> Problem {
+    let p = match e {
+        DialError::Unreachable {
+            timed_out: true, ..
+        } => Problem::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_connect_timeout",
+            Origin::Upstream,
+            format!("{e}"),
+            "retry later or use another mirror",
+        )
+        .field("connect_timeout_ms"),
+        DialError::Unreachable { .. } | DialError::NoAddress => Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_unreachable",
+            Origin::Upstream,
+            format!("{e}"),
+            "retry later or use another mirror",
+        ),
+        DialError::PeerMismatch { .. } => Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "peer_mismatch",
+            Origin::Upstream,
+            format!("{e}"),
+            "the connection was abandoned because its peer was not a validated address; retry",
+        ),
+        DialError::Tls { .. } => Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_tls_failed",
+            Origin::Upstream,
+            format!("{e}"),
+            "check the mirror's certificate and host name, or ask the operator to add its CA to [tls] extra_roots",
+        ),
+    };
+    let _ = gate;
+    p.at(locator.to_string())
+}
+
+async fn forward(
+    gate: &Gate,
+    conn: &ClientConn,
+    req: Request<Incoming>,
+    log: &mut RequestLog,
+) -> Result<Response<ProxyBody>, Problem> {
+    if !gate.limits.methods.contains(req.method()) {
+        let allow: Vec<&str> = gate.limits.methods.iter().map(Method::as_str).collect();
+        let allow = HeaderValue::from_str(&allow.join(", "))
+            .unwrap_or(HeaderValue::from_static("GET, HEAD"));
+        return Err(Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            Origin::Downstream,
+            format!("{} is not forwarded by this proxy", req.method()),
+            "use GET or HEAD, or ask the operator to list the method in [proxy] methods",
+        )
+        .field("method")
+        .at(log.locator.clone())
+        .header(header::ALLOW, allow));
+    }
+    let raw = req.uri().to_string();
+    let decision = gate.egress.decide_url(&raw).await;
+    if !decision.allowed() {
+        return Err(refusal(&decision, log));
+    }
+    log.decision = "allowed";
+    log.reason = decision.verdict.reason.code();
+    let Some(target) = decision.target.clone() else {
+        return Err(internal("an allowed decision without a target"));
+    };
+    let (parts, body) = req.into_parts();
+    let upstream_req = upstream_request(parts.method, &target, parts.headers, body.boxed())
+        .map_err(|e| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                Origin::Downstream,
+                e,
+                "check the request line",
+            )
+            .at(log.locator.clone())
+        })?;
+    let timeouts = Timeouts {
+        connect: gate.limits.connect_timeout,
+        response_head: gate.limits.response_head_timeout,
+    };
+    let addrs = decision.addresses();
+    let ex = exchange(
+        &conn.pool,
+        &gate.tls,
+        timeouts,
+        &target,
+        &addrs,
+        upstream_req,
+    )
+    .await
+    .map_err(|e| upstream_problem(e, gate, &log.locator))?;
+    log.upstream = Some(ex.peer.to_string());
+    let (mut parts, body) = ex.response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    Ok(Response::from_parts(parts, body.boxed()))
+}
+
+fn upstream_problem(e: UpstreamError, gate: &Gate, locator: &str) -> Problem {
+    match e {
+        UpstreamError::Dial(d) => dial_problem(&d, gate, locator),
+        UpstreamError::HeadTimeout(_) => Problem::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_response_timeout",
+            Origin::Upstream,
+            format!("{e}"),
+            "retry later or use another mirror",
+        )
+        .field("response_head_timeout_ms")
+        .at(locator.to_string()),
+        UpstreamError::Http(_) => Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_http_error",
+            Origin::Upstream,
+            format!("{e}"),
+            "retry later or use another mirror",
+        )
+        .at(locator.to_string()),
+        UpstreamError::ContentCoding(h) => Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "content_coding_rejected",
+            Origin::Upstream,
+            format!(
+                "the upstream applied an HTTP coding ({h}); only identity bytes can be verified"
+            ),
+            "use a mirror that serves the artifact without Content-Encoding (LOVE §3.3)",
+        )
+        .field("Content-Encoding")
+        .at(locator.to_string()),
+    }
+}
+
+async fn connect(
+    gate: &Gate,
+    mut req: Request<Incoming>,
+    log: &mut RequestLog,
+) -> Result<Response<ProxyBody>, Problem> {
+    let Some(authority) = req.uri().authority().map(|a| a.as_str().to_string()) else {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_locator",
+            Origin::Downstream,
+            "CONNECT needs a host:port authority",
+            "send CONNECT host:443",
+        ));
+    };
+    let decision = gate.egress.decide_authority(&authority).await;
+    if !decision.allowed() {
+        return Err(refusal(&decision, log));
+    }
+    log.decision = "allowed";
+    log.reason = decision.verdict.reason.code();
+    let Some(target) = &decision.target else {
+        return Err(internal("an allowed decision without a target"));
+    };
+    let (stream, addr) = dial_tcp(
+        &decision.addresses(),
+        target.port,
+        gate.limits.connect_timeout,
+    )
+    .await
+    .map_err(|e| dial_problem(&e, gate, &log.locator))?;
+    log.upstream = Some(addr.to_string());
+    let idle = gate.limits.tunnel_idle_timeout;
+    let client = log.client.clone();
+    let upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let started = Instant::now();
+        match upgrade.await {
+            Ok(upgraded) => {
+                let (up, down, end) = splice(TokioIo::new(upgraded), stream, idle).await;
+                tracing::info!(
+                    target: "fetchgate::tunnel",
+                    client = %client,
+                    upstream = %addr,
+                    bytes_up = up,
+                    bytes_down = down,
+                    end = match end { TunnelEnd::Closed => "closed", TunnelEnd::Idle => "idle_timeout", TunnelEnd::Error => "error" },
+                    duration_ms = started.elapsed().as_millis() as u64,
+                    "tunnel"
+                );
+            }
+            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        }
+    });
+    Ok(Response::new(
+        Empty::new().map_err(|never| match never {}).boxed(),
+    ))
+}
+
+fn internal(what: &str) -> Problem {
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal_error",
+        Origin::Internal,
+        what.to_string(),
+        "retry; if it persists, report it with the fetchgate log line",
+    )
+}
+
+/// The answer to every request from a client outside `[access] clients`.
+pub fn client_not_allowed(client: SocketAddr) -> Response<ProxyBody> {
+    Problem::new(
+        StatusCode::FORBIDDEN,
+        "client_not_allowed",
+        Origin::Downstream,
+        format!("{} is not in [access] clients", client.ip()),
+        "use the proxy from an allowed network, or ask the operator to add your range to [access] clients",
+    )
+    .field("clients")
+    .into_response()
+}
