@@ -3,8 +3,10 @@
 //! Order of judgement for one address, port and (optional) host name:
 //! 1. an operator `[[egress.deny]]` rule refuses (deny beats trust);
 //! 2. a cloud metadata destination is refused, and nothing can trust it;
-//! 3. an operator `[[egress.trust]]` rule covering the address, port and host allows;
-//! 4. otherwise the profile decides the address, and the port must be in the allowed set.
+//! 3. for CONNECT, the port must be in `connect_ports` (tunnels are opaque, so this binds
+//!    even trusted destinations);
+//! 4. an operator `[[egress.trust]]` rule covering the address, port and host allows;
+//! 5. otherwise the profile decides the address, and the port must be in the allowed set.
 
 use std::net::IpAddr;
 
@@ -314,7 +316,8 @@ impl Policy {
             unless_trusted = Some(refusal);
         }
         let port_possible = self.ports_for(target.kind).contains(&target.port)
-            || self.trust.iter().any(|t| t.ports.contains(&target.port));
+            || (target.kind != RequestKind::Connect
+                && self.trust.iter().any(|t| t.ports.contains(&target.port)));
         if !port_possible {
             return Precheck::Refused(Verdict {
                 reason: Reason::PortNotAllowed,
@@ -370,6 +373,14 @@ impl Policy {
         let profile = self.classify(ip);
         if profile.reason == Reason::MetadataAddress {
             return profile;
+        }
+        // Tunnels are opaque, so `connect_ports` binds even trusted destinations.
+        if kind == RequestKind::Connect && !self.connect_ports.contains(&port) {
+            return Verdict {
+                reason: Reason::PortNotAllowed,
+                rule: None,
+                via: None,
+            };
         }
         if let Some(t) = self.trust.iter().find(|t| t.covers(ip, port, host)) {
             return Verdict::by(Reason::Trusted, t.rule);

@@ -3,3 +3,5 @@
 #![allow(dead_code)]
 
 pub mod dns;
+pub mod proxy;
+pub mod upstream;

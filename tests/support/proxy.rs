@@ -1,0 +1,125 @@
+//! Running the real proxy in the test process, and clients that talk to it.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use bytes::Bytes;
+use fetchgate::config::Config;
+use fetchgate::serve::Server;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Starts the proxy on `127.0.0.1:0` with `config` (relative paths from `base`).
+pub async fn start_proxy_in(config: &str, base: &Path) -> SocketAddr {
+    let config = Config::from_toml_in("test.toml", config, base).expect("test config");
+    let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("bind proxy");
+    let addr = server.local_addr().unwrap();
+    tokio::spawn(server.run());
+    addr
+}
+
+/// Starts the proxy with `config`.
+pub async fn start_proxy(config: &str) -> SocketAddr {
+    start_proxy_in(config, Path::new(".")).await
+}
+
+/// A response as the client saw it.
+pub struct Got {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Got {
+    pub fn code(&self) -> &str {
+        self.headers
+            .get("fetchgate-error")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).expect("problem+json body")
+    }
+}
+
+/// A keep-alive client connection to the proxy.
+pub struct Client {
+    sender: hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+}
+
+impl Client {
+    pub async fn connect(proxy: SocketAddr) -> Self {
+        let stream = TcpStream::connect(proxy).await.expect("connect to proxy");
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(conn);
+        Self { sender }
+    }
+
+    /// Sends `method url` in absolute form with `headers`, reads the whole response.
+    pub async fn send(&mut self, method: &str, url: &str, headers: &[(&str, &str)]) -> Got {
+        let uri: http::Uri = url.parse().expect("absolute URL");
+        let mut req = Request::builder().method(method).uri(url);
+        if let Some(a) = uri.authority() {
+            req = req.header("host", a.as_str());
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Empty::new()).unwrap();
+        self.sender.ready().await.expect("ready");
+        let resp = self.sender.send_request(req).await.expect("response");
+        let (parts, body) = resp.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
+        Got {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        }
+    }
+}
+
+/// One GET through the proxy on a fresh connection.
+pub async fn get(proxy: SocketAddr, url: &str) -> Got {
+    Client::connect(proxy).await.send("GET", url, &[]).await
+}
+
+/// Sends a CONNECT and reads the response head. Returns the status, the head text and the
+/// stream (positioned after the head).
+pub async fn connect(proxy: SocketAddr, authority: &str, extra: &str) -> (u16, String, TcpStream) {
+    let mut s = TcpStream::connect(proxy).await.expect("connect to proxy");
+    let req = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{extra}\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let head = read_head(&mut s).await;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head, s)
+}
+
+/// Reads up to the end of a response head, byte by byte (so nothing after it is consumed).
+/// For responses with a body, the body follows on the stream.
+pub async fn read_head(s: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b).await {
+            Ok(1) => head.push(b[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}

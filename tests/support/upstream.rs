@@ -1,0 +1,229 @@
+//! Upstream servers for tests, on loopback addresses only: an HTTP server that records what it
+//! received and counts connections, its TLS twin with an rcgen CA, a TCP echo server, and a
+//! listener that only counts (to prove "never connected").
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the upstream answers.
+#[derive(Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn ok(body: impl Into<Bytes>) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.push((name, value.to_string()));
+        self
+    }
+}
+
+/// One request as the upstream saw it.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub method: String,
+    pub uri: String,
+    pub headers: HeaderMap,
+    /// The TLS SNI, when served over TLS.
+    pub sni: Option<String>,
+    /// The local address the connection arrived on.
+    pub local: SocketAddr,
+}
+
+/// A recording HTTP (or HTTPS) upstream.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub connections: Arc<AtomicUsize>,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Upstream {
+    /// Plain HTTP on `bind` (a loopback address, port 0 or fixed), answering every request
+    /// with `reply`.
+    pub async fn http(bind: &str, reply: Reply) -> Self {
+        Self::start(bind, reply, None).await
+    }
+
+    /// HTTPS with `tls`, answering every request with `reply`.
+    pub async fn https(bind: &str, reply: Reply, tls: Arc<rustls::ServerConfig>) -> Self {
+        Self::start(bind, reply, Some(tls)).await
+    }
+
+    async fn start(bind: &str, reply: Reply, tls: Option<Arc<rustls::ServerConfig>>) -> Self {
+        let listener = TcpListener::bind(bind).await.expect("bind upstream");
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let (c, s) = (connections.clone(), seen.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                c.fetch_add(1, Ordering::SeqCst);
+                let local = stream.local_addr().unwrap();
+                let (reply, seen, tls) = (reply.clone(), s.clone(), tls.clone());
+                tokio::spawn(async move {
+                    match tls {
+                        None => serve(TokioIo::new(stream), reply, seen, None, local).await,
+                        Some(cfg) => {
+                            let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+                            let Ok(tls) = acceptor.accept(stream).await else {
+                                return;
+                            };
+                            let sni = tls.get_ref().1.server_name().map(str::to_string);
+                            serve(TokioIo::new(tls), reply, seen, sni, local).await
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            connections,
+            seen,
+        }
+    }
+
+    pub fn connection_count(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    pub fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn serve<I>(
+    io: I,
+    reply: Reply,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    sni: Option<String>,
+    local: SocketAddr,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = service_fn(move |req: Request<Incoming>| {
+        let (reply, seen, sni) = (reply.clone(), seen.clone(), sni.clone());
+        async move {
+            seen.lock().unwrap().push(Seen {
+                method: req.method().to_string(),
+                uri: req.uri().to_string(),
+                headers: req.headers().clone(),
+                sni,
+                local,
+            });
+            let _ = req.into_body().collect().await;
+            let mut resp = Response::new(Full::new(reply.body.clone()));
+            *resp.status_mut() = http::StatusCode::from_u16(reply.status).unwrap();
+            for (k, v) in &reply.headers {
+                resp.headers_mut().append(*k, v.parse().unwrap());
+            }
+            Ok::<_, Infallible>(resp)
+        }
+    });
+    let _ = http1::Builder::new().serve_connection(io, svc).await;
+}
+
+/// A listener that accepts and counts connections, and does nothing else.
+pub struct CountingListener {
+    pub addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl CountingListener {
+    pub async fn start(bind: &str) -> Self {
+        let listener = TcpListener::bind(bind)
+            .await
+            .expect("bind counting listener");
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let a = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
+                drop(s);
+            }
+        });
+        Self { addr, accepted }
+    }
+
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+/// A TCP echo server.
+pub async fn echo(bind: &str) -> SocketAddr {
+    let listener = TcpListener::bind(bind).await.expect("bind echo");
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            if s.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A CA and a server certificate for `names`, made with rcgen. Returns the server TLS
+/// config and the CA certificate in PEM (for `[tls] extra_roots`).
+pub fn tls_for(names: &[&str]) -> (Arc<rustls::ServerConfig>, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "fetchgate test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf_params =
+        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+    let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let key = rustls_pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.der().clone()], key)
+        .unwrap();
+    (Arc::new(config), ca_cert.pem())
+}
