@@ -227,3 +227,16 @@ pub fn tls_for(names: &[&str]) -> (Arc<rustls::ServerConfig>, String) {
         .unwrap();
     (Arc::new(config), ca_cert.pem())
 }
+
+/// A server that accepts connections and never says a word (but keeps them open).
+pub async fn silent(bind: &str) -> SocketAddr {
+    let listener = TcpListener::bind(bind).await.expect("bind silent");
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    addr
+}
