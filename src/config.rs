@@ -11,8 +11,10 @@ use serde::Deserialize;
 use crate::connect::tls::{TlsSection, client_config};
 use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
+use crate::fetch::through::DEFAULT_MAX_REDIRECTS;
 use crate::serve::access::{Access, AccessSection};
 use crate::serve::limits::{Limits, ListenSection, ProxySection};
+use crate::store::{CacheSection, CacheSettings};
 use crate::toml_file::{FileError, TomlSource};
 
 #[derive(Debug, Default, Deserialize)]
@@ -30,6 +32,8 @@ struct ConfigFile {
     resolver: ResolverSection,
     #[serde(default)]
     egress: EgressSection,
+    #[serde(default)]
+    cache: CacheSection,
 }
 
 /// Everything fetchgate runs with, checked.
@@ -45,6 +49,10 @@ pub struct Config {
     pub access: Access,
     /// Listener and limits.
     pub limits: Limits,
+    /// The content cache.
+    pub cache: CacheSettings,
+    /// Most redirects followed by fetch-through.
+    pub max_redirects: usize,
 }
 
 impl Config {
@@ -88,6 +96,14 @@ impl Config {
             tls: client_config(&raw.tls, base, &src)?,
             access: Access::from_section(&raw.access, base, &src)?,
             limits: Limits::from_sections(&raw.listen, &raw.proxy, &src)?,
+            cache: CacheSettings::from_section(&raw.cache, base, &src)?,
+            max_redirects: match &raw.egress.max_redirects {
+                None => DEFAULT_MAX_REDIRECTS,
+                Some(m) if *m.get_ref() > 20 => {
+                    return Err(src.error_at(m.span(), "max_redirects must be from 0 to 20"));
+                }
+                Some(m) => *m.get_ref(),
+            },
         })
     }
 

@@ -29,4 +29,5 @@ pub mod decide;
 pub mod fetch;
 pub mod redact;
 pub mod serve;
+pub mod store;
 pub mod toml_file;

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use fetchgate::cli::{Cli, Command, LogFormat, check};
+use fetchgate::cli::{Cli, Command, LogFormat, cache, check};
 use fetchgate::config::Config;
 use fetchgate::decide::profile::{BUILTIN_TEXT, Profile};
 use fetchgate::serve::Server;
@@ -66,6 +66,45 @@ fn main() -> ExitCode {
                 Err(e) => return usage_error(&format!("cannot start the async runtime: {e}")),
             };
             runtime.block_on(serve(config))
+        }
+        Command::Fetch {
+            config,
+            sha256,
+            size,
+            output,
+            urls,
+        } => {
+            let config = match Config::load(config.as_deref()) {
+                Ok(c) => c,
+                Err(e) => return usage_error(&e),
+            };
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => return usage_error(&format!("cannot start the async runtime: {e}")),
+            };
+            match runtime.block_on(cache::fetch(
+                &config,
+                &sha256,
+                size,
+                output.as_deref(),
+                urls,
+            )) {
+                Ok(code) => code,
+                Err(e) => usage_error(&e),
+            }
+        }
+        Command::Cache { config, action } => {
+            let config = match Config::load(config.as_deref()) {
+                Ok(c) => c,
+                Err(e) => return usage_error(&e),
+            };
+            match cache::run(&config, &action) {
+                Ok(code) => code,
+                Err(e) => usage_error(&e),
+            }
         }
         Command::Profile => match Profile::builtin() {
             Ok(_) => {

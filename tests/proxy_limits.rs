@@ -81,7 +81,7 @@ async fn serve_binary_logs_one_json_line_per_request_without_credentials() {
     std::fs::write(
         &cfg,
         format!(
-            "[listen]\nproxy = \"127.0.0.1:{port}\"\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
+            "[listen]\nproxy = \"127.0.0.1:{port}\"\n\n[cache]\ndir = \"cache\"\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
             up.addr.port()
         ),
     )

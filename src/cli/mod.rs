@@ -1,5 +1,6 @@
 //! The command line: argument parsing and one module per command.
 
+pub mod cache;
 pub mod check;
 
 use std::path::PathBuf;
@@ -44,6 +45,60 @@ pub enum Command {
     },
     /// Print the built-in egress profile (policy/public-client.toml) after checking it.
     Profile,
+    /// Fetch an artifact by digest from mirrors, verify it, publish it in the cache and
+    /// optionally write it to a file. Exit 0 on a verified result, 1 with a per-locator
+    /// report otherwise, 2 for usage or config errors.
+    Fetch {
+        /// Config file (TOML); the embedded defaults when absent.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Expected SHA-256 (64 lowercase hex).
+        #[arg(long, value_name = "HEX")]
+        sha256: String,
+        /// Expected size in bytes.
+        #[arg(long, value_name = "N")]
+        size: u64,
+        /// Also write the verified bytes here (written to a temp file, then renamed).
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Mirror URLs, tried in order.
+        #[arg(required = true, value_name = "URL")]
+        urls: Vec<String>,
+    },
+    /// Look after the content cache.
+    Cache {
+        /// Config file (TOML); the embedded defaults when absent.
+        #[arg(long, value_name = "FILE", global = true)]
+        config: Option<PathBuf>,
+        /// What to do.
+        #[command(subcommand)]
+        action: CacheAction,
+    },
+}
+
+/// `fetchgate cache` actions.
+#[derive(Debug, Subcommand)]
+pub enum CacheAction {
+    /// Totals, and every entry with `--entries`.
+    Stats {
+        /// List every entry too.
+        #[arg(long)]
+        entries: bool,
+    },
+    /// Re-hash every entry; quarantine any that no longer match. Exit 1 if any did.
+    Verify,
+    /// Never evict this entry.
+    Pin {
+        /// The entry's SHA-256.
+        sha256: String,
+    },
+    /// Allow this entry to be evicted again.
+    Unpin {
+        /// The entry's SHA-256.
+        sha256: String,
+    },
+    /// Evict down to max_bytes, remove stray temp files, repair the index.
+    Gc,
 }
 
 /// How log lines are written (to standard error).

@@ -30,6 +30,8 @@ pub struct EgressSection {
     pub ports: Option<Spanned<Vec<u16>>>,
     /// Ports CONNECT may use (default 443).
     pub connect_ports: Option<Spanned<Vec<u16>>>,
+    /// Most redirects fetchgate follows itself (fetch-through), default 5.
+    pub max_redirects: Option<Spanned<usize>>,
     /// Scoped trust rules.
     #[serde(default)]
     pub trust: Vec<Spanned<TrustSection>>,

@@ -2,7 +2,9 @@
 //!
 //! [`upstream`] sends one request over a pinned, pooled connection with
 //! `Accept-Encoding: identity` and refuses any response with another content coding;
-//! [`headers`] holds the hop-by-hop and coding rules. Fetching knows no listener.
+//! [`headers`] holds the hop-by-hop and coding rules; [`through`] fetches by digest from
+//! mirrors into the store, publishing only verified bytes. Fetching knows no listener.
 
 pub mod headers;
+pub mod through;
 pub mod upstream;

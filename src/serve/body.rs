@@ -8,8 +8,11 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use hyper::body::{Body, Frame, SizeHint};
 
+/// Errors that abort a response body mid-stream.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Every response body fetchgate sends.
-pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+pub type ProxyBody = BoxBody<Bytes, BoxError>;
 
 /// The facts of one request, logged once when its response body is finished or dropped.
 #[derive(Clone, Debug, Default)]
@@ -76,12 +79,12 @@ impl LoggedBody {
 
 impl Body for LoggedBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {

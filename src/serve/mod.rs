@@ -1,11 +1,17 @@
 //! Serve: the proxy listener. Accepts connections up to the limit, turns away clients outside
 //! `[access] clients`, and hands every request to [`proxy::handle`].
 
+// `Problem` is only built on the error path, where its size costs nothing; boxing it would
+// only add noise to every handler.
+#![allow(clippy::result_large_err)]
+
 pub mod access;
 pub mod body;
 pub mod limits;
+pub mod objects;
 pub mod problem;
 pub mod proxy;
+pub mod tee;
 pub mod tunnel;
 
 use std::io;
@@ -24,6 +30,9 @@ use tokio::sync::Semaphore;
 use crate::config::Config;
 use crate::connect::Egress;
 use crate::connect::pool::Pool;
+use crate::fetch::through::Fetcher;
+use crate::fetch::upstream::Timeouts;
+use crate::store::Store;
 use access::Access;
 use limits::Limits;
 use problem::{Origin, Problem};
@@ -44,6 +53,10 @@ pub struct Gate {
     pub access: Access,
     /// Limits.
     pub limits: Limits,
+    /// Fetch-through into the content cache (absent when the cache is off).
+    pub fetcher: Option<Arc<Fetcher>>,
+    /// Largest proxied body the tee publishes.
+    pub tee_max_bytes: u64,
 }
 
 /// A bound proxy listener, ready to run.
@@ -60,12 +73,52 @@ impl Server {
 
     /// Binds a given address (tests use `127.0.0.1:0`).
     pub async fn bind_to(config: &Config, addr: SocketAddr) -> io::Result<Self> {
+        let store = Store::open(&config.cache).map_err(|e| {
+            io::Error::other(format!(
+                "cannot open the cache at {}: {e}",
+                config.cache.dir.display()
+            ))
+        })?;
         let listener = TcpListener::bind(addr).await?;
+        // The index is a cache of the directories; repair it without holding the listener.
+        let repair = store.clone();
+        tokio::task::spawn_blocking(move || match repair.reconcile() {
+            Ok((adopted, dropped)) => tracing::info!(
+                adopted,
+                dropped,
+                "cache index reconciled with the object directories"
+            ),
+            Err(e) => tracing::warn!(error = %e, "cache index reconciliation failed"),
+        });
+        let usage = Arc::downgrade(&store);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(30));
+            loop {
+                tick.tick().await;
+                let Some(store) = usage.upgrade() else { return };
+                let _ = tokio::task::spawn_blocking(move || store.flush_usage()).await;
+            }
+        });
+        let egress = config.egress();
+        let timeouts = Timeouts {
+            connect: config.limits.connect_timeout,
+            response_head: config.limits.response_head_timeout,
+        };
+        let fetcher = Fetcher::new(
+            egress.clone(),
+            config.tls.clone(),
+            timeouts,
+            store,
+            config.max_redirects,
+            config.cache.fetch_timeout,
+        );
         let gate = Arc::new(Gate {
-            egress: config.egress(),
+            egress,
             tls: config.tls.clone(),
             access: config.access.clone(),
             limits: config.limits.clone(),
+            fetcher: Some(Arc::new(fetcher)),
+            tee_max_bytes: config.cache.max_object_bytes,
         });
         Ok(Self { listener, gate })
     }

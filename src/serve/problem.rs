@@ -47,6 +47,8 @@ pub struct Problem {
     pub origin: Origin,
     /// Extra headers (`Proxy-Authenticate`, `Retry-After`).
     pub headers: Vec<(header::HeaderName, HeaderValue)>,
+    /// Extra members merged into the JSON body (such as a per-locator report).
+    pub extra: Option<serde_json::Value>,
 }
 
 impl Problem {
@@ -68,6 +70,7 @@ impl Problem {
             next: next.into(),
             origin,
             headers: Vec::new(),
+            extra: None,
         }
     }
 
@@ -118,6 +121,11 @@ impl Problem {
         }
         if let Some(f) = &self.field {
             v["field"] = json!(f);
+        }
+        if let Some(serde_json::Value::Object(extra)) = &self.extra {
+            for (k, x) in extra {
+                v[k] = x.clone();
+            }
         }
         v
     }

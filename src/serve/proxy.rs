@@ -15,8 +15,9 @@ use hyper_util::rt::TokioIo;
 
 use super::Gate;
 use super::access::Denied;
-use super::body::{LoggedBody, ProxyBody, RequestLog};
+use super::body::{BoxError, LoggedBody, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
+use super::tee::TeeBody;
 use super::tunnel::{TunnelEnd, splice};
 use crate::connect::dial::{DialError, dial_tcp};
 use crate::connect::pool::Pool;
@@ -115,6 +116,9 @@ async fn route(
     }
     if req.uri().scheme().is_some() {
         return forward(gate, conn, req, log).await;
+    }
+    if req.uri().path().starts_with("/sha256/") {
+        return super::objects::handle(gate, &req, log).await;
     }
     Err(Problem::new(
         StatusCode::NOT_FOUND,
@@ -241,6 +245,7 @@ async fn forward(
         return Err(internal("an allowed decision without a target"));
     };
     let (parts, body) = req.into_parts();
+    let is_get = parts.method == Method::GET;
     let upstream_req = upstream_request(parts.method, &target, parts.headers, body.boxed())
         .map_err(|e| {
             Problem::new(
@@ -270,7 +275,27 @@ async fn forward(
     log.upstream = Some(ex.peer.to_string());
     let (mut parts, body) = ex.response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    Ok(Response::from_parts(parts, body.boxed()))
+    // Our hop to the client is HTTP/1.1 whatever the upstream spoke.
+    parts.version = http::Version::HTTP_11;
+    let teed = match &gate.fetcher {
+        Some(fetcher) if is_get && parts.status == StatusCode::OK => {
+            let expected = parts
+                .headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            let tee = TeeBody::new(
+                body,
+                fetcher.store(),
+                expected,
+                gate.tee_max_bytes,
+                log.locator.clone(),
+            );
+            tee.boxed()
+        }
+        _ => body.map_err(BoxError::from).boxed(),
+    };
+    Ok(Response::from_parts(parts, teed))
 }
 
 fn upstream_problem(e: UpstreamError, gate: &Gate, locator: &str) -> Problem {

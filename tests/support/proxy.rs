@@ -13,13 +13,27 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Starts the proxy on `127.0.0.1:0` with `config` (relative paths from `base`).
+/// Unless the config names a cache directory, a fresh one is made and removed when the
+/// test's runtime ends (the server task owns it).
 pub async fn start_proxy_in(config: &str, base: &Path) -> SocketAddr {
-    let config = Config::from_toml_in("test.toml", config, base).expect("test config");
+    let dir = tempfile::tempdir().expect("cache dir");
+    let config = if config.contains("[cache]") {
+        config.to_string()
+    } else {
+        format!(
+            "{config}\n[cache]\ndir = {:?}\n",
+            dir.path().display().to_string()
+        )
+    };
+    let config = Config::from_toml_in("test.toml", &config, base).expect("test config");
     let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
         .await
         .expect("bind proxy");
     let addr = server.local_addr().unwrap();
-    tokio::spawn(server.run());
+    tokio::spawn(async move {
+        let _cache = dir;
+        server.run().await
+    });
     addr
 }
 

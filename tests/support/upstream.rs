@@ -240,3 +240,109 @@ pub async fn silent(bind: &str) -> SocketAddr {
     });
     addr
 }
+
+/// An upstream that streams `total` bytes of a deterministic pattern in 64 KiB chunks,
+/// optionally pausing between chunks, and counts the bytes hyper actually took from it (so a
+/// test can tell a body that was read to the end from one that was cut off).
+pub struct Streaming {
+    pub addr: SocketAddr,
+    pub requests: Arc<AtomicUsize>,
+    pub taken: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The byte at offset `i` of a streaming upstream's body.
+pub fn pattern(i: u64) -> u8 {
+    (i.wrapping_mul(31) % 251) as u8
+}
+
+/// The first `n` bytes of the pattern.
+pub fn pattern_bytes(n: u64) -> Vec<u8> {
+    (0..n).map(pattern).collect()
+}
+
+impl Streaming {
+    pub async fn start(
+        bind: &str,
+        total: u64,
+        pause: Option<std::time::Duration>,
+        content_length: bool,
+    ) -> Self {
+        use std::sync::atomic::AtomicU64;
+        let listener = TcpListener::bind(bind)
+            .await
+            .expect("bind streaming upstream");
+        let addr = listener.local_addr().unwrap();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let taken = Arc::new(AtomicU64::new(0));
+        let (r, t) = (requests.clone(), taken.clone());
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (r, t) = (r.clone(), t.clone());
+                tokio::spawn(async move {
+                    let svc = service_fn(move |_req: Request<Incoming>| {
+                        r.fetch_add(1, Ordering::SeqCst);
+                        let t = t.clone();
+                        async move {
+                            let (tx, rx) = tokio::sync::mpsc::channel::<
+                                Result<hyper::body::Frame<Bytes>, Infallible>,
+                            >(1);
+                            tokio::spawn(async move {
+                                let mut off = 0u64;
+                                while off < total {
+                                    let n = (total - off).min(64 * 1024);
+                                    let chunk: Vec<u8> = (off..off + n).map(pattern).collect();
+                                    if tx
+                                        .send(Ok(hyper::body::Frame::data(Bytes::from(chunk))))
+                                        .await
+                                        .is_err()
+                                    {
+                                        return;
+                                    }
+                                    t.fetch_add(n, Ordering::SeqCst);
+                                    off += n;
+                                    if let Some(p) = pause {
+                                        tokio::time::sleep(p).await;
+                                    }
+                                }
+                            });
+                            let body = http_body_util::StreamBody::new(RxStream(rx));
+                            let mut resp = Response::new(body);
+                            if content_length {
+                                resp.headers_mut().insert("content-length", total.into());
+                            }
+                            Ok::<_, Infallible>(resp)
+                        }
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Self {
+            addr,
+            requests,
+            taken,
+        }
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    pub fn bytes_taken(&self) -> u64 {
+        self.taken.load(Ordering::SeqCst)
+    }
+}
+
+struct RxStream<T>(tokio::sync::mpsc::Receiver<T>);
+
+impl<T> futures_core::Stream for RxStream<T> {
+    type Item = T;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
+}

@@ -1,0 +1,165 @@
+//! `fetchgate cache ...` and `fetchgate fetch`: the cache from the command line.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::cli::CacheAction;
+use crate::config::Config;
+use crate::fetch::through::{Fetcher, ThroughError, Wanted};
+use crate::fetch::upstream::Timeouts;
+use crate::store::{Body, Digest, Store};
+
+fn open(config: &Config) -> Result<Arc<Store>, String> {
+    let store = Store::open(&config.cache).map_err(|e| {
+        format!(
+            "cannot open the cache at {}: {e} (is a fetchgate server using it? stop it, or use the server's /sha256/ endpoint)",
+            config.cache.dir.display()
+        )
+    })?;
+    store.reconcile().map_err(|e| e.to_string())?;
+    Ok(store)
+}
+
+fn digest(hex: &str) -> Result<Digest, String> {
+    Digest::parse(hex).map_err(|e| format!("sha256: {e}"))
+}
+
+/// Runs one `cache` action; errors are usage or config errors (exit 2).
+pub fn run(config: &Config, action: &CacheAction) -> Result<ExitCode, String> {
+    let store = open(config)?;
+    match action {
+        CacheAction::Stats { entries } => {
+            let mut v = serde_json::json!({ "stats": store.stats() });
+            if *entries {
+                v["entries"] = serde_json::to_value(store.list()).map_err(|e| e.to_string())?;
+            }
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        CacheAction::Verify => {
+            let report = store.verify();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+            );
+            Ok(if report.quarantined.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        CacheAction::Pin { sha256 } | CacheAction::Unpin { sha256 } => {
+            let pin = matches!(action, CacheAction::Pin { .. });
+            let d = digest(sha256)?;
+            if store.set_pinned(&d, pin).map_err(|e| e.to_string())? {
+                println!("{} {d}", if pin { "pinned" } else { "unpinned" });
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("fetchgate: no cache entry for sha256 {d}");
+                Ok(ExitCode::from(1))
+            }
+        }
+        CacheAction::Gc => {
+            let (evicted, removed) = store.gc().map_err(|e| e.to_string())?;
+            println!("evicted {evicted} entries, removed {removed} stray temp files");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `fetchgate fetch`: fetch-through into the cache, then optionally copy out.
+pub async fn fetch(
+    config: &Config,
+    sha256: &str,
+    size: u64,
+    output: Option<&Path>,
+    urls: Vec<String>,
+) -> Result<ExitCode, String> {
+    let d = digest(sha256)?;
+    if size == 0 {
+        return Err("size: must be at least 1 byte".into());
+    }
+    let store = open(config)?;
+    let timeouts = Timeouts {
+        connect: config.limits.connect_timeout,
+        response_head: config.limits.response_head_timeout,
+    };
+    let fetcher = Arc::new(Fetcher::new(
+        config.egress(),
+        config.tls.clone(),
+        timeouts,
+        store.clone(),
+        config.max_redirects,
+        config.cache.fetch_timeout,
+    ));
+    let wanted = Wanted {
+        digest: d,
+        size,
+        mirrors: urls,
+        label: None,
+    };
+    match fetcher.ensure(wanted).await {
+        Ok(()) => {}
+        Err(e) => {
+            let report = match e.as_ref() {
+                ThroughError::AllFailed(list) => serde_json::json!({
+                    "code": "all_mirrors_failed",
+                    "sha256": d.hex(),
+                    "locators": list,
+                    "next": "try another mirror of the same artifact, or check the manifest's size and sha256",
+                }),
+                ThroughError::Store(s) => {
+                    serde_json::json!({ "code": "cache_error", "detail": s.to_string() })
+                }
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            );
+            return Ok(ExitCode::from(1));
+        }
+    }
+    if let Some(out) = output {
+        let object = store
+            .get(&d)
+            .ok_or("the entry vanished after verification; retry")?;
+        write_out(out, &object.body).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    }
+    println!("verified sha256 {d} ({size} bytes)");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Copies verified bytes to `out` through a temp file beside it and a rename, so `out` is
+/// either absent or complete.
+fn write_out(out: &Path, body: &Body) -> std::io::Result<()> {
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.fetchgate-{}.part", std::process::id()));
+    let result = (|| {
+        let mut f = crate::store::fill::create_exclusive(&tmp)?;
+        match body {
+            Body::Memory(b) => f.write_all(b)?,
+            Body::File(src) => {
+                let mut src = src;
+                std::io::copy(&mut src, &mut f)?;
+            }
+        }
+        f.sync_all()?;
+        std::fs::rename(&tmp, out)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

@@ -1,0 +1,384 @@
+//! Fetch-through by digest: on a miss, try the mirrors in order, following redirects (each
+//! hop decided and connected like a first request), and publish only bytes whose size and
+//! SHA-256 match what was expected. Concurrent requests for one digest share one fetch.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::upstream::{Timeouts, UpstreamError, exchange, upstream_request};
+use crate::connect::Egress;
+use crate::connect::pool::Pool;
+use crate::redact::redact_locator;
+use crate::store::{Digest, FillError, FillSink, Store, StoreError};
+
+/// Default most redirects followed per mirror.
+pub const DEFAULT_MAX_REDIRECTS: usize = 5;
+
+/// What to fetch: the expected identity and where it may be found.
+#[derive(Clone, Debug)]
+pub struct Wanted {
+    /// Expected SHA-256.
+    pub digest: Digest,
+    /// Expected size in bytes.
+    pub size: u64,
+    /// Mirror URLs, tried in order.
+    pub mirrors: Vec<String>,
+    /// A package label for the entry (`name@version`), if known.
+    pub label: Option<String>,
+}
+
+/// Why one locator failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LocatorFailure {
+    /// The redacted locator (the mirror URL as given).
+    pub locator: String,
+    /// The hop that failed, if it was a redirect target.
+    pub hop: Option<String>,
+    /// Stable code: a refusal reason, `upstream_status`, `content_coding_rejected`,
+    /// `size_mismatch`, `digest_mismatch`, `too_many_redirects`, `upstream_timeout`, ...
+    pub code: &'static str,
+    /// What happened.
+    pub detail: String,
+    /// A safe next action.
+    pub next: &'static str,
+}
+
+/// Why a fetch-through failed.
+#[derive(Clone, Debug)]
+pub enum ThroughError {
+    /// Every mirror failed; one entry per mirror.
+    AllFailed(Vec<LocatorFailure>),
+    /// The store could not take the bytes (full, or a file-system failure).
+    Store(StoreError),
+}
+
+impl std::fmt::Display for ThroughError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThroughError::AllFailed(list) => {
+                write!(f, "every mirror failed: ")?;
+                let parts: Vec<String> = list
+                    .iter()
+                    .map(|l| format!("{} ({}: {})", l.locator, l.code, l.detail))
+                    .collect();
+                f.write_str(&parts.join("; "))
+            }
+            ThroughError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+type Outcome = Option<Result<(), Arc<ThroughError>>>;
+
+/// Fetches by digest into the store.
+pub struct Fetcher {
+    egress: Egress,
+    tls: Arc<rustls::ClientConfig>,
+    timeouts: Timeouts,
+    store: Arc<Store>,
+    max_redirects: usize,
+    fetch_timeout: Duration,
+    inflight: Mutex<HashMap<Digest, watch::Receiver<Outcome>>>,
+}
+
+const NEXT_MIRROR: &str =
+    "try another mirror of the same artifact, or check the manifest's size and sha256";
+
+impl Fetcher {
+    /// A fetcher writing into `store`.
+    pub fn new(
+        egress: Egress,
+        tls: Arc<rustls::ClientConfig>,
+        timeouts: Timeouts,
+        store: Arc<Store>,
+        max_redirects: usize,
+        fetch_timeout: Duration,
+    ) -> Self {
+        Self {
+            egress,
+            tls,
+            timeouts,
+            store,
+            max_redirects,
+            fetch_timeout,
+            inflight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The store it fills.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Makes sure `wanted.digest` is published: returns at once on a hit, otherwise joins the
+    /// fetch already running for that digest or starts one.
+    pub async fn ensure(self: &Arc<Self>, wanted: Wanted) -> Result<(), Arc<ThroughError>> {
+        if self.store.contains(&wanted.digest) {
+            return Ok(());
+        }
+        let mut rx = {
+            let mut inflight = self.inflight.lock().map_err(|_| {
+                Arc::new(ThroughError::Store(StoreError::Io(
+                    "the in-flight table is poisoned".into(),
+                )))
+            })?;
+            match inflight.get(&wanted.digest) {
+                Some(rx) => rx.clone(),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    inflight.insert(wanted.digest, rx.clone());
+                    let me = self.clone();
+                    // The leader runs on its own task, so a client that goes away does not
+                    // cancel the fetch the others are waiting for.
+                    tokio::spawn(async move {
+                        let digest = wanted.digest;
+                        let result = me.fetch(&wanted).await.map_err(Arc::new);
+                        if let Ok(mut inflight) = me.inflight.lock() {
+                            inflight.remove(&digest);
+                        }
+                        let _ = tx.send(Some(result));
+                    });
+                    rx
+                }
+            }
+        };
+        let outcome = rx
+            .wait_for(Option::is_some)
+            .await
+            .map(|v| v.clone())
+            .ok()
+            .flatten();
+        outcome.unwrap_or_else(|| {
+            Err(Arc::new(ThroughError::Store(StoreError::Io(
+                "the fetch stopped without a result".into(),
+            ))))
+        })
+    }
+
+    async fn fetch(&self, wanted: &Wanted) -> Result<(), ThroughError> {
+        let mut failures = Vec::new();
+        for mirror in &wanted.mirrors {
+            match tokio::time::timeout(self.fetch_timeout, self.fetch_mirror(mirror, wanted)).await
+            {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(Failure::Store(e))) => return Err(ThroughError::Store(e)),
+                Ok(Err(Failure::Locator(f))) => failures.push(f),
+                Err(_) => failures.push(LocatorFailure {
+                    locator: redact_locator(mirror),
+                    hop: None,
+                    code: "fetch_timeout",
+                    detail: format!(
+                        "the fetch did not finish within {} ms ([cache] fetch_timeout_ms)",
+                        self.fetch_timeout.as_millis()
+                    ),
+                    next: NEXT_MIRROR,
+                }),
+            }
+            if self.store.contains(&wanted.digest) {
+                return Ok(());
+            }
+        }
+        Err(ThroughError::AllFailed(failures))
+    }
+
+    async fn fetch_mirror(&self, mirror: &str, wanted: &Wanted) -> Result<(), Failure> {
+        let fail = |hop: Option<&str>, code: &'static str, detail: String| {
+            Failure::Locator(LocatorFailure {
+                locator: redact_locator(mirror),
+                hop: hop.map(redact_locator),
+                code,
+                detail,
+                next: NEXT_MIRROR,
+            })
+        };
+        let pool = Pool::new(1, Duration::from_secs(1));
+        let mut current = mirror.to_string();
+        for hop in 0..=self.max_redirects {
+            let hop_name = (hop > 0).then_some(current.as_str());
+            let decision = self.egress.decide_url(&current).await;
+            if !decision.allowed() {
+                let r = decision.verdict.reason;
+                let mut detail = r.explanation().to_string();
+                if let Some(d) = &decision.detail {
+                    detail = format!("{detail}: {d}");
+                }
+                return Err(fail(hop_name, r.code(), detail));
+            }
+            let Some(target) = decision.target.clone() else {
+                return Err(fail(
+                    hop_name,
+                    "internal_error",
+                    "an allowed decision without a target".into(),
+                ));
+            };
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::USER_AGENT,
+                HeaderValue::from_static(concat!("fetchgate/", env!("CARGO_PKG_VERSION"))),
+            );
+            let body = Empty::new().map_err(|never| match never {}).boxed();
+            let req = upstream_request(Method::GET, &target, headers, body)
+                .map_err(|e| fail(hop_name, "invalid_locator", e))?;
+            let ex = exchange(
+                &pool,
+                &self.tls,
+                self.timeouts,
+                &target,
+                &decision.addresses(),
+                req,
+            )
+            .await
+            .map_err(|e| {
+                let code = match &e {
+                    UpstreamError::ContentCoding(_) => "content_coding_rejected",
+                    UpstreamError::HeadTimeout(_) => "upstream_timeout",
+                    UpstreamError::Dial(crate::connect::dial::DialError::Unreachable {
+                        timed_out: true,
+                        ..
+                    }) => "upstream_timeout",
+                    UpstreamError::Dial(crate::connect::dial::DialError::Tls { .. }) => {
+                        "upstream_tls_failed"
+                    }
+                    UpstreamError::Dial(_) => "upstream_unreachable",
+                    UpstreamError::Http(_) => "upstream_http_error",
+                };
+                fail(hop_name, code, e.to_string())
+            })?;
+            let status = ex.response.status();
+            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
+                let Some(location) = ex
+                    .response
+                    .headers()
+                    .get(header::LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                else {
+                    return Err(fail(
+                        hop_name,
+                        "upstream_status",
+                        format!("HTTP {status} without a Location"),
+                    ));
+                };
+                let base = target.url.clone();
+                let next = base
+                    .as_ref()
+                    .and_then(|b| b.join(location).ok())
+                    .ok_or_else(|| {
+                        fail(
+                            hop_name,
+                            "invalid_locator",
+                            "the redirect's Location is not a URL".into(),
+                        )
+                    })?;
+                // The raw text is what gets decided: a Location with userinfo or a fragment
+                // is refused, not silently cleaned.
+                current = if location.contains("://") {
+                    location.to_string()
+                } else {
+                    next.to_string()
+                };
+                continue;
+            }
+            if status != StatusCode::OK {
+                return Err(fail(hop_name, "upstream_status", format!("HTTP {status}")));
+            }
+            if let Some(len) = ex
+                .response
+                .headers()
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                && len != wanted.size
+            {
+                return Err(fail(
+                    hop_name,
+                    "size_mismatch",
+                    format!(
+                        "Content-Length is {len}; the expected size is {}",
+                        wanted.size
+                    ),
+                ));
+            }
+            let fill = self
+                .store
+                .begin(Some(wanted.digest), wanted.size)
+                .map_err(Failure::Store)?;
+            let mut sink = FillSink::start(fill);
+            let mut body = ex.response.into_body();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| {
+                    fail(
+                        hop_name,
+                        "upstream_http_error",
+                        format!("the body broke off: {e}"),
+                    )
+                })?;
+                if let Ok(data) = frame.into_data() {
+                    sink.send(data)
+                        .await
+                        .map_err(|e| fill_failure(e, &fail, hop_name))?;
+                }
+            }
+            let got = sink.count();
+            return match sink
+                .finish(Some(redact_locator(mirror)), wanted.label.clone())
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(FillError::TooShort { .. }) => Err(fail(
+                    hop_name,
+                    "size_mismatch",
+                    format!(
+                        "the body is {got} bytes; the expected size is {}",
+                        wanted.size
+                    ),
+                )),
+                Err(e) => Err(fill_failure(e, &fail, hop_name)),
+            };
+        }
+        Err(fail(
+            None,
+            "too_many_redirects",
+            format!(
+                "more than {} redirects ([egress] max_redirects)",
+                self.max_redirects
+            ),
+        ))
+    }
+}
+
+enum Failure {
+    Locator(LocatorFailure),
+    Store(StoreError),
+}
+
+fn fill_failure(
+    e: FillError,
+    fail: &dyn Fn(Option<&str>, &'static str, String) -> Failure,
+    hop: Option<&str>,
+) -> Failure {
+    match e {
+        FillError::TooLong { limit } => fail(
+            hop,
+            "size_mismatch",
+            format!("the body is longer than the expected {limit} bytes; reading stopped there"),
+        ),
+        FillError::TooShort { got, expected } => fail(
+            hop,
+            "size_mismatch",
+            format!("the body is {got} bytes; the expected size is {expected}"),
+        ),
+        FillError::DigestMismatch { got, expected } => fail(
+            hop,
+            "digest_mismatch",
+            format!("the bytes hash to sha256 {got}, not the expected {expected}"),
+        ),
+        FillError::Store(e) => Failure::Store(e),
+    }
+}

@@ -1,0 +1,325 @@
+//! `GET`/`HEAD /sha256/<hex>`: serve a verified entry, or fetch it through from mirrors
+//! (`?size=N&url=U1&url=U2`). Immutable, non-executable, never content-coded.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full, StreamBody};
+use hyper::body::Frame;
+use serde_json::json;
+
+use super::Gate;
+use super::body::{BoxError, ProxyBody, RequestLog};
+use super::problem::{Origin, Problem};
+use crate::fetch::through::{ThroughError, Wanted};
+use crate::store::{Body, Digest, Object, StoreError};
+
+/// Bytes read from disk per chunk when streaming a large entry.
+const FILE_CHUNK: usize = 256 * 1024;
+/// Most mirrors accepted in one fetch-through request.
+pub const MAX_MIRRORS: usize = 16;
+
+/// Handles a request whose path starts with `/sha256/`.
+pub async fn handle<B>(
+    gate: &Gate,
+    req: &Request<B>,
+    log: &mut RequestLog,
+) -> Result<Response<ProxyBody>, Problem> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return Err(Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            Origin::Downstream,
+            format!("{} is not allowed on cache entries", req.method()),
+            "use GET or HEAD",
+        )
+        .field("method")
+        .header(header::ALLOW, HeaderValue::from_static("GET, HEAD")));
+    }
+    let hex = req.uri().path().trim_start_matches("/sha256/");
+    let digest = Digest::parse(hex).map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_digest",
+            Origin::Downstream,
+            e.0,
+            "use /sha256/<64 lowercase hex characters>",
+        )
+        .field("sha256")
+    })?;
+    let Some(fetcher) = &gate.fetcher else {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "cache_disabled",
+            Origin::Internal,
+            "this fetchgate has no cache",
+            "configure [cache] dir",
+        ));
+    };
+    let store = fetcher.store();
+    let wanted = mirrors(req.uri().query(), digest)?;
+    if !store.contains(&digest) {
+        let Some(wanted) = wanted else {
+            return Err(Problem::new(
+                StatusCode::NOT_FOUND,
+                "not_in_cache",
+                Origin::Downstream,
+                format!("no verified entry for sha256 {digest}"),
+                "add ?size=N&url=MIRROR to fetch it through, or fetch it through the proxy first",
+            ));
+        };
+        log.decision = "fetch_through";
+        fetcher
+            .ensure(wanted)
+            .await
+            .map_err(|e| through_problem(&e))?;
+    }
+    let object = store.get(&digest).ok_or_else(|| {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "not_in_cache",
+            Origin::Internal,
+            "the entry was evicted while being served",
+            "retry",
+        )
+    })?;
+    Ok(respond(req.method(), req.headers(), object))
+}
+
+fn mirrors(query: Option<&str>, digest: Digest) -> Result<Option<Wanted>, Problem> {
+    let Some(query) = query else { return Ok(None) };
+    let mut size = None;
+    let mut urls = Vec::new();
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+        match k.as_ref() {
+            "size" => {
+                let n: u64 = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                    Problem::new(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_size",
+                        Origin::Downstream,
+                        "size must be a whole number of bytes, at least 1",
+                        "pass the artifact's exact size from the manifest",
+                    )
+                    .field("size")
+                })?;
+                size = Some(n);
+            }
+            "url" => urls.push(v.into_owned()),
+            _ => {}
+        }
+    }
+    if urls.is_empty() {
+        return Ok(None);
+    }
+    if urls.len() > MAX_MIRRORS {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "too_many_mirrors",
+            Origin::Downstream,
+            format!("at most {MAX_MIRRORS} url parameters"),
+            "list fewer mirrors",
+        )
+        .field("url"));
+    }
+    let Some(size) = size else {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "missing_size",
+            Origin::Downstream,
+            "fetch-through needs the expected size",
+            "add size=N (bytes) from the manifest",
+        )
+        .field("size"));
+    };
+    Ok(Some(Wanted {
+        digest,
+        size,
+        mirrors: urls,
+        label: None,
+    }))
+}
+
+fn through_problem(e: &ThroughError) -> Problem {
+    match e {
+        ThroughError::AllFailed(list) => {
+            let mut p = Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "all_mirrors_failed",
+                Origin::Upstream,
+                format!(
+                    "no mirror produced bytes matching the expected size and sha256 ({} tried)",
+                    list.len()
+                ),
+                "try another mirror of the same artifact, or check the manifest's size and sha256",
+            );
+            p.extra = Some(json!({ "locators": list }));
+            p
+        }
+        ThroughError::Store(StoreError::Full { .. }) => Problem::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "cache_full",
+            Origin::Internal,
+            e.to_string(),
+            "retry later, unpin entries, or raise [cache] max_bytes",
+        )
+        .field("max_bytes")
+        .header(header::RETRY_AFTER, HeaderValue::from_static("30")),
+        ThroughError::Store(_) => Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cache_error",
+            Origin::Internal,
+            e.to_string(),
+            "retry; check the cache directory's disk and permissions",
+        ),
+    }
+}
+
+/// The response for a verified entry: full, partial (`206`), `304`, or `416`.
+pub fn respond(method: &Method, headers: &HeaderMap, object: Object) -> Response<ProxyBody> {
+    let etag = format!("\"{}\"", object.digest.hex());
+    let mut base = Response::builder()
+        .header(header::ETAG, &etag)
+        .header(header::CACHE_CONTROL, "public, max-age=31536000, immutable")
+        .header(
+            "repr-digest",
+            format!("sha-256=:{}:", object.digest.base64()),
+        )
+        .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .header(header::ACCEPT_RANGES, "bytes");
+    if if_none_match(headers, &object.digest) {
+        return base
+            .status(StatusCode::NOT_MODIFIED)
+            .body(empty())
+            .unwrap_or_else(|_| Response::new(empty()));
+    }
+    base = base.header(header::CONTENT_TYPE, "application/octet-stream");
+    let size = object.size;
+    let range = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| http_range_header::parse_range_header(v).and_then(|r| r.validate(size)));
+    let (status, start, len) = match range {
+        Some(Ok(ranges)) if ranges.len() == 1 => {
+            let r = &ranges[0];
+            base = base.header(
+                header::CONTENT_RANGE,
+                format!("bytes {}-{}/{size}", r.start(), r.end()),
+            );
+            (
+                StatusCode::PARTIAL_CONTENT,
+                *r.start(),
+                r.end() - r.start() + 1,
+            )
+        }
+        Some(Err(http_range_header::RangeUnsatisfiableError::Unsatisfiable)) => {
+            let mut resp = Problem::new(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "range_not_satisfiable",
+                Origin::Downstream,
+                format!("the entry is {size} bytes"),
+                "ask for a range inside the entry, or drop the Range header",
+            )
+            .field("Range")
+            .into_response();
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                resp.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+            return resp;
+        }
+        // No Range, several ranges, or one fetchgate may ignore: the whole entry.
+        _ => (StatusCode::OK, 0, size),
+    };
+    base = base.status(status).header(header::CONTENT_LENGTH, len);
+    let body = if *method == Method::HEAD {
+        empty()
+    } else {
+        match object.body {
+            Body::Memory(bytes) => {
+                let (s, e) = (
+                    usize::try_from(start).unwrap_or(0),
+                    usize::try_from(start + len).unwrap_or(0),
+                );
+                Full::new(bytes.slice(s..e.min(bytes.len())))
+                    .map_err(|never| match never {})
+                    .boxed()
+            }
+            Body::File(file) => file_body(file, start, len),
+        }
+    };
+    base.body(body).unwrap_or_else(|_| Response::new(empty()))
+}
+
+fn if_none_match(headers: &HeaderMap, digest: &Digest) -> bool {
+    let hex = digest.hex();
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|tag| {
+            let tag = tag.trim();
+            let tag = tag.strip_prefix("W/").unwrap_or(tag);
+            tag == "*" || tag.trim_matches('"') == hex
+        })
+}
+
+fn empty() -> ProxyBody {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+/// Streams `len` bytes of `path` from `start` through a blocking reader thread and a small
+/// bounded channel: memory stays flat whatever the entry's size. A short read aborts the
+/// body, so a client never sees a complete-looking wrong response.
+fn file_body(mut f: std::fs::File, start: u64, len: u64) -> ProxyBody {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, BoxError>>(4);
+    tokio::task::spawn_blocking(move || {
+        let result = (|| -> std::io::Result<()> {
+            f.seek(SeekFrom::Start(start))?;
+            let mut left = len;
+            while left > 0 {
+                let want = usize::try_from(left.min(FILE_CHUNK as u64)).unwrap_or(FILE_CHUNK);
+                let mut buf = vec![0u8; want];
+                let n = f.read(&mut buf)?;
+                if n == 0 {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the entry is shorter than recorded",
+                    ));
+                }
+                buf.truncate(n);
+                left -= n as u64;
+                if tx.blocking_send(Ok(Frame::data(Bytes::from(buf)))).is_err() {
+                    return Ok(()); // the client went away
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            let _ = tx.blocking_send(Err(Box::new(e)));
+        }
+    });
+    let stream = futures_stream(rx);
+    StreamBody::new(stream).boxed()
+}
+
+fn futures_stream(
+    rx: tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, BoxError>>,
+) -> impl futures_core::Stream<Item = Result<Frame<Bytes>, BoxError>> + Send + 'static {
+    ReceiverStream(rx)
+}
+
+struct ReceiverStream<T>(tokio::sync::mpsc::Receiver<T>);
+
+impl<T> futures_core::Stream for ReceiverStream<T> {
+    type Item = T;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
+}

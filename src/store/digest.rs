@@ -1,0 +1,87 @@
+//! SHA-256 content identities: exactly 64 lowercase hex characters (LOVE §2.1).
+
+use std::fmt;
+
+use base64::Engine;
+use sha2::{Digest as _, Sha256};
+
+/// A SHA-256 digest, the identity of a cache entry.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest(pub [u8; 32]);
+
+/// Why a string is not a digest; the message names the rule it broke.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DigestError(pub String);
+
+impl fmt::Display for DigestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Digest {
+    /// Parses 64 lowercase hex characters, with no `sha256:` or `0x` prefix.
+    pub fn parse(s: &str) -> Result<Self, DigestError> {
+        if s.len() != 64 {
+            return Err(DigestError(format!(
+                "a sha256 digest is 64 lowercase hex characters; got {} characters",
+                s.chars().count()
+            )));
+        }
+        if let Some(c) = s.chars().find(|c| !matches!(c, '0'..='9' | 'a'..='f')) {
+            return Err(DigestError(format!(
+                "a sha256 digest is 64 lowercase hex characters; {c:?} is not one"
+            )));
+        }
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(s, &mut out).map_err(|e| DigestError(e.to_string()))?;
+        Ok(Self(out))
+    }
+
+    /// The digest of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(Sha256::digest(bytes).into())
+    }
+
+    /// Lowercase hex.
+    pub fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// Standard base64, as RFC 9530 `Repr-Digest` wants it.
+    pub fn base64(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(self.0)
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.hex())
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", self.hex())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_rules() {
+        let d = Digest::of(b"abc");
+        assert_eq!(
+            d.hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(Digest::parse(&d.hex()).unwrap(), d);
+        assert!(Digest::parse(&d.hex().to_uppercase()).is_err());
+        assert!(Digest::parse(&format!("sha256:{}", d.hex())).is_err());
+        assert!(Digest::parse(&d.hex()[..63]).is_err());
+        assert!(Digest::parse(&format!("{}g", &d.hex()[..63])).is_err());
+        assert_eq!(d.base64(), "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
+    }
+}

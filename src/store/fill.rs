@@ -1,0 +1,283 @@
+//! Filling an entry: write to an exclusive temp file while hashing and counting, stop the
+//! moment the count passes what was expected, and publish only on an exact match:
+//! `fsync`, rename into place, `fsync` the directory, then the index.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest as _, Sha256};
+
+use super::{Digest, Store, StoreError};
+
+/// Why a fill did not publish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FillError {
+    /// More bytes arrived than expected; writing stopped there.
+    TooLong {
+        /// The expected (or maximum) size.
+        limit: u64,
+    },
+    /// The body ended short.
+    TooShort {
+        /// Bytes received.
+        got: u64,
+        /// Bytes expected.
+        expected: u64,
+    },
+    /// The bytes' digest is not the expected one.
+    DigestMismatch {
+        /// What the bytes hash to.
+        got: Digest,
+        /// What was expected.
+        expected: Digest,
+    },
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl std::fmt::Display for FillError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FillError::TooLong { limit } => {
+                write!(f, "the body is longer than the expected {limit} bytes")
+            }
+            FillError::TooShort { got, expected } => {
+                write!(f, "the body is {got} bytes; {expected} were expected")
+            }
+            FillError::DigestMismatch { got, expected } => {
+                write!(f, "the bytes hash to sha256 {got}; {expected} was expected")
+            }
+            FillError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Creates `path` exclusively, readable and writable by its owner only.
+pub fn create_exclusive(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// A fill in progress. Dropping it without [`Fill::commit`] removes the temp file and frees
+/// the reserved space: nothing is half-published.
+pub struct Fill {
+    store: Arc<Store>,
+    file: Option<File>,
+    path: PathBuf,
+    hasher: Sha256,
+    count: u64,
+    expected: Option<Digest>,
+    /// The exact size when `expected` is set, else the most accepted.
+    size: u64,
+}
+
+impl Fill {
+    pub(super) fn new(
+        store: Arc<Store>,
+        file: File,
+        path: PathBuf,
+        expected: Option<Digest>,
+        size: u64,
+    ) -> Self {
+        Self {
+            store,
+            file: Some(file),
+            path,
+            hasher: Sha256::new(),
+            count: 0,
+            expected,
+            size,
+        }
+    }
+
+    /// Bytes written so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Hashes and writes `data`, refusing (without writing) anything past the limit.
+    pub fn write(&mut self, data: &[u8]) -> Result<(), FillError> {
+        if self.count + data.len() as u64 > self.size {
+            return Err(FillError::TooLong { limit: self.size });
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Err(FillError::Store(StoreError::Io(
+                "the fill is closed".into(),
+            )));
+        };
+        file.write_all(data).map_err(|e| {
+            FillError::Store(StoreError::Io(format!(
+                "cannot write {}: {e}",
+                self.path.display()
+            )))
+        })?;
+        self.hasher.update(data);
+        self.count += data.len() as u64;
+        Ok(())
+    }
+
+    /// Checks size and digest; on a match publishes with one rename and records it, with the
+    /// locator the bytes came from and an optional package label.
+    pub fn commit(
+        mut self,
+        locator: Option<String>,
+        label: Option<String>,
+    ) -> Result<Digest, FillError> {
+        let got = Digest(std::mem::take(&mut self.hasher).finalize().into());
+        if let Some(expected) = self.expected {
+            if self.count != self.size {
+                return Err(FillError::TooShort {
+                    got: self.count,
+                    expected: self.size,
+                });
+            }
+            if got != expected {
+                return Err(FillError::DigestMismatch { got, expected });
+            }
+        }
+        let Some(file) = self.file.take() else {
+            return Err(FillError::Store(StoreError::Io(
+                "the fill is closed".into(),
+            )));
+        };
+        let fail = |what: &str, p: &Path, e: std::io::Error| {
+            FillError::Store(StoreError::Io(format!(
+                "cannot {what} {}: {e}",
+                p.display()
+            )))
+        };
+        file.sync_all().map_err(|e| fail("sync", &self.path, e))?;
+        fs::set_permissions(&self.path, fs::Permissions::from_mode(0o444))
+            .map_err(|e| fail("set the mode of", &self.path, e))?;
+        drop(file);
+        let target = self.store.object_path(&got);
+        let shard = target.parent().map(Path::to_path_buf).unwrap_or_default();
+        fs::create_dir_all(&shard).map_err(|e| fail("create", &shard, e))?;
+        fs::rename(&self.path, &target).map_err(|e| fail("publish", &target, e))?;
+        if let Ok(dir) = File::open(&shard) {
+            let _ = dir.sync_all();
+        }
+        // The reservation was `size`; the entry holds `count`.
+        let reserved = self.size;
+        self.size = 0;
+        self.store.release(reserved - self.count.min(reserved));
+        let count = self.count;
+        self.count = 0;
+        self.store
+            .published(got, count, locator, label)
+            .map_err(FillError::Store)?;
+        Ok(got)
+    }
+}
+
+impl std::fmt::Debug for Fill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fill")
+            .field("path", &self.path)
+            .field("count", &self.count)
+            .field("size", &self.size)
+            .field("expected", &self.expected)
+            .finish()
+    }
+}
+
+impl Drop for Fill {
+    fn drop(&mut self) {
+        if self.file.take().is_some() || self.size > 0 {
+            let _ = fs::remove_file(&self.path);
+            self.store.release(self.size);
+        }
+    }
+}
+
+/// Chunks in flight between a network reader and its fill's writer thread.
+const SINK_DEPTH: usize = 64;
+
+/// A [`Fill`] driven from async code: chunks go to a blocking writer thread through a bounded
+/// channel, so file writes never block the runtime. Dropping the sink abandons the fill.
+pub struct FillSink {
+    tx: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+    writer: tokio::task::JoinHandle<Result<Fill, FillError>>,
+    count: u64,
+    limit: u64,
+}
+
+impl FillSink {
+    /// Starts the writer thread for `fill`.
+    pub fn start(mut fill: Fill) -> Self {
+        let limit = fill.size;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(SINK_DEPTH);
+        let writer = tokio::task::spawn_blocking(move || {
+            while let Some(chunk) = rx.blocking_recv() {
+                fill.write(&chunk)?;
+            }
+            Ok(fill)
+        });
+        Self {
+            tx: Some(tx),
+            writer,
+            count: 0,
+            limit,
+        }
+    }
+
+    /// Bytes accepted so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    fn admit(&mut self, len: usize) -> Result<(), FillError> {
+        if self.count + len as u64 > self.limit {
+            return Err(FillError::TooLong { limit: self.limit });
+        }
+        self.count += len as u64;
+        Ok(())
+    }
+
+    /// Queues a chunk, waiting while the writer is behind. Refuses (before queueing) a chunk
+    /// that would pass the limit.
+    pub async fn send(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
+        self.admit(chunk.len())?;
+        let closed = || FillError::Store(StoreError::Io("the cache writer stopped".into()));
+        match &self.tx {
+            Some(tx) => tx.send(chunk).await.map_err(|_| closed()),
+            None => Err(closed()),
+        }
+    }
+
+    /// Queues a chunk without waiting; an error means the fill should be abandoned.
+    pub fn try_send(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
+        self.admit(chunk.len())?;
+        match &self.tx {
+            Some(tx) => tx.try_send(chunk).map_err(|_| {
+                FillError::Store(StoreError::Io("the cache writer fell behind".into()))
+            }),
+            None => Err(FillError::Store(StoreError::Io(
+                "the cache writer stopped".into(),
+            ))),
+        }
+    }
+
+    /// Waits for every chunk to be written, then verifies and publishes.
+    pub async fn finish(
+        mut self,
+        locator: Option<String>,
+        label: Option<String>,
+    ) -> Result<Digest, FillError> {
+        drop(self.tx.take());
+        let fill = (&mut self.writer).await.map_err(|e| {
+            FillError::Store(StoreError::Io(format!("the cache writer failed: {e}")))
+        })??;
+        tokio::task::spawn_blocking(move || fill.commit(locator, label))
+            .await
+            .map_err(|e| {
+                FillError::Store(StoreError::Io(format!("the cache writer failed: {e}")))
+            })?
+    }
+}

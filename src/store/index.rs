@@ -1,0 +1,126 @@
+//! The redb index: a durable cache of what the object directories hold, plus what only it
+//! knows (first stored, use counts, pins, locators, labels). Where it and the directories
+//! disagree, the directories win and the index is repaired.
+
+use std::path::Path;
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use super::digest::Digest;
+
+const ENTRIES: TableDefinition<&[u8], &str> = TableDefinition::new("entries");
+
+/// One entry as the index records it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// Bytes.
+    pub size: u64,
+    /// Unix seconds when first published.
+    pub first_stored: u64,
+    /// Unix seconds when last served or published.
+    pub last_used: u64,
+    /// Times served.
+    pub use_count: u64,
+    /// Never evicted while pinned.
+    pub pinned: bool,
+    /// Locators (redacted) the bytes were fetched from, most recent last, at most 16.
+    pub locators: Vec<String>,
+    /// A package label such as `name@version`.
+    pub label: Option<String>,
+}
+
+/// Most locators remembered per entry.
+pub const MAX_LOCATORS: usize = 16;
+
+/// The index database.
+pub struct Index {
+    db: Database,
+}
+
+impl Index {
+    /// Opens (or creates) the index at `path`. A file that cannot be opened is moved aside and
+    /// a new index is created: it is a cache, and start-up rebuilds it from the directories.
+    pub fn open(path: &Path) -> Result<Self, String> {
+        let db = match Database::create(path) {
+            Ok(db) => db,
+            Err(e) => {
+                let aside = path.with_extension(format!("broken-{}", super::now()));
+                tracing::warn!(error = %e, aside = %aside.display(), "index unreadable; rebuilding from the object directories");
+                std::fs::rename(path, &aside).map_err(|e2| {
+                    format!("cannot move the broken index aside: {e2} (after: {e})")
+                })?;
+                Database::create(path).map_err(|e| format!("cannot create the index: {e}"))?
+            }
+        };
+        let index = Self { db };
+        index.write(Durability::Immediate, |_| Ok(()))?;
+        Ok(index)
+    }
+
+    /// Every record.
+    pub fn all(&self) -> Result<Vec<(Digest, Record)>, String> {
+        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
+        let table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(|e| e.to_string())? {
+            let (k, v) = row.map_err(|e| e.to_string())?;
+            let Ok(bytes) = <[u8; 32]>::try_from(k.value()) else {
+                continue;
+            };
+            match serde_json::from_str::<Record>(v.value()) {
+                Ok(r) => out.push((Digest(bytes), r)),
+                Err(e) => tracing::warn!(error = %e, "skipping an unreadable index record"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes records durably (publication, pins).
+    pub fn put(&self, records: &[(Digest, Record)]) -> Result<(), String> {
+        self.write(Durability::Immediate, |t| {
+            for (d, r) in records {
+                let json = serde_json::to_string(r).map_err(|e| e.to_string())?;
+                t.insert(d.0.as_slice(), json.as_str())
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes usage records cheaply: made durable by the next durable write.
+    pub fn put_usage(&self, records: &[(Digest, Record)]) -> Result<(), String> {
+        self.write(Durability::None, |t| {
+            for (d, r) in records {
+                let json = serde_json::to_string(r).map_err(|e| e.to_string())?;
+                t.insert(d.0.as_slice(), json.as_str())
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes records.
+    pub fn remove(&self, digests: &[Digest]) -> Result<(), String> {
+        self.write(Durability::Immediate, |t| {
+            for d in digests {
+                t.remove(d.0.as_slice()).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+    }
+
+    fn write(
+        &self,
+        durability: Durability,
+        f: impl FnOnce(&mut redb::Table<'_, &[u8], &str>) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut txn = self.db.begin_write().map_err(|e| e.to_string())?;
+        txn.set_durability(durability).map_err(|e| e.to_string())?;
+        {
+            let mut table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
+            f(&mut table)?;
+        }
+        txn.commit().map_err(|e| e.to_string())
+    }
+}

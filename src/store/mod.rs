@@ -1,0 +1,760 @@
+//! Keep and serve: a content-addressed, non-executable store of verified bytes.
+//!
+//! Layout under the cache directory:
+//!
+//! ```text
+//! objects/sha256/<2 hex>/<64 hex>   published entries, mode 0444
+//! tmp/                              fills in progress (emptied at start-up)
+//! quarantine/                       entries that failed `cache verify`
+//! index.redb                        the index: a cache of objects/, repaired from it
+//! ```
+//!
+//! An entry exists only after its bytes matched the expected size and SHA-256 ([`fill`]);
+//! publication is one rename. The store knows nothing of HTTP or policy.
+
+pub mod digest;
+pub mod fill;
+pub mod index;
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use toml::Spanned;
+
+use crate::toml_file::{FileError, TomlSource};
+pub use digest::Digest;
+pub use fill::{Fill, FillError, FillSink};
+use index::{Index, MAX_LOCATORS, Record};
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The `[cache]` table of the config file, as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSection {
+    /// The cache directory (default `./fetchgate-cache`).
+    pub dir: Option<Spanned<String>>,
+    /// Most bytes kept on disk.
+    pub max_bytes: Option<Spanned<u64>>,
+    /// Most bytes kept in memory for small hot entries.
+    pub memory_bytes: Option<Spanned<u64>>,
+    /// Largest entry kept in memory.
+    pub memory_max_object_bytes: Option<Spanned<u64>>,
+    /// Largest proxied body published by the proxy's tee.
+    pub max_object_bytes: Option<Spanned<u64>>,
+    /// Time allowed for one mirror's whole fetch-through.
+    pub fetch_timeout_ms: Option<Spanned<u64>>,
+}
+
+/// Checked cache settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheSettings {
+    /// The cache directory.
+    pub dir: PathBuf,
+    /// `max_bytes`.
+    pub max_bytes: u64,
+    /// `memory_bytes`.
+    pub memory_bytes: u64,
+    /// `memory_max_object_bytes`.
+    pub memory_max_object_bytes: u64,
+    /// `max_object_bytes`.
+    pub max_object_bytes: u64,
+    /// `fetch_timeout_ms`.
+    pub fetch_timeout: std::time::Duration,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("fetchgate-cache"),
+            max_bytes: 10 << 30,
+            memory_bytes: 64 << 20,
+            memory_max_object_bytes: 1 << 20,
+            max_object_bytes: 1 << 30,
+            fetch_timeout: std::time::Duration::from_secs(600),
+        }
+    }
+}
+
+impl CacheSettings {
+    /// Checks `[cache]`; a relative `dir` is taken from `base`.
+    pub fn from_section(
+        section: &CacheSection,
+        base: &Path,
+        src: &TomlSource<'_>,
+    ) -> Result<Self, FileError> {
+        let mut s = Self::default();
+        if let Some(d) = &section.dir {
+            if d.get_ref().is_empty() {
+                return Err(src.error_at(d.span(), "the cache directory is empty"));
+            }
+            s.dir = base.join(d.get_ref());
+        }
+        let pos = |v: &Option<Spanned<u64>>, default: u64, min: u64| -> Result<u64, FileError> {
+            match v {
+                None => Ok(default),
+                Some(v) if *v.get_ref() < min => {
+                    Err(src.error_at(v.span(), format!("must be at least {min}")))
+                }
+                Some(v) => Ok(*v.get_ref()),
+            }
+        };
+        s.max_bytes = pos(&section.max_bytes, s.max_bytes, 1)?;
+        s.memory_bytes = pos(&section.memory_bytes, s.memory_bytes, 0)?;
+        s.memory_max_object_bytes = pos(
+            &section.memory_max_object_bytes,
+            s.memory_max_object_bytes,
+            0,
+        )?;
+        s.max_object_bytes = pos(&section.max_object_bytes, s.max_object_bytes, 1)?;
+        s.fetch_timeout =
+            std::time::Duration::from_millis(pos(&section.fetch_timeout_ms, 600_000, 1)?);
+        Ok(s)
+    }
+}
+
+/// A store failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// Not enough room even after evicting everything evictable.
+    Full {
+        /// Bytes asked for.
+        needed: u64,
+        /// `max_bytes`.
+        limit: u64,
+    },
+    /// A file-system or index failure, with what was being done.
+    Io(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Full { needed, limit } => write!(
+                f,
+                "the cache cannot make room for {needed} bytes under its limit of {limit} bytes (the rest is pinned or being written)"
+            ),
+            StoreError::Io(e) => f.write_str(e),
+        }
+    }
+}
+
+fn io(what: &str, path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Io(format!("{what} {}: {e}", path.display()))
+}
+
+/// What the store knows of one entry at run time.
+struct Meta {
+    size: u64,
+    first_stored: u64,
+    last_used: AtomicU64,
+    uses: AtomicU64,
+    pinned: bool,
+    locators: Vec<String>,
+    label: Option<String>,
+}
+
+impl Meta {
+    fn record(&self) -> Record {
+        Record {
+            size: self.size,
+            first_stored: self.first_stored,
+            last_used: self.last_used.load(Ordering::Relaxed),
+            use_count: self.uses.load(Ordering::Relaxed),
+            pinned: self.pinned,
+            locators: self.locators.clone(),
+            label: self.label.clone(),
+        }
+    }
+
+    fn from_record(r: Record) -> Self {
+        Self {
+            size: r.size,
+            first_stored: r.first_stored,
+            last_used: AtomicU64::new(r.last_used),
+            uses: AtomicU64::new(r.use_count),
+            pinned: r.pinned,
+            locators: r.locators,
+            label: r.label,
+        }
+    }
+}
+
+/// Where a hit's bytes come from.
+#[derive(Debug)]
+pub enum Body {
+    /// Held in memory.
+    Memory(Bytes),
+    /// Read from this file, already open.
+    File(fs::File),
+}
+
+/// A verified entry, ready to serve.
+#[derive(Debug)]
+pub struct Object {
+    /// Its digest.
+    pub digest: Digest,
+    /// Its size.
+    pub size: u64,
+    /// Its bytes.
+    pub body: Body,
+}
+
+/// One entry as `cache stats` and tests see it.
+#[derive(Clone, Debug, Serialize)]
+pub struct EntryInfo {
+    /// Hex digest.
+    pub sha256: String,
+    /// The record.
+    #[serde(flatten)]
+    pub record: Record,
+}
+
+/// Totals for `cache stats`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stats {
+    /// Entries.
+    pub entries: usize,
+    /// Bytes stored.
+    pub bytes: u64,
+    /// Bytes stored plus reserved by fills in progress.
+    pub bytes_reserved: u64,
+    /// `max_bytes`.
+    pub max_bytes: u64,
+    /// Pinned entries.
+    pub pinned: usize,
+    /// Bytes held in memory.
+    pub memory_bytes: u64,
+}
+
+/// What `cache verify` found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VerifyReport {
+    /// Entries re-hashed and found intact.
+    pub ok: usize,
+    /// Entries moved to `quarantine/`, with why.
+    pub quarantined: Vec<(String, String)>,
+}
+
+/// The content-addressed store.
+pub struct Store {
+    objects: PathBuf,
+    tmp: PathBuf,
+    quarantine: PathBuf,
+    index: Index,
+    entries: RwLock<HashMap<Digest, Arc<Meta>>>,
+    /// Bytes of published entries plus reservations of fills in progress.
+    used: AtomicU64,
+    settings: CacheSettings,
+    memory: moka::sync::Cache<Digest, Bytes>,
+    tmp_seq: AtomicU64,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("objects", &self.objects)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens the store: creates the layout, empties `tmp/`, opens the index and loads it.
+    /// Call [`Store::reconcile`] afterwards (it may run in the background) to repair the index
+    /// from the directories.
+    pub fn open(settings: &CacheSettings) -> Result<Arc<Self>, StoreError> {
+        let root = &settings.dir;
+        let objects = root.join("objects").join("sha256");
+        let tmp = root.join("tmp");
+        let quarantine = root.join("quarantine");
+        for d in [&objects, &tmp, &quarantine] {
+            fs::create_dir_all(d).map_err(|e| io("cannot create", d, e))?;
+        }
+        // Fills that were in progress when the last process stopped are not entries.
+        for entry in fs::read_dir(&tmp)
+            .map_err(|e| io("cannot list", &tmp, e))?
+            .flatten()
+        {
+            let _ = fs::remove_file(entry.path());
+        }
+        let index = Index::open(&root.join("index.redb")).map_err(StoreError::Io)?;
+        let mut entries = HashMap::new();
+        let mut used = 0;
+        for (d, r) in index.all().map_err(StoreError::Io)? {
+            used += r.size;
+            entries.insert(d, Arc::new(Meta::from_record(r)));
+        }
+        let memory = moka::sync::Cache::builder()
+            .max_capacity(settings.memory_bytes)
+            .weigher(|_k: &Digest, v: &Bytes| u32::try_from(v.len()).unwrap_or(u32::MAX))
+            .build();
+        Ok(Arc::new(Self {
+            objects,
+            tmp,
+            quarantine,
+            index,
+            entries: RwLock::new(entries),
+            used: AtomicU64::new(used),
+            settings: settings.clone(),
+            memory,
+            tmp_seq: AtomicU64::new(0),
+        }))
+    }
+
+    /// The settings the store runs with.
+    pub fn settings(&self) -> &CacheSettings {
+        &self.settings
+    }
+
+    /// Where `digest`'s file lives.
+    pub fn object_path(&self, digest: &Digest) -> PathBuf {
+        let hex = digest.hex();
+        self.objects.join(&hex[..2]).join(hex)
+    }
+
+    /// Makes the index agree with the directories: files without a record are adopted,
+    /// records without a file are dropped, and file modes are reset to 0444. Returns
+    /// (adopted, dropped).
+    pub fn reconcile(&self) -> Result<(usize, usize), StoreError> {
+        let mut on_disk: HashMap<Digest, u64> = HashMap::new();
+        for shard in fs::read_dir(&self.objects)
+            .map_err(|e| io("cannot list", &self.objects, e))?
+            .flatten()
+        {
+            let Ok(files) = fs::read_dir(shard.path()) else {
+                continue;
+            };
+            for f in files.flatten() {
+                let name = f.file_name();
+                let Some(d) = name.to_str().and_then(|n| Digest::parse(n).ok()) else {
+                    continue;
+                };
+                if shard.file_name().to_str() != Some(&d.hex()[..2]) {
+                    continue;
+                }
+                let Ok(meta) = f.metadata() else { continue };
+                if !meta.is_file() {
+                    continue;
+                }
+                if meta.permissions().mode() & 0o777 != 0o444 {
+                    let _ = fs::set_permissions(f.path(), fs::Permissions::from_mode(0o444));
+                }
+                on_disk.insert(d, meta.len());
+            }
+        }
+        let mut adopted = Vec::new();
+        let mut dropped = Vec::new();
+        {
+            let mut entries = self
+                .entries
+                .write()
+                .map_err(|_| StoreError::Io("the entry table is poisoned".into()))?;
+            for (d, size) in &on_disk {
+                match entries.get(d) {
+                    Some(m) if m.size == *size => {}
+                    _ => {
+                        let t = now();
+                        let meta = Arc::new(Meta::from_record(Record {
+                            size: *size,
+                            first_stored: t,
+                            last_used: t,
+                            ..Record::default()
+                        }));
+                        if let Some(old) = entries.insert(*d, meta.clone()) {
+                            self.used.fetch_sub(old.size, Ordering::Relaxed);
+                        }
+                        self.used.fetch_add(*size, Ordering::Relaxed);
+                        adopted.push((*d, meta.record()));
+                    }
+                }
+            }
+            entries.retain(|d, m| {
+                let keep = on_disk.contains_key(d);
+                if !keep {
+                    self.used.fetch_sub(m.size, Ordering::Relaxed);
+                    dropped.push(*d);
+                }
+                keep
+            });
+        }
+        self.index.put(&adopted).map_err(StoreError::Io)?;
+        self.index.remove(&dropped).map_err(StoreError::Io)?;
+        Ok((adopted.len(), dropped.len()))
+    }
+
+    /// A published entry, touching its use time. Small entries are served from the memory
+    /// tier; larger ones come with their file already open, so a file removed behind
+    /// fetchgate's back (quarantined by `cache verify` in another process) is noticed here and
+    /// the entry forgotten rather than served.
+    pub fn get(&self, digest: &Digest) -> Option<Object> {
+        let meta = self.meta(digest)?;
+        let path = self.object_path(digest);
+        let file = match fs::File::open(&path) {
+            Ok(f) => f,
+            Err(_) => {
+                self.forget(digest);
+                return None;
+            }
+        };
+        meta.last_used.store(now(), Ordering::Relaxed);
+        meta.uses.fetch_add(1, Ordering::Relaxed);
+        let size = meta.size;
+        if let Some(bytes) = self.memory.get(digest) {
+            return Some(Object {
+                digest: *digest,
+                size,
+                body: Body::Memory(bytes),
+            });
+        }
+        if size <= self.settings.memory_max_object_bytes && self.settings.memory_bytes > 0 {
+            let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+            let mut f = &file;
+            if f.read_to_end(&mut buf).is_ok() && buf.len() as u64 == size {
+                let bytes = Bytes::from(buf);
+                self.memory.insert(*digest, bytes.clone());
+                return Some(Object {
+                    digest: *digest,
+                    size,
+                    body: Body::Memory(bytes),
+                });
+            }
+            return None;
+        }
+        Some(Object {
+            digest: *digest,
+            size,
+            body: Body::File(file),
+        })
+    }
+
+    /// Drops an entry whose file has gone.
+    fn forget(&self, digest: &Digest) {
+        if let Ok(mut entries) = self.entries.write()
+            && let Some(m) = entries.remove(digest)
+        {
+            self.used.fetch_sub(m.size, Ordering::AcqRel);
+        }
+        self.memory.invalidate(digest);
+        let _ = self.index.remove(&[*digest]);
+    }
+
+    /// True if `digest` is published.
+    pub fn contains(&self, digest: &Digest) -> bool {
+        self.meta(digest).is_some()
+    }
+
+    /// The runtime entry, adopting a file another process published since start-up.
+    fn meta(&self, digest: &Digest) -> Option<Arc<Meta>> {
+        if let Some(m) = self.entries.read().ok()?.get(digest) {
+            return Some(m.clone());
+        }
+        let path = self.object_path(digest);
+        let size = fs::metadata(&path).ok().filter(|m| m.is_file())?.len();
+        let t = now();
+        let meta = Arc::new(Meta::from_record(Record {
+            size,
+            first_stored: t,
+            last_used: t,
+            ..Record::default()
+        }));
+        let mut entries = self.entries.write().ok()?;
+        let m = entries.entry(*digest).or_insert_with(|| {
+            self.used.fetch_add(size, Ordering::Relaxed);
+            meta.clone()
+        });
+        let m = m.clone();
+        drop(entries);
+        let _ = self.index.put(&[(*digest, m.record())]);
+        Some(m)
+    }
+
+    /// Starts a fill for bytes expected to be exactly `size` long with digest `expected`
+    /// (or, with `expected = None`, any digest and at most `size` bytes). Space is reserved
+    /// first, evicting least recently used entries if needed.
+    pub fn begin(
+        self: &Arc<Self>,
+        expected: Option<Digest>,
+        size: u64,
+    ) -> Result<Fill, StoreError> {
+        self.reserve(size)?;
+        let seq = self.tmp_seq.fetch_add(1, Ordering::Relaxed);
+        let path = self
+            .tmp
+            .join(format!("{}-{seq}-{}.part", std::process::id(), now()));
+        match fill::create_exclusive(&path) {
+            Ok(file) => Ok(Fill::new(self.clone(), file, path, expected, size)),
+            Err(e) => {
+                self.release(size);
+                Err(io("cannot create", &path, e))
+            }
+        }
+    }
+
+    fn reserve(&self, n: u64) -> Result<(), StoreError> {
+        let limit = self.settings.max_bytes;
+        if n > limit {
+            return Err(StoreError::Full { needed: n, limit });
+        }
+        for _ in 0..3 {
+            let cur = self.used.load(Ordering::Acquire);
+            if cur + n <= limit {
+                if self
+                    .used
+                    .compare_exchange(cur, cur + n, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            self.evict_for(n);
+        }
+        let cur = self.used.load(Ordering::Acquire);
+        if cur + n <= limit
+            && self
+                .used
+                .compare_exchange(cur, cur + n, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            return Ok(());
+        }
+        Err(StoreError::Full { needed: n, limit })
+    }
+
+    pub(crate) fn release(&self, n: u64) {
+        self.used.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Evicts least recently used, unpinned entries until `n` more bytes fit. Returns the
+    /// number evicted.
+    fn evict_for(&self, n: u64) -> usize {
+        let limit = self.settings.max_bytes;
+        let Ok(mut entries) = self.entries.write() else {
+            return 0;
+        };
+        let mut candidates: Vec<(u64, Digest, u64)> = entries
+            .iter()
+            .filter(|(_, m)| !m.pinned)
+            .map(|(d, m)| (m.last_used.load(Ordering::Relaxed), *d, m.size))
+            .collect();
+        candidates.sort_unstable();
+        let mut evicted = Vec::new();
+        for (_, d, size) in candidates {
+            if self.used.load(Ordering::Acquire) + n <= limit {
+                break;
+            }
+            let path = self.object_path(&d);
+            if fs::remove_file(&path).is_ok() || !path.exists() {
+                entries.remove(&d);
+                self.memory.invalidate(&d);
+                self.used.fetch_sub(size, Ordering::AcqRel);
+                evicted.push(d);
+            }
+        }
+        drop(entries);
+        if !evicted.is_empty() {
+            tracing::info!(
+                count = evicted.len(),
+                "evicted least recently used cache entries"
+            );
+            let _ = self.index.remove(&evicted);
+        }
+        evicted.len()
+    }
+
+    /// Records a publication (called by [`Fill::commit`] after the rename).
+    fn published(
+        &self,
+        digest: Digest,
+        size: u64,
+        locator: Option<String>,
+        label: Option<String>,
+    ) -> Result<(), StoreError> {
+        let t = now();
+        let record = {
+            let mut entries = self
+                .entries
+                .write()
+                .map_err(|_| StoreError::Io("the entry table is poisoned".into()))?;
+            let mut rec = match entries.get(&digest) {
+                Some(m) => {
+                    // Already there (published concurrently or earlier): the bytes are the
+                    // same by construction; give back this fill's share.
+                    self.release(size);
+                    m.record()
+                }
+                None => Record {
+                    size,
+                    first_stored: t,
+                    ..Record::default()
+                },
+            };
+            rec.last_used = t;
+            if let Some(l) = locator {
+                rec.locators.retain(|x| *x != l);
+                rec.locators.push(l);
+                if rec.locators.len() > MAX_LOCATORS {
+                    rec.locators.remove(0);
+                }
+            }
+            if label.is_some() {
+                rec.label = label;
+            }
+            entries.insert(digest, Arc::new(Meta::from_record(rec.clone())));
+            rec
+        };
+        self.index.put(&[(digest, record)]).map_err(StoreError::Io)
+    }
+
+    /// Pins or unpins an entry. False if there is no such entry.
+    pub fn set_pinned(&self, digest: &Digest, pinned: bool) -> Result<bool, StoreError> {
+        let Some(meta) = self.meta(digest) else {
+            return Ok(false);
+        };
+        let mut rec = meta.record();
+        rec.pinned = pinned;
+        if let Ok(mut entries) = self.entries.write() {
+            entries.insert(*digest, Arc::new(Meta::from_record(rec.clone())));
+        }
+        self.index.put(&[(*digest, rec)]).map_err(StoreError::Io)?;
+        Ok(true)
+    }
+
+    /// Every entry with its record, most recently used first.
+    pub fn list(&self) -> Vec<EntryInfo> {
+        let Ok(entries) = self.entries.read() else {
+            return Vec::new();
+        };
+        let mut out: Vec<EntryInfo> = entries
+            .iter()
+            .map(|(d, m)| EntryInfo {
+                sha256: d.hex(),
+                record: m.record(),
+            })
+            .collect();
+        out.sort_by_key(|e| std::cmp::Reverse(e.record.last_used));
+        out
+    }
+
+    /// Totals.
+    pub fn stats(&self) -> Stats {
+        let (entries, bytes, pinned) = match self.entries.read() {
+            Ok(e) => (
+                e.len(),
+                e.values().map(|m| m.size).sum(),
+                e.values().filter(|m| m.pinned).count(),
+            ),
+            Err(_) => (0, 0, 0),
+        };
+        self.memory.run_pending_tasks();
+        Stats {
+            entries,
+            bytes,
+            bytes_reserved: self.used.load(Ordering::Relaxed),
+            max_bytes: self.settings.max_bytes,
+            pinned,
+            memory_bytes: self.memory.weighted_size(),
+        }
+    }
+
+    /// Writes use times and counts to the index (cheaply; durable with the next publication).
+    pub fn flush_usage(&self) {
+        let records: Vec<(Digest, Record)> = match self.entries.read() {
+            Ok(e) => e.iter().map(|(d, m)| (*d, m.record())).collect(),
+            Err(_) => return,
+        };
+        let _ = self.index.put_usage(&records);
+    }
+
+    /// Re-hashes every entry; any whose bytes no longer match their name is moved to
+    /// `quarantine/` and never served again.
+    pub fn verify(&self) -> VerifyReport {
+        let digests: Vec<(Digest, u64)> = match self.entries.read() {
+            Ok(e) => e.iter().map(|(d, m)| (*d, m.size)).collect(),
+            Err(_) => return VerifyReport::default(),
+        };
+        let mut report = VerifyReport::default();
+        for (d, size) in digests {
+            let path = self.object_path(&d);
+            let problem = match hash_file(&path) {
+                Ok((got, n)) if got == d && n == size => None,
+                Ok((got, n)) if got == d => Some(format!("size {n} where {size} was recorded")),
+                Ok((got, _)) => Some(format!("the bytes hash to {got}")),
+                Err(e) => Some(format!("unreadable: {e}")),
+            };
+            match problem {
+                None => report.ok += 1,
+                Some(why) => {
+                    self.quarantine_entry(&d);
+                    report.quarantined.push((d.hex(), why));
+                }
+            }
+        }
+        report
+    }
+
+    fn quarantine_entry(&self, d: &Digest) {
+        let path = self.object_path(d);
+        let aside = self.quarantine.join(format!("{}.{}", d.hex(), now()));
+        if fs::rename(&path, &aside).is_err() {
+            let _ = fs::remove_file(&path);
+        }
+        if let Ok(mut entries) = self.entries.write()
+            && let Some(m) = entries.remove(d)
+        {
+            self.used.fetch_sub(m.size, Ordering::AcqRel);
+        }
+        self.memory.invalidate(d);
+        let _ = self.index.remove(&[*d]);
+        tracing::warn!(sha256 = %d, "cache entry failed verification and was quarantined");
+    }
+
+    /// Evicts down to `max_bytes`, removes stray temp files and repairs the index. Returns
+    /// (evicted, temp files removed).
+    pub fn gc(&self) -> Result<(usize, usize), StoreError> {
+        let evicted = self.evict_for(0);
+        let mut removed = 0;
+        if let Ok(dir) = fs::read_dir(&self.tmp) {
+            let own = format!("{}-", std::process::id());
+            for f in dir.flatten() {
+                let name = f.file_name();
+                if !name.to_string_lossy().starts_with(&own) && fs::remove_file(f.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        self.reconcile()?;
+        Ok((evicted, removed))
+    }
+}
+
+/// SHA-256 and length of a file, read in 256 KiB blocks.
+pub fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
+    let mut f = fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        hasher.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((Digest(hasher.finalize().into()), n))
+}

@@ -1,0 +1,422 @@
+//! The verified content cache over real sockets on loopback: fetch-through by digest, hits,
+//! failures per locator, single flight, serving rules, eviction, verification, and the
+//! proxy's tee.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use fetchgate::store::Digest;
+use support::proxy::{Client, Got, start_proxy};
+use support::upstream::{Reply, Streaming, Upstream, pattern_bytes};
+
+fn trust_all_loopback_test_ports(ports: &[u16]) -> String {
+    let list: Vec<String> = ports.iter().map(|p| p.to_string()).collect();
+    format!(
+        "[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
+        list.join(", ")
+    )
+}
+
+fn cache_cfg(dir: &std::path::Path, extra: &str) -> String {
+    format!("[cache]\ndir = {:?}\n{extra}\n", dir.display().to_string())
+}
+
+async fn get_path(proxy: std::net::SocketAddr, path: &str, headers: &[(&str, &str)]) -> Got {
+    let mut h = vec![("host", "fetchgate")];
+    h.extend_from_slice(headers);
+    Client::connect(proxy).await.send("GET", path, &h).await
+}
+
+fn through(d: &Digest, size: u64, urls: &[String]) -> String {
+    let mut q = format!("/sha256/{}?size={size}", d.hex());
+    for u in urls {
+        q.push_str("&url=");
+        q.push_str(&url::form_urlencoded::byte_serialize(u.as_bytes()).collect::<String>());
+    }
+    q
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_through_returns_exact_bytes_then_hits_without_upstream() {
+    for size in [1u64 << 20, 64 << 20] {
+        let up = Streaming::start("127.0.0.2:0", size, None, true).await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = start_proxy(&format!(
+            "{}{}",
+            cache_cfg(dir.path(), ""),
+            trust_all_loopback_test_ports(&[up.addr.port()])
+        ))
+        .await;
+        let bytes = pattern_bytes(size);
+        let d = Digest::of(&bytes);
+        let url = format!("http://127.0.0.2:{}/a.tgz", up.addr.port());
+        let got = get_path(proxy, &through(&d, size, std::slice::from_ref(&url)), &[]).await;
+        assert_eq!(
+            got.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&got.body[..got.body.len().min(400)])
+        );
+        assert!(
+            got.body.as_ref() == bytes.as_slice(),
+            "exact bytes for {size}"
+        );
+        assert_eq!(up.request_count(), 1);
+        // A hit: same bytes, no new upstream request, with or without mirrors.
+        let got = get_path(proxy, &through(&d, size, &[url]), &[]).await;
+        assert!(got.body.as_ref() == bytes.as_slice());
+        let got = get_path(proxy, &format!("/sha256/{}", d.hex()), &[]).await;
+        assert_eq!(got.status, 200);
+        assert_eq!(got.body.len() as u64, size);
+        assert_eq!(up.request_count(), 1, "hits make no upstream request");
+        // On disk: 0444, no execute bit anywhere.
+        let hex = d.hex();
+        let file = dir.path().join("objects/sha256").join(&hex[..2]).join(&hex);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o444);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+            0
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_bad_mirror_publishes_nothing_and_is_reported_then_a_good_one_is_used() {
+    let good_bytes = pattern_bytes(100_000);
+    let d = Digest::of(&good_bytes);
+    let size = good_bytes.len() as u64;
+    let good = Upstream::http("127.0.0.2:0", Reply::ok(good_bytes.clone())).await;
+    let mut wrong = good_bytes.clone();
+    wrong[5000] ^= 1;
+    let wrong_digest = Upstream::http("127.0.0.2:0", Reply::ok(wrong)).await;
+    let short = Upstream::http("127.0.0.2:0", Reply::ok(good_bytes[..50_000].to_vec())).await;
+    let long_cl = Upstream::http("127.0.0.2:0", Reply::ok(pattern_bytes(200_000))).await;
+    // A long body without Content-Length: 64 MiB chunked, to show reading stops at `size`.
+    let long_chunked = Streaming::start("127.0.0.2:0", 64 << 20, None, false).await;
+    let gzip = Upstream::http(
+        "127.0.0.2:0",
+        Reply::ok(good_bytes.clone()).with_header("content-encoding", "gzip"),
+    )
+    .await;
+    let redirect = Upstream::http(
+        "127.0.0.2:0",
+        Reply {
+            status: 302,
+            headers: vec![(
+                "location",
+                "http://169.254.169.254/latest/meta-data/".into(),
+            )],
+            body: bytes::Bytes::new(),
+        },
+    )
+    .await;
+    let ports: Vec<u16> = [&good, &wrong_digest, &short, &long_cl, &gzip, &redirect]
+        .iter()
+        .map(|u| u.addr.port())
+        .chain([long_chunked.addr.port()])
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}{}",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&ports)
+    ))
+    .await;
+    let url = |p: u16| format!("http://127.0.0.2:{p}/pkg.tgz");
+    let bad = [
+        (url(wrong_digest.addr.port()), "digest_mismatch"),
+        (url(short.addr.port()), "size_mismatch"),
+        (url(long_cl.addr.port()), "size_mismatch"),
+        (url(long_chunked.addr.port()), "size_mismatch"),
+        (url(gzip.addr.port()), "content_coding_rejected"),
+        (url(redirect.addr.port()), "metadata_address"),
+    ];
+    // Each bad mirror alone: 502 with its own report, nothing published.
+    for (u, code) in &bad {
+        let got = get_path(proxy, &through(&d, size, std::slice::from_ref(u)), &[]).await;
+        assert_eq!(got.status, 502, "{u}");
+        let j = got.json();
+        assert_eq!(j["code"], "all_mirrors_failed");
+        assert_eq!(j["locators"][0]["code"], *code, "{u}: {j}");
+        assert_eq!(j["locators"][0]["locator"], *u);
+        assert!(!j["next"].as_str().unwrap().contains("disable"));
+        assert_ne!(got.body.as_ref(), good_bytes.as_slice());
+        let got = get_path(proxy, &format!("/sha256/{}", d.hex()), &[]).await;
+        assert_eq!(got.status, 404, "{u} published something");
+    }
+    assert!(
+        long_chunked.bytes_taken() < 32 << 20,
+        "reading stopped near size, not at the end: {} bytes taken",
+        long_chunked.bytes_taken()
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+        0,
+        "no temp file survives"
+    );
+    // All of them first, then the good one: verified from the good one, every bad one named.
+    let mut urls: Vec<String> = bad.iter().map(|(u, _)| u.clone()).collect();
+    urls.push(url(good.addr.port()));
+    let got = get_path(proxy, &through(&d, size, &urls), &[]).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body.as_ref(), good_bytes.as_slice());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_requests_share_one_upstream_fetch() {
+    let size = 4u64 << 20;
+    let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(2)), true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}{}",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[up.addr.port()])
+    ))
+    .await;
+    let bytes = pattern_bytes(size);
+    let d = Digest::of(&bytes);
+    let path = through(
+        &d,
+        size,
+        &[format!("http://127.0.0.2:{}/big.tgz", up.addr.port())],
+    );
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let path = path.clone();
+        tasks.push(tokio::spawn(
+            async move { get_path(proxy, &path, &[]).await },
+        ));
+    }
+    for t in tasks {
+        let got = t.await.unwrap();
+        assert_eq!(got.status, 200);
+        assert!(got.body.as_ref() == bytes.as_slice());
+    }
+    assert_eq!(up.request_count(), 1, "one upstream request for 50 clients");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_rules_range_head_conditional_and_errors() {
+    let bytes = pattern_bytes(10_000);
+    let d = Digest::of(&bytes);
+    let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}{}",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[up.addr.port()])
+    ))
+    .await;
+    let got = get_path(
+        proxy,
+        &through(
+            &d,
+            10_000,
+            &[format!("http://127.0.0.2:{}/x", up.addr.port())],
+        ),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    let h = &got.headers;
+    assert_eq!(h["content-type"], "application/octet-stream");
+    assert_eq!(h["content-length"], "10000");
+    assert_eq!(h["etag"], format!("\"{}\"", d.hex()).as_str());
+    assert_eq!(
+        h["repr-digest"],
+        format!("sha-256=:{}:", d.base64()).as_str()
+    );
+    assert_eq!(h["cache-control"], "public, max-age=31536000, immutable");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["access-control-allow-origin"], "*");
+    assert_eq!(h["accept-ranges"], "bytes");
+    assert!(!h.contains_key("content-encoding"));
+
+    let path = format!("/sha256/{}", d.hex());
+    let got = get_path(proxy, &path, &[("range", "bytes=100-199")]).await;
+    assert_eq!(got.status, 206);
+    assert_eq!(got.headers["content-range"], "bytes 100-199/10000");
+    assert_eq!(got.body.as_ref(), &bytes[100..200]);
+    let got = get_path(proxy, &path, &[("range", "bytes=-10")]).await;
+    assert_eq!(got.status, 206);
+    assert_eq!(got.body.as_ref(), &bytes[9990..]);
+    let got = get_path(proxy, &path, &[("range", "bytes=20000-")]).await;
+    assert_eq!(got.status, 416);
+    assert_eq!(got.headers["content-range"], "bytes */10000");
+    let got = get_path(
+        proxy,
+        &path,
+        &[("if-none-match", &format!("\"{}\"", d.hex()))],
+    )
+    .await;
+    assert_eq!(got.status, 304);
+    assert!(got.body.is_empty());
+    let got = Client::connect(proxy)
+        .await
+        .send("HEAD", &path, &[("host", "fetchgate")])
+        .await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.headers["content-length"], "10000");
+    assert!(got.body.is_empty());
+
+    let got = get_path(proxy, "/sha256/ABC", &[]).await;
+    assert_eq!(got.status, 400);
+    assert_eq!(got.code(), "invalid_digest");
+    assert!(
+        got.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("64 lowercase hex")
+    );
+    let got = get_path(proxy, &format!("/sha256/{}", d.hex().to_uppercase()), &[]).await;
+    assert_eq!(got.status, 400);
+    let missing = Digest::of(b"nothing here");
+    let got = get_path(proxy, &format!("/sha256/{}", missing.hex()), &[]).await;
+    assert_eq!(got.status, 404);
+    let got = get_path(
+        proxy,
+        &format!("/sha256/{}?url=http://127.0.0.2:1/", missing.hex()),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 400);
+    assert_eq!(got.json()["field"], "size");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_proxied_get_is_then_served_by_digest() {
+    let bytes = pattern_bytes(300_000);
+    let d = Digest::of(&bytes);
+    let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}{}",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[up.addr.port()])
+    ))
+    .await;
+    let url = format!(
+        "http://127.0.0.2:{}/pkg-1.0.0.tgz?sig=secret",
+        up.addr.port()
+    );
+    let got = support::proxy::get(proxy, &url).await;
+    assert_eq!(got.status, 200);
+    // The tee finishes just after the body; poll briefly.
+    let path = format!("/sha256/{}", d.hex());
+    let mut served = None;
+    for _ in 0..100 {
+        let got = get_path(proxy, &path, &[]).await;
+        if got.status == 200 {
+            served = Some(got);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let got = served.expect("the proxied body was published");
+    assert_eq!(got.body.as_ref(), bytes.as_slice());
+    assert_eq!(up.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_stays_under_max_bytes_and_spares_pinned_entries() {
+    use fetchgate::store::{CacheSettings, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let settings = CacheSettings {
+        dir: dir.path().to_path_buf(),
+        max_bytes: 250_000,
+        ..CacheSettings::default()
+    };
+    let store = Store::open(&settings).unwrap();
+    let put = |n: u64| {
+        let bytes = pattern_bytes(n);
+        let d = Digest::of(&bytes);
+        let mut f = store.begin(Some(d), n).unwrap();
+        f.write(&bytes).unwrap();
+        f.commit(None, None).unwrap()
+    };
+    let first = put(100_000);
+    assert!(store.set_pinned(&first, true).unwrap());
+    let mut later = Vec::new();
+    for i in 0..5u64 {
+        let bytes: Vec<u8> = (0..100_000u64).map(|j| ((j + i * 7) % 253) as u8).collect();
+        let d = Digest::of(&bytes);
+        let mut f = store.begin(Some(d), 100_000).unwrap();
+        f.write(&bytes).unwrap();
+        later.push(f.commit(None, None).unwrap());
+        assert!(
+            store.stats().bytes <= 250_000,
+            "over the limit: {:?}",
+            store.stats()
+        );
+    }
+    assert!(store.contains(&first), "pinned entry evicted");
+    assert!(store.contains(later.last().unwrap()));
+    assert!(
+        !store.contains(&later[0]),
+        "the least recently used went first"
+    );
+    // Full of pinned entries: no room, and nothing is published.
+    for d in store
+        .list()
+        .iter()
+        .map(|e| Digest::parse(&e.sha256).unwrap())
+    {
+        store.set_pinned(&d, true).unwrap();
+    }
+    let big = pattern_bytes(200_000);
+    let err = store.begin(Some(Digest::of(&big)), 200_000).unwrap_err();
+    assert!(
+        matches!(err, fetchgate::store::StoreError::Full { .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_quarantines_a_corrupted_entry_which_is_then_never_served() {
+    let bytes = pattern_bytes(50_000);
+    let d = Digest::of(&bytes);
+    let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "{}{}",
+        cache_cfg(dir.path(), "memory_bytes = 0"),
+        trust_all_loopback_test_ports(&[up.addr.port()])
+    );
+    let proxy = start_proxy(&cfg).await;
+    let got = get_path(
+        proxy,
+        &through(
+            &d,
+            50_000,
+            &[format!("http://127.0.0.2:{}/x", up.addr.port())],
+        ),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    // Corrupt the file on disk behind fetchgate's back.
+    let hex = d.hex();
+    let file = dir.path().join("objects/sha256").join(&hex[..2]).join(&hex);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut corrupted = bytes.clone();
+    corrupted[100] ^= 0xff;
+    std::fs::write(&file, &corrupted).unwrap();
+    // `cache verify` in another process finds and quarantines it.
+    let cfg_file = dir.path().join("fetchgate.toml");
+    std::fs::write(&cfg_file, cache_cfg(dir.path(), "")).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
+        .args(["cache", "verify", "--config", cfg_file.to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(report["quarantined"][0][0], hex.as_str());
+    assert!(!file.exists());
+    let got = get_path(proxy, &format!("/sha256/{hex}"), &[]).await;
+    assert_eq!(got.status, 404, "a quarantined entry is never served");
+}
