@@ -12,6 +12,7 @@ use crate::connect::tls::{TlsSection, client_config};
 use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
 use crate::fetch::through::DEFAULT_MAX_REDIRECTS;
+use crate::love::{LoveSection, LoveSettings};
 use crate::serve::access::{Access, AccessSection};
 use crate::serve::limits::{Limits, ListenSection, ProxySection};
 use crate::store::{CacheSection, CacheSettings};
@@ -34,6 +35,8 @@ struct ConfigFile {
     egress: EgressSection,
     #[serde(default)]
     cache: CacheSection,
+    #[serde(default)]
+    love: LoveSection,
 }
 
 /// Everything fetchgate runs with, checked.
@@ -53,6 +56,8 @@ pub struct Config {
     pub cache: CacheSettings,
     /// Most redirects followed by fetch-through.
     pub max_redirects: usize,
+    /// LOVE caps.
+    pub love: LoveSettings,
 }
 
 impl Config {
@@ -97,6 +102,7 @@ impl Config {
             access: Access::from_section(&raw.access, base, &src)?,
             limits: Limits::from_sections(&raw.listen, &raw.proxy, &src)?,
             cache: CacheSettings::from_section(&raw.cache, base, &src)?,
+            love: LoveSettings::from_section(&raw.love, &src)?,
             max_redirects: match &raw.egress.max_redirects {
                 None => DEFAULT_MAX_REDIRECTS,
                 Some(m) if *m.get_ref() > 20 => {
@@ -105,6 +111,23 @@ impl Config {
                 Some(m) => *m.get_ref(),
             },
         })
+    }
+
+    /// The fetch-through service over `store`, with this config's policy, TLS and limits.
+    /// Must run inside a Tokio runtime.
+    pub fn fetcher(&self, store: Arc<crate::store::Store>) -> crate::fetch::through::Fetcher {
+        let timeouts = crate::fetch::upstream::Timeouts {
+            connect: self.limits.connect_timeout,
+            response_head: self.limits.response_head_timeout,
+        };
+        crate::fetch::through::Fetcher::new(
+            self.egress(),
+            self.tls.clone(),
+            timeouts,
+            store,
+            self.max_redirects,
+            self.cache.fetch_timeout,
+        )
     }
 
     /// The policy with a resolver built from these settings. Must run inside a Tokio runtime.

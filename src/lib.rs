@@ -27,6 +27,7 @@ pub mod config;
 pub mod connect;
 pub mod decide;
 pub mod fetch;
+pub mod love;
 pub mod redact;
 pub mod serve;
 pub mod store;

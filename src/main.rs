@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use fetchgate::cli::{Cli, Command, LogFormat, cache, check};
+use fetchgate::cli::{Cli, Command, LogFormat, cache, check, love};
 use fetchgate::config::Config;
 use fetchgate::decide::profile::{BUILTIN_TEXT, Profile};
 use fetchgate::serve::Server;
@@ -92,6 +92,23 @@ fn main() -> ExitCode {
                 output.as_deref(),
                 urls,
             )) {
+                Ok(code) => code,
+                Err(e) => usage_error(&e),
+            }
+        }
+        Command::Love { config, action } => {
+            let config = match Config::load(config.as_deref()) {
+                Ok(c) => c,
+                Err(e) => return usage_error(&e),
+            };
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => return usage_error(&format!("cannot start the async runtime: {e}")),
+            };
+            match runtime.block_on(love::run(&config, action)) {
                 Ok(code) => code,
                 Err(e) => usage_error(&e),
             }

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use crate::cli::CacheAction;
 use crate::config::Config;
-use crate::fetch::through::{Fetcher, ThroughError, Wanted};
-use crate::fetch::upstream::Timeouts;
+use crate::fetch::through::{ThroughError, Wanted};
 use crate::store::{Body, Digest, Store};
 
-fn open(config: &Config) -> Result<Arc<Store>, String> {
+/// Opens the configured cache and repairs its index.
+pub fn open(config: &Config) -> Result<Arc<Store>, String> {
     let store = Store::open(&config.cache).map_err(|e| {
         format!(
             "cannot open the cache at {}: {e} (is a fetchgate server using it? stop it, or use the server's /sha256/ endpoint)",
@@ -85,18 +85,7 @@ pub async fn fetch(
         return Err("size: must be at least 1 byte".into());
     }
     let store = open(config)?;
-    let timeouts = Timeouts {
-        connect: config.limits.connect_timeout,
-        response_head: config.limits.response_head_timeout,
-    };
-    let fetcher = Arc::new(Fetcher::new(
-        config.egress(),
-        config.tls.clone(),
-        timeouts,
-        store.clone(),
-        config.max_redirects,
-        config.cache.fetch_timeout,
-    ));
+    let fetcher = Arc::new(config.fetcher(store.clone()));
     let wanted = Wanted {
         digest: d,
         size,

@@ -2,6 +2,7 @@
 
 pub mod cache;
 pub mod check;
+pub mod love;
 
 use std::path::PathBuf;
 
@@ -65,6 +66,15 @@ pub enum Command {
         #[arg(required = true, value_name = "URL")]
         urls: Vec<String>,
     },
+    /// LOVE (love-package/v1): discover, fetch and verify packages, list digest conflicts.
+    Love {
+        /// Config file (TOML); the embedded defaults when absent.
+        #[arg(long, value_name = "FILE", global = true)]
+        config: Option<PathBuf>,
+        /// What to do.
+        #[command(subcommand)]
+        action: LoveAction,
+    },
     /// Look after the content cache.
     Cache {
         /// Config file (TOML); the embedded defaults when absent.
@@ -74,6 +84,35 @@ pub enum Command {
         #[command(subcommand)]
         action: CacheAction,
     },
+}
+
+/// `fetchgate love` actions.
+#[derive(Debug, Subcommand)]
+pub enum LoveAction {
+    /// Read a host's /.well-known/love-packages and the index it names; list packages and
+    /// manifest URLs. Read-only: nothing else is downloaded.
+    Discover {
+        /// The host (https://host/) or the pointer URL itself.
+        url: String,
+    },
+    /// Read and validate a manifest, fetch the artifact through its mirrors, verify size and
+    /// SHA-256, inspect the archive, publish it in the cache and optionally lock it. Exit 0
+    /// verified, 1 refused or failed (with a JSON report), 2 usage or config error.
+    Fetch {
+        /// The manifest URL.
+        manifest_url: String,
+        /// Lock file to honour and update (JSON).
+        #[arg(long, value_name = "FILE")]
+        lock: Option<PathBuf>,
+        /// The engine in use, NAME=VERSION (for example node=20.11.0).
+        #[arg(long, value_name = "NAME=VERSION")]
+        engine: Option<String>,
+        /// An explicit digest choice that resolves a conflict.
+        #[arg(long, value_name = "SHA256")]
+        pin: Option<String>,
+    },
+    /// List every name and version seen with more than one digest.
+    Conflicts,
 }
 
 /// `fetchgate cache` actions.

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::{BodyExt, Empty};
@@ -14,6 +15,7 @@ use tokio::sync::watch;
 
 use super::upstream::{Timeouts, UpstreamError, exchange, upstream_request};
 use crate::connect::Egress;
+use crate::connect::dial::DialError;
 use crate::connect::pool::Pool;
 use crate::redact::redact_locator;
 use crate::store::{Digest, FillError, FillSink, Store, StoreError};
@@ -76,6 +78,17 @@ impl std::fmt::Display for ThroughError {
 }
 
 type Outcome = Option<Result<(), Arc<ThroughError>>>;
+
+/// Bytes verified in memory by [`Fetcher::fetch_verified`].
+#[derive(Clone, Debug)]
+pub struct Verified {
+    /// The bytes; their size and SHA-256 matched.
+    pub bytes: Bytes,
+    /// The (redacted) mirror they came from.
+    pub from: String,
+    /// Mirrors tried before it, and why each failed.
+    pub failures: Vec<LocatorFailure>,
+}
 
 /// Fetches by digest into the store.
 pub struct Fetcher {
@@ -188,17 +201,18 @@ impl Fetcher {
         Err(ThroughError::AllFailed(failures))
     }
 
-    async fn fetch_mirror(&self, mirror: &str, wanted: &Wanted) -> Result<(), Failure> {
+    /// GETs `mirror`, following redirects (each hop decided and connected like a first
+    /// request, no credentials sent), until a `200` whose `Content-Length`, if any, is at most
+    /// `max` bytes (exactly `exact` when given). Returns the response and the final URL.
+    async fn open(
+        &self,
+        mirror: &str,
+        max: u64,
+        exact: Option<u64>,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, String), Failure> {
         let fail = |hop: Option<&str>, code: &'static str, detail: String| {
-            Failure::Locator(LocatorFailure {
-                locator: redact_locator(mirror),
-                hop: hop.map(redact_locator),
-                code,
-                detail,
-                next: NEXT_MIRROR,
-            })
+            locator_failure(mirror, hop, code, detail)
         };
-        let pool = Pool::new(1, Duration::from_secs(1));
         let mut current = mirror.to_string();
         for hop in 0..=self.max_redirects {
             let hop_name = (hop > 0).then_some(current.as_str());
@@ -226,6 +240,8 @@ impl Fetcher {
             let body = Empty::new().map_err(|never| match never {}).boxed();
             let req = upstream_request(Method::GET, &target, headers, body)
                 .map_err(|e| fail(hop_name, "invalid_locator", e))?;
+            // A fresh connection per hop: nothing is pooled across decisions.
+            let pool = Pool::new(1, Duration::from_secs(1));
             let ex = exchange(
                 &pool,
                 &self.tls,
@@ -239,13 +255,10 @@ impl Fetcher {
                 let code = match &e {
                     UpstreamError::ContentCoding(_) => "content_coding_rejected",
                     UpstreamError::HeadTimeout(_) => "upstream_timeout",
-                    UpstreamError::Dial(crate::connect::dial::DialError::Unreachable {
-                        timed_out: true,
-                        ..
+                    UpstreamError::Dial(DialError::Unreachable {
+                        timed_out: true, ..
                     }) => "upstream_timeout",
-                    UpstreamError::Dial(crate::connect::dial::DialError::Tls { .. }) => {
-                        "upstream_tls_failed"
-                    }
+                    UpstreamError::Dial(DialError::Tls { .. }) => "upstream_tls_failed",
                     UpstreamError::Dial(_) => "upstream_unreachable",
                     UpstreamError::Http(_) => "upstream_http_error",
                 };
@@ -265,8 +278,8 @@ impl Fetcher {
                         format!("HTTP {status} without a Location"),
                     ));
                 };
-                let base = target.url.clone();
-                let next = base
+                let next = target
+                    .url
                     .as_ref()
                     .and_then(|b| b.join(location).ok())
                     .ok_or_else(|| {
@@ -288,59 +301,30 @@ impl Fetcher {
             if status != StatusCode::OK {
                 return Err(fail(hop_name, "upstream_status", format!("HTTP {status}")));
             }
-            if let Some(len) = ex
+            let length = ex
                 .response
                 .headers()
                 .get(header::CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok())
-                && len != wanted.size
-            {
-                return Err(fail(
-                    hop_name,
-                    "size_mismatch",
-                    format!(
-                        "Content-Length is {len}; the expected size is {}",
-                        wanted.size
-                    ),
-                ));
-            }
-            let fill = self
-                .store
-                .begin(Some(wanted.digest), wanted.size)
-                .map_err(Failure::Store)?;
-            let mut sink = FillSink::start(fill);
-            let mut body = ex.response.into_body();
-            while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| {
-                    fail(
+                .and_then(|v| v.parse::<u64>().ok());
+            match (length, exact) {
+                (Some(len), Some(want)) if len != want => {
+                    return Err(fail(
                         hop_name,
-                        "upstream_http_error",
-                        format!("the body broke off: {e}"),
-                    )
-                })?;
-                if let Ok(data) = frame.into_data() {
-                    sink.send(data)
-                        .await
-                        .map_err(|e| fill_failure(e, &fail, hop_name))?;
+                        "size_mismatch",
+                        format!("Content-Length is {len}; the expected size is {want}"),
+                    ));
                 }
+                (Some(len), None) if len > max => {
+                    return Err(fail(
+                        hop_name,
+                        "too_large",
+                        format!("Content-Length is {len}; the limit is {max} bytes"),
+                    ));
+                }
+                _ => {}
             }
-            let got = sink.count();
-            return match sink
-                .finish(Some(redact_locator(mirror)), wanted.label.clone())
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(FillError::TooShort { .. }) => Err(fail(
-                    hop_name,
-                    "size_mismatch",
-                    format!(
-                        "the body is {got} bytes; the expected size is {}",
-                        wanted.size
-                    ),
-                )),
-                Err(e) => Err(fill_failure(e, &fail, hop_name)),
-            };
+            return Ok((ex.response, current));
         }
         Err(fail(
             None,
@@ -351,6 +335,138 @@ impl Fetcher {
             ),
         ))
     }
+
+    async fn fetch_mirror(&self, mirror: &str, wanted: &Wanted) -> Result<(), Failure> {
+        let (response, last) = self.open(mirror, wanted.size, Some(wanted.size)).await?;
+        let hop = (last != mirror).then_some(last.as_str());
+        let fail = |code: &'static str, detail: String| locator_failure(mirror, hop, code, detail);
+        let fill = self
+            .store
+            .begin(Some(wanted.digest), wanted.size)
+            .map_err(Failure::Store)?;
+        let mut sink = FillSink::start(fill);
+        let mut body = response.into_body();
+        while let Some(frame) = body.frame().await {
+            let frame = frame
+                .map_err(|e| fail("upstream_http_error", format!("the body broke off: {e}")))?;
+            if let Ok(data) = frame.into_data() {
+                sink.send(data)
+                    .await
+                    .map_err(|e| fill_failure(e, mirror, hop))?;
+            }
+        }
+        sink.finish(Some(redact_locator(mirror)), wanted.label.clone())
+            .await
+            .map(|_| ())
+            .map_err(|e| fill_failure(e, mirror, hop))
+    }
+
+    /// Fetches a document (a manifest, an index, a pointer) into memory, at most `max` bytes,
+    /// through the same decided, pinned, redirect-checked path as artifacts.
+    pub async fn get_document(&self, url: &str, max: u64) -> Result<Bytes, LocatorFailure> {
+        let (response, last) = self
+            .open(url, max, None)
+            .await
+            .map_err(Failure::into_locator)?;
+        let hop = (last != url).then_some(last.as_str());
+        read_capped(response.into_body(), max)
+            .await
+            .map_err(|(code, detail)| locator_failure(url, hop, code, detail).into_locator())
+    }
+
+    /// Fetches `wanted` into memory from the first mirror whose bytes match its size and
+    /// digest, without publishing anything (the caller inspects before it publishes). Returns
+    /// the bytes, the mirror they came from, and the failures of the mirrors tried before it.
+    pub async fn fetch_verified(&self, wanted: &Wanted) -> Result<Verified, ThroughError> {
+        let mut failures = Vec::new();
+        for mirror in &wanted.mirrors {
+            let attempt = async {
+                let (response, last) = self.open(mirror, wanted.size, Some(wanted.size)).await?;
+                let hop = (last != *mirror).then_some(last.as_str());
+                let bytes = read_capped(response.into_body(), wanted.size)
+                    .await
+                    .map_err(|(code, detail)| locator_failure(mirror, hop, code, detail))?;
+                if bytes.len() as u64 != wanted.size {
+                    return Err(locator_failure(
+                        mirror,
+                        hop,
+                        "size_mismatch",
+                        format!(
+                            "the body is {} bytes; the expected size is {}",
+                            bytes.len(),
+                            wanted.size
+                        ),
+                    ));
+                }
+                let got = Digest::of(&bytes);
+                if got != wanted.digest {
+                    return Err(locator_failure(
+                        mirror,
+                        hop,
+                        "digest_mismatch",
+                        format!(
+                            "the bytes hash to sha256 {got}, not the expected {}",
+                            wanted.digest
+                        ),
+                    ));
+                }
+                Ok(bytes)
+            };
+            match tokio::time::timeout(self.fetch_timeout, attempt).await {
+                Ok(Ok(bytes)) => {
+                    return Ok(Verified {
+                        bytes,
+                        from: redact_locator(mirror),
+                        failures,
+                    });
+                }
+                Ok(Err(f)) => failures.push(f.into_locator()),
+                Err(_) => failures.push(LocatorFailure {
+                    locator: redact_locator(mirror),
+                    hop: None,
+                    code: "fetch_timeout",
+                    detail: format!(
+                        "the fetch did not finish within {} ms ([cache] fetch_timeout_ms)",
+                        self.fetch_timeout.as_millis()
+                    ),
+                    next: NEXT_MIRROR,
+                }),
+            }
+        }
+        Err(ThroughError::AllFailed(failures))
+    }
+}
+
+/// Reads a body into memory, failing as soon as it passes `max` bytes.
+async fn read_capped(
+    mut body: hyper::body::Incoming,
+    max: u64,
+) -> Result<Bytes, (&'static str, String)> {
+    let mut buf = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|e| ("upstream_http_error", format!("the body broke off: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() as u64 + data.len() as u64 > max {
+                return Err((
+                    "size_mismatch",
+                    format!("the body is longer than {max} bytes; reading stopped there"),
+                ));
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}
+
+fn locator_failure(mirror: &str, hop: Option<&str>, code: &'static str, detail: String) -> Failure {
+    Failure::Locator(LocatorFailure {
+        locator: redact_locator(mirror),
+        hop: hop.map(redact_locator),
+        code,
+        detail,
+        next: NEXT_MIRROR,
+    })
 }
 
 enum Failure {
@@ -358,23 +474,37 @@ enum Failure {
     Store(StoreError),
 }
 
-fn fill_failure(
-    e: FillError,
-    fail: &dyn Fn(Option<&str>, &'static str, String) -> Failure,
-    hop: Option<&str>,
-) -> Failure {
+impl Failure {
+    fn into_locator(self) -> LocatorFailure {
+        match self {
+            Failure::Locator(l) => l,
+            Failure::Store(e) => LocatorFailure {
+                locator: String::new(),
+                hop: None,
+                code: "cache_error",
+                detail: e.to_string(),
+                next: NEXT_MIRROR,
+            },
+        }
+    }
+}
+
+fn fill_failure(e: FillError, mirror: &str, hop: Option<&str>) -> Failure {
     match e {
-        FillError::TooLong { limit } => fail(
+        FillError::TooLong { limit } => locator_failure(
+            mirror,
             hop,
             "size_mismatch",
             format!("the body is longer than the expected {limit} bytes; reading stopped there"),
         ),
-        FillError::TooShort { got, expected } => fail(
+        FillError::TooShort { got, expected } => locator_failure(
+            mirror,
             hop,
             "size_mismatch",
             format!("the body is {got} bytes; the expected size is {expected}"),
         ),
-        FillError::DigestMismatch { got, expected } => fail(
+        FillError::DigestMismatch { got, expected } => locator_failure(
+            mirror,
             hop,
             "digest_mismatch",
             format!("the bytes hash to sha256 {got}, not the expected {expected}"),

@@ -8,6 +8,7 @@
 pub mod access;
 pub mod body;
 pub mod limits;
+pub mod love_api;
 pub mod objects;
 pub mod problem;
 pub mod proxy;
@@ -31,7 +32,7 @@ use crate::config::Config;
 use crate::connect::Egress;
 use crate::connect::pool::Pool;
 use crate::fetch::through::Fetcher;
-use crate::fetch::upstream::Timeouts;
+use crate::love::Love;
 use crate::store::Store;
 use access::Access;
 use limits::Limits;
@@ -55,6 +56,8 @@ pub struct Gate {
     pub limits: Limits,
     /// Fetch-through into the content cache (absent when the cache is off).
     pub fetcher: Option<Arc<Fetcher>>,
+    /// The LOVE consumer (absent when the cache is off).
+    pub love: Option<Arc<Love>>,
     /// Largest proxied body the tee publishes.
     pub tee_max_bytes: u64,
 }
@@ -99,25 +102,20 @@ impl Server {
                 let _ = tokio::task::spawn_blocking(move || store.flush_usage()).await;
             }
         });
-        let egress = config.egress();
-        let timeouts = Timeouts {
-            connect: config.limits.connect_timeout,
-            response_head: config.limits.response_head_timeout,
-        };
-        let fetcher = Fetcher::new(
-            egress.clone(),
-            config.tls.clone(),
-            timeouts,
-            store,
-            config.max_redirects,
-            config.cache.fetch_timeout,
-        );
+        let fetcher = Arc::new(config.fetcher(store));
+        let love = Love::new(
+            fetcher.clone(),
+            config.love.caps,
+            config.love.max_document_bytes,
+        )
+        .map_err(|e| io::Error::other(format!("cannot open the LOVE sightings database: {e}")))?;
         let gate = Arc::new(Gate {
-            egress,
+            egress: config.egress(),
             tls: config.tls.clone(),
             access: config.access.clone(),
             limits: config.limits.clone(),
-            fetcher: Some(Arc::new(fetcher)),
+            fetcher: Some(fetcher),
+            love: Some(Arc::new(love)),
             tee_max_bytes: config.cache.max_object_bytes,
         });
         Ok(Self { listener, gate })

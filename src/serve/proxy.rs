@@ -120,6 +120,9 @@ async fn route(
     if req.uri().path().starts_with("/sha256/") {
         return super::objects::handle(gate, &req, log).await;
     }
+    if req.uri().path().starts_with("/love/v1/") {
+        return super::love_api::handle(gate, &req, log).await;
+    }
     Err(Problem::new(
         StatusCode::NOT_FOUND,
         "not_found",

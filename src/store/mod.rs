@@ -634,6 +634,69 @@ impl Store {
         Ok(true)
     }
 
+    /// Sets an entry's package label (and a locator it was verified from). False if there is
+    /// no such entry.
+    pub fn set_label(
+        &self,
+        digest: &Digest,
+        label: &str,
+        locator: Option<String>,
+    ) -> Result<bool, StoreError> {
+        let Some(meta) = self.meta(digest) else {
+            return Ok(false);
+        };
+        let mut rec = meta.record();
+        rec.label = Some(label.to_string());
+        if let Some(l) = locator {
+            rec.locators.retain(|x| *x != l);
+            rec.locators.push(l);
+            if rec.locators.len() > MAX_LOCATORS {
+                rec.locators.remove(0);
+            }
+        }
+        if let Ok(mut entries) = self.entries.write() {
+            entries.insert(*digest, Arc::new(Meta::from_record(rec.clone())));
+        }
+        self.index.put(&[(*digest, rec)]).map_err(StoreError::Io)?;
+        Ok(true)
+    }
+
+    /// The whole entry in memory, if it is at most `max` bytes.
+    pub fn read_bytes(&self, digest: &Digest, max: u64) -> Option<Bytes> {
+        let object = self.get(digest)?;
+        if object.size > max {
+            return None;
+        }
+        match object.body {
+            Body::Memory(b) => Some(b),
+            Body::File(mut f) => {
+                let mut buf = Vec::with_capacity(usize::try_from(object.size).unwrap_or(0));
+                f.read_to_end(&mut buf).ok()?;
+                (buf.len() as u64 == object.size).then(|| Bytes::from(buf))
+            }
+        }
+    }
+
+    /// Publishes bytes already verified in memory under `digest`.
+    pub fn put_verified(
+        self: &Arc<Self>,
+        digest: Digest,
+        bytes: &[u8],
+        locator: Option<String>,
+        label: Option<String>,
+    ) -> Result<Digest, FillError> {
+        let mut fill = self
+            .begin(Some(digest), bytes.len() as u64)
+            .map_err(FillError::Store)?;
+        fill.write(bytes)?;
+        fill.commit(locator, label)
+    }
+
+    /// Where the cache directory is.
+    pub fn root(&self) -> &Path {
+        &self.settings.dir
+    }
+
     /// Every entry with its record, most recently used first.
     pub fn list(&self) -> Vec<EntryInfo> {
         let Ok(entries) = self.entries.read() else {

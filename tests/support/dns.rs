@@ -114,11 +114,20 @@ pub struct TestDns {
 impl TestDns {
     /// Starts a server on `127.0.0.1:0` with an empty table.
     pub async fn start() -> Self {
-        let udp = UdpSocket::bind("127.0.0.1:0").await.expect("bind udp");
-        let addr = udp.local_addr().expect("udp addr");
-        let tcp = TcpListener::bind(addr)
-            .await
-            .expect("bind tcp on the same port");
+        // A UDP port whose TCP twin is free too (another socket may hold it): retry.
+        let mut attempt = 0;
+        let (udp, tcp, addr) = loop {
+            let udp = UdpSocket::bind("127.0.0.1:0").await.expect("bind udp");
+            let addr = udp.local_addr().expect("udp addr");
+            match TcpListener::bind(addr).await {
+                Ok(tcp) => break (udp, tcp, addr),
+                Err(e) if attempt < 50 => {
+                    attempt += 1;
+                    let _ = e;
+                }
+                Err(e) => panic!("no UDP port with a free TCP twin: {e}"),
+            }
+        };
         let table: Table = Arc::default();
         let mut server = Server::new(Handler {
             table: table.clone(),

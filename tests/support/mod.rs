@@ -4,4 +4,5 @@
 
 pub mod dns;
 pub mod proxy;
+pub mod tarball;
 pub mod upstream;

@@ -40,6 +40,11 @@ impl Reply {
     }
 }
 
+/// Path → reply, shared with a running router.
+pub type Routes = Arc<Mutex<std::collections::HashMap<String, Reply>>>;
+
+type Responder = Arc<dyn Fn(&str) -> Reply + Send + Sync>;
+
 /// One request as the upstream saw it.
 #[derive(Clone, Debug)]
 pub struct Seen {
@@ -71,7 +76,32 @@ impl Upstream {
         Self::start(bind, reply, Some(tls)).await
     }
 
+    /// Plain HTTP answering each path from `routes` (changeable while running); other paths
+    /// get 404.
+    pub async fn router(bind: &str, routes: Routes) -> Self {
+        Self::start_with(
+            bind,
+            Arc::new(move |path: &str| {
+                routes.lock().unwrap().get(path).cloned().unwrap_or(Reply {
+                    status: 404,
+                    headers: Vec::new(),
+                    body: Bytes::from_static(b"not found"),
+                })
+            }),
+            None,
+        )
+        .await
+    }
+
     async fn start(bind: &str, reply: Reply, tls: Option<Arc<rustls::ServerConfig>>) -> Self {
+        Self::start_with(bind, Arc::new(move |_: &str| reply.clone()), tls).await
+    }
+
+    async fn start_with(
+        bind: &str,
+        reply: Responder,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Self {
         let listener = TcpListener::bind(bind).await.expect("bind upstream");
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -118,7 +148,7 @@ impl Upstream {
 
 async fn serve<I>(
     io: I,
-    reply: Reply,
+    reply: Responder,
     seen: Arc<Mutex<Vec<Seen>>>,
     sni: Option<String>,
     local: SocketAddr,
@@ -135,6 +165,7 @@ async fn serve<I>(
                 sni,
                 local,
             });
+            let reply = reply(req.uri().path());
             let _ = req.into_body().collect().await;
             let mut resp = Response::new(Full::new(reply.body.clone()));
             *resp.status_mut() = http::StatusCode::from_u16(reply.status).unwrap();

@@ -1,0 +1,77 @@
+//! `fetchgate love discover|fetch|conflicts`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::cli::LoveAction;
+use crate::config::Config;
+use crate::love::lock::LockFile;
+use crate::love::retrieve::lock_entry;
+use crate::love::{FetchOptions, Love, LoveError};
+use crate::store::Digest;
+
+fn print(v: &serde_json::Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+fn report(e: &LoveError) -> ExitCode {
+    print(&serde_json::to_value(e).unwrap_or_default());
+    ExitCode::from(1)
+}
+
+/// Runs one `love` action. `Err` is a usage or config error (exit 2).
+pub async fn run(config: &Config, action: LoveAction) -> Result<ExitCode, String> {
+    let store = super::cache::open(config)?;
+    let fetcher = Arc::new(config.fetcher(store));
+    let love = Love::new(fetcher, config.love.caps, config.love.max_document_bytes)?;
+    match action {
+        LoveAction::Discover { url } => match love.discover(&url).await {
+            Ok(d) => {
+                print(&serde_json::to_value(&d).unwrap_or_default());
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => Ok(report(&e)),
+        },
+        LoveAction::Conflicts => {
+            let list = love.conflicts().map_err(|e| e.to_string())?;
+            print(&serde_json::json!({ "conflicts": list }));
+            Ok(ExitCode::SUCCESS)
+        }
+        LoveAction::Fetch {
+            manifest_url,
+            lock,
+            engine,
+            pin,
+        } => {
+            let mut opts = FetchOptions::default();
+            if let Some(e) = engine {
+                let (n, v) = e
+                    .split_once('=')
+                    .ok_or("--engine takes NAME=VERSION, for example node=20.11.0")?;
+                opts.engine = Some((n.to_string(), v.to_string()));
+            }
+            if let Some(p) = pin {
+                opts.pin = Some(Digest::parse(&p).map_err(|e| format!("--pin: {e}"))?);
+            }
+            let mut lockfile = match &lock {
+                Some(path) => Some(LockFile::read(path)?),
+                None => None,
+            };
+            if let Some(l) = &lockfile {
+                opts.locked = l.packages.get(&manifest_url).cloned();
+            }
+            match love.fetch(&manifest_url, &opts).await {
+                Ok(result) => {
+                    if let (Some(l), Some(path)) = (lockfile.as_mut(), lock.as_deref()) {
+                        l.packages
+                            .insert(manifest_url.clone(), lock_entry(&manifest_url, &result));
+                        l.write(path)?;
+                    }
+                    print(&serde_json::to_value(&result).unwrap_or_default());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => Ok(report(&e)),
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! LOVE failures: a stable code, the failed field (a JSON pointer) or locator, what happened,
+//! and a safe next action. None ever suggests disabling verification.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// A failure in discovery, validation, retrieval or inspection.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LoveError {
+    /// Stable snake_case code (`manifest_invalid`, `digest_conflict`, `archive_unsafe`, ...).
+    pub code: &'static str,
+    /// HTTP status for the API (`400`, `409`, `422`, `502`, ...).
+    pub status: u16,
+    /// The failed field, as a JSON pointer into the document (or a cap's name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// The redacted locator involved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locator: Option<String>,
+    /// What happened.
+    pub detail: String,
+    /// A safe next action.
+    pub next: &'static str,
+    /// More structure (the per-locator report, both sides of a conflict).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra: Option<Value>,
+}
+
+impl LoveError {
+    /// A failure with `code`, `status` and `next`.
+    pub fn new(
+        code: &'static str,
+        status: u16,
+        detail: impl Into<String>,
+        next: &'static str,
+    ) -> Self {
+        Self {
+            code,
+            status,
+            field: None,
+            locator: None,
+            detail: detail.into(),
+            next,
+            extra: None,
+        }
+    }
+
+    /// Names the failed field.
+    pub fn field(mut self, pointer: impl Into<String>) -> Self {
+        self.field = Some(pointer.into());
+        self
+    }
+
+    /// Names the locator.
+    pub fn locator(mut self, locator: impl Into<String>) -> Self {
+        self.locator = Some(locator.into());
+        self
+    }
+
+    /// Adds structure.
+    pub fn extra(mut self, extra: Value) -> Self {
+        self.extra = Some(extra);
+        self
+    }
+}
+
+impl std::fmt::Display for LoveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.code)?;
+        if let Some(field) = &self.field {
+            write!(f, " at {field}")?;
+        }
+        if let Some(l) = &self.locator {
+            write!(f, " ({l})")?;
+        }
+        write!(f, ": {}; next: {}", self.detail, self.next)
+    }
+}
+
+/// Next action for a manifest that fails validation.
+pub const NEXT_MANIFEST: &str =
+    "ask the publisher to fix the manifest, or use another manifest URL for the same package";
+/// Next action for an index that fails validation.
+pub const NEXT_INDEX: &str = "use a direct manifest URL instead; an index is only a locator";

@@ -1,0 +1,104 @@
+//! The lock file (LOVE §3.3, §6 step 13): what was selected, so that a later read uses the
+//! retained digest and a manifest that now says otherwise is a conflict, not an update.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The lock file's format name.
+pub const LOCKFILE: &str = "fetchgate-love-lock/v1";
+
+/// A lock file: entries keyed by manifest URL.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockFile {
+    /// Always [`LOCKFILE`].
+    pub lockfile: String,
+    /// Manifest URL → what was selected from it.
+    pub packages: BTreeMap<String, LockEntry>,
+}
+
+/// One locked package.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockEntry {
+    /// The manifest URL.
+    pub manifest_url: String,
+    /// `love-package/v1`.
+    pub protocol: String,
+    /// Package name.
+    pub name: String,
+    /// Version.
+    pub version: String,
+    /// The selected artifact.
+    pub artifact: LockedArtifact,
+    /// The selected source provenance.
+    pub source: LockedSource,
+    /// Unix seconds when locked.
+    pub locked_at: u64,
+}
+
+/// `artifact` in a lock entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockedArtifact {
+    /// SHA-256.
+    pub sha256: String,
+    /// Size.
+    pub size: u64,
+}
+
+/// `source` in a lock entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockedSource {
+    /// Repository.
+    pub repository: String,
+    /// Revision.
+    pub revision: String,
+    /// Path.
+    pub path: String,
+}
+
+impl LockFile {
+    /// Reads `path`; a missing file is an empty lock.
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Self {
+                    lockfile: LOCKFILE.into(),
+                    packages: BTreeMap::new(),
+                });
+            }
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let lock: Self = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a lock file: {e}", path.display()))?;
+        if lock.lockfile != LOCKFILE {
+            return Err(format!(
+                "{}: lockfile is {:?}, not {LOCKFILE:?}",
+                path.display(),
+                lock.lockfile
+            ));
+        }
+        Ok(lock)
+    }
+
+    /// Writes `path` through a temp file and a rename, so it is never half-written.
+    pub fn write(&self, path: &Path) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let result =
+            std::fs::write(&tmp, format!("{text}\n")).and_then(|()| std::fs::rename(&tmp, path));
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}

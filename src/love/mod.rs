@@ -1,0 +1,93 @@
+//! LOVE (`love-package/v1`) consumer: manifests and indexes validated against their JSON
+//! Schemas and cross-field rules, read-only discovery, the §6 retrieval algorithm over
+//! fetchgate's own decided and pinned fetches, bounded in-memory archive inspection, locks,
+//! and digest-conflict detection. It composes the four jobs; it never installs or executes.
+
+// `LoveError` is only built on the error path, where its size costs nothing.
+#![allow(clippy::result_large_err)]
+
+pub mod archive;
+pub mod document;
+pub mod engine;
+pub mod error;
+pub mod lock;
+pub mod retrieve;
+pub mod schema;
+pub mod seen;
+
+pub use archive::Caps;
+pub use error::LoveError;
+pub use retrieve::{FetchOptions, FetchResult, Love};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::toml_file::{FileError, TomlSource};
+
+/// The `[love]` table of the config file, as written: inspection caps and the document cap.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoveSection {
+    /// Largest compressed artifact inspected (held in memory for inspection).
+    pub max_compressed_bytes: Option<Spanned<u64>>,
+    /// Most bytes after decompression.
+    pub max_expanded_bytes: Option<Spanned<u64>>,
+    /// Most tar members.
+    pub max_members: Option<Spanned<u64>>,
+    /// Largest single member.
+    pub max_member_bytes: Option<Spanned<u64>>,
+    /// Longest member path, in bytes.
+    pub max_path_bytes: Option<Spanned<u64>>,
+    /// Largest `package/package.json`.
+    pub max_package_json_bytes: Option<Spanned<u64>>,
+    /// Largest manifest, index or pointer document.
+    pub max_document_bytes: Option<Spanned<u64>>,
+}
+
+/// Checked `[love]` settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoveSettings {
+    /// Inspection caps.
+    pub caps: Caps,
+    /// Largest document read.
+    pub max_document_bytes: u64,
+}
+
+impl Default for LoveSettings {
+    fn default() -> Self {
+        Self {
+            caps: Caps::default(),
+            max_document_bytes: retrieve::DEFAULT_MAX_DOCUMENT_BYTES,
+        }
+    }
+}
+
+impl LoveSettings {
+    /// Checks `[love]`: every cap is finite and at least 1.
+    pub fn from_section(section: &LoveSection, src: &TomlSource<'_>) -> Result<Self, FileError> {
+        let mut s = Self::default();
+        let set = |v: &Option<Spanned<u64>>, target: &mut u64| -> Result<(), FileError> {
+            if let Some(v) = v {
+                if *v.get_ref() == 0 {
+                    return Err(src.error_at(v.span(), "a cap must be at least 1"));
+                }
+                *target = *v.get_ref();
+            }
+            Ok(())
+        };
+        set(
+            &section.max_compressed_bytes,
+            &mut s.caps.max_compressed_bytes,
+        )?;
+        set(&section.max_expanded_bytes, &mut s.caps.max_expanded_bytes)?;
+        set(&section.max_members, &mut s.caps.max_members)?;
+        set(&section.max_member_bytes, &mut s.caps.max_member_bytes)?;
+        set(&section.max_path_bytes, &mut s.caps.max_path_bytes)?;
+        set(
+            &section.max_package_json_bytes,
+            &mut s.caps.max_package_json_bytes,
+        )?;
+        set(&section.max_document_bytes, &mut s.max_document_bytes)?;
+        Ok(s)
+    }
+}

@@ -1,0 +1,476 @@
+//! The LOVE retrieval algorithm (§6) and read-only discovery (§5), composed from fetchgate's
+//! own parts: every document and artifact request goes through the egress policy and the
+//! pinned connector (via the fetch-through [`Fetcher`]), carries no credentials, and archive
+//! bytes are inspected only after size and SHA-256 matched. Nothing is ever installed.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::archive::{Caps, Inspection, inspect};
+use super::document::{Index, Manifest, PROTOCOL, WellKnown};
+use super::engine::{Compat, check};
+use super::error::LoveError;
+use super::lock::LockEntry;
+use super::seen::{Conflict, Seen, Sighting};
+use crate::fetch::through::{Fetcher, LocatorFailure, ThroughError, Wanted};
+use crate::redact::redact_locator;
+use crate::store::{Digest, now};
+
+/// Default largest document (manifest, index, pointer) read.
+pub const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 1 << 20;
+
+/// What a caller brings to a fetch.
+#[derive(Clone, Debug, Default)]
+pub struct FetchOptions {
+    /// The lock entry for this manifest URL, if a lock is in use.
+    pub locked: Option<LockEntry>,
+    /// The engine in use (`node`, `20.11.0`), to check against `runtime.engines`.
+    pub engine: Option<(String, String)>,
+    /// An explicit digest choice that resolves a conflict.
+    pub pin: Option<Digest>,
+}
+
+/// What a successful fetch reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct FetchResult {
+    /// `love-package/v1`.
+    pub protocol: &'static str,
+    /// The (redacted) manifest URL.
+    pub manifest_url: String,
+    /// Package name.
+    pub name: String,
+    /// Version.
+    pub version: String,
+    /// The verified digest.
+    pub sha256: String,
+    /// The verified size.
+    pub size: u64,
+    /// Where the bytes came from (a mirror, or `cache`).
+    pub verified_from: String,
+    /// Mirrors that failed before one succeeded.
+    pub mirror_failures: Vec<LocatorFailure>,
+    /// The engine check, when an engine was given.
+    pub engine: Option<Compat>,
+    /// Licence as declared, with a note when it is null.
+    pub license: serde_json::Value,
+    /// Source provenance as claimed; fetchgate does not retrieve it, so it is unverified.
+    pub provenance: serde_json::Value,
+    /// What archive inspection found.
+    pub inspection: Inspection,
+    /// Where to get the verified bytes from this fetchgate.
+    pub cache_path: String,
+    /// The manifest as validated, for writing a lock entry.
+    #[serde(skip)]
+    pub manifest: Manifest,
+}
+
+/// What discovery found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Discovery {
+    /// The pointer read.
+    pub well_known: String,
+    /// Its doctrine URL.
+    pub doctrine: String,
+    /// The index it names.
+    pub index_url: String,
+    /// Packages, versions and manifest URLs, as the index lists them (hints, not authority).
+    pub packages: Vec<DiscoveredPackage>,
+}
+
+/// One package found by discovery.
+#[derive(Clone, Debug, Serialize)]
+pub struct DiscoveredPackage {
+    /// Name.
+    pub name: String,
+    /// The index's convenience pointer.
+    pub latest: String,
+    /// `(version, manifest_url)`.
+    pub versions: Vec<(String, String)>,
+}
+
+/// The LOVE consumer.
+pub struct Love {
+    fetcher: Arc<Fetcher>,
+    seen: Seen,
+    caps: Caps,
+    max_document_bytes: u64,
+}
+
+fn unavailable(code: &'static str, url: &str, f: LocatorFailure) -> LoveError {
+    let detail = format!("{}: {}", f.code, f.detail);
+    LoveError::new(
+        code,
+        502,
+        detail,
+        "check the URL, or use another locator for the same document",
+    )
+    .locator(redact_locator(url))
+    .extra(json!({ "locators": [f] }))
+}
+
+impl Love {
+    /// A consumer over `fetcher`, remembering sightings in `<cache>/love.redb`.
+    pub fn new(fetcher: Arc<Fetcher>, caps: Caps, max_document_bytes: u64) -> Result<Self, String> {
+        super::schema::check_embedded()?;
+        let seen = Seen::open(&fetcher.store().root().join("love.redb"))?;
+        Ok(Self {
+            fetcher,
+            seen,
+            caps,
+            max_document_bytes,
+        })
+    }
+
+    /// Reads `/.well-known/love-packages` at `url`'s origin (or `url` itself when it is the
+    /// pointer), then the index it names. Downloads nothing else.
+    pub async fn discover(&self, url: &str) -> Result<Discovery, LoveError> {
+        let parsed = crate::decide::parse_url(url).map_err(|e| {
+            LoveError::new(
+                "invalid_locator",
+                400,
+                e.detail,
+                "give an absolute http(s) URL such as https://host/",
+            )
+            .locator(redact_locator(url))
+        })?;
+        let Some(base) = parsed.url else {
+            return Err(LoveError::new(
+                "invalid_locator",
+                400,
+                "not a URL",
+                "give an absolute http(s) URL",
+            )
+            .locator(redact_locator(url)));
+        };
+        let well_known = if base.path() == "/.well-known/love-packages" {
+            base.to_string()
+        } else {
+            base.join("/.well-known/love-packages")
+                .map(|u| u.to_string())
+                .unwrap_or_default()
+        };
+        let bytes = self
+            .fetcher
+            .get_document(&well_known, self.max_document_bytes)
+            .await
+            .map_err(|f| unavailable("discovery_unavailable", &well_known, f))?;
+        let pointer =
+            WellKnown::parse(&bytes).map_err(|e| e.locator(redact_locator(&well_known)))?;
+        let bytes = self
+            .fetcher
+            .get_document(&pointer.index_url, self.max_document_bytes)
+            .await
+            .map_err(|f| unavailable("index_unavailable", &pointer.index_url, f))?;
+        let index =
+            Index::parse(&bytes).map_err(|e| e.locator(redact_locator(&pointer.index_url)))?;
+        Ok(Discovery {
+            well_known: redact_locator(&well_known),
+            doctrine: pointer.doctrine,
+            index_url: redact_locator(&pointer.index_url),
+            packages: index
+                .packages
+                .into_iter()
+                .map(|p| DiscoveredPackage {
+                    name: p.name,
+                    latest: p.latest,
+                    versions: p
+                        .versions
+                        .into_iter()
+                        .map(|v| (v.version, v.manifest_url))
+                        .collect(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Every `(name, version)` seen with more than one digest.
+    pub fn conflicts(&self) -> Result<Vec<Conflict>, LoveError> {
+        self.seen.conflicts().map_err(|e| {
+            LoveError::new("internal_error", 500, e, "retry; check the cache directory")
+        })
+    }
+
+    /// §6: read and validate the manifest, check the engine, settle the expected digest
+    /// against the lock and earlier sightings, fetch through the mirrors, verify, inspect,
+    /// and only then publish (labelled `name@version`) and record the sighting.
+    pub async fn fetch(
+        &self,
+        manifest_url: &str,
+        opts: &FetchOptions,
+    ) -> Result<FetchResult, LoveError> {
+        let shown_url = redact_locator(manifest_url);
+        let bytes = self
+            .fetcher
+            .get_document(manifest_url, self.max_document_bytes)
+            .await
+            .map_err(|f| unavailable("manifest_unavailable", manifest_url, f))?;
+        let manifest = Manifest::parse(&bytes).map_err(|e| e.locator(shown_url.clone()))?;
+
+        let engine = opts
+            .engine
+            .as_ref()
+            .map(|(n, v)| (n.clone(), check(&manifest.runtime.engines, n, v)));
+        if let Some((name, Compat::Incompatible { constraint })) = &engine {
+            let version = opts.engine.as_ref().map(|(_, v)| v.as_str()).unwrap_or("");
+            return Err(LoveError::new(
+                "engine_incompatible",
+                422,
+                format!("{name} {version} does not satisfy the declared constraint {constraint:?}"),
+                "choose a compatible runtime, or another version of the package",
+            )
+            .field(format!("/runtime/engines/{name}"))
+            .locator(shown_url));
+        }
+
+        let declared = Digest::parse(&manifest.artifact.sha256).map_err(|e| {
+            LoveError::new("manifest_invalid", 400, e.0, super::error::NEXT_MANIFEST)
+                .field("/artifact/sha256")
+        })?;
+        let (expected, size) = self.settle(&manifest, declared, &shown_url, opts)?;
+
+        if size > self.caps.max_compressed_bytes {
+            return Err(LoveError::new(
+                "archive_cap_exceeded",
+                422,
+                format!("artifact.size {size} exceeds [love] max_compressed_bytes = {}", self.caps.max_compressed_bytes),
+                "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
+            )
+            .field("max_compressed_bytes"));
+        }
+
+        let store = self.fetcher.store().clone();
+        let label = format!("{}@{}", manifest.name, manifest.version);
+        let cached = store.read_bytes(&expected, size);
+        let (bytes, verified_from, mirror_failures) = match cached {
+            Some(b) if b.len() as u64 == size && Digest::of(&b) == expected => {
+                (b, "cache".to_string(), Vec::new())
+            }
+            _ => {
+                let wanted = Wanted {
+                    digest: expected,
+                    size,
+                    mirrors: manifest
+                        .artifact
+                        .mirrors
+                        .iter()
+                        .map(|m| m.url.clone())
+                        .collect(),
+                    label: Some(label.clone()),
+                };
+                match self.fetcher.fetch_verified(&wanted).await {
+                    Ok(v) => (v.bytes, v.from, v.failures),
+                    Err(ThroughError::AllFailed(list)) => {
+                        return Err(LoveError::new(
+                            "all_mirrors_failed",
+                            502,
+                            format!("no mirror served bytes matching size {size} and sha256 {expected}"),
+                            "try another mirror of the same artifact, or ask the publisher to fix the manifest",
+                        )
+                        .locator(shown_url)
+                        .extra(json!({ "locators": list })));
+                    }
+                    Err(ThroughError::Store(e)) => {
+                        return Err(LoveError::new(
+                            "cache_error",
+                            507,
+                            e.to_string(),
+                            "retry later or raise [cache] max_bytes",
+                        ));
+                    }
+                }
+            }
+        };
+
+        let caps = self.caps;
+        let (name, version) = (manifest.name.clone(), manifest.version.clone());
+        let inspect_bytes = bytes.clone();
+        let inspection =
+            tokio::task::spawn_blocking(move || inspect(&inspect_bytes, &caps, &name, &version))
+                .await
+                .map_err(|e| LoveError::new("internal_error", 500, e.to_string(), "retry"))?
+                .map_err(|e| e.locator(shown_url.clone()))?;
+
+        // Verified and inspected: now it may exist in the cache, labelled.
+        let from = (verified_from != "cache").then(|| verified_from.clone());
+        let publish_store = store.clone();
+        let publish_label = label.clone();
+        tokio::task::spawn_blocking(move || {
+            if publish_store.contains(&expected) {
+                publish_store
+                    .set_label(&expected, &publish_label, from)
+                    .map(|_| expected)
+                    .map_err(|e| e.to_string())
+            } else {
+                publish_store
+                    .put_verified(expected, &bytes, from, Some(publish_label))
+                    .map_err(|e| e.to_string())
+            }
+        })
+        .await
+        .map_err(|e| LoveError::new("internal_error", 500, e.to_string(), "retry"))?
+        .map_err(|e| {
+            LoveError::new(
+                "cache_error",
+                507,
+                e,
+                "retry later or raise [cache] max_bytes",
+            )
+        })?;
+
+        self.seen
+            .record(
+                &manifest.name,
+                &manifest.version,
+                Sighting {
+                    sha256: expected.hex(),
+                    size,
+                    manifest_url: shown_url.clone(),
+                    first_seen: now(),
+                },
+            )
+            .map_err(|e| {
+                LoveError::new("internal_error", 500, e, "retry; check the cache directory")
+            })?;
+
+        let license = match &manifest.license {
+            Some(l) => json!({ "declared": l }),
+            None => {
+                json!({ "declared": null, "note": "no licence is declared: reuse terms are unresolved; do not infer permission" })
+            }
+        };
+        let provenance = json!({
+            "repository": manifest.source.repository,
+            "revision": manifest.source.revision,
+            "path": manifest.source.path,
+            "status": "unverified",
+            "note": "source provenance is a claim; fetchgate does not retrieve the revision, and the artifact's verification does not depend on it",
+        });
+        Ok(FetchResult {
+            protocol: PROTOCOL,
+            manifest_url: shown_url,
+            name: manifest.name.clone(),
+            version: manifest.version.clone(),
+            sha256: expected.hex(),
+            size,
+            verified_from,
+            mirror_failures,
+            engine: engine.map(|(_, c)| c),
+            license,
+            provenance,
+            inspection,
+            cache_path: format!("/sha256/{}", expected.hex()),
+            manifest,
+        })
+    }
+
+    /// Decides which digest to expect: the lock's, unless the manifest disagrees (a conflict
+    /// unless pinned); and never one that differs from an earlier sighting of the same label
+    /// unless pinned.
+    fn settle(
+        &self,
+        manifest: &Manifest,
+        declared: Digest,
+        shown_url: &str,
+        opts: &FetchOptions,
+    ) -> Result<(Digest, u64), LoveError> {
+        let pin = opts.pin;
+        let mut expected = (declared, manifest.artifact.size);
+        if let Some(lock) = &opts.locked {
+            let locked = Digest::parse(&lock.artifact.sha256).map_err(|e| {
+                LoveError::new(
+                    "lock_invalid",
+                    400,
+                    e.0,
+                    "repair the lock file or remove this entry deliberately",
+                )
+                .field("artifact.sha256")
+            })?;
+            let same_label = lock.name == manifest.name && lock.version == manifest.version;
+            if locked != declared || !same_label {
+                match pin {
+                    Some(p) if p == declared => {}
+                    Some(p) if p == locked => expected = (locked, lock.artifact.size),
+                    _ => {
+                        return Err(LoveError::new(
+                            "lock_conflict",
+                            409,
+                            format!(
+                                "the lock holds {}@{} sha256 {locked}; the manifest now says {}@{} sha256 {declared}",
+                                lock.name, lock.version, manifest.name, manifest.version
+                            ),
+                            "a changed digest is a package update, not a refresh: review it, then re-run with --pin <sha256> naming the digest you choose",
+                        )
+                        .field("/artifact/sha256")
+                        .locator(shown_url.to_string())
+                        .extra(json!({ "locked": { "sha256": locked.hex(), "size": lock.artifact.size }, "manifest": { "sha256": declared.hex(), "size": manifest.artifact.size } })));
+                    }
+                }
+            }
+        } else if let Some(p) = pin
+            && p != declared
+        {
+            return Err(LoveError::new(
+                "pin_mismatch",
+                409,
+                format!("the pinned sha256 {p} is not the manifest's {declared}"),
+                "pin one of the digests named in the conflict",
+            )
+            .field("pin"));
+        }
+        let sightings = self
+            .seen
+            .get(&manifest.name, &manifest.version)
+            .map_err(|e| {
+                LoveError::new("internal_error", 500, e, "retry; check the cache directory")
+            })?;
+        let others: Vec<&Sighting> = sightings
+            .iter()
+            .filter(|s| s.sha256 != expected.0.hex())
+            .collect();
+        if !others.is_empty() && pin != Some(expected.0) {
+            return Err(LoveError::new(
+                "digest_conflict",
+                409,
+                format!(
+                    "{}@{} was verified before as sha256 {} (from {}); this manifest names sha256 {}",
+                    manifest.name, manifest.version, others[0].sha256, others[0].manifest_url, expected.0
+                ),
+                "the same name and version with two digests needs an explicit choice: review both, then pin one with --pin <sha256> (API: pin=)",
+            )
+            .field("/artifact/sha256")
+            .locator(shown_url.to_string())
+            .extra(json!({
+                "conflict": {
+                    "name": manifest.name,
+                    "version": manifest.version,
+                    "this": { "sha256": expected.0.hex(), "manifest_url": shown_url },
+                    "seen": others,
+                }
+            })));
+        }
+        Ok(expected)
+    }
+}
+
+/// A lock entry for a successful fetch.
+pub fn lock_entry(manifest_url: &str, result: &FetchResult) -> LockEntry {
+    let m = &result.manifest;
+    LockEntry {
+        manifest_url: manifest_url.to_string(),
+        protocol: PROTOCOL.to_string(),
+        name: m.name.clone(),
+        version: m.version.clone(),
+        artifact: super::lock::LockedArtifact {
+            sha256: result.sha256.clone(),
+            size: result.size,
+        },
+        source: super::lock::LockedSource {
+            repository: m.source.repository.clone(),
+            revision: m.source.revision.clone(),
+            path: m.source.path.clone(),
+        },
+        locked_at: now(),
+    }
+}
