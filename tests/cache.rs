@@ -417,6 +417,14 @@ async fn verify_quarantines_a_corrupted_entry_which_is_then_never_served() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(report["quarantined"][0][0], hex.as_str());
     assert!(!file.exists());
+    // The other process shared the index: it never took it for corrupt and moved it aside.
+    let strays: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|f| f.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("corrupt") || n.contains("broken"))
+        .collect();
+    assert!(strays.is_empty(), "{strays:?}");
     let got = get_path(proxy, &format!("/sha256/{hex}"), &[]).await;
     assert_eq!(got.status, 404, "a quarantined entry is never served");
 }

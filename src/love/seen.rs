@@ -45,8 +45,8 @@ fn key(name: &str, version: &str) -> String {
 impl Seen {
     /// Opens (or creates) the database at `path`.
     pub fn open(path: &Path) -> Result<Self, String> {
-        let db =
-            Database::create(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let db = crate::store::index::open_shared(path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         let txn = db.begin_write().map_err(|e| e.to_string())?;
         txn.open_table(SEEN).map_err(|e| e.to_string())?;
         txn.commit().map_err(|e| e.to_string())?;

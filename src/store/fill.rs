@@ -55,13 +55,16 @@ impl std::fmt::Display for FillError {
     }
 }
 
-/// Creates `path` exclusively, readable and writable by its owner only.
+/// Creates `path` exclusively, readable and writable by its owner only, and locks it so that
+/// no sweep (in this or another process) takes it for a stale fill.
 pub fn create_exclusive(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path)
+        .open(path)?;
+    file.try_lock().map_err(std::io::Error::other)?;
+    Ok(file)
 }
 
 /// A fill in progress. Dropping it without [`Fill::commit`] removes the temp file and frees

@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable, TableDefinition,
+};
 use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
@@ -39,23 +41,40 @@ pub struct Index {
 }
 
 impl Index {
-    /// Opens (or creates) the index at `path`. A file that cannot be opened is moved aside and
-    /// a new index is created: it is a cache, and start-up rebuilds it from the directories.
+    /// Opens (or creates) the index at `path`, shared with any other fetchgate process using
+    /// the same cache (the server and the `cache`, `fetch` and `love` commands). A file that is
+    /// corrupt is moved aside and a new index created: it is a cache, and start-up rebuilds it
+    /// from the directories. Any other failure (such as an older fetchgate holding the file
+    /// exclusively) is an error, never a rebuild.
     pub fn open(path: &Path) -> Result<Self, String> {
-        let db = match Database::create(path) {
+        let db = match open_shared(path) {
             Ok(db) => db,
-            Err(e) => {
-                let aside = path.with_extension(format!("broken-{}", super::now()));
-                tracing::warn!(error = %e, aside = %aside.display(), "index unreadable; rebuilding from the object directories");
+            Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(e))) => {
+                let aside = path.with_extension(format!("corrupt-{}", super::now()));
+                tracing::warn!(error = %e, aside = %aside.display(), "index corrupt; rebuilding from the object directories");
                 std::fs::rename(path, &aside).map_err(|e2| {
-                    format!("cannot move the broken index aside: {e2} (after: {e})")
+                    format!("cannot move the corrupt index aside: {e2} (after: {e})")
                 })?;
-                Database::create(path).map_err(|e| format!("cannot create the index: {e}"))?
+                open_shared(path)
+                    .map_err(|e| format!("cannot create the index {}: {e}", path.display()))?
             }
+            Err(e) => return Err(format!("cannot open the index {}: {e}", path.display())),
         };
         let index = Self { db };
         index.write(Durability::Immediate, |_| Ok(()))?;
         Ok(index)
+    }
+
+    /// One record.
+    pub fn get(&self, digest: &Digest) -> Result<Option<Record>, String> {
+        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
+        let table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
+        match table.get(digest.0.as_slice()).map_err(|e| e.to_string())? {
+            Some(v) => serde_json::from_str(v.value())
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            None => Ok(None),
+        }
     }
 
     /// Every record.
@@ -88,11 +107,23 @@ impl Index {
         })
     }
 
-    /// Writes usage records cheaply: made durable by the next durable write.
-    pub fn put_usage(&self, records: &[(Digest, Record)]) -> Result<(), String> {
+    /// Writes use times and counts cheaply (made durable by the next durable write), leaving
+    /// every other field as the index has it: another process may have pinned or labelled an
+    /// entry since this one loaded it.
+    pub fn put_usage(&self, usage: &[(Digest, u64, u64)]) -> Result<(), String> {
         self.write(Durability::None, |t| {
-            for (d, r) in records {
-                let json = serde_json::to_string(r).map_err(|e| e.to_string())?;
+            for (d, last_used, use_count) in usage {
+                let current = t
+                    .get(d.0.as_slice())
+                    .map_err(|e| e.to_string())?
+                    .map(|v| v.value().to_string());
+                let Some(current) = current else { continue };
+                let Ok(mut r) = serde_json::from_str::<Record>(&current) else {
+                    continue;
+                };
+                r.last_used = r.last_used.max(*last_used);
+                r.use_count = r.use_count.max(*use_count);
+                let json = serde_json::to_string(&r).map_err(|e| e.to_string())?;
                 t.insert(d.0.as_slice(), json.as_str())
                     .map_err(|e| e.to_string())?;
             }
@@ -123,4 +154,11 @@ impl Index {
         }
         txn.commit().map_err(|e| e.to_string())
     }
+}
+
+/// Opens a redb file that several fetchgate processes may read and write at once.
+pub fn open_shared(path: &Path) -> Result<Database, redb::DatabaseError> {
+    Database::builder()
+        .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .create(path)
 }

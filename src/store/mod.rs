@@ -284,13 +284,9 @@ impl Store {
         for d in [&objects, &tmp, &quarantine] {
             fs::create_dir_all(d).map_err(|e| io("cannot create", d, e))?;
         }
-        // Fills that were in progress when the last process stopped are not entries.
-        for entry in fs::read_dir(&tmp)
-            .map_err(|e| io("cannot list", &tmp, e))?
-            .flatten()
-        {
-            let _ = fs::remove_file(entry.path());
-        }
+        // Fills that were in progress when their process stopped are not entries. A fill in
+        // progress holds a lock on its temp file, so another live process's fills are spared.
+        sweep_tmp(&tmp);
         let index = Index::open(&root.join("index.redb")).map_err(StoreError::Io)?;
         let mut entries = HashMap::new();
         let mut used = 0;
@@ -548,7 +544,10 @@ impl Store {
         };
         let mut candidates: Vec<(u64, Digest, u64)> = entries
             .iter()
-            .filter(|(_, m)| !m.pinned)
+            // Another process (`fetchgate cache pin`) may have pinned it since: ask the index.
+            .filter(|(d, m)| {
+                !m.pinned && !self.index.get(d).ok().flatten().is_some_and(|r| r.pinned)
+            })
             .map(|(d, m)| (m.last_used.load(Ordering::Relaxed), *d, m.size))
             .collect();
         candidates.sort_unstable();
@@ -736,11 +735,20 @@ impl Store {
 
     /// Writes use times and counts to the index (cheaply; durable with the next publication).
     pub fn flush_usage(&self) {
-        let records: Vec<(Digest, Record)> = match self.entries.read() {
-            Ok(e) => e.iter().map(|(d, m)| (*d, m.record())).collect(),
+        let usage: Vec<(Digest, u64, u64)> = match self.entries.read() {
+            Ok(e) => e
+                .iter()
+                .map(|(d, m)| {
+                    (
+                        *d,
+                        m.last_used.load(Ordering::Relaxed),
+                        m.uses.load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
             Err(_) => return,
         };
-        let _ = self.index.put_usage(&records);
+        let _ = self.index.put_usage(&usage);
     }
 
     /// Re-hashes every entry; any whose bytes no longer match their name is moved to
@@ -786,23 +794,31 @@ impl Store {
         tracing::warn!(sha256 = %d, "cache entry failed verification and was quarantined");
     }
 
-    /// Evicts down to `max_bytes`, removes stray temp files and repairs the index. Returns
-    /// (evicted, temp files removed).
+    /// Evicts down to `max_bytes`, removes stray temp files (those no live fill holds) and
+    /// repairs the index. Returns (evicted, temp files removed).
     pub fn gc(&self) -> Result<(usize, usize), StoreError> {
         let evicted = self.evict_for(0);
-        let mut removed = 0;
-        if let Ok(dir) = fs::read_dir(&self.tmp) {
-            let own = format!("{}-", std::process::id());
-            for f in dir.flatten() {
-                let name = f.file_name();
-                if !name.to_string_lossy().starts_with(&own) && fs::remove_file(f.path()).is_ok() {
-                    removed += 1;
-                }
-            }
-        }
+        let removed = sweep_tmp(&self.tmp);
         self.reconcile()?;
         Ok((evicted, removed))
     }
+}
+
+/// Removes every temp file that no live fill holds locked. Returns how many were removed.
+fn sweep_tmp(tmp: &Path) -> usize {
+    let mut removed = 0;
+    let Ok(dir) = fs::read_dir(tmp) else { return 0 };
+    for f in dir.flatten() {
+        let path = f.path();
+        let stale = fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .is_ok_and(|file| file.try_lock().is_ok());
+        if stale && fs::remove_file(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// SHA-256 and length of a file, read in 256 KiB blocks.
