@@ -28,6 +28,7 @@ pub mod connect;
 pub mod decide;
 pub mod fetch;
 pub mod love;
+pub mod metrics;
 pub mod redact;
 pub mod serve;
 pub mod store;

@@ -9,6 +9,7 @@ use fetchgate::cli::{Cli, Command, LogFormat, cache, check, love};
 use fetchgate::config::Config;
 use fetchgate::decide::profile::{BUILTIN_TEXT, Profile};
 use fetchgate::serve::Server;
+use fetchgate::serve::admin::Admin;
 
 /// Exit status for usage and config errors (clap uses 2 as well).
 const EXIT_USAGE: u8 = 2;
@@ -54,6 +55,7 @@ fn main() -> ExitCode {
         }
         Command::Serve { config, log_format } => {
             init_logging(log_format);
+            let config_path = config.clone();
             let config = match Config::load(config.as_deref()) {
                 Ok(c) => c,
                 Err(e) => return usage_error(&e),
@@ -65,7 +67,7 @@ fn main() -> ExitCode {
                 Ok(r) => r,
                 Err(e) => return usage_error(&format!("cannot start the async runtime: {e}")),
             };
-            runtime.block_on(serve(config))
+            runtime.block_on(serve(config, config_path))
         }
         Command::Fetch {
             config,
@@ -138,32 +140,77 @@ fn usage_error(e: &dyn std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-async fn serve(config: Config) -> ExitCode {
+async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {
     let server = match Server::bind(&config).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!(
-                "fetchgate: cannot listen on {} ([listen] proxy): {e}",
+                "fetchgate: cannot start on {} ([listen] proxy): {e}",
                 config.limits.listen
             );
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let addr = server
+    let handle = server.handle();
+    let admin = match Admin::bind(config.limits.admin, handle.clone()).await {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!(
+                "fetchgate: cannot listen on {} ([listen] admin): {e}",
+                config.limits.admin
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let proxy_addr = server
         .local_addr()
         .map_or_else(|_| config.limits.listen.to_string(), |a| a.to_string());
-    tracing::info!(proxy = %addr, "fetchgate listening");
-    tokio::select! {
-        r = server.run() => match r {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("fetchgate: listener failed: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        _ = tokio::signal::ctrl_c() => {
-            tracing::info!("interrupted; stopping");
+    let admin_addr = admin
+        .local_addr()
+        .map_or_else(|_| config.limits.admin.to_string(), |a| a.to_string());
+    tokio::spawn(admin.run());
+    tokio::spawn(signals(handle, path));
+    tracing::info!(proxy = %proxy_addr, admin = %admin_addr, "fetchgate listening");
+    match server.run().await {
+        Ok(()) => {
+            tracing::info!("stopped");
             ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("fetchgate: listener failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// SIGHUP reloads the config file (an invalid one is refused and logged; the old one stays);
+/// SIGTERM and SIGINT start the graceful drain.
+async fn signals(handle: fetchgate::serve::Handle, path: Option<std::path::PathBuf>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut hup), Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::hangup()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot install signal handlers; reload and graceful stop are unavailable");
+        return;
+    };
+    let reloads = &fetchgate::metrics::get().reloads;
+    loop {
+        tokio::select! {
+            _ = hup.recv() => match Config::load(path.as_deref()) {
+                Ok(config) => {
+                    handle.reload(&config);
+                    reloads.get_or_create(&[("outcome", "applied")]).inc();
+                    tracing::info!("configuration reloaded");
+                }
+                Err(e) => {
+                    reloads.get_or_create(&[("outcome", "refused")]).inc();
+                    tracing::error!(error = %e, "reload refused; the previous configuration stays in force");
+                }
+            },
+            _ = term.recv() => { handle.shutdown(); return; }
+            _ = int.recv() => { handle.shutdown(); return; }
         }
     }
 }

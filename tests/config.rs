@@ -124,3 +124,31 @@ fn defaults_load() {
         [443]
     );
 }
+
+/// The shipped example configs load with the real parser (file references aside: the CA and
+/// token files they name exist only on a real host).
+#[test]
+fn deploy_example_configs_load() {
+    let example = std::fs::read_to_string("deploy/fetchgate.example.toml").unwrap();
+    let without_files: String = example
+        .lines()
+        .filter(|l| !l.starts_with("tokens_file") && !l.starts_with("extra_roots"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    Config::from_toml("deploy/fetchgate.example.toml", &without_files)
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let cm = std::fs::read_to_string("deploy/kubernetes/configmap.yaml").unwrap();
+    let start = cm
+        .find("fetchgate.toml: |")
+        .expect("the ConfigMap holds fetchgate.toml")
+        + "fetchgate.toml: |".len();
+    let toml: String = cm[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("    ") || l.trim().is_empty())
+        .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+        .filter(|l| !l.starts_with("tokens_file") && !l.starts_with("extra_roots"))
+        .collect();
+    Config::from_toml("configmap.yaml", &toml).unwrap_or_else(|e| panic!("{e}"));
+}

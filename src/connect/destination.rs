@@ -35,18 +35,22 @@ impl Egress {
 
     /// Decides an absolute `http(s)` URL, resolving its host if it is a name.
     pub async fn decide_url(&self, raw: &str) -> Decision {
-        match parse_url(raw) {
+        let d = match parse_url(raw) {
             Ok(t) => self.decide_target(t).await,
             Err(e) => Decision::refused_locator(e),
-        }
+        };
+        count(&d);
+        d
     }
 
     /// Decides a CONNECT `host:port` authority, resolving its host if it is a name.
     pub async fn decide_authority(&self, raw: &str) -> Decision {
-        match parse_authority(raw) {
+        let d = match parse_authority(raw) {
             Ok(t) => self.decide_target(t).await,
             Err(e) => Decision::refused_locator(e),
-        }
+        };
+        count(&d);
+        d
     }
 
     /// Decides a validated target. For names, every answer is judged and one refused answer
@@ -119,6 +123,16 @@ fn overall(answers: &[(std::net::IpAddr, Verdict)]) -> Verdict {
         .map(|(_, v)| *v)
         .find(|v| v.reason == Reason::Trusted)
         .unwrap_or(Verdict::GLOBAL)
+}
+
+/// Counts a refusal by its reason code.
+fn count(d: &Decision) {
+    if !d.allowed() {
+        crate::metrics::get()
+            .refusals
+            .get_or_create(&[("reason", d.verdict.reason.code())])
+            .inc();
+    }
 }
 
 fn failure_verdict(reason: Reason) -> Verdict {

@@ -136,14 +136,17 @@ impl Fetcher {
         if self.store.contains(&wanted.digest) {
             return Ok(());
         }
-        let mut rx = {
+        let (mut rx, waiter) = {
             let mut inflight = self.inflight.lock().map_err(|_| {
                 Arc::new(ThroughError::Store(StoreError::Io(
                     "the in-flight table is poisoned".into(),
                 )))
             })?;
             match inflight.get(&wanted.digest) {
-                Some(rx) => rx.clone(),
+                Some(rx) => {
+                    crate::metrics::get().fetch_waiters.inc();
+                    (rx.clone(), true)
+                }
                 None => {
                     let (tx, rx) = watch::channel(None);
                     inflight.insert(wanted.digest, rx.clone());
@@ -152,13 +155,16 @@ impl Fetcher {
                     // cancel the fetch the others are waiting for.
                     tokio::spawn(async move {
                         let digest = wanted.digest;
+                        let metrics = crate::metrics::get();
+                        metrics.inflight_fetches.inc();
                         let result = me.fetch(&wanted).await.map_err(Arc::new);
+                        metrics.inflight_fetches.dec();
                         if let Ok(mut inflight) = me.inflight.lock() {
                             inflight.remove(&digest);
                         }
                         let _ = tx.send(Some(result));
                     });
-                    rx
+                    (rx, false)
                 }
             }
         };
@@ -168,6 +174,9 @@ impl Fetcher {
             .map(|v| v.clone())
             .ok()
             .flatten();
+        if waiter {
+            crate::metrics::get().fetch_waiters.dec();
+        }
         outcome.unwrap_or_else(|| {
             Err(Arc::new(ThroughError::Store(StoreError::Io(
                 "the fetch stopped without a result".into(),
@@ -176,14 +185,20 @@ impl Fetcher {
     }
 
     async fn fetch(&self, wanted: &Wanted) -> Result<(), ThroughError> {
+        let metrics = crate::metrics::get();
         let mut failures = Vec::new();
         for mirror in &wanted.mirrors {
-            match tokio::time::timeout(self.fetch_timeout, self.fetch_mirror(mirror, wanted)).await
-            {
-                Ok(Ok(())) => return Ok(()),
+            let outcome =
+                tokio::time::timeout(self.fetch_timeout, self.fetch_mirror(mirror, wanted)).await;
+            let failure = match outcome {
+                Ok(Ok(())) => {
+                    metrics.cache_fills.inc();
+                    metrics.bytes_in.inc_by(wanted.size);
+                    return Ok(());
+                }
                 Ok(Err(Failure::Store(e))) => return Err(ThroughError::Store(e)),
-                Ok(Err(Failure::Locator(f))) => failures.push(f),
-                Err(_) => failures.push(LocatorFailure {
+                Ok(Err(Failure::Locator(f))) => f,
+                Err(_) => LocatorFailure {
                     locator: redact_locator(mirror),
                     hop: None,
                     code: "fetch_timeout",
@@ -192,8 +207,13 @@ impl Fetcher {
                         self.fetch_timeout.as_millis()
                     ),
                     next: NEXT_MIRROR,
-                }),
-            }
+                },
+            };
+            metrics
+                .fill_failures
+                .get_or_create(&[("reason", failure.code)])
+                .inc();
+            failures.push(failure);
             if self.store.contains(&wanted.digest) {
                 return Ok(());
             }

@@ -115,12 +115,24 @@ pub async fn exchange(
 ) -> Result<Exchange, UpstreamError> {
     let use_tls = target.kind == RequestKind::Https;
     let host = target.host.to_string();
+    let metrics = crate::metrics::get();
     let (key, mut sender) = match pool.checkout(use_tls, &host, target.port, addrs) {
         Some(found) => found,
-        None => connect(tls, timeouts, target, addrs, use_tls, host).await?,
+        None => {
+            let started = std::time::Instant::now();
+            let conn = connect(tls, timeouts, target, addrs, use_tls, host).await?;
+            metrics
+                .connect_seconds
+                .observe(started.elapsed().as_secs_f64());
+            conn
+        }
     };
     let peer = SocketAddr::new(key.addr, key.port);
+    let started = std::time::Instant::now();
     let sent = tokio::time::timeout(timeouts.response_head, sender.send_request(req)).await;
+    metrics
+        .response_head_seconds
+        .observe(started.elapsed().as_secs_f64());
     let response = match sent {
         Err(_) => return Err(UpstreamError::HeadTimeout(timeouts.response_head)),
         Ok(Err(e)) => return Err(UpstreamError::Http(e.to_string())),

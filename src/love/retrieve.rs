@@ -93,7 +93,7 @@ pub struct DiscoveredPackage {
 /// The LOVE consumer.
 pub struct Love {
     fetcher: Arc<Fetcher>,
-    seen: Seen,
+    seen: Arc<Seen>,
     caps: Caps,
     max_document_bytes: u64,
 }
@@ -114,13 +114,24 @@ impl Love {
     /// A consumer over `fetcher`, remembering sightings in `<cache>/love.redb`.
     pub fn new(fetcher: Arc<Fetcher>, caps: Caps, max_document_bytes: u64) -> Result<Self, String> {
         super::schema::check_embedded()?;
-        let seen = Seen::open(&fetcher.store().root().join("love.redb"))?;
-        Ok(Self {
+        let seen = Arc::new(Seen::open(&fetcher.store().root().join("love.redb"))?);
+        Ok(Self::with_seen(fetcher, seen, caps, max_document_bytes))
+    }
+
+    /// A consumer sharing an already open sightings database (the server keeps one across
+    /// reloads).
+    pub fn with_seen(
+        fetcher: Arc<Fetcher>,
+        seen: Arc<Seen>,
+        caps: Caps,
+        max_document_bytes: u64,
+    ) -> Self {
+        Self {
             fetcher,
             seen,
             caps,
             max_document_bytes,
-        })
+        }
     }
 
     /// Reads `/.well-known/love-packages` at `url`'s origin (or `url` itself when it is the

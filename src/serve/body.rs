@@ -23,6 +23,8 @@ pub struct RequestLog {
     pub method: String,
     /// Redacted locator.
     pub locator: String,
+    /// Request kind for metrics: `forward`, `connect`, `object`, `love` or `other`.
+    pub kind: &'static str,
     /// `allowed`, `refused` or `-` (no decision needed).
     pub decision: &'static str,
     /// Reason or error code.
@@ -60,6 +62,24 @@ impl LoggedBody {
         }
         self.finished = true;
         let l = &self.log;
+        let m = crate::metrics::get();
+        m.bytes_out.inc_by(self.bytes);
+        if l.upstream.is_some() && l.kind == "forward" {
+            m.bytes_in.inc_by(self.bytes);
+        }
+        let outcome = if l.decision == "refused" {
+            "refused"
+        } else {
+            match l.status {
+                200..=299 => "2xx",
+                300..=399 => "3xx",
+                400..=499 => "4xx",
+                _ => "5xx",
+            }
+        };
+        m.requests
+            .get_or_create(&[("kind", l.kind), ("outcome", outcome)])
+            .inc();
         tracing::info!(
             target: "fetchgate::request",
             client = %l.client,

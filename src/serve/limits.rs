@@ -18,6 +18,8 @@ pub const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:3128";
 pub struct ListenSection {
     /// Proxy listener address (default `127.0.0.1:3128`).
     pub proxy: Option<Spanned<String>>,
+    /// Admin listener address for /metrics, /healthz, /readyz (default `127.0.0.1:9128`).
+    pub admin: Option<Spanned<String>>,
 }
 
 /// The `[proxy]` table, as written.
@@ -38,6 +40,8 @@ pub struct ProxySection {
     pub tunnel_idle_timeout_ms: Option<Spanned<u64>>,
     /// Most concurrent client connections.
     pub max_connections: Option<Spanned<usize>>,
+    /// Time in-flight requests get to finish after SIGTERM.
+    pub drain_seconds: Option<Spanned<u64>>,
 }
 
 /// Checked limits. Every one is finite and named in the error that hits it.
@@ -45,6 +49,10 @@ pub struct ProxySection {
 pub struct Limits {
     /// Where the proxy listens.
     pub listen: SocketAddr,
+    /// Where the admin listener listens.
+    pub admin: SocketAddr,
+    /// `drain_seconds`.
+    pub drain: Duration,
     /// Methods forwarded (always GET and HEAD).
     pub methods: Vec<Method>,
     /// `max_header_bytes`.
@@ -65,6 +73,8 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 3128)),
+            admin: SocketAddr::from(([127, 0, 0, 1], 9128)),
+            drain: Duration::from_secs(30),
             methods: vec![Method::GET, Method::HEAD],
             max_header_bytes: 32 * 1024,
             header_read_timeout: Duration::from_secs(10),
@@ -94,6 +104,20 @@ impl Limits {
                     ),
                 )
             })?;
+        }
+        if let Some(addr) = &listen.admin {
+            l.admin = addr.get_ref().parse().map_err(|_| {
+                src.error_at(
+                    addr.span(),
+                    format!(
+                        "`{}` is not an address:port such as 127.0.0.1:9128",
+                        addr.get_ref()
+                    ),
+                )
+            })?;
+        }
+        if let Some(v) = &proxy.drain_seconds {
+            l.drain = Duration::from_secs(range(src, v, 0, 3600, "seconds")?);
         }
         if let Some(methods) = &proxy.methods {
             for m in methods.get_ref() {

@@ -6,6 +6,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod access;
+pub mod admin;
 pub mod body;
 pub mod limits;
 pub mod love_api;
@@ -33,8 +34,10 @@ use crate::connect::Egress;
 use crate::connect::pool::Pool;
 use crate::fetch::through::Fetcher;
 use crate::love::Love;
+use crate::love::seen::Seen;
 use crate::store::Store;
 use access::Access;
+use arc_swap::ArcSwap;
 use limits::Limits;
 use problem::{Origin, Problem};
 use proxy::ClientConn;
@@ -62,10 +65,27 @@ pub struct Gate {
     pub tee_max_bytes: u64,
 }
 
+/// The gate in force, swapped whole on reload: each request reads it once, so a request never
+/// sees half of an old policy and half of a new one.
+pub type SharedGate = Arc<ArcSwap<Gate>>;
+
 /// A bound proxy listener, ready to run.
 pub struct Server {
     listener: TcpListener,
-    gate: Arc<Gate>,
+    gate: SharedGate,
+    store: Arc<Store>,
+    seen: Arc<Seen>,
+    shutdown: Arc<tokio::sync::Notify>,
+}
+
+/// What a running server exposes to its owner: reload, shutdown, and what the admin listener
+/// reports on.
+#[derive(Clone)]
+pub struct Handle {
+    gate: SharedGate,
+    store: Arc<Store>,
+    seen: Arc<Seen>,
+    shutdown: Arc<tokio::sync::Notify>,
 }
 
 impl Server {
@@ -76,12 +96,16 @@ impl Server {
 
     /// Binds a given address (tests use `127.0.0.1:0`).
     pub async fn bind_to(config: &Config, addr: SocketAddr) -> io::Result<Self> {
+        crate::love::schema::check_embedded().map_err(io::Error::other)?;
         let store = Store::open(&config.cache).map_err(|e| {
             io::Error::other(format!(
                 "cannot open the cache at {}: {e}",
                 config.cache.dir.display()
             ))
         })?;
+        let seen = Arc::new(Seen::open(&store.root().join("love.redb")).map_err(|e| {
+            io::Error::other(format!("cannot open the LOVE sightings database: {e}"))
+        })?);
         let listener = TcpListener::bind(addr).await?;
         // The index is a cache of the directories; repair it without holding the listener.
         let repair = store.clone();
@@ -102,23 +126,14 @@ impl Server {
                 let _ = tokio::task::spawn_blocking(move || store.flush_usage()).await;
             }
         });
-        let fetcher = Arc::new(config.fetcher(store));
-        let love = Love::new(
-            fetcher.clone(),
-            config.love.caps,
-            config.love.max_document_bytes,
-        )
-        .map_err(|e| io::Error::other(format!("cannot open the LOVE sightings database: {e}")))?;
-        let gate = Arc::new(Gate {
-            egress: config.egress(),
-            tls: config.tls.clone(),
-            access: config.access.clone(),
-            limits: config.limits.clone(),
-            fetcher: Some(fetcher),
-            love: Some(Arc::new(love)),
-            tee_max_bytes: config.cache.max_object_bytes,
-        });
-        Ok(Self { listener, gate })
+        let gate = Arc::new(ArcSwap::from_pointee(Gate::new(config, &store, &seen)));
+        Ok(Self {
+            listener,
+            gate,
+            store,
+            seen,
+            shutdown: Arc::new(tokio::sync::Notify::new()),
+        })
     }
 
     /// The address actually bound.
@@ -126,11 +141,28 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// Accepts connections until the listener fails for good.
+    /// A handle for reloading, shutting down and the admin listener.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            gate: self.gate.clone(),
+            store: self.store.clone(),
+            seen: self.seen.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+
+    /// Accepts connections until [`Handle::shutdown`]; then stops accepting, lets requests in
+    /// flight finish for up to `[proxy] drain_seconds`, and returns.
     pub async fn run(self) -> io::Result<()> {
-        let slots = Arc::new(Semaphore::new(self.gate.limits.max_connections));
+        let max = self.gate.load().limits.max_connections;
+        let slots = Arc::new(Semaphore::new(max));
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         loop {
-            let (stream, peer) = match self.listener.accept().await {
+            let accepted = tokio::select! {
+                a = self.listener.accept() => a,
+                () = self.shutdown.notified() => break,
+            };
+            let (stream, peer) = match accepted {
                 Ok(x) => x,
                 Err(e) => {
                     // Out of descriptors and similar: back off instead of spinning.
@@ -140,16 +172,87 @@ impl Server {
                 }
             };
             let Ok(permit) = slots.clone().try_acquire_owned() else {
-                let limit = self.gate.limits.max_connections;
-                tokio::spawn(turn_away(stream, limit));
+                tokio::spawn(turn_away(stream, max));
                 continue;
             };
             let gate = self.gate.clone();
+            let stop = stop_rx.clone();
             tokio::spawn(async move {
-                serve_connection(gate, stream, peer).await;
+                if let Err(e) = serve_client(gate, stream, peer, stop).await {
+                    tracing::debug!(client = %peer, error = %e, "client connection ended");
+                }
                 drop(permit);
             });
         }
+        drop(self.listener);
+        let _ = stop_tx.send(true);
+        let drain = self.gate.load().limits.drain;
+        tracing::info!(
+            drain_seconds = drain.as_secs(),
+            "stopped accepting; draining requests in flight"
+        );
+        let all = u32::try_from(max).unwrap_or(u32::MAX);
+        if tokio::time::timeout(drain, slots.acquire_many(all))
+            .await
+            .is_err()
+        {
+            tracing::warn!("drain time over; closing the remaining connections");
+        }
+        self.store.flush_usage();
+        Ok(())
+    }
+}
+
+impl Gate {
+    /// A gate for `config` over an open store and sightings database.
+    pub fn new(config: &Config, store: &Arc<Store>, seen: &Arc<Seen>) -> Self {
+        let fetcher = Arc::new(config.fetcher(store.clone()));
+        let love = Love::with_seen(
+            fetcher.clone(),
+            seen.clone(),
+            config.love.caps,
+            config.love.max_document_bytes,
+        );
+        Self {
+            egress: config.egress(),
+            tls: config.tls.clone(),
+            access: config.access.clone(),
+            limits: config.limits.clone(),
+            fetcher: Some(fetcher),
+            love: Some(Arc::new(love)),
+            tee_max_bytes: config.cache.max_object_bytes,
+        }
+    }
+}
+
+impl Handle {
+    /// Swaps in a new configuration for every request from now on. The listener address and
+    /// the cache directory are fixed at start; a change to either is logged and ignored.
+    pub fn reload(&self, config: &Config) {
+        let current = self.gate.load();
+        if config.limits.listen != current.limits.listen {
+            tracing::warn!("[listen] proxy changed; it takes effect at the next start");
+        }
+        if config.cache.dir != self.store.root() {
+            tracing::warn!("[cache] dir changed; it takes effect at the next start");
+        }
+        self.gate
+            .store(Arc::new(Gate::new(config, &self.store, &self.seen)));
+    }
+
+    /// The gate in force.
+    pub fn gate(&self) -> Arc<Gate> {
+        self.gate.load_full()
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Stops accepting and starts the drain.
+    pub fn shutdown(&self) {
+        self.shutdown.notify_one();
     }
 }
 
@@ -170,29 +273,47 @@ async fn turn_away(mut stream: TcpStream, limit: usize) {
     let _ = stream.shutdown().await;
 }
 
-async fn serve_connection(gate: Arc<Gate>, stream: TcpStream, peer: SocketAddr) {
+/// Serves one client connection: a refusal for clients outside `[access] clients`, otherwise
+/// the router, with the limits of the gate in force when it was accepted. When `stop` fires,
+/// the request in flight finishes and the connection closes; an idle one closes at once.
+async fn serve_client(
+    gate: SharedGate,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), hyper::Error> {
     let _ = stream.set_nodelay(true);
     let io = TokioIo::new(stream);
+    let current = gate.load_full();
+    let allowed = current.access.client_allowed(peer.ip());
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(gate.limits.header_read_timeout)
-        .max_buf_size((gate.limits.max_header_bytes + 16 * 1024).max(8192))
-        .keep_alive(true);
-    if !gate.access.client_allowed(peer.ip()) {
-        let svc = service_fn(move |_req| async move {
-            Ok::<_, std::convert::Infallible>(proxy::client_not_allowed(peer))
-        });
-        builder.keep_alive(false);
-        let _ = builder.serve_connection(io, svc).await;
-        return;
-    }
+        .header_read_timeout(current.limits.header_read_timeout)
+        .max_buf_size((current.limits.max_header_bytes + 16 * 1024).max(8192))
+        .keep_alive(allowed);
     let conn = Arc::new(ClientConn {
         client: peer,
         pool: Pool::new(POOL_MAX_IDLE, POOL_IDLE_TIMEOUT),
     });
-    let svc = service_fn(move |req| proxy::handle(gate.clone(), conn.clone(), req));
-    if let Err(e) = builder.serve_connection(io, svc).with_upgrades().await {
-        tracing::debug!(client = %peer, error = %e, "client connection ended");
+    let svc = service_fn(move |req| {
+        let gate = gate.load_full();
+        let conn = conn.clone();
+        async move {
+            if allowed {
+                proxy::handle(gate, conn, req).await
+            } else {
+                proxy::refuse_client(peer, &req)
+            }
+        }
+    });
+    let conn = builder.serve_connection(io, svc).with_upgrades();
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => r,
+        _ = stop.changed() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
     }
 }

@@ -60,7 +60,11 @@ pub async fn handle<B>(
     };
     let store = fetcher.store();
     let wanted = mirrors(req.uri().query(), digest)?;
-    if !store.contains(&digest) {
+    let metrics = crate::metrics::get();
+    if store.contains(&digest) {
+        metrics.cache_hits.inc();
+    } else {
+        metrics.cache_misses.inc();
         let Some(wanted) = wanted else {
             return Err(Problem::new(
                 StatusCode::NOT_FOUND,
@@ -158,15 +162,18 @@ fn through_problem(e: &ThroughError) -> Problem {
             p.extra = Some(json!({ "locators": list }));
             p
         }
-        ThroughError::Store(StoreError::Full { .. }) => Problem::new(
-            StatusCode::INSUFFICIENT_STORAGE,
-            "cache_full",
-            Origin::Internal,
-            e.to_string(),
-            "retry later, unpin entries, or raise [cache] max_bytes",
-        )
-        .field("max_bytes")
-        .header(header::RETRY_AFTER, HeaderValue::from_static("30")),
+        ThroughError::Store(StoreError::Full { .. }) => {
+            crate::metrics::get().cache_full.inc();
+            Problem::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "cache_full",
+                Origin::Internal,
+                e.to_string(),
+                "retry later, unpin entries, or raise [cache] max_bytes",
+            )
+            .field("max_bytes")
+            .header(header::RETRY_AFTER, HeaderValue::from_static("30"))
+        }
         ThroughError::Store(_) => Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "cache_error",

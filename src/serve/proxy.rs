@@ -45,6 +45,7 @@ pub async fn handle(
         client: conn.client.to_string(),
         method: req.method().to_string(),
         locator: redact_locator(&req.uri().to_string()),
+        kind: "other",
         decision: "-",
         reason: "-",
         upstream: None,
@@ -112,15 +113,19 @@ async fn route(
         ));
     }
     if req.method() == Method::CONNECT {
+        log.kind = "connect";
         return connect(gate, req, log).await;
     }
     if req.uri().scheme().is_some() {
+        log.kind = "forward";
         return forward(gate, conn, req, log).await;
     }
     if req.uri().path().starts_with("/sha256/") {
+        log.kind = "object";
         return super::objects::handle(gate, &req, log).await;
     }
     if req.uri().path().starts_with("/love/v1/") {
+        log.kind = "love";
         return super::love_api::handle(gate, &req, log).await;
     }
     Err(Problem::new(
@@ -373,7 +378,16 @@ async fn connect(
         let started = Instant::now();
         match upgrade.await {
             Ok(upgraded) => {
+                let metrics = crate::metrics::get();
+                metrics.tunnels.inc();
+                metrics.tunnels_open.inc();
                 let (up, down, end) = splice(TokioIo::new(upgraded), stream, idle).await;
+                metrics.tunnels_open.dec();
+                metrics
+                    .tunnel_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                metrics.bytes_in.inc_by(down);
+                metrics.bytes_out.inc_by(down);
                 tracing::info!(
                     target: "fetchgate::tunnel",
                     client = %client,
@@ -403,7 +417,25 @@ fn internal(what: &str) -> Problem {
     )
 }
 
-/// The answer to every request from a client outside `[access] clients`.
+/// The answer to every request from a client outside `[access] clients`, logged like any other.
+pub fn refuse_client<B>(
+    client: SocketAddr,
+    req: &Request<B>,
+) -> Result<Response<LoggedBody>, Infallible> {
+    let log = RequestLog {
+        client: client.to_string(),
+        method: req.method().to_string(),
+        locator: redact_locator(&req.uri().to_string()),
+        kind: "other",
+        decision: "-",
+        reason: "client_not_allowed",
+        upstream: None,
+        status: 403,
+    };
+    Ok(client_not_allowed(client).map(|b| LoggedBody::new(b, log, Instant::now())))
+}
+
+/// The problem response for a client outside `[access] clients`.
 pub fn client_not_allowed(client: SocketAddr) -> Response<ProxyBody> {
     Problem::new(
         StatusCode::FORBIDDEN,

@@ -54,7 +54,10 @@ impl TeeBody {
         let locator = self.locator.clone();
         tokio::spawn(async move {
             match sink.finish(Some(locator), None).await {
-                Ok(d) => tracing::debug!(sha256 = %d, "proxied body published"),
+                Ok(d) => {
+                    crate::metrics::get().cache_fills.inc();
+                    tracing::debug!(sha256 = %d, "proxied body published");
+                }
                 Err(e) => tracing::debug!(error = %e, "proxied body not published"),
             }
         });

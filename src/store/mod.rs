@@ -262,6 +262,8 @@ pub struct Store {
     settings: CacheSettings,
     memory: moka::sync::Cache<Digest, Bytes>,
     tmp_seq: AtomicU64,
+    evicted: AtomicU64,
+    failed_verification: AtomicU64,
 }
 
 impl std::fmt::Debug for Store {
@@ -308,6 +310,8 @@ impl Store {
             settings: settings.clone(),
             memory,
             tmp_seq: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            failed_verification: AtomicU64::new(0),
         }))
     }
 
@@ -437,8 +441,9 @@ impl Store {
         })
     }
 
-    /// Drops an entry whose file has gone.
+    /// Drops an entry whose file has gone (quarantined or removed behind fetchgate's back).
     fn forget(&self, digest: &Digest) {
+        self.failed_verification.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut entries) = self.entries.write()
             && let Some(m) = entries.remove(digest)
         {
@@ -691,6 +696,32 @@ impl Store {
         fill.commit(locator, label)
     }
 
+    /// Entries evicted by this process since it started.
+    pub fn evictions(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// Entries this process found not matching, or gone, since it started.
+    pub fn verify_failures(&self) -> u64 {
+        self.failed_verification.load(Ordering::Relaxed)
+    }
+
+    /// Ready to serve: a temp file can be created in `tmp/` and the index answers.
+    pub fn check_ready(&self) -> Result<(), String> {
+        let probe = self.tmp.join(format!(
+            "ready-{}-{}",
+            std::process::id(),
+            self.tmp_seq.fetch_add(1, Ordering::Relaxed)
+        ));
+        fill::create_exclusive(&probe)
+            .map_err(|e| format!("cache not writable: {}: {e}", self.tmp.display()))?;
+        let _ = fs::remove_file(&probe);
+        self.index
+            .get(&Digest([0; 32]))
+            .map_err(|e| format!("index not answering: {e}"))?;
+        Ok(())
+    }
+
     /// Where the cache directory is.
     pub fn root(&self) -> &Path {
         &self.settings.dir
@@ -779,6 +810,7 @@ impl Store {
     }
 
     fn quarantine_entry(&self, d: &Digest) {
+        self.failed_verification.fetch_add(1, Ordering::Relaxed);
         let path = self.object_path(d);
         let aside = self.quarantine.join(format!("{}.{}", d.hex(), now()));
         if fs::rename(&path, &aside).is_err() {

@@ -1,0 +1,222 @@
+//! Process metrics, exported as OpenMetrics text on the admin listener's `/metrics`.
+//!
+//! Label values are bounded: request kinds, outcome classes and reason codes, never hosts or
+//! URLs. One set of metrics per process (the handles are cheap atomics).
+
+use std::sync::LazyLock;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Two bounded labels.
+pub type Labels2 = [(&'static str, &'static str); 2];
+/// One bounded label.
+pub type Labels1 = [(&'static str, &'static str); 1];
+
+/// Every metric fetchgate exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Requests by kind (`forward`, `connect`, `object`, `love`, `other`) and outcome.
+    pub requests: Family<Labels2, Counter>,
+    /// Egress refusals by reason code.
+    pub refusals: Family<Labels1, Counter>,
+    /// Upstream TCP+TLS connect time, seconds.
+    pub connect_seconds: Histogram,
+    /// Upstream response-head time, seconds.
+    pub response_head_seconds: Histogram,
+    /// Body bytes received from upstreams.
+    pub bytes_in: Counter,
+    /// Body bytes sent to clients.
+    pub bytes_out: Counter,
+    /// `/sha256/` hits.
+    pub cache_hits: Counter,
+    /// `/sha256/` misses.
+    pub cache_misses: Counter,
+    /// Entries published (fetch-through, tee, LOVE).
+    pub cache_fills: Counter,
+    /// Failed fill attempts by reason (per locator).
+    pub fill_failures: Family<Labels1, Counter>,
+    /// Answers of `507` (nothing evictable).
+    pub cache_full: Counter,
+    /// Fetch-through fetches in flight.
+    pub inflight_fetches: Gauge,
+    /// Requests waiting on another request's fetch.
+    pub fetch_waiters: Gauge,
+    /// CONNECT tunnels opened.
+    pub tunnels: Counter,
+    /// CONNECT tunnels open now.
+    pub tunnels_open: Gauge,
+    /// Tunnel lifetime, seconds.
+    pub tunnel_seconds: Histogram,
+    /// Config reloads by outcome.
+    pub reloads: Family<Labels1, Counter>,
+    /// Cache totals, filled in at scrape time.
+    pub cache_bytes: Gauge,
+    /// `[cache] max_bytes`.
+    pub cache_max_bytes: Gauge,
+    /// Entries.
+    pub cache_entries: Gauge,
+    /// Evictions; brought up to the store's count at scrape time.
+    pub evictions: Counter,
+    /// Entries found not to match their digest, or gone from disk; brought up to the store's
+    /// count at scrape time.
+    pub verify_failures: Counter,
+}
+
+fn latency() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("fetchgate");
+        let m = Self {
+            requests: Family::default(),
+            refusals: Family::default(),
+            connect_seconds: latency(),
+            response_head_seconds: latency(),
+            bytes_in: Counter::default(),
+            bytes_out: Counter::default(),
+            cache_hits: Counter::default(),
+            cache_misses: Counter::default(),
+            cache_fills: Counter::default(),
+            fill_failures: Family::default(),
+            cache_full: Counter::default(),
+            inflight_fetches: Gauge::default(),
+            fetch_waiters: Gauge::default(),
+            tunnels: Counter::default(),
+            tunnels_open: Gauge::default(),
+            tunnel_seconds: Histogram::new(exponential_buckets(0.01, 4.0, 12)),
+            reloads: Family::default(),
+            cache_bytes: Gauge::default(),
+            cache_max_bytes: Gauge::default(),
+            cache_entries: Gauge::default(),
+            evictions: Counter::default(),
+            verify_failures: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "requests",
+            "Requests by kind and outcome",
+            m.requests.clone(),
+        );
+        registry.register(
+            "egress_refusals",
+            "Egress refusals by reason code",
+            m.refusals.clone(),
+        );
+        registry.register(
+            "upstream_connect_seconds",
+            "Upstream TCP and TLS connect time",
+            m.connect_seconds.clone(),
+        );
+        registry.register(
+            "upstream_response_head_seconds",
+            "Upstream response-head time",
+            m.response_head_seconds.clone(),
+        );
+        registry.register(
+            "upstream_body_bytes",
+            "Body bytes received from upstreams",
+            m.bytes_in.clone(),
+        );
+        registry.register(
+            "client_body_bytes",
+            "Body bytes sent to clients",
+            m.bytes_out.clone(),
+        );
+        registry.register("cache_hits", "Cache hits on /sha256/", m.cache_hits.clone());
+        registry.register(
+            "cache_misses",
+            "Cache misses on /sha256/",
+            m.cache_misses.clone(),
+        );
+        registry.register("cache_fills", "Entries published", m.cache_fills.clone());
+        registry.register(
+            "cache_fill_failures",
+            "Failed fill attempts by reason",
+            m.fill_failures.clone(),
+        );
+        registry.register(
+            "cache_full",
+            "Answers of 507: nothing evictable",
+            m.cache_full.clone(),
+        );
+        registry.register(
+            "fetches_in_flight",
+            "Fetch-through fetches in flight",
+            m.inflight_fetches.clone(),
+        );
+        registry.register(
+            "fetch_waiters",
+            "Requests waiting on a shared fetch",
+            m.fetch_waiters.clone(),
+        );
+        registry.register("tunnels", "CONNECT tunnels opened", m.tunnels.clone());
+        registry.register(
+            "tunnels_open",
+            "CONNECT tunnels open now",
+            m.tunnels_open.clone(),
+        );
+        registry.register(
+            "tunnel_seconds",
+            "CONNECT tunnel lifetime",
+            m.tunnel_seconds.clone(),
+        );
+        registry.register(
+            "reloads",
+            "Configuration reloads by outcome",
+            m.reloads.clone(),
+        );
+        registry.register(
+            "cache_bytes",
+            "Bytes stored in the cache",
+            m.cache_bytes.clone(),
+        );
+        registry.register(
+            "cache_max_bytes",
+            "The cache's size limit",
+            m.cache_max_bytes.clone(),
+        );
+        registry.register(
+            "cache_entries",
+            "Entries in the cache",
+            m.cache_entries.clone(),
+        );
+        registry.register("cache_evictions", "Entries evicted", m.evictions.clone());
+        registry.register(
+            "verify_failures",
+            "Entries that failed verification or vanished from disk",
+            m.verify_failures.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    /// Brings a counter mirrored from elsewhere up to `total`.
+    pub fn catch_up(counter: &Counter, total: u64) {
+        let now = counter.get();
+        if total > now {
+            counter.inc_by(total - now);
+        }
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The process's metrics.
+pub fn get() -> &'static Metrics {
+    &METRICS
+}

@@ -1,0 +1,125 @@
+//! The admin listener: `/metrics` (OpenMetrics text), `/healthz` (the process is up) and
+//! `/readyz` (policy loaded, cache writable, index open). It never proxies anything.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use super::Handle;
+
+/// A bound admin listener.
+pub struct Admin {
+    listener: TcpListener,
+    handle: Handle,
+}
+
+impl Admin {
+    /// Binds `addr`.
+    pub async fn bind(addr: SocketAddr, handle: Handle) -> std::io::Result<Self> {
+        Ok(Self {
+            listener: TcpListener::bind(addr).await?,
+            handle,
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until the process ends.
+    pub async fn run(self) {
+        loop {
+            let Ok((stream, _)) = self.listener.accept().await else {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            };
+            let handle = self.handle.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req| {
+                    let handle = handle.clone();
+                    async move { Ok::<_, Infallible>(route(&handle, &req)) }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    }
+}
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+fn route(handle: &Handle, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    match req.uri().path() {
+        "/metrics" => {
+            let m = crate::metrics::get();
+            let store = handle.store();
+            let stats = store.stats();
+            m.cache_bytes
+                .set(i64::try_from(stats.bytes).unwrap_or(i64::MAX));
+            m.cache_max_bytes
+                .set(i64::try_from(stats.max_bytes).unwrap_or(i64::MAX));
+            m.cache_entries
+                .set(i64::try_from(stats.entries).unwrap_or(i64::MAX));
+            crate::metrics::Metrics::catch_up(&m.evictions, store.evictions());
+            crate::metrics::Metrics::catch_up(&m.verify_failures, store.verify_failures());
+            text(
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                m.encode(),
+            )
+        }
+        "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
+        "/readyz" => {
+            let gate = handle.gate();
+            let mut problems = Vec::new();
+            if gate
+                .egress
+                .policy
+                .ports_for(crate::decide::RequestKind::Https)
+                .is_empty()
+            {
+                problems.push("policy: no allowed ports".to_string());
+            }
+            if let Err(e) = handle.store().check_ready() {
+                problems.push(e);
+            }
+            if problems.is_empty() {
+                text(
+                    StatusCode::OK,
+                    "text/plain; charset=utf-8",
+                    "ready: policy loaded, cache writable, index open\n".into(),
+                )
+            } else {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain; charset=utf-8",
+                    format!("not ready: {}\n", problems.join("; ")),
+                )
+            }
+        }
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "try /metrics, /healthz or /readyz\n".into(),
+        ),
+    }
+}

@@ -1,0 +1,174 @@
+//! The `serve` binary's life: SIGHUP reloads a valid config and refuses an invalid one, and
+//! SIGTERM lets a transfer in flight finish before the process exits.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use support::proxy::{Client, get};
+use support::upstream::{Reply, Streaming, Upstream, pattern_bytes};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+struct Running {
+    child: Child,
+    lines: mpsc::UnboundedReceiver<String>,
+    proxy: std::net::SocketAddr,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start(config: &std::path::Path, proxy_port: u16) -> Running {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fetchgate"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start fetchgate serve");
+    let mut reader = BufReader::new(child.stderr.take().unwrap()).lines();
+    let (tx, mut lines) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(l)) = reader.next_line().await {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    wait_for(&mut lines, "listening").await;
+    Running {
+        child,
+        lines,
+        proxy: format!("127.0.0.1:{proxy_port}").parse().unwrap(),
+    }
+}
+
+async fn wait_for(lines: &mut mpsc::UnboundedReceiver<String>, needle: &str) -> String {
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no log line containing {needle:?}"))
+            .expect("serve is still running");
+        if line.contains(needle) {
+            return line;
+        }
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let pid = child.id().expect("running").to_string();
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+fn config(
+    proxy_port: u16,
+    admin_port: u16,
+    dir: &std::path::Path,
+    trust_port: Option<u16>,
+) -> String {
+    let mut c = format!(
+        "[listen]\nproxy = \"127.0.0.1:{proxy_port}\"\nadmin = \"127.0.0.1:{admin_port}\"\n\n[proxy]\ndrain_seconds = 20\n\n[cache]\ndir = {:?}\n",
+        dir.join("cache").display().to_string()
+    );
+    if let Some(p) = trust_port {
+        c.push_str(&format!(
+            "\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{p}]\n"
+        ));
+    }
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_swaps_a_valid_config_and_refuses_an_invalid_one() {
+    let up = Upstream::http("127.0.0.2:0", Reply::ok("ok")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (pp, ap) = (free_port(), free_port());
+    let path = dir.path().join("fetchgate.toml");
+    std::fs::write(&path, config(pp, ap, dir.path(), Some(up.addr.port()))).unwrap();
+    let mut s = start(&path, pp).await;
+    let url = format!("http://127.0.0.2:{}/", up.addr.port());
+    assert_eq!(get(s.proxy, &url).await.status, 200);
+
+    // Valid: the trust rule is gone, so the same request is now refused.
+    std::fs::write(&path, config(pp, ap, dir.path(), None)).unwrap();
+    signal(&s.child, "-HUP");
+    wait_for(&mut s.lines, "configuration reloaded").await;
+    assert_eq!(get(s.proxy, &url).await.status, 403);
+
+    // Valid again with the rule back...
+    std::fs::write(&path, config(pp, ap, dir.path(), Some(up.addr.port()))).unwrap();
+    signal(&s.child, "-HUP");
+    wait_for(&mut s.lines, "configuration reloaded").await;
+    assert_eq!(get(s.proxy, &url).await.status, 200);
+
+    // ...then invalid (trusting metadata): refused, logged, and nothing changes.
+    std::fs::write(
+        &path,
+        "[[egress.trust]]\ncidrs = [\"169.254.0.0/16\"]\nports = [80]\n",
+    )
+    .unwrap();
+    signal(&s.child, "-HUP");
+    let line = wait_for(&mut s.lines, "reload refused").await;
+    assert!(line.contains("cannot be trusted"), "{line}");
+    assert_eq!(
+        get(s.proxy, &url).await.status,
+        200,
+        "the old policy stays in force"
+    );
+    let _ = s.child.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_transfer_in_flight_finish() {
+    let size = 2u64 << 20;
+    // ~1.6 s to stream: 32 chunks of 64 KiB, 50 ms apart.
+    let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(50)), true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (pp, ap) = (free_port(), free_port());
+    let path = dir.path().join("fetchgate.toml");
+    std::fs::write(&path, config(pp, ap, dir.path(), Some(up.addr.port()))).unwrap();
+    let mut s = start(&path, pp).await;
+    let url = format!("http://127.0.0.2:{}/big.bin", up.addr.port());
+    let proxy = s.proxy;
+    let transfer =
+        tokio::spawn(async move { Client::connect(proxy).await.send("GET", &url, &[]).await });
+    // Wait until bytes are flowing, then ask it to stop.
+    for _ in 0..200 {
+        if up.bytes_taken() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        up.bytes_taken() > 0 && up.bytes_taken() < size,
+        "the transfer is in flight"
+    );
+    signal(&s.child, "-TERM");
+    wait_for(&mut s.lines, "stopped accepting").await;
+    let got = transfer.await.unwrap();
+    assert_eq!(got.status, 200);
+    assert!(
+        got.body.as_ref() == pattern_bytes(size).as_slice(),
+        "the whole body arrived"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(30), s.child.wait())
+        .await
+        .expect("exited")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    // No temp file survives as a published entry, and none is left half-written.
+    let tmp = dir.path().join("cache/tmp");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+}
