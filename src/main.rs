@@ -11,6 +11,9 @@ use fetchgate::decide::profile::{BUILTIN_TEXT, Profile};
 use fetchgate::serve::Server;
 use fetchgate::serve::admin::Admin;
 
+/// Log lines queued for the writer thread before requests wait (bounds the queue's memory).
+const LOG_QUEUE_LINES: usize = 16_384;
+
 /// Exit status for usage and config errors (clap uses 2 as well).
 const EXIT_USAGE: u8 = 2;
 
@@ -54,7 +57,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve { config, log_format } => {
-            init_logging(log_format);
+            let _log_guard = init_logging(log_format);
             let config_path = config.clone();
             let config = match Config::load(config.as_deref()) {
                 Ok(c) => c,
@@ -215,14 +218,23 @@ async fn signals(handle: fetchgate::serve::Handle, path: Option<std::path::PathB
     }
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs go to standard error through a writer thread, so a request never waits on a write
+/// system call; nothing is dropped (the queue applies back-pressure when full). The guard
+/// flushes the queue when `main` returns.
+fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FETCHGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .buffered_lines_limit(LOG_QUEUE_LINES)
+        .finish(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(writer);
     match format {
         LogFormat::Json => builder.json().flatten_event(true).init(),
         LogFormat::Text => builder.init(),
     }
+    guard
 }

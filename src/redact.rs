@@ -10,6 +10,13 @@ pub const MAX_SHOWN: usize = 512;
 /// query words too, since they may be tokens), the fragment dropped to `#[redacted]`, and
 /// control or invisible characters escaped.
 pub fn redact_locator(raw: &str) -> String {
+    // The common case, a short plain locator, is returned as it is with one copy.
+    if raw.len() <= MAX_SHOWN
+        && !raw.contains(['@', '?', '#'])
+        && raw.bytes().all(|b| (0x21..0x7f).contains(&b))
+    {
+        return raw.to_string();
+    }
     let (body, fragment) = match raw.split_once('#') {
         Some((b, _)) => (b, true),
         None => (raw, false),

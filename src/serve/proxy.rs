@@ -140,7 +140,11 @@ async fn route(
 
 /// Size of the request head as sent: request line, headers, blank line.
 fn head_size<B>(req: &Request<B>) -> usize {
-    let line = req.method().as_str().len() + req.uri().to_string().len() + 12;
+    let uri = req.uri();
+    let target = uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.path_and_query().map_or(1, |p| p.as_str().len());
+    let line = req.method().as_str().len() + target + 12;
     let headers: usize = req
         .headers()
         .iter()

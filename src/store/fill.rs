@@ -149,6 +149,17 @@ impl Fill {
                 "the fill is closed".into(),
             )));
         };
+        if self.store.contains(&got) {
+            // The same bytes are already published (a proxied body seen before, say): no
+            // second sync and rename, just a note of where they were seen again.
+            drop(file);
+            let _ = fs::remove_file(&self.path);
+            let reserved = std::mem::take(&mut self.size);
+            self.count = 0;
+            self.store.release(reserved);
+            self.store.seen_again(&got, locator, label);
+            return Ok(got);
+        }
         let fail = |what: &str, p: &Path, e: std::io::Error| {
             FillError::Store(StoreError::Io(format!(
                 "cannot {what} {}: {e}",
@@ -200,7 +211,7 @@ impl Drop for Fill {
 }
 
 /// Chunks in flight between a network reader and its fill's writer thread.
-const SINK_DEPTH: usize = 64;
+const SINK_DEPTH: usize = 16;
 
 /// A [`Fill`] driven from async code: chunks go to a blocking writer thread through a bounded
 /// channel, so file writes never block the runtime. Dropping the sink abandons the fill.

@@ -403,6 +403,21 @@ impl Store {
     pub fn get(&self, digest: &Digest) -> Option<Object> {
         let meta = self.meta(digest)?;
         let path = self.object_path(digest);
+        meta.last_used.store(now(), Ordering::Relaxed);
+        meta.uses.fetch_add(1, Ordering::Relaxed);
+        let size = meta.size;
+        if let Some(bytes) = self.memory.get(digest) {
+            // One stat: an entry quarantined by another process is never served from memory.
+            if !path.exists() {
+                self.forget(digest);
+                return None;
+            }
+            return Some(Object {
+                digest: *digest,
+                size,
+                body: Body::Memory(bytes),
+            });
+        }
         let file = match fs::File::open(&path) {
             Ok(f) => f,
             Err(_) => {
@@ -410,16 +425,6 @@ impl Store {
                 return None;
             }
         };
-        meta.last_used.store(now(), Ordering::Relaxed);
-        meta.uses.fetch_add(1, Ordering::Relaxed);
-        let size = meta.size;
-        if let Some(bytes) = self.memory.get(digest) {
-            return Some(Object {
-                digest: *digest,
-                size,
-                body: Body::Memory(bytes),
-            });
-        }
         if size <= self.settings.memory_max_object_bytes && self.settings.memory_bytes > 0 {
             let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
             let mut f = &file;
@@ -622,6 +627,38 @@ impl Store {
             rec
         };
         self.index.put(&[(digest, record)]).map_err(StoreError::Io)
+    }
+
+    /// Notes that a published entry's bytes arrived again, from `locator`.
+    pub(crate) fn seen_again(
+        &self,
+        digest: &Digest,
+        locator: Option<String>,
+        label: Option<String>,
+    ) {
+        let Some(meta) = self.meta(digest) else {
+            return;
+        };
+        meta.last_used.store(now(), Ordering::Relaxed);
+        let known = locator.as_ref().is_none_or(|l| meta.locators.contains(l));
+        if known && label.is_none() {
+            return;
+        }
+        let mut rec = meta.record();
+        if let Some(l) = locator {
+            rec.locators.retain(|x| *x != l);
+            rec.locators.push(l);
+            if rec.locators.len() > MAX_LOCATORS {
+                rec.locators.remove(0);
+            }
+        }
+        if label.is_some() {
+            rec.label = label;
+        }
+        if let Ok(mut entries) = self.entries.write() {
+            entries.insert(*digest, Arc::new(Meta::from_record(rec.clone())));
+        }
+        let _ = self.index.put(&[(*digest, rec)]);
     }
 
     /// Pins or unpins an entry. False if there is no such entry.
