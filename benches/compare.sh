@@ -42,6 +42,12 @@ TINY=127.0.0.1:13129
 FGT=127.0.0.1:13130       # fetchgate, cache tee on
 FGN=127.0.0.1:13131       # fetchgate, cache tee off
 
+for a in $UP $SQUID $TINY $FGT $FGN 127.0.0.1:19130 127.0.0.1:19131; do
+  if (exec 3<>"/dev/tcp/${a%:*}/${a##*:}") 2>/dev/null; then
+    echo "something already listens on $a; stop it and run again" >&2; exit 1
+  fi
+done
+
 echo "# preparing files in $W"
 mkdir -p "$W/www"
 head -c 1024 /dev/urandom > "$W/www/1k"

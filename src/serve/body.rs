@@ -15,12 +15,12 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type ProxyBody = BoxBody<Bytes, BoxError>;
 
 /// The facts of one request, logged once when its response body is finished or dropped.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RequestLog {
     /// Client address.
-    pub client: String,
+    pub client: std::net::SocketAddr,
     /// Method.
-    pub method: String,
+    pub method: http::Method,
     /// Redacted locator.
     pub locator: String,
     /// Request kind for metrics: `forward`, `connect`, `object`, `love` or `other`.

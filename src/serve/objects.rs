@@ -4,7 +4,7 @@
 use std::io::{Read, Seek, SeekFrom};
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Frame;
@@ -61,34 +61,38 @@ pub async fn handle<B>(
     let store = fetcher.store();
     let wanted = mirrors(req.uri().query(), digest)?;
     let metrics = crate::metrics::get();
-    if store.contains(&digest) {
-        metrics.cache_hits.inc();
-    } else {
-        metrics.cache_misses.inc();
-        let Some(wanted) = wanted else {
-            return Err(Problem::new(
-                StatusCode::NOT_FOUND,
-                "not_in_cache",
-                Origin::Downstream,
-                format!("no verified entry for sha256 {digest}"),
-                "add ?size=N&url=MIRROR to fetch it through, or fetch it through the proxy first",
-            ));
-        };
-        log.decision = "fetch_through";
-        fetcher
-            .ensure(wanted)
-            .await
-            .map_err(|e| through_problem(&e))?;
-    }
-    let object = store.get(&digest).ok_or_else(|| {
-        Problem::new(
-            StatusCode::NOT_FOUND,
-            "not_in_cache",
-            Origin::Internal,
-            "the entry was evicted while being served",
-            "retry",
-        )
-    })?;
+    let object = match store.get(&digest) {
+        Some(object) => {
+            metrics.cache_hits.inc();
+            object
+        }
+        None => {
+            metrics.cache_misses.inc();
+            let Some(wanted) = wanted else {
+                return Err(Problem::new(
+                    StatusCode::NOT_FOUND,
+                    "not_in_cache",
+                    Origin::Downstream,
+                    format!("no verified entry for sha256 {digest}"),
+                    "add ?size=N&url=MIRROR to fetch it through, or fetch it through the proxy first",
+                ));
+            };
+            log.decision = "fetch_through";
+            fetcher
+                .ensure(wanted)
+                .await
+                .map_err(|e| through_problem(&e))?;
+            store.get(&digest).ok_or_else(|| {
+                Problem::new(
+                    StatusCode::NOT_FOUND,
+                    "not_in_cache",
+                    Origin::Internal,
+                    "the entry was evicted while being served",
+                    "retry",
+                )
+            })?
+        }
+    };
     Ok(respond(req.method(), req.headers(), object))
 }
 
@@ -186,17 +190,35 @@ fn through_problem(e: &ThroughError) -> Problem {
 
 /// The response for a verified entry: full, partial (`206`), `304`, or `416`.
 pub fn respond(method: &Method, headers: &HeaderMap, object: Object) -> Response<ProxyBody> {
-    let etag = format!("\"{}\"", object.digest.hex());
-    let mut base = Response::builder()
-        .header(header::ETAG, &etag)
-        .header(header::CACHE_CONTROL, "public, max-age=31536000, immutable")
-        .header(
-            "repr-digest",
-            format!("sha-256=:{}:", object.digest.base64()),
-        )
-        .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-        .header(header::ACCEPT_RANGES, "bytes");
+    let hex = object.digest.hex();
+    let mut common = HeaderMap::with_capacity(10);
+    let mut etag = String::with_capacity(66);
+    etag.push('"');
+    etag.push_str(&hex);
+    etag.push('"');
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        common.insert(header::ETAG, v);
+    }
+    common.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=31536000, immutable"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!("sha-256=:{}:", object.digest.base64())) {
+        common.insert(HeaderName::from_static("repr-digest"), v);
+    }
+    common.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    common.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    common.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    let mut base = Response::builder();
+    if let Some(h) = base.headers_mut() {
+        *h = common;
+    }
     if if_none_match(headers, &object.digest) {
         return base
             .status(StatusCode::NOT_MODIFIED)

@@ -42,8 +42,8 @@ pub async fn handle(
 ) -> Result<Response<LoggedBody>, Infallible> {
     let started = Instant::now();
     let mut log = RequestLog {
-        client: conn.client.to_string(),
-        method: req.method().to_string(),
+        client: conn.client,
+        method: req.method().clone(),
         locator: redact_locator(&req.uri().to_string()),
         kind: "other",
         decision: "-",
@@ -427,8 +427,8 @@ pub fn refuse_client<B>(
     req: &Request<B>,
 ) -> Result<Response<LoggedBody>, Infallible> {
     let log = RequestLog {
-        client: client.to_string(),
-        method: req.method().to_string(),
+        client,
+        method: req.method().clone(),
         locator: redact_locator(&req.uri().to_string()),
         kind: "other",
         decision: "-",
