@@ -376,7 +376,7 @@ async fn connect(
     .map_err(|e| dial_problem(&e, gate, &log.locator))?;
     log.upstream = Some(addr.to_string());
     let idle = gate.limits.tunnel_idle_timeout;
-    let client = log.client.clone();
+    let client = log.client;
     let upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         let started = Instant::now();
