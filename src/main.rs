@@ -18,7 +18,17 @@ const LOG_QUEUE_LINES: usize = 16_384;
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fetchgate: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+/// Runs one command. `Err` is a usage or config error, reported with exit status 2.
+fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Command::Check {
             config,
@@ -26,18 +36,8 @@ fn main() -> ExitCode {
             connect,
             locator,
         } => {
-            let config = match Config::load(config.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return usage_error(&e),
-            };
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(r) => r,
-                Err(e) => return usage_error(&format!("cannot start the async runtime: {e}")),
-            };
-            let decision = runtime.block_on(async {
+            let config = load(config.as_deref())?;
+            let decision = runtime(false)?.block_on(async {
                 let egress = config.egress();
                 if connect {
                     egress.decide_authority(&locator).await
@@ -50,27 +50,16 @@ fn main() -> ExitCode {
             } else {
                 print!("{}", check::to_text(&locator, &decision, &config.policy));
             }
-            if decision.allowed() {
+            Ok(if decision.allowed() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
-            }
+            })
         }
         Command::Serve { config, log_format } => {
             let _log_guard = init_logging(log_format);
-            let config_path = config.clone();
-            let config = match Config::load(config.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return usage_error(&e),
-            };
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(r) => r,
-                Err(e) => return usage_error(&format!("cannot start the async runtime: {e}")),
-            };
-            runtime.block_on(serve(config, config_path))
+            let loaded = load(config.as_deref())?;
+            Ok(runtime(true)?.block_on(serve(loaded, config)))
         }
         Command::Fetch {
             config,
@@ -79,68 +68,42 @@ fn main() -> ExitCode {
             output,
             urls,
         } => {
-            let config = match Config::load(config.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return usage_error(&e),
-            };
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(r) => r,
-                Err(e) => return usage_error(&format!("cannot start the async runtime: {e}")),
-            };
-            match runtime.block_on(cache::fetch(
+            let config = load(config.as_deref())?;
+            runtime(true)?.block_on(cache::fetch(
                 &config,
                 &sha256,
                 size,
                 output.as_deref(),
                 urls,
-            )) {
-                Ok(code) => code,
-                Err(e) => usage_error(&e),
-            }
+            ))
         }
         Command::Love { config, action } => {
-            let config = match Config::load(config.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return usage_error(&e),
-            };
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(r) => r,
-                Err(e) => return usage_error(&format!("cannot start the async runtime: {e}")),
-            };
-            match runtime.block_on(love::run(&config, action)) {
-                Ok(code) => code,
-                Err(e) => usage_error(&e),
-            }
+            let config = load(config.as_deref())?;
+            runtime(true)?.block_on(love::run(&config, action))
         }
-        Command::Cache { config, action } => {
-            let config = match Config::load(config.as_deref()) {
-                Ok(c) => c,
-                Err(e) => return usage_error(&e),
-            };
-            match cache::run(&config, &action) {
-                Ok(code) => code,
-                Err(e) => usage_error(&e),
-            }
+        Command::Cache { config, action } => cache::run(&load(config.as_deref())?, &action),
+        Command::Profile => {
+            Profile::builtin().map_err(|e| e.to_string())?;
+            print!("{BUILTIN_TEXT}");
+            Ok(ExitCode::SUCCESS)
         }
-        Command::Profile => match Profile::builtin() {
-            Ok(_) => {
-                print!("{BUILTIN_TEXT}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => usage_error(&e),
-        },
     }
 }
 
-fn usage_error(e: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("fetchgate: {e}");
-    ExitCode::from(EXIT_USAGE)
+fn load(path: Option<&std::path::Path>) -> Result<Config, String> {
+    Config::load(path).map_err(|e| e.to_string())
+}
+
+fn runtime(multi_thread: bool) -> Result<tokio::runtime::Runtime, String> {
+    let mut builder = if multi_thread {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
 async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {

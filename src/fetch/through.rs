@@ -198,16 +198,7 @@ impl Fetcher {
                 }
                 Ok(Err(Failure::Store(e))) => return Err(ThroughError::Store(e)),
                 Ok(Err(Failure::Locator(f))) => f,
-                Err(_) => LocatorFailure {
-                    locator: redact_locator(mirror),
-                    hop: None,
-                    code: "fetch_timeout",
-                    detail: format!(
-                        "the fetch did not finish within {} ms ([cache] fetch_timeout_ms)",
-                        self.fetch_timeout.as_millis()
-                    ),
-                    next: NEXT_MIRROR,
-                },
+                Err(_) => self.timed_out(mirror),
             };
             metrics
                 .fill_failures
@@ -219,6 +210,20 @@ impl Fetcher {
             }
         }
         Err(ThroughError::AllFailed(failures))
+    }
+
+    /// The failure of a mirror whose whole fetch ran past `[cache] fetch_timeout_ms`.
+    fn timed_out(&self, mirror: &str) -> LocatorFailure {
+        LocatorFailure {
+            locator: redact_locator(mirror),
+            hop: None,
+            code: "fetch_timeout",
+            detail: format!(
+                "the fetch did not finish within {} ms ([cache] fetch_timeout_ms)",
+                self.fetch_timeout.as_millis()
+            ),
+            next: NEXT_MIRROR,
+        }
     }
 
     /// GETs `mirror`, following redirects (each hop decided and connected like a first
@@ -441,16 +446,7 @@ impl Fetcher {
                     });
                 }
                 Ok(Err(f)) => failures.push(f.into_locator()),
-                Err(_) => failures.push(LocatorFailure {
-                    locator: redact_locator(mirror),
-                    hop: None,
-                    code: "fetch_timeout",
-                    detail: format!(
-                        "the fetch did not finish within {} ms ([cache] fetch_timeout_ms)",
-                        self.fetch_timeout.as_millis()
-                    ),
-                    next: NEXT_MIRROR,
-                }),
+                Err(_) => failures.push(self.timed_out(mirror)),
             }
         }
         Err(ThroughError::AllFailed(failures))
