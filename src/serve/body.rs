@@ -33,6 +33,8 @@ pub struct RequestLog {
     pub upstream: Option<String>,
     /// Response status.
     pub status: u16,
+    /// The response's Content-Length, when it has a body of known length.
+    pub expected_bytes: Option<u64>,
 }
 
 /// Wraps a body, counting bytes per frame, and logs the request when done.
@@ -130,7 +132,10 @@ impl Body for LoggedBody {
 
 impl Drop for LoggedBody {
     fn drop(&mut self) {
-        let complete = self.inner.is_end_stream();
+        // With a Content-Length the server stops polling once every byte is out, so a body
+        // that sent exactly that many bytes is complete even without an end-of-stream poll.
+        let complete =
+            self.inner.is_end_stream() || self.log.expected_bytes.is_some_and(|n| n == self.bytes);
         self.emit(complete);
     }
 }

@@ -50,6 +50,7 @@ pub async fn handle(
         reason: "-",
         upstream: None,
         status: 0,
+        expected_bytes: None,
     };
     let resp = match route(&gate, &conn, req, &mut log).await {
         Ok(r) => r,
@@ -61,6 +62,15 @@ pub async fn handle(
         }
     };
     log.status = resp.status().as_u16();
+    let bodiless = log.method == Method::HEAD || resp.status() == StatusCode::NOT_MODIFIED;
+    log.expected_bytes = if bodiless {
+        Some(0)
+    } else {
+        resp.headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+    };
     Ok(resp.map(|b| LoggedBody::new(b, log, started)))
 }
 
@@ -435,6 +445,7 @@ pub fn refuse_client<B>(
         reason: "client_not_allowed",
         upstream: None,
         status: 403,
+        expected_bytes: None,
     };
     Ok(client_not_allowed(client).map(|b| LoggedBody::new(b, log, Instant::now())))
 }
