@@ -148,3 +148,35 @@ async fn serve_binary_logs_one_json_line_per_request_without_credentials() {
     assert_eq!(records[1]["reason"], "userinfo_present");
     let _ = child.kill().await;
 }
+
+#[tokio::test]
+async fn an_upstream_body_that_stalls_is_cut_off_never_completed() {
+    let total = 1u64 << 20;
+    // One 64 KiB chunk, then a pause far longer than the idle limit.
+    let up = support::upstream::Streaming::start(
+        "127.0.0.2:0",
+        total,
+        Some(Duration::from_secs(5)),
+        true,
+    )
+    .await;
+    let proxy = start_proxy(&format!(
+        "[proxy]\nbody_idle_timeout_ms = 300\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
+        up.addr.port()
+    ))
+    .await;
+    let got = tokio::time::timeout(
+        Duration::from_secs(20),
+        get(
+            proxy,
+            &format!("http://127.0.0.2:{}/slow.bin", up.addr.port()),
+        ),
+    )
+    .await
+    .expect("the stalled body was cut off in time");
+    assert_eq!(got.status, 200, "the head had already been sent");
+    assert!(
+        (got.body.len() as u64) < total,
+        "a stalled body never arrives complete"
+    );
+}

@@ -6,5 +6,6 @@
 //! mirrors into the store, publishing only verified bytes. Fetching knows no listener.
 
 pub mod headers;
+pub mod idle;
 pub mod through;
 pub mod upstream;

@@ -38,6 +38,8 @@ pub struct ProxySection {
     pub response_head_timeout_ms: Option<Spanned<u64>>,
     /// CONNECT tunnel idle time-out.
     pub tunnel_idle_timeout_ms: Option<Spanned<u64>>,
+    /// Longest silence allowed inside an upstream response body.
+    pub body_idle_timeout_ms: Option<Spanned<u64>>,
     /// Most concurrent client connections.
     pub max_connections: Option<Spanned<usize>>,
     /// Time in-flight requests get to finish after SIGTERM.
@@ -65,6 +67,8 @@ pub struct Limits {
     pub response_head_timeout: Duration,
     /// `tunnel_idle_timeout_ms`.
     pub tunnel_idle_timeout: Duration,
+    /// `body_idle_timeout_ms`.
+    pub body_idle_timeout: Duration,
     /// `max_connections`.
     pub max_connections: usize,
 }
@@ -81,6 +85,7 @@ impl Default for Limits {
             connect_timeout: Duration::from_secs(10),
             response_head_timeout: Duration::from_secs(30),
             tunnel_idle_timeout: Duration::from_secs(300),
+            body_idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
         }
     }
@@ -155,6 +160,7 @@ impl Limits {
         l.connect_timeout = ms(&proxy.connect_timeout_ms, l.connect_timeout)?;
         l.response_head_timeout = ms(&proxy.response_head_timeout_ms, l.response_head_timeout)?;
         l.tunnel_idle_timeout = ms(&proxy.tunnel_idle_timeout_ms, l.tunnel_idle_timeout)?;
+        l.body_idle_timeout = ms(&proxy.body_idle_timeout_ms, l.body_idle_timeout)?;
         if let Some(v) = &proxy.max_connections {
             l.max_connections = range(src, v, 1, 1_000_000, "connections")?;
         }

@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 
 use super::Gate;
 use super::access::Denied;
-use super::body::{BoxError, LoggedBody, ProxyBody, RequestLog};
+use super::body::{LoggedBody, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
 use super::tee::TeeBody;
 use super::tunnel::{TunnelEnd, splice};
@@ -23,6 +23,7 @@ use crate::connect::dial::{DialError, dial_tcp};
 use crate::connect::pool::Pool;
 use crate::decide::{Decision, Reason};
 use crate::fetch::headers::strip_hop_by_hop;
+use crate::fetch::idle::IdleBody;
 use crate::fetch::upstream::{Timeouts, UpstreamError, exchange, upstream_request};
 use crate::redact::redact_locator;
 
@@ -299,6 +300,7 @@ async fn forward(
     strip_hop_by_hop(&mut parts.headers);
     // Our hop to the client is HTTP/1.1 whatever the upstream spoke.
     parts.version = http::Version::HTTP_11;
+    let body = IdleBody::new(body, gate.limits.body_idle_timeout);
     let teed = match &gate.fetcher {
         Some(fetcher) if is_get && parts.status == StatusCode::OK => {
             let expected = parts
@@ -315,7 +317,7 @@ async fn forward(
             );
             tee.boxed()
         }
-        _ => body.map_err(BoxError::from).boxed(),
+        _ => body.boxed(),
     };
     Ok(Response::from_parts(parts, teed))
 }

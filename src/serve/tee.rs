@@ -7,14 +7,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::{Body, Frame, SizeHint};
 
 use super::body::BoxError;
+use crate::fetch::idle::IdleBody;
 use crate::store::{FillSink, Store};
 
 /// A response body that also feeds a fill.
 pub struct TeeBody {
-    inner: Incoming,
+    inner: IdleBody,
     sink: Option<FillSink>,
     expected: Option<u64>,
     locator: String,
@@ -25,7 +26,7 @@ impl TeeBody {
     /// (`expected`) of at most `max` bytes are teed: the length is what proves the body
     /// complete, and it is the space reserved up front.
     pub fn new(
-        inner: Incoming,
+        inner: IdleBody,
         store: &std::sync::Arc<Store>,
         expected: Option<u64>,
         max: u64,
@@ -94,7 +95,7 @@ impl Body for TeeBody {
             Poll::Ready(Some(Err(_))) => self.sink = None,
             Poll::Pending => {}
         }
-        polled.map(|o| o.map(|r| r.map_err(BoxError::from)))
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
