@@ -35,6 +35,23 @@ pub struct Record {
 /// Most locators remembered per entry.
 pub const MAX_LOCATORS: usize = 16;
 
+impl Record {
+    /// Remembers `locator` as the most recent source (at most [`MAX_LOCATORS`], oldest
+    /// dropped first) and sets `label` when one is given.
+    pub fn note(&mut self, locator: Option<String>, label: Option<String>) {
+        if let Some(l) = locator {
+            self.locators.retain(|x| *x != l);
+            self.locators.push(l);
+            if self.locators.len() > MAX_LOCATORS {
+                self.locators.remove(0);
+            }
+        }
+        if label.is_some() {
+            self.label = label;
+        }
+    }
+}
+
 /// The index database.
 pub struct Index {
     db: Database,

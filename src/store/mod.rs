@@ -33,7 +33,7 @@ use toml::Spanned;
 use crate::toml_file::{FileError, TomlSource};
 pub use digest::Digest;
 pub use fill::{Fill, FillError, FillSink};
-use index::{Index, MAX_LOCATORS, Record};
+use index::{Index, Record};
 
 /// Seconds since the Unix epoch.
 pub fn now() -> u64 {
@@ -613,16 +613,7 @@ impl Store {
                 },
             };
             rec.last_used = t;
-            if let Some(l) = locator {
-                rec.locators.retain(|x| *x != l);
-                rec.locators.push(l);
-                if rec.locators.len() > MAX_LOCATORS {
-                    rec.locators.remove(0);
-                }
-            }
-            if label.is_some() {
-                rec.label = label;
-            }
+            rec.note(locator, label);
             entries.insert(digest, Arc::new(Meta::from_record(rec.clone())));
             rec
         };
@@ -644,35 +635,12 @@ impl Store {
         if known && label.is_none() {
             return;
         }
-        let mut rec = meta.record();
-        if let Some(l) = locator {
-            rec.locators.retain(|x| *x != l);
-            rec.locators.push(l);
-            if rec.locators.len() > MAX_LOCATORS {
-                rec.locators.remove(0);
-            }
-        }
-        if label.is_some() {
-            rec.label = label;
-        }
-        if let Ok(mut entries) = self.entries.write() {
-            entries.insert(*digest, Arc::new(Meta::from_record(rec.clone())));
-        }
-        let _ = self.index.put(&[(*digest, rec)]);
+        let _ = self.update(digest, |rec| rec.note(locator, label));
     }
 
     /// Pins or unpins an entry. False if there is no such entry.
     pub fn set_pinned(&self, digest: &Digest, pinned: bool) -> Result<bool, StoreError> {
-        let Some(meta) = self.meta(digest) else {
-            return Ok(false);
-        };
-        let mut rec = meta.record();
-        rec.pinned = pinned;
-        if let Ok(mut entries) = self.entries.write() {
-            entries.insert(*digest, Arc::new(Meta::from_record(rec.clone())));
-        }
-        self.index.put(&[(*digest, rec)]).map_err(StoreError::Io)?;
-        Ok(true)
+        self.update(digest, |rec| rec.pinned = pinned)
     }
 
     /// Sets an entry's package label (and a locator it was verified from). False if there is
@@ -683,18 +651,21 @@ impl Store {
         label: &str,
         locator: Option<String>,
     ) -> Result<bool, StoreError> {
+        self.update(digest, |rec| rec.note(locator, Some(label.to_string())))
+    }
+
+    /// Changes an entry's record in memory and, durably, in the index. False if there is no
+    /// such entry.
+    fn update(
+        &self,
+        digest: &Digest,
+        change: impl FnOnce(&mut Record),
+    ) -> Result<bool, StoreError> {
         let Some(meta) = self.meta(digest) else {
             return Ok(false);
         };
         let mut rec = meta.record();
-        rec.label = Some(label.to_string());
-        if let Some(l) = locator {
-            rec.locators.retain(|x| *x != l);
-            rec.locators.push(l);
-            if rec.locators.len() > MAX_LOCATORS {
-                rec.locators.remove(0);
-            }
-        }
+        change(&mut rec);
         if let Ok(mut entries) = self.entries.write() {
             entries.insert(*digest, Arc::new(Meta::from_record(rec.clone())));
         }
