@@ -3,37 +3,12 @@
 
 mod support;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use fetchgate::store::Digest;
 use support::proxy::Client;
+use support::serve::{free_port, start};
 use support::upstream::{Reply, Streaming, Upstream, pattern_bytes};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-async fn serve(config: &std::path::Path) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fetchgate"))
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start fetchgate serve");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    loop {
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("serve started in time")
-            .unwrap()
-            .expect("serve printed a line");
-        if line.contains("listening") {
-            break;
-        }
-    }
-    // Keep draining stderr so the child never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    child
-}
 
 fn through(d: &Digest, size: u64, url: &str) -> String {
     format!(
@@ -59,11 +34,7 @@ async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
     let big_digest = Digest::of(&pattern_bytes(big_size));
 
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let config = dir.path().join("fetchgate.toml");
     std::fs::write(
         &config,
@@ -77,7 +48,7 @@ async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
     let proxy: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let host = [("host", "fetchgate")];
 
-    let mut child = serve(&config).await;
+    let mut running = start(&config, &[]).await;
     let small_url = format!("http://127.0.0.2:{}/small.tgz", small_up.addr.port());
     let got = Client::connect(proxy)
         .await
@@ -115,15 +86,15 @@ async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
         "the fill finished before the kill"
     );
 
-    child.kill().await.unwrap(); // SIGKILL
-    let _ = child.wait().await;
+    running.child.kill().await.unwrap(); // SIGKILL
+    let _ = running.child.wait().await;
     waiter.abort();
     assert!(
         std::fs::read_dir(&tmp).unwrap().count() > 0,
         "a partial temp file was left by the kill"
     );
 
-    let _child = serve(&config).await;
+    let _restarted = start(&config, &[]).await;
     assert_eq!(
         std::fs::read_dir(&tmp).unwrap().count(),
         0,

@@ -3,64 +3,12 @@
 
 mod support;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use support::proxy::{Client, get};
+use support::serve::{free_port, start};
 use support::upstream::{Reply, Streaming, Upstream, pattern_bytes};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
-
-struct Running {
-    child: Child,
-    lines: mpsc::UnboundedReceiver<String>,
-    proxy: std::net::SocketAddr,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn start(config: &std::path::Path, proxy_port: u16) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fetchgate"))
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start fetchgate serve");
-    let mut reader = BufReader::new(child.stderr.take().unwrap()).lines();
-    let (tx, mut lines) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok(Some(l)) = reader.next_line().await {
-            if tx.send(l).is_err() {
-                return;
-            }
-        }
-    });
-    wait_for(&mut lines, "listening").await;
-    Running {
-        child,
-        lines,
-        proxy: format!("127.0.0.1:{proxy_port}").parse().unwrap(),
-    }
-}
-
-async fn wait_for(lines: &mut mpsc::UnboundedReceiver<String>, needle: &str) -> String {
-    loop {
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.recv())
-            .await
-            .unwrap_or_else(|_| panic!("no log line containing {needle:?}"))
-            .expect("serve is still running");
-        if line.contains(needle) {
-            return line;
-        }
-    }
-}
+use tokio::process::Child;
 
 fn signal(child: &Child, sig: &str) {
     let pid = child.id().expect("running").to_string();
@@ -97,21 +45,22 @@ async fn sighup_swaps_a_valid_config_and_refuses_an_invalid_one() {
     let (pp, ap) = (free_port(), free_port());
     let path = dir.path().join("fetchgate.toml");
     std::fs::write(&path, config(pp, ap, dir.path(), Some(up.addr.port()))).unwrap();
-    let mut s = start(&path, pp).await;
+    let mut s = start(&path, &[]).await;
+    let proxy: std::net::SocketAddr = format!("127.0.0.1:{pp}").parse().unwrap();
     let url = format!("http://127.0.0.2:{}/", up.addr.port());
-    assert_eq!(get(s.proxy, &url).await.status, 200);
+    assert_eq!(get(proxy, &url).await.status, 200);
 
     // Valid: the trust rule is gone, so the same request is now refused.
     std::fs::write(&path, config(pp, ap, dir.path(), None)).unwrap();
     signal(&s.child, "-HUP");
-    wait_for(&mut s.lines, "configuration reloaded").await;
-    assert_eq!(get(s.proxy, &url).await.status, 403);
+    s.wait_for("configuration reloaded").await;
+    assert_eq!(get(proxy, &url).await.status, 403);
 
     // Valid again with the rule back...
     std::fs::write(&path, config(pp, ap, dir.path(), Some(up.addr.port()))).unwrap();
     signal(&s.child, "-HUP");
-    wait_for(&mut s.lines, "configuration reloaded").await;
-    assert_eq!(get(s.proxy, &url).await.status, 200);
+    s.wait_for("configuration reloaded").await;
+    assert_eq!(get(proxy, &url).await.status, 200);
 
     // ...then invalid (trusting metadata): refused, logged, and nothing changes.
     std::fs::write(
@@ -120,10 +69,10 @@ async fn sighup_swaps_a_valid_config_and_refuses_an_invalid_one() {
     )
     .unwrap();
     signal(&s.child, "-HUP");
-    let line = wait_for(&mut s.lines, "reload refused").await;
+    let line = s.wait_for("reload refused").await;
     assert!(line.contains("cannot be trusted"), "{line}");
     assert_eq!(
-        get(s.proxy, &url).await.status,
+        get(proxy, &url).await.status,
         200,
         "the old policy stays in force"
     );
@@ -139,9 +88,9 @@ async fn sigterm_lets_a_transfer_in_flight_finish() {
     let (pp, ap) = (free_port(), free_port());
     let path = dir.path().join("fetchgate.toml");
     std::fs::write(&path, config(pp, ap, dir.path(), Some(up.addr.port()))).unwrap();
-    let mut s = start(&path, pp).await;
+    let mut s = start(&path, &[]).await;
+    let proxy: std::net::SocketAddr = format!("127.0.0.1:{pp}").parse().unwrap();
     let url = format!("http://127.0.0.2:{}/big.bin", up.addr.port());
-    let proxy = s.proxy;
     let transfer =
         tokio::spawn(async move { Client::connect(proxy).await.send("GET", &url, &[]).await });
     // Wait until bytes are flowing, then ask it to stop.
@@ -156,7 +105,7 @@ async fn sigterm_lets_a_transfer_in_flight_finish() {
         "the transfer is in flight"
     );
     signal(&s.child, "-TERM");
-    wait_for(&mut s.lines, "stopped accepting").await;
+    s.wait_for("stopped accepting").await;
     let got = transfer.await.unwrap();
     assert_eq!(got.status, 200);
     assert!(

@@ -2,12 +2,12 @@
 
 mod support;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use support::proxy::{Client, connect, get, read_head, start_proxy};
+use support::serve::{free_port, start};
 use support::upstream::{Reply, Upstream, echo, silent};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
 async fn an_upstream_that_never_answers_gets_504_naming_the_limit() {
@@ -71,12 +71,7 @@ async fn connections_past_the_limit_get_503_with_retry_after() {
 async fn serve_binary_logs_one_json_line_per_request_without_credentials() {
     let up = Upstream::http("127.0.0.2:0", Reply::ok("logged")).await;
     let dir = tempfile::tempdir().unwrap();
-    // Find a free port for the proxy.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let cfg = dir.path().join("fetchgate.toml");
     std::fs::write(
         &cfg,
@@ -86,30 +81,7 @@ async fn serve_binary_logs_one_json_line_per_request_without_credentials() {
         ),
     )
     .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
-        .args([
-            "serve",
-            "--log-format",
-            "json",
-            "--config",
-            cfg.to_str().unwrap(),
-        ])
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start fetchgate serve");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    // Wait for the listening line.
-    loop {
-        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .expect("serve started")
-            .unwrap()
-            .expect("a log line");
-        if line.contains("listening") {
-            break;
-        }
-    }
+    let mut running = start(&cfg, &["--log-format", "json"]).await;
     let proxy: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let got = get(
         proxy,
@@ -121,11 +93,7 @@ async fn serve_binary_logs_one_json_line_per_request_without_credentials() {
     assert_eq!(got.status, 403);
     let mut records = Vec::new();
     while records.len() < 2 {
-        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .expect("log line")
-            .unwrap()
-            .expect("a log line");
+        let line = running.next_line().await;
         for secret in ["hunter2", "s3cret", "alice"] {
             assert!(!line.contains(secret), "{secret} in log: {line}");
         }
@@ -146,7 +114,7 @@ async fn serve_binary_logs_one_json_line_per_request_without_credentials() {
     );
     assert_eq!(records[1]["status"], 403);
     assert_eq!(records[1]["reason"], "userinfo_present");
-    let _ = child.kill().await;
+    let _ = running.child.kill().await;
 }
 
 #[tokio::test]

@@ -4,5 +4,6 @@
 
 pub mod dns;
 pub mod proxy;
+pub mod serve;
 pub mod tarball;
 pub mod upstream;
