@@ -219,7 +219,7 @@ pub fn respond(method: &Method, headers: &HeaderMap, object: Object) -> Response
     if let Some(h) = base.headers_mut() {
         *h = common;
     }
-    if if_none_match(headers, &object.digest) {
+    if if_none_match(headers, &hex) {
         return base
             .status(StatusCode::NOT_MODIFIED)
             .body(empty())
@@ -282,8 +282,8 @@ pub fn respond(method: &Method, headers: &HeaderMap, object: Object) -> Response
     base.body(body).unwrap_or_else(|_| Response::new(empty()))
 }
 
-fn if_none_match(headers: &HeaderMap, digest: &Digest) -> bool {
-    let hex = digest.hex();
+/// True if `If-None-Match` names the entry whose hex digest is `hex` (or is `*`).
+fn if_none_match(headers: &HeaderMap, hex: &str) -> bool {
     headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
