@@ -22,6 +22,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod archive;
 pub mod cli;
 pub mod config;
 pub mod connect;

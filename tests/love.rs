@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use fetchgate::store::Digest;
 use serde_json::{Value, json};
 use support::proxy::{Client, Got, start_proxy};
-use support::tarball::{Member, good, package_json, tgz};
+use support::tarball::{Member, good, gzip, header_with_size, package_json, tar_blocks, tgz};
 use support::upstream::{Reply, Routes, Upstream};
 
 const NAME: &str = "@fg/demo";
@@ -255,6 +255,144 @@ async fn hostile_archives_are_refused_by_name_and_nothing_is_published() {
             "{label}: a hostile artifact was published"
         );
     }
+}
+
+/// The attack from the outside review: a valid package, one zero block, then a second
+/// `package/package.json` (another name, a `postinstall`) and a setuid file. A reader that
+/// stops at the first zero block sees the first package; npm reads on and installs the second.
+fn zero_block_smuggle() -> Vec<u8> {
+    let mut tar = tar_blocks(&good(NAME, VERSION));
+    tar.extend_from_slice(&[0u8; 512]);
+    tar.extend_from_slice(&tar_blocks(&[
+        Member::file(
+            "package/package.json",
+            r#"{"name":"evil","version":"6.6.6","scripts":{"postinstall":"node evil.js"}}"#,
+        ),
+        Member::file("package/evil.js", "require('child_process')").with_mode(0o4755),
+    ]));
+    tar.extend_from_slice(&[0u8; 1024]);
+    gzip(&tar)
+}
+
+/// Archives that one reader parses differently from another: each is refused with its code
+/// and never published, whatever the first reader saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archives_that_npm_reads_differently_are_refused_and_never_published() {
+    let site = Site::start("").await;
+    let plain = || tar_blocks(&good(NAME, VERSION));
+    let ended = || {
+        let mut t = plain();
+        t.extend_from_slice(&[0u8; 1024]);
+        t
+    };
+    let with = |extra: Vec<Member>| {
+        let mut m = good(NAME, VERSION);
+        m.extend(extra);
+        tgz(&m)
+    };
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "zero-block-smuggle",
+            zero_block_smuggle(),
+            "archive_entry_after_end",
+        ),
+        (
+            "trailing-garbage",
+            {
+                let mut t = ended();
+                t.extend_from_slice(b"not zero at all");
+                t.resize(t.len().div_ceil(512) * 512, 0);
+                gzip(&t)
+            },
+            "archive_trailing_data",
+        ),
+        (
+            "second-gzip-member",
+            {
+                let mut g = gzip(&ended());
+                g.extend(gzip(&tar_blocks(&[Member::file("package/evil.js", "x")])));
+                g
+            },
+            "archive_trailing_gzip_member",
+        ),
+        (
+            "bytes-after-gzip",
+            {
+                let mut g = gzip(&ended());
+                g.extend_from_slice(b"trailer");
+                g
+            },
+            "archive_trailing_data",
+        ),
+        (
+            "directory-with-data",
+            {
+                // node-tar reads a directory's size as 0, so the "data" is parsed as entries.
+                let hidden = tar_blocks(&[Member::file("package/evil.js", "x").with_mode(0o4755)]);
+                let mut t = plain();
+                t.extend(header_with_size("package/d/", b'5', hidden.len() as u64));
+                t.extend(hidden);
+                t.extend_from_slice(&[0u8; 1024]);
+                gzip(&t)
+            },
+            "archive_ambiguous",
+        ),
+        (
+            "final-sigma",
+            with(vec![
+                Member::file("package/σ.js", "a"),
+                Member::file("package/ς.js", "b"),
+            ]),
+            "archive_collision",
+        ),
+        (
+            "long-s",
+            with(vec![
+                Member::file("package/s.js", "a"),
+                Member::file("package/ſ.js", "b"),
+            ]),
+            "archive_collision",
+        ),
+        (
+            "file-then-directory-of-same-folded-name",
+            with(vec![
+                Member::file("package/Lib2", "a"),
+                Member::file("package/lib2/x.js", "b"),
+            ]),
+            "archive_collision",
+        ),
+    ];
+    for (label, artifact, code) in cases {
+        let path = format!("/{label}.tgz");
+        site.serve(&path, artifact.clone());
+        let m = site.manifest_for(&artifact, &[&path]);
+        site.serve(&format!("/{label}.json"), m.to_string());
+        let got = site.love_fetch(&format!("/{label}.json"), "").await;
+        assert_eq!(
+            got.status,
+            422,
+            "{label}: {}",
+            String::from_utf8_lossy(&got.body)
+        );
+        let j = body(&got);
+        assert_eq!(j["code"], code, "{label}: {j}");
+        assert!(j["field"].is_string(), "{label}: {j}");
+        let cached = site.cached(&Digest::of(&artifact).hex()).await;
+        assert_eq!(
+            cached.status, 404,
+            "{label}: a hostile artifact was published"
+        );
+    }
+    // The directory-merging twin: two spellings of one directory are not a collision.
+    let fine = with(vec![
+        Member::file("package/Docs/a.md", "a"),
+        Member::file("package/docs/b.md", "b"),
+    ]);
+    site.serve("/fine.tgz", fine.clone());
+    let m = site.manifest_for(&fine, &["/fine.tgz"]);
+    site.serve("/fine.json", m.to_string());
+    let got = site.love_fetch("/fine.json", "").await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

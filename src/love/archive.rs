@@ -1,16 +1,14 @@
 //! Archive inspection (LOVE §4.2), in memory and bounded, on bytes whose size and SHA-256
-//! already matched. Nothing is extracted: tar headers are read raw (no pax or GNU long-name
-//! processing), member data is only counted, and `package/package.json` alone is read.
+//! already matched. The shared [`crate::archive`] reader applies the layout rules and caps;
+//! this module adds LOVE's own: everything under `package/`, and `package/package.json` bound
+//! to the manifest's name and version. Nothing is extracted.
 
-use std::cell::Cell;
-use std::collections::HashMap;
 use std::io::Read;
 
-use flate2::read::MultiGzDecoder;
 use serde::{Deserialize, Serialize};
-use unicode_normalization::UnicodeNormalization;
 
 use super::error::LoveError;
+use crate::archive::{self, ArchiveError, Kind};
 
 /// Finite caps for inspection, each named when exceeded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -75,229 +73,71 @@ fn cap(name: &'static str, limit: u64) -> LoveError {
     .field(name)
 }
 
-/// A reader that counts bytes into `count` and fails past `limit`.
-struct Counted<'c, R> {
-    inner: R,
-    count: &'c Cell<u64>,
-    limit: u64,
-}
-
-impl<R: Read> Read for Counted<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count.set(self.count.get() + n as u64);
-        if self.count.get() > self.limit {
-            return Err(std::io::Error::other("expanded cap exceeded"));
-        }
-        Ok(n)
-    }
-}
-
-/// Normalises a member path, or says why it is unsafe. Directories may carry one trailing
-/// slash (as tar writes them), which normalisation removes.
-fn member_path(raw: &[u8], is_dir: bool) -> Result<String, String> {
-    let text = std::str::from_utf8(raw).map_err(|_| "the path is not UTF-8".to_string())?;
-    let text = if is_dir {
-        text.strip_suffix('/').unwrap_or(text)
-    } else {
-        text
-    };
-    if text.starts_with('/') {
-        return Err("the path is absolute".into());
-    }
-    if text.contains('\\') {
-        return Err("the path contains a backslash".into());
-    }
-    if text.chars().any(char::is_control) {
-        return Err("the path contains a control character".into());
-    }
-    for seg in text.split('/') {
-        match seg {
-            "" => return Err("the path has an empty segment (or a trailing slash)".into()),
-            "." | ".." => return Err(format!("the path has a `{seg}` segment")),
-            _ => {}
+impl Caps {
+    /// The limits the shared archive reader enforces.
+    fn limits(&self) -> archive::Limits {
+        archive::Limits {
+            max_compressed_bytes: self.max_compressed_bytes,
+            max_expanded_bytes: self.max_expanded_bytes,
+            max_members: self.max_members,
+            max_member_bytes: self.max_member_bytes,
+            max_path_bytes: self.max_path_bytes,
         }
     }
-    if text != "package" && !text.starts_with("package/") {
-        return Err("every member must be under package/".into());
-    }
-    if text == "package" && !is_dir {
-        return Err("`package` must be a directory".into());
-    }
-    Ok(text.to_string())
 }
 
-/// Inspects verified `.tgz` bytes: layout rules, caps, and `package/package.json` whose
-/// `name` and `version` must equal the manifest's.
+impl From<ArchiveError> for LoveError {
+    fn from(e: ArchiveError) -> Self {
+        match e.cap {
+            Some((name, limit)) => cap(name, limit),
+            None => unsafe_archive(e.code, e.field, e.detail),
+        }
+    }
+}
+
+/// Inspects verified `.tgz` bytes with the shared archive reader (every member under
+/// `package/`, read to the end of the stream as npm reads it), then binds
+/// `package/package.json`: its `name` and `version` must equal the manifest's.
 pub fn inspect(
     tgz: &[u8],
     caps: &Caps,
     name: &str,
     version: &str,
 ) -> Result<Inspection, LoveError> {
-    if tgz.len() as u64 > caps.max_compressed_bytes {
-        return Err(cap("max_compressed_bytes", caps.max_compressed_bytes));
-    }
-    let expanded = Cell::new(0u64);
-    let exceeded = || expanded.get() > caps.max_expanded_bytes;
-    let reader = Counted {
-        inner: MultiGzDecoder::new(tgz),
-        count: &expanded,
-        limit: caps.max_expanded_bytes,
-    };
-    let mut archive = tar::Archive::new(reader);
-    let entries = archive
-        .entries()
-        .map_err(|e| {
-            unsafe_archive(
-                "archive_malformed",
-                "archive",
-                format!("not a gzip-compressed tar archive: {e}"),
-            )
-        })?
-        .raw(true);
-    let mut seen: HashMap<String, String> = HashMap::new();
-    let mut folded: HashMap<String, String> = HashMap::new();
     let mut package_json: Option<Vec<u8>> = None;
-    let mut inspection = Inspection {
-        files: 0,
-        directories: 0,
-        expanded_bytes: 0,
-    };
-    let mut members = 0u64;
-    for entry in entries {
-        let mut entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                if exceeded() {
-                    return Err(cap("max_expanded_bytes", caps.max_expanded_bytes));
-                }
-                return Err(unsafe_archive(
-                    "archive_malformed",
-                    "archive",
-                    format!("the tar stream is malformed: {e}"),
-                ));
-            }
-        };
-        members += 1;
-        if members > caps.max_members {
-            return Err(cap("max_members", caps.max_members));
+    let summary = archive::read(tgz, &caps.limits(), Some("package"), |member, data| {
+        if member.path != "package/package.json" {
+            return Ok(());
         }
-        let header = entry.header().clone();
-        let raw_path = header.path_bytes().into_owned();
-        let shown = String::from_utf8_lossy(&raw_path)
-            .chars()
-            .take(200)
-            .collect::<String>();
-        if raw_path.len() as u64 > caps.max_path_bytes {
-            return Err(cap("max_path_bytes", caps.max_path_bytes));
+        let field = "archive:package/package.json";
+        if member.kind == Kind::Directory {
+            return Err(ArchiveError {
+                code: "package_json_invalid",
+                field: field.into(),
+                detail: "package/package.json is a directory".into(),
+                cap: None,
+            });
         }
-        let typeflag = header.as_bytes()[156];
-        let is_dir = match typeflag {
-            b'0' | 0 => false,
-            b'5' => true,
-            other => {
-                let what = match other {
-                    b'1' => "a hard link",
-                    b'2' => "a symbolic link",
-                    b'3' | b'4' => "a device",
-                    b'6' => "a FIFO",
-                    b'x' | b'g' => "a pax metadata-extension entry",
-                    b'L' | b'K' => "a GNU long-name extension entry",
-                    _ => "not a regular file or directory",
-                };
-                return Err(unsafe_archive(
-                    "archive_member_type",
-                    format!("archive:{shown}"),
-                    format!(
-                        "member {shown:?} is {what} (typeflag {:?}); only regular files and directories are accepted",
-                        other as char
-                    ),
-                ));
-            }
-        };
-        let mode = header.mode().map_err(|e| {
-            unsafe_archive(
-                "archive_malformed",
-                format!("archive:{shown}"),
-                format!("unreadable mode: {e}"),
-            )
-        })?;
-        if mode & 0o6000 != 0 {
-            return Err(unsafe_archive(
-                "archive_setuid",
-                format!("archive:{shown}"),
-                format!("member {shown:?} has the setuid or setgid bit (mode {mode:o})"),
-            ));
+        if member.size > caps.max_package_json_bytes {
+            return Err(ArchiveError {
+                code: "archive_cap_exceeded",
+                field: "max_package_json_bytes".into(),
+                detail: String::new(),
+                cap: Some(("max_package_json_bytes", caps.max_package_json_bytes)),
+            });
         }
-        let path = member_path(&raw_path, is_dir).map_err(|why| {
-            unsafe_archive(
-                "archive_path",
-                format!("archive:{shown}"),
-                format!("member {shown:?}: {why}"),
-            )
-        })?;
-        let size = header.entry_size().map_err(|e| {
-            unsafe_archive(
-                "archive_malformed",
-                format!("archive:{shown}"),
-                format!("unreadable size: {e}"),
-            )
-        })?;
-        if size > caps.max_member_bytes {
-            return Err(cap("max_member_bytes", caps.max_member_bytes));
-        }
-        if let Some(first) = seen.insert(path.clone(), shown.clone()) {
-            return Err(unsafe_archive(
-                "archive_duplicate",
-                format!("archive:{shown}"),
-                format!("member {shown:?} repeats {first:?} after normalisation"),
-            ));
-        }
-        let key: String = path.nfc().collect::<String>().to_lowercase();
-        if let Some(other) = folded.insert(key, shown.clone()) {
-            return Err(unsafe_archive(
-                "archive_collision",
-                format!("archive:{shown}"),
-                format!(
-                    "member {shown:?} collides with {other:?} on a case-insensitive or Unicode-normalising filesystem"
-                ),
-            ));
-        }
-        if is_dir {
-            inspection.directories += 1;
-        } else {
-            inspection.files += 1;
-        }
-        if path == "package/package.json" {
-            if is_dir {
-                return Err(unsafe_archive(
-                    "package_json_invalid",
-                    "archive:package/package.json",
-                    "package/package.json is a directory",
-                ));
-            }
-            if size > caps.max_package_json_bytes {
-                return Err(cap("max_package_json_bytes", caps.max_package_json_bytes));
-            }
-            let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-            (&mut entry)
-                .take(caps.max_package_json_bytes + 1)
-                .read_to_end(&mut buf)
-                .map_err(|e| {
-                    unsafe_archive(
-                        "archive_malformed",
-                        "archive:package/package.json",
-                        format!("cannot read package/package.json: {e}"),
-                    )
-                })?;
-            package_json = Some(buf);
-        }
-    }
-    if exceeded() {
-        return Err(cap("max_expanded_bytes", caps.max_expanded_bytes));
-    }
-    inspection.expanded_bytes = expanded.get();
+        let mut buf = Vec::with_capacity(usize::try_from(member.size).unwrap_or(0));
+        data.take(caps.max_package_json_bytes + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| ArchiveError {
+                code: "archive_malformed",
+                field: field.into(),
+                detail: format!("cannot read package/package.json: {e}"),
+                cap: None,
+            })?;
+        package_json = Some(buf);
+        Ok(())
+    })?;
     let Some(pj) = package_json else {
         return Err(unsafe_archive(
             "package_json_missing",
@@ -305,7 +145,17 @@ pub fn inspect(
             "the archive has no package/package.json",
         ));
     };
-    let text = std::str::from_utf8(&pj).map_err(|e| {
+    bind_identity(&pj, name, version)?;
+    Ok(Inspection {
+        files: summary.files,
+        directories: summary.directories,
+        expanded_bytes: summary.expanded_bytes,
+    })
+}
+
+/// `package/package.json` must be a JSON object whose `name` and `version` are the manifest's.
+fn bind_identity(pj: &[u8], name: &str, version: &str) -> Result<(), LoveError> {
+    let text = std::str::from_utf8(pj).map_err(|e| {
         unsafe_archive(
             "package_json_invalid",
             "archive:package/package.json",
@@ -345,26 +195,5 @@ pub fn inspect(
             }
         }
     }
-    Ok(inspection)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn member_path_rules() {
-        assert_eq!(member_path(b"package/a.js", false).unwrap(), "package/a.js");
-        assert_eq!(member_path(b"package/lib/", true).unwrap(), "package/lib");
-        assert!(member_path(b"package/lib/", false).is_err());
-        assert!(member_path(b"/etc/passwd", false).is_err());
-        assert!(member_path(b"package/../x", false).is_err());
-        assert!(member_path(b"package/./x", false).is_err());
-        assert!(member_path(b"package//x", false).is_err());
-        assert!(member_path(b"package\\x", false).is_err());
-        assert!(member_path(b"other/x", false).is_err());
-        assert!(member_path(b"package", false).is_err());
-        assert!(member_path(b"package", true).is_ok());
-        assert!(member_path(&[b'p', 0xff], false).is_err());
-    }
+    Ok(())
 }

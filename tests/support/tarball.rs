@@ -93,9 +93,10 @@ pub fn good(name: &str, version: &str) -> Vec<Member> {
     ]
 }
 
-/// The members as a gzip-compressed tar.
-pub fn tgz(members: &[Member]) -> Vec<u8> {
-    let mut tar = tar::Builder::new(Vec::new());
+/// The members as tar blocks (headers and padded data), without the end-of-archive blocks, so
+/// tests can put whatever they like after them.
+pub fn tar_blocks(members: &[Member]) -> Vec<u8> {
+    let mut out = Vec::new();
     for m in members {
         let mut h = tar::Header::new_ustar();
         {
@@ -112,10 +113,40 @@ pub fn tgz(members: &[Member]) -> Vec<u8> {
         h.set_size(m.data.len() as u64);
         h.set_mtime(1_700_000_000);
         h.set_cksum();
-        tar.append(&h, m.data.as_slice()).expect("append");
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(&m.data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
     }
-    let bytes = tar.into_inner().expect("tar");
+    out
+}
+
+/// A header whose size field says `size` while `data` (padded) follows: a directory with
+/// "data", say.
+pub fn header_with_size(path: &str, typeflag: u8, size: u64) -> Vec<u8> {
+    let mut h = tar::Header::new_ustar();
+    {
+        let raw = h.as_mut_bytes();
+        raw[..100].fill(0);
+        raw[..path.len()].copy_from_slice(path.as_bytes());
+        raw[156] = typeflag;
+    }
+    h.set_mode(0o755);
+    h.set_size(size);
+    h.set_mtime(1_700_000_000);
+    h.set_cksum();
+    h.as_bytes().to_vec()
+}
+
+/// `bytes` gzip-compressed, as one gzip member.
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&bytes).unwrap();
+    gz.write_all(bytes).unwrap();
     gz.finish().unwrap()
+}
+
+/// The members as a gzip-compressed tar with the usual two zero blocks at the end.
+pub fn tgz(members: &[Member]) -> Vec<u8> {
+    let mut tar = tar_blocks(members);
+    tar.extend_from_slice(&[0u8; 1024]);
+    gzip(&tar)
 }

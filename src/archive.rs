@@ -1,0 +1,512 @@
+//! Reading `.tar.gz` archives the way installers read them: in memory, bounded, never
+//! extracted. Every package format fetchgate inspects (LOVE today, more profiles later) goes
+//! through [`read`], which refuses an archive whenever two readers could disagree about what it
+//! holds:
+//!
+//! - exactly one gzip member, and nothing after it (a second member or trailing bytes are
+//!   refused: some readers decompress them, others stop);
+//! - tar headers read raw: only regular files and directories, no links, devices, pax or GNU
+//!   extension entries, no setuid or setgid bits, and a directory carries no data (node-tar
+//!   reads a directory's size as zero, so its "data" would be parsed as further headers);
+//! - the archive ends at its first all-zero block, and every byte after it must be zero.
+//!   node-tar (and so npm) skips a single zero block and keeps reading entries; a reader that
+//!   stops there would inspect a different package from the one npm installs;
+//! - paths are relative, `/`-separated, without `.`/`..`/empty segments, backslashes or control
+//!   characters, optionally all under one root directory, and no two members collide under
+//!   NFKC case folding (how case-insensitive, normalising file systems compare names).
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::io::Read;
+
+use icu_casemap::CaseMapper;
+use icu_normalizer::ComposingNormalizerBorrowed;
+use icu_properties::CodePointSetData;
+use icu_properties::props::DefaultIgnorableCodePoint;
+
+/// tar's block size.
+const BLOCK: usize = 512;
+/// How much of a member's path goes into messages.
+const SHOWN_CHARS: usize = 200;
+
+/// Finite limits on one archive, each named when hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest compressed archive.
+    pub max_compressed_bytes: u64,
+    /// Most bytes after decompression (tar framing and trailing blocks included).
+    pub max_expanded_bytes: u64,
+    /// Most tar members.
+    pub max_members: u64,
+    /// Largest single member.
+    pub max_member_bytes: u64,
+    /// Longest member path, in bytes.
+    pub max_path_bytes: u64,
+}
+
+/// Why an archive was refused: a stable code, where (`archive` or `archive:<member>`), and what
+/// was found. `cap` names the limit when one was hit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveError {
+    /// Stable snake_case code (`archive_entry_after_end`, `archive_collision`, ...).
+    pub code: &'static str,
+    /// `archive`, or `archive:<member path>`.
+    pub field: String,
+    /// What was found.
+    pub detail: String,
+    /// The limit's name and value, for `archive_cap_exceeded`.
+    pub cap: Option<(&'static str, u64)>,
+}
+
+impl ArchiveError {
+    fn new(code: &'static str, field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            code,
+            field: field.into(),
+            detail: detail.into(),
+            cap: None,
+        }
+    }
+
+    fn cap(name: &'static str, limit: u64) -> Self {
+        Self {
+            code: "archive_cap_exceeded",
+            field: name.to_string(),
+            detail: format!("the archive exceeds {name} = {limit}"),
+            cap: Some((name, limit)),
+        }
+    }
+
+    fn malformed(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new("archive_malformed", field, detail)
+    }
+}
+
+/// A member's kind: the only two an archive may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+}
+
+/// One member as the visitor sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// The normalised path (a directory's trailing slash removed).
+    pub path: String,
+    /// The raw path, lossily decoded and shortened, for messages.
+    pub shown: String,
+    /// File or directory.
+    pub kind: Kind,
+    /// Data bytes (zero for directories).
+    pub size: u64,
+    /// Permission bits as written.
+    pub mode: u32,
+}
+
+impl Member {
+    /// `archive:<member>`, the field an error about this member names.
+    pub fn field(&self) -> String {
+        format!("archive:{}", self.shown)
+    }
+}
+
+/// What a safe archive held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Regular files.
+    pub files: u64,
+    /// Directories.
+    pub directories: u64,
+    /// Bytes after decompression.
+    pub expanded_bytes: u64,
+}
+
+/// A reader that counts bytes into `count` and fails past `limit`.
+struct Counted<'c, R> {
+    inner: R,
+    count: &'c Cell<u64>,
+    limit: u64,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        if self.count.get() > self.limit {
+            return Err(std::io::Error::other("expanded cap exceeded"));
+        }
+        Ok(n)
+    }
+}
+
+/// Reads every member of `tgz`, checks it, and hands it with a reader over its data to
+/// `visit` (which may read some, all or none of it). `root`, when given, is the directory every
+/// member must be under (`package` for npm-style tarballs).
+pub fn read<F>(
+    tgz: &[u8],
+    limits: &Limits,
+    root: Option<&str>,
+    mut visit: F,
+) -> Result<Summary, ArchiveError>
+where
+    F: FnMut(&Member, &mut dyn Read) -> Result<(), ArchiveError>,
+{
+    if tgz.len() as u64 > limits.max_compressed_bytes {
+        return Err(ArchiveError::cap(
+            "max_compressed_bytes",
+            limits.max_compressed_bytes,
+        ));
+    }
+    let expanded = Cell::new(0u64);
+    let over = || expanded.get() > limits.max_expanded_bytes;
+    let expanded_cap = || ArchiveError::cap("max_expanded_bytes", limits.max_expanded_bytes);
+    // `bufread` over the slice: the decoder consumes exactly one gzip member, so whatever it
+    // leaves in the slice is what follows that member.
+    let reader = Counted {
+        inner: flate2::bufread::GzDecoder::new(tgz),
+        count: &expanded,
+        limit: limits.max_expanded_bytes,
+    };
+    let mut archive = tar::Archive::new(reader);
+    let mut summary = Summary::default();
+    let mut names = Names::default();
+    {
+        let entries = archive
+            .entries()
+            .map_err(|e| {
+                ArchiveError::malformed("archive", format!("not a gzip-compressed tar: {e}"))
+            })?
+            .raw(true);
+        for entry in entries {
+            let mut entry = entry.map_err(|e| {
+                if over() {
+                    expanded_cap()
+                } else {
+                    ArchiveError::malformed("archive", format!("the tar stream is malformed: {e}"))
+                }
+            })?;
+            if summary.files + summary.directories >= limits.max_members {
+                return Err(ArchiveError::cap("max_members", limits.max_members));
+            }
+            let member = check_header(entry.header(), limits, root)?;
+            names.admit(&member)?;
+            match member.kind {
+                Kind::File => summary.files += 1,
+                Kind::Directory => summary.directories += 1,
+            }
+            visit(&member, &mut entry)?;
+        }
+    }
+    let mut reader = archive.into_inner();
+    check_after_end(&mut reader).map_err(|e| if over() { expanded_cap() } else { e })?;
+    if !reader.inner.get_ref().is_empty() {
+        let rest = reader.inner.get_ref();
+        return Err(if rest.starts_with(&[0x1f, 0x8b]) {
+            ArchiveError::new(
+                "archive_trailing_gzip_member",
+                "archive",
+                format!(
+                    "a second gzip member ({} bytes) follows the archive; readers disagree on whether it is part of the package",
+                    rest.len()
+                ),
+            )
+        } else {
+            ArchiveError::new(
+                "archive_trailing_data",
+                "archive",
+                format!("{} bytes follow the end of the gzip stream", rest.len()),
+            )
+        });
+    }
+    summary.expanded_bytes = expanded.get();
+    Ok(summary)
+}
+
+/// After the first all-zero block, everything up to the end of the decompressed stream must be
+/// zero: an entry there is one npm would install and a stopping reader would never see.
+fn check_after_end(rest: &mut impl Read) -> Result<(), ArchiveError> {
+    let mut block = [0u8; BLOCK];
+    let mut offset = 0u64;
+    loop {
+        let n = read_block(rest, &mut block).map_err(|e| {
+            ArchiveError::malformed(
+                "archive",
+                format!("the stream after the archive end is unreadable: {e}"),
+            )
+        })?;
+        if n == 0 {
+            return Ok(());
+        }
+        if block[..n].iter().any(|b| *b != 0) {
+            return Err(if n == BLOCK && header_checksum_valid(&block) {
+                let shown = String::from_utf8_lossy(until_nul(&block[..100])).into_owned();
+                ArchiveError::new(
+                    "archive_entry_after_end",
+                    format!("archive:{shown}"),
+                    format!(
+                        "member {shown:?} follows an end-of-archive zero block; npm keeps reading past a single zero block, so it would install this entry"
+                    ),
+                )
+            } else {
+                ArchiveError::new(
+                    "archive_trailing_data",
+                    "archive",
+                    format!("non-zero bytes {offset} bytes after the end-of-archive marker"),
+                )
+            });
+        }
+        offset += n as u64;
+    }
+}
+
+/// Fills `block` as far as the stream allows; returns how many bytes were read.
+fn read_block(r: &mut impl Read, block: &mut [u8; BLOCK]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < BLOCK {
+        match r.read(&mut block[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+/// True if `block` is a tar header whose checksum matches (as both tar-rs and node-tar check).
+fn header_checksum_valid(block: &[u8; BLOCK]) -> bool {
+    let sum: u32 = block[..148]
+        .iter()
+        .chain(&block[156..])
+        .map(|b| u32::from(*b))
+        .sum::<u32>()
+        + 8 * u32::from(b' ');
+    let field = String::from_utf8_lossy(until_nul(&block[148..156])).into_owned();
+    u32::from_str_radix(field.trim(), 8).is_ok_and(|c| c == sum)
+}
+
+fn until_nul(b: &[u8]) -> &[u8] {
+    b.iter().position(|x| *x == 0).map_or(b, |i| &b[..i])
+}
+
+/// Checks one raw header: type, mode, path, size.
+fn check_header(
+    header: &tar::Header,
+    limits: &Limits,
+    root: Option<&str>,
+) -> Result<Member, ArchiveError> {
+    let raw_path = header.path_bytes();
+    let shown: String = String::from_utf8_lossy(&raw_path)
+        .chars()
+        .take(SHOWN_CHARS)
+        .collect();
+    let at = format!("archive:{shown}");
+    if raw_path.len() as u64 > limits.max_path_bytes {
+        return Err(ArchiveError::cap("max_path_bytes", limits.max_path_bytes));
+    }
+    let typeflag = header.as_bytes()[156];
+    let kind = match typeflag {
+        b'0' | 0 => Kind::File,
+        b'5' => Kind::Directory,
+        other => {
+            let what = match other {
+                b'1' => "a hard link",
+                b'2' => "a symbolic link",
+                b'3' | b'4' => "a device",
+                b'6' => "a FIFO",
+                b'x' | b'g' => "a pax metadata-extension entry",
+                b'L' | b'K' => "a GNU long-name extension entry",
+                _ => "not a regular file or directory",
+            };
+            return Err(ArchiveError::new(
+                "archive_member_type",
+                at,
+                format!(
+                    "member {shown:?} is {what} (typeflag {:?}); only regular files and directories are accepted",
+                    other as char
+                ),
+            ));
+        }
+    };
+    let mode = header
+        .mode()
+        .map_err(|e| ArchiveError::malformed(&at, format!("unreadable mode: {e}")))?;
+    if mode & 0o6000 != 0 {
+        return Err(ArchiveError::new(
+            "archive_setuid",
+            at,
+            format!("member {shown:?} has the setuid or setgid bit (mode {mode:o})"),
+        ));
+    }
+    let path = member_path(&raw_path, kind == Kind::Directory, root).map_err(|why| {
+        ArchiveError::new("archive_path", &at, format!("member {shown:?}: {why}"))
+    })?;
+    let size = header
+        .entry_size()
+        .map_err(|e| ArchiveError::malformed(&at, format!("unreadable size: {e}")))?;
+    if kind == Kind::Directory && size != 0 {
+        return Err(ArchiveError::new(
+            "archive_ambiguous",
+            at,
+            format!(
+                "directory {shown:?} declares {size} bytes of data; node-tar reads a directory's size as zero and would parse that data as further entries"
+            ),
+        ));
+    }
+    if size > limits.max_member_bytes {
+        return Err(ArchiveError::cap(
+            "max_member_bytes",
+            limits.max_member_bytes,
+        ));
+    }
+    Ok(Member {
+        path,
+        shown,
+        kind,
+        size,
+        mode,
+    })
+}
+
+/// Normalises a member path, or says why it is unsafe. Directories may carry one trailing
+/// slash (as tar writes them), which normalisation removes.
+fn member_path(raw: &[u8], is_dir: bool, root: Option<&str>) -> Result<String, String> {
+    let text = std::str::from_utf8(raw).map_err(|_| "the path is not UTF-8".to_string())?;
+    let text = if is_dir {
+        text.strip_suffix('/').unwrap_or(text)
+    } else {
+        text
+    };
+    if text.starts_with('/') {
+        return Err("the path is absolute".into());
+    }
+    if text.contains('\\') {
+        return Err("the path contains a backslash".into());
+    }
+    if text.chars().any(char::is_control) {
+        return Err("the path contains a control character".into());
+    }
+    for seg in text.split('/') {
+        match seg {
+            "" => return Err("the path has an empty segment (or a trailing slash)".into()),
+            "." | ".." => return Err(format!("the path has a `{seg}` segment")),
+            _ => {}
+        }
+    }
+    if let Some(root) = root {
+        let under = text
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        if !under {
+            return Err(format!("every member must be under {root}/"));
+        }
+        if text == root && !is_dir {
+            return Err(format!("`{root}` must be a directory"));
+        }
+    }
+    Ok(text.to_string())
+}
+
+/// The comparison key of a path on a case-insensitive, normalising file system: NFKC with full
+/// case folding and default-ignorable code points removed (NFKC_Casefold), so `σ`, `ς` and
+/// `Σ` are one name, as are `s` and `ſ`.
+pub fn fold_key(path: &str) -> String {
+    let nfkc = ComposingNormalizerBorrowed::new_nfkc();
+    let ignorable = CodePointSetData::new::<DefaultIgnorableCodePoint>();
+    let visible: String = nfkc
+        .normalize(path)
+        .chars()
+        .filter(|c| !ignorable.contains(*c))
+        .collect();
+    let folded = CaseMapper::new().fold_string(&visible);
+    nfkc.normalize(&folded).into_owned()
+}
+
+/// Every name an archive has used, exactly and folded, with whether it is a directory.
+#[derive(Default)]
+struct Names {
+    exact: HashMap<String, String>,
+    folded: HashMap<String, (String, Kind)>,
+}
+
+impl Names {
+    /// Records `m` and its parent directories; refuses exact repeats and folded collisions
+    /// other than two spellings of one directory (which merge harmlessly).
+    fn admit(&mut self, m: &Member) -> Result<(), ArchiveError> {
+        if let Some(first) = self.exact.insert(m.path.clone(), m.shown.clone()) {
+            return Err(ArchiveError::new(
+                "archive_duplicate",
+                m.field(),
+                format!("member {:?} repeats {first:?} after normalisation", m.shown),
+            ));
+        }
+        let mut parents: Vec<&str> = m
+            .path
+            .match_indices('/')
+            .map(|(i, _)| &m.path[..i])
+            .collect();
+        parents.push(&m.path);
+        let last = parents.len() - 1;
+        for (i, name) in parents.into_iter().enumerate() {
+            let kind = if i == last { m.kind } else { Kind::Directory };
+            let key = fold_key(name);
+            match self.folded.get(&key) {
+                None => {
+                    self.folded.insert(key, (name.to_string(), kind));
+                }
+                Some((other, other_kind)) => {
+                    let both_dirs = kind == Kind::Directory && *other_kind == Kind::Directory;
+                    if !both_dirs {
+                        return Err(ArchiveError::new(
+                            "archive_collision",
+                            m.field(),
+                            format!(
+                                "{name:?} collides with {other:?} on a case-insensitive or Unicode-normalising file system"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_path_rules() {
+        let p = |raw: &[u8], dir: bool| member_path(raw, dir, Some("package"));
+        assert_eq!(p(b"package/a.js", false).unwrap(), "package/a.js");
+        assert_eq!(p(b"package/lib/", true).unwrap(), "package/lib");
+        assert!(p(b"package/lib/", false).is_err());
+        assert!(p(b"/etc/passwd", false).is_err());
+        assert!(p(b"package/../x", false).is_err());
+        assert!(p(b"package/./x", false).is_err());
+        assert!(p(b"package//x", false).is_err());
+        assert!(p(b"package\\x", false).is_err());
+        assert!(p(b"other/x", false).is_err());
+        assert!(p(b"packagex/y", false).is_err());
+        assert!(p(b"package", false).is_err());
+        assert!(p(b"package", true).is_ok());
+        assert!(p(&[b'p', 0xff], false).is_err());
+        assert_eq!(member_path(b"any/x", false, None).unwrap(), "any/x");
+    }
+
+    #[test]
+    fn fold_key_is_full_case_folding() {
+        let k = |s: &str| fold_key(s);
+        assert_eq!(k("package/σ.js"), k("package/ς.js"));
+        assert_eq!(k("package/σ.js"), k("package/Σ.js"));
+        assert_eq!(k("package/s.js"), k("package/ſ.js"));
+        assert_eq!(k("package/S.js"), k("package/s.js"));
+        assert_eq!(k("package/straße"), k("package/STRASSE"));
+        assert_eq!(k("package/ﬁle"), k("package/file"));
+        assert_eq!(k("package/a\u{200b}.js"), k("package/a.js"));
+        assert_eq!(k("package/e\u{301}"), k("package/\u{e9}"));
+        assert_ne!(k("package/a.js"), k("package/b.js"));
+    }
+}
