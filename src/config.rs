@@ -56,6 +56,8 @@ pub struct Config {
     pub cache: CacheSettings,
     /// Most redirects followed by fetch-through.
     pub max_redirects: usize,
+    /// Whether an `https` → `http` redirect is followed (default: refused).
+    pub allow_redirect_downgrade: bool,
     /// LOVE caps.
     pub love: LoveSettings,
 }
@@ -110,6 +112,7 @@ impl Config {
                 }
                 Some(m) => *m.get_ref(),
             },
+            allow_redirect_downgrade: raw.egress.allow_redirect_downgrade.unwrap_or(false),
         })
     }
 
@@ -128,6 +131,7 @@ impl Config {
             self.max_redirects,
             self.cache.fetch_timeout,
         )
+        .allow_redirect_downgrade(self.allow_redirect_downgrade)
     }
 
     /// The policy with a resolver built from these settings. Must run inside a Tokio runtime.

@@ -8,8 +8,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use fetchgate::store::Digest;
-use support::proxy::{Client, Got, start_proxy};
-use support::upstream::{Reply, Streaming, Upstream, pattern_bytes};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use support::proxy::{Client, Got, start_proxy, start_proxy_in};
+use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes, tls_for};
 
 fn trust_all_loopback_test_ports(ports: &[u16]) -> String {
     let list: Vec<String> = ports.iter().map(|p| p.to_string()).collect();
@@ -427,4 +430,68 @@ async fn verify_quarantines_a_corrupted_entry_which_is_then_never_served() {
     assert!(strays.is_empty(), "{strays:?}");
     let got = get_path(proxy, &format!("/sha256/{hex}"), &[]).await;
     assert_eq!(got.status, 404, "a quarantined entry is never served");
+}
+
+/// A relative `Location` is resolved against its base before it is judged, so a URL in its
+/// query is just text; an `https` mirror that redirects to plain `http` is refused, and the
+/// plain hop is never requested.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_resolve_relative_locations_and_refuse_downgrades() {
+    let bytes = pattern_bytes(10_000);
+    let d = Digest::of(&bytes);
+    let routes: Routes = Arc::new(Mutex::new(HashMap::new()));
+    routes.lock().unwrap().insert(
+        "/start".into(),
+        Reply {
+            status: 302,
+            headers: vec![("location", "/final?next=http://x/&u=https://y/".into())],
+            body: bytes::Bytes::new(),
+        },
+    );
+    routes
+        .lock()
+        .unwrap()
+        .insert("/final".into(), Reply::ok(bytes.clone()));
+    let plain = Upstream::router("127.0.0.2:0", routes).await;
+    let (tls, ca_pem) = tls_for(&["127.0.0.2"]);
+    let secure = Upstream::https(
+        "127.0.0.2:0",
+        Reply {
+            status: 302,
+            headers: vec![(
+                "location",
+                format!("http://127.0.0.2:{}/final", plain.addr.port()),
+            )],
+            body: bytes::Bytes::new(),
+        },
+        tls,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ca.pem"), ca_pem).unwrap();
+    let cfg = format!(
+        "[tls]\nextra_roots = [\"ca.pem\"]\n\n{}{}",
+        cache_cfg(&dir.path().join("cache"), ""),
+        trust_all_loopback_test_ports(&[plain.addr.port(), secure.addr.port()])
+    );
+    let proxy = start_proxy_in(&cfg, dir.path()).await;
+
+    let downgrade = format!("https://127.0.0.2:{}/pkg.tgz", secure.addr.port());
+    let got = get_path(proxy, &through(&d, 10_000, &[downgrade]), &[]).await;
+    assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
+    let j = got.json();
+    assert_eq!(j["locators"][0]["code"], "redirect_downgrade", "{j}");
+    assert_eq!(secure.requests().len(), 1, "the https mirror was asked");
+    assert!(
+        plain.requests().is_empty(),
+        "the downgraded hop was never requested"
+    );
+
+    let relative = format!("http://127.0.0.2:{}/start", plain.addr.port());
+    let got = get_path(proxy, &through(&d, 10_000, &[relative]), &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == bytes.as_slice());
+    let seen = plain.requests();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].uri, "/final?next=http://x/&u=https://y/");
 }

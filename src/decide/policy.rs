@@ -32,6 +32,9 @@ pub struct EgressSection {
     pub connect_ports: Option<Spanned<Vec<u16>>>,
     /// Most redirects fetchgate follows itself (fetch-through), default 5.
     pub max_redirects: Option<Spanned<usize>>,
+    /// Follow `https` → `http` redirects (default false: such a hop is refused as
+    /// `redirect_downgrade`).
+    pub allow_redirect_downgrade: Option<bool>,
     /// Scoped trust rules.
     #[serde(default)]
     pub trust: Vec<Spanned<TrustSection>>,

@@ -98,6 +98,7 @@ pub struct Fetcher {
     store: Arc<Store>,
     max_redirects: usize,
     fetch_timeout: Duration,
+    allow_redirect_downgrade: bool,
     inflight: Mutex<HashMap<Digest, watch::Receiver<Outcome>>>,
 }
 
@@ -121,8 +122,16 @@ impl Fetcher {
             store,
             max_redirects,
             fetch_timeout,
+            allow_redirect_downgrade: false,
             inflight: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Follows `https` → `http` redirects too (`[egress] allow_redirect_downgrade`); refused by
+    /// default, since the downgraded hop's bytes and headers travel unprotected.
+    pub fn allow_redirect_downgrade(mut self, allow: bool) -> Self {
+        self.allow_redirect_downgrade = allow;
+        self
     }
 
     /// The store it fills.
@@ -303,24 +312,16 @@ impl Fetcher {
                         format!("HTTP {status} without a Location"),
                     ));
                 };
-                let next = target
-                    .url
-                    .as_ref()
-                    .and_then(|b| b.join(location).ok())
-                    .ok_or_else(|| {
-                        fail(
-                            hop_name,
-                            "invalid_locator",
-                            "the redirect's Location is not a URL".into(),
-                        )
-                    })?;
-                // The raw text is what gets decided: a Location with userinfo or a fragment
-                // is refused, not silently cleaned.
-                current = if location.contains("://") {
-                    location.to_string()
-                } else {
-                    next.to_string()
-                };
+                let base = target.url.as_ref().ok_or_else(|| {
+                    fail(
+                        hop_name,
+                        "internal_error",
+                        "an allowed decision without a URL".into(),
+                    )
+                })?;
+                let next = next_hop(base, location, self.allow_redirect_downgrade)
+                    .map_err(|(code, detail)| fail(hop_name, code, detail))?;
+                current = next;
                 continue;
             }
             if status != StatusCode::OK {
@@ -451,6 +452,62 @@ impl Fetcher {
         }
         Err(ThroughError::AllFailed(failures))
     }
+}
+
+/// The URL a redirect leads to, as text for the next decision. An absolute `Location` is
+/// decided exactly as written, so userinfo or a fragment in it is refused rather than cleaned;
+/// a relative one is resolved against `base` first (its query may hold anything, `://`
+/// included), after its own text is checked for a fragment and, when scheme-relative, for
+/// userinfo. A hop from `https` to `http` is refused unless `allow_downgrade`.
+fn next_hop(
+    base: &url::Url,
+    location: &str,
+    allow_downgrade: bool,
+) -> Result<String, (&'static str, String)> {
+    let next = match url::Url::parse(location) {
+        Ok(absolute) => (absolute, location.to_string()),
+        Err(url::ParseError::RelativeUrlWithoutBase) => {
+            if location.contains('#') {
+                return Err((
+                    "fragment_present",
+                    "the redirect's Location carries a fragment".into(),
+                ));
+            }
+            if let Some(rest) = location.strip_prefix("//") {
+                let authority = rest.split(['/', '?']).next().unwrap_or("");
+                if authority.contains('@') {
+                    return Err((
+                        "userinfo_present",
+                        "the redirect's Location carries userinfo".into(),
+                    ));
+                }
+            }
+            let joined = base.join(location).map_err(|e| {
+                (
+                    "invalid_locator",
+                    format!("the redirect's Location is not a URL: {e}"),
+                )
+            })?;
+            let text = joined.to_string();
+            (joined, text)
+        }
+        Err(e) => {
+            return Err((
+                "invalid_locator",
+                format!("the redirect's Location is not a URL: {e}"),
+            ));
+        }
+    };
+    if base.scheme() == "https" && next.0.scheme() == "http" && !allow_downgrade {
+        return Err((
+            "redirect_downgrade",
+            format!(
+                "an https locator redirected to plain http ({}); the downgraded hop is refused",
+                redact_locator(&next.1)
+            ),
+        ));
+    }
+    Ok(next.1)
 }
 
 /// Reads a body into memory, failing as soon as it passes `max` bytes.
