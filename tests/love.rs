@@ -25,11 +25,16 @@ struct Site {
 
 impl Site {
     async fn start(extra_config: &str) -> Self {
+        Self::start_with_love("", extra_config).await
+    }
+
+    /// Like [`Site::start`], with more `[love]` settings.
+    async fn start_with_love(love: &str, extra_config: &str) -> Self {
         let routes: Routes = Arc::new(Mutex::new(HashMap::new()));
         let up = Upstream::router("127.0.0.2:0", routes.clone()).await;
         let dir = tempfile::tempdir().unwrap();
         let cfg = format!(
-            "[cache]\ndir = {:?}\n\n[love]\nmax_members = 1000\nmax_member_bytes = 1048576\nmax_expanded_bytes = 8388608\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n{extra_config}",
+            "[cache]\ndir = {:?}\n\n[love]\nmax_members = 1000\nmax_member_bytes = 1048576\nmax_expanded_bytes = 8388608\n{love}\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n{extra_config}",
             dir.path().display().to_string(),
             up.addr.port()
         );
@@ -867,4 +872,67 @@ async fn a_lock_keeps_the_digest_and_a_changed_manifest_is_a_conflict() {
         l3["packages"][site.url("/m.json")]["artifact"]["sha256"],
         Digest::of(&second).hex()
     );
+}
+
+/// One request must not become thousands of fetches, nor hold unbounded memory: a manifest
+/// naming more than 16 mirrors is refused before any artifact request, and an artifact larger
+/// than the in-memory budget is refused by name before it is fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_count_and_in_memory_bytes_are_bounded() {
+    let site = Site::start_with_love("max_inflight_bytes = 65536\n", "").await;
+    let small = tgz(&good(NAME, VERSION));
+    let paths: Vec<String> = (0..17).map(|i| format!("/m{i}.tgz")).collect();
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    site.serve("/many.json", site.manifest_for(&small, &refs).to_string());
+    let got = site.love_fetch("/many.json", "").await;
+    assert_eq!(got.status, 400, "{}", String::from_utf8_lossy(&got.body));
+    let j = body(&got);
+    assert_eq!(j["code"], "too_many_mirrors", "{j}");
+    assert_eq!(j["field"], "/artifact/mirrors");
+
+    // 16 is still fine.
+    site.serve("/m0.tgz", small.clone());
+    site.serve(
+        "/sixteen.json",
+        site.manifest_for(&small, &refs[..16]).to_string(),
+    );
+    let got = site.love_fetch("/sixteen.json", "").await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+
+    let big = tgz(&{
+        let mut m = good(NAME, VERSION);
+        m.push(Member::file("package/noise.bin", pattern(200_000)));
+        m
+    });
+    assert!(big.len() > 65536, "the fixture is larger than the budget");
+    site.serve("/big.tgz", big.clone());
+    site.serve(
+        "/big.json",
+        site.manifest_for(&big, &["/big.tgz"]).to_string(),
+    );
+    // Pinned: the same name and version was seen with another digest just above.
+    let pin = format!("&pin={}", Digest::of(&big).hex());
+    let got = site.love_fetch("/big.json", &pin).await;
+    assert_eq!(got.status, 422, "{}", String::from_utf8_lossy(&got.body));
+    let j = body(&got);
+    assert_eq!(j["code"], "archive_cap_exceeded", "{j}");
+    assert_eq!(j["field"], "max_inflight_bytes");
+    let asked: Vec<String> = site.up.requests().iter().map(|r| r.uri.clone()).collect();
+    assert!(
+        !asked.iter().any(|u| u == "/big.tgz" || u == "/m1.tgz"),
+        "refused before fetching: {asked:?}"
+    );
+}
+
+/// Incompressible bytes, so the tarball really is as large as its content.
+fn pattern(n: usize) -> Vec<u8> {
+    let mut x: u32 = 0x9e37_79b9;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
 }

@@ -23,7 +23,7 @@ fn report(e: &LoveError) -> ExitCode {
 pub async fn run(config: &Config, action: LoveAction) -> Result<ExitCode, String> {
     let store = super::cache::open(config)?;
     let fetcher = Arc::new(config.fetcher(store));
-    let love = Love::new(fetcher, config.love.caps, config.love.max_document_bytes)?;
+    let love = Love::new(fetcher, &config.love)?;
     match action {
         LoveAction::Discover { url } => match love.discover(&url).await {
             Ok(d) => {

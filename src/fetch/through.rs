@@ -20,6 +20,10 @@ use crate::connect::pool::Pool;
 use crate::redact::redact_locator;
 use crate::store::{Digest, FillError, FillSink, Store, StoreError};
 
+/// Most mirrors one request (a `/sha256/` fetch-through, a manifest) may name: each is a
+/// fetch, so an unbounded list would turn one request into thousands.
+pub const MAX_MIRRORS: usize = 16;
+
 /// Default most redirects followed per mirror.
 pub const DEFAULT_MAX_REDIRECTS: usize = 5;
 

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::error::{LoveError, NEXT_INDEX, NEXT_MANIFEST};
 use super::schema::{Kind, validate};
 use crate::decide::parse_url;
+use crate::fetch::through::MAX_MIRRORS;
 
 /// The protocol this consumer understands.
 pub const PROTOCOL: &str = "love-package/v1";
@@ -249,6 +250,18 @@ impl Manifest {
         let err = |pointer: String, detail: String| {
             LoveError::new(C, 400, detail, NEXT_MANIFEST).field(pointer)
         };
+        if self.artifact.mirrors.len() > MAX_MIRRORS {
+            return Err(LoveError::new(
+                "too_many_mirrors",
+                400,
+                format!(
+                    "the manifest lists {} mirrors; fetchgate tries at most {MAX_MIRRORS}",
+                    self.artifact.mirrors.len()
+                ),
+                "ask the publisher to list fewer mirrors, or use a manifest that does",
+            )
+            .field("/artifact/mirrors"));
+        }
         let mut seen = HashSet::new();
         for (i, m) in self.artifact.mirrors.iter().enumerate() {
             url_rule(

@@ -42,6 +42,9 @@ pub struct LoveSection {
     pub max_package_json_bytes: Option<Spanned<u64>>,
     /// Largest manifest, index or pointer document.
     pub max_document_bytes: Option<Spanned<u64>>,
+    /// Most artifact bytes all LOVE fetches together hold in memory for verification and
+    /// inspection.
+    pub max_inflight_bytes: Option<Spanned<u64>>,
 }
 
 /// Checked `[love]` settings.
@@ -51,6 +54,8 @@ pub struct LoveSettings {
     pub caps: Caps,
     /// Largest document read.
     pub max_document_bytes: u64,
+    /// Most artifact bytes held in memory by all fetches at once; a fetch waits for room.
+    pub max_inflight_bytes: u64,
 }
 
 impl Default for LoveSettings {
@@ -58,6 +63,7 @@ impl Default for LoveSettings {
         Self {
             caps: Caps::default(),
             max_document_bytes: retrieve::DEFAULT_MAX_DOCUMENT_BYTES,
+            max_inflight_bytes: retrieve::DEFAULT_MAX_INFLIGHT_BYTES,
         }
     }
 }
@@ -88,6 +94,18 @@ impl LoveSettings {
             &mut s.caps.max_package_json_bytes,
         )?;
         set(&section.max_document_bytes, &mut s.max_document_bytes)?;
+        set(&section.max_inflight_bytes, &mut s.max_inflight_bytes)?;
+        if let Some(v) = &section.max_inflight_bytes
+            && !(1024..=retrieve::MAX_INFLIGHT_BYTES).contains(v.get_ref())
+        {
+            return Err(src.error_at(
+                v.span(),
+                format!(
+                    "must be from 1024 to {} bytes",
+                    retrieve::MAX_INFLIGHT_BYTES
+                ),
+            ));
+        }
         Ok(s)
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::json;
 
+use super::LoveSettings;
 use super::archive::{Caps, Inspection, inspect};
 use super::document::{Index, Manifest, PROTOCOL, WellKnown};
 use super::engine::{Compat, check};
@@ -20,6 +21,12 @@ use crate::store::{Digest, now};
 
 /// Default largest document (manifest, index, pointer) read.
 pub const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 1 << 20;
+/// Default bytes of artifacts all LOVE fetches may hold in memory at once.
+pub const DEFAULT_MAX_INFLIGHT_BYTES: u64 = 512 << 20;
+/// The largest `[love] max_inflight_bytes` accepted (the budget is counted in KiB, as `u32`).
+pub const MAX_INFLIGHT_BYTES: u64 = (u32::MAX as u64) << 10;
+/// How long a fetch waits for room in the in-memory budget before it is turned away.
+const MEMORY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What a caller brings to a fetch.
 #[derive(Clone, Debug, Default)]
@@ -96,6 +103,9 @@ pub struct Love {
     seen: Arc<Seen>,
     caps: Caps,
     max_document_bytes: u64,
+    /// Room, in KiB, for artifact bytes held in memory by fetches in progress.
+    memory: Arc<tokio::sync::Semaphore>,
+    max_inflight_bytes: u64,
 }
 
 fn unavailable(code: &'static str, url: &str, f: LocatorFailure) -> LoveError {
@@ -112,25 +122,59 @@ fn unavailable(code: &'static str, url: &str, f: LocatorFailure) -> LoveError {
 
 impl Love {
     /// A consumer over `fetcher`, remembering sightings in `<cache>/love.redb`.
-    pub fn new(fetcher: Arc<Fetcher>, caps: Caps, max_document_bytes: u64) -> Result<Self, String> {
+    pub fn new(fetcher: Arc<Fetcher>, settings: &LoveSettings) -> Result<Self, String> {
         super::schema::check_embedded()?;
         let seen = Arc::new(Seen::open(&fetcher.store().root().join("love.redb"))?);
-        Ok(Self::with_seen(fetcher, seen, caps, max_document_bytes))
+        Ok(Self::with_seen(fetcher, seen, settings))
     }
 
     /// A consumer sharing an already open sightings database (the server keeps one across
     /// reloads).
-    pub fn with_seen(
-        fetcher: Arc<Fetcher>,
-        seen: Arc<Seen>,
-        caps: Caps,
-        max_document_bytes: u64,
-    ) -> Self {
+    pub fn with_seen(fetcher: Arc<Fetcher>, seen: Arc<Seen>, settings: &LoveSettings) -> Self {
+        let kib = u32::try_from(settings.max_inflight_bytes >> 10).unwrap_or(u32::MAX);
         Self {
             fetcher,
             seen,
-            caps,
-            max_document_bytes,
+            caps: settings.caps,
+            max_document_bytes: settings.max_document_bytes,
+            memory: Arc::new(tokio::sync::Semaphore::new(kib as usize)),
+            max_inflight_bytes: settings.max_inflight_bytes,
+        }
+    }
+
+    /// Reserves room for `size` artifact bytes in memory, waiting up to [`MEMORY_WAIT`] for
+    /// other fetches to finish. The room is given back when the permit drops.
+    async fn hold_memory(&self, size: u64) -> Result<tokio::sync::OwnedSemaphorePermit, LoveError> {
+        let kib = u32::try_from(size.div_ceil(1024))
+            .ok()
+            .filter(|k| u64::from(*k) <= self.max_inflight_bytes >> 10)
+            .ok_or_else(|| {
+                LoveError::new(
+                    "archive_cap_exceeded",
+                    422,
+                    format!(
+                        "artifact.size {size} exceeds [love] max_inflight_bytes = {}",
+                        self.max_inflight_bytes
+                    ),
+                    "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
+                )
+                .field("max_inflight_bytes")
+            })?;
+        let busy = || {
+            LoveError::new(
+                "love_busy",
+                503,
+                format!(
+                    "other fetches hold the [love] max_inflight_bytes = {} budget",
+                    self.max_inflight_bytes
+                ),
+                "retry in a few seconds",
+            )
+            .field("max_inflight_bytes")
+        };
+        match tokio::time::timeout(MEMORY_WAIT, self.memory.clone().acquire_many_owned(kib)).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(busy()),
         }
     }
 
@@ -251,6 +295,8 @@ impl Love {
             .field("max_compressed_bytes"));
         }
 
+        // Every byte of the artifact is held in memory from here to publication.
+        let _memory = self.hold_memory(size).await?;
         let store = self.fetcher.store().clone();
         let label = format!("{}@{}", manifest.name, manifest.version);
         let cached = store.read_bytes(&expected, size);

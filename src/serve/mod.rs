@@ -207,12 +207,7 @@ impl Gate {
     /// A gate for `config` over an open store and sightings database.
     pub fn new(config: &Config, store: &Arc<Store>, seen: &Arc<Seen>) -> Self {
         let fetcher = Arc::new(config.fetcher(store.clone()));
-        let love = Love::with_seen(
-            fetcher.clone(),
-            seen.clone(),
-            config.love.caps,
-            config.love.max_document_bytes,
-        );
+        let love = Love::with_seen(fetcher.clone(), seen.clone(), &config.love);
         Self {
             egress: config.egress(),
             tls: config.tls.clone(),
