@@ -31,6 +31,7 @@ pub mod fetch;
 pub mod love;
 pub mod metrics;
 pub mod redact;
+pub mod registry;
 pub mod serve;
 pub mod store;
 pub mod toml_file;

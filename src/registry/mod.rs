@@ -1,0 +1,248 @@
+//! Registry pull-through: npm, PyPI and cargo (sparse) front-ends at `/registry/<name>/`.
+//!
+//! A fifth way in, not a fifth job: a front-end reads and rewrites its registry's metadata,
+//! then uses decide → connect → fetch like everything else, and puts artifacts in the same
+//! store. Metadata is mutable, so it lives in its own TTL cache ([`metadata`]) beside the
+//! store, never in it. What ties an artifact to the store is a digest the registry itself
+//! published: sha256 directly (PyPI, cargo) or through an alias (npm's sha512 or sha1), and no
+//! artifact byte reaches a client or the cache before it matched that digest.
+
+pub mod metadata;
+pub mod names;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::toml_file::{FileError, TomlSource};
+use names::{NameRules, Pattern};
+
+/// Default freshness of cached metadata.
+pub const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(300);
+
+/// Which registry protocol a front-end speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// The npm registry API (packuments and tarballs).
+    Npm,
+    /// The PyPI simple repository API (PEP 503 and PEP 691).
+    Pypi,
+    /// The cargo sparse index protocol.
+    Cargo,
+}
+
+impl Kind {
+    /// The label used in metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Npm => "npm",
+            Kind::Pypi => "pypi",
+            Kind::Cargo => "cargo",
+        }
+    }
+}
+
+/// One `[[registry]]` table, as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistrySection {
+    /// The mount point: `/registry/<name>/` on the proxy listener.
+    pub name: Spanned<String>,
+    /// `npm`, `pypi` or `cargo`.
+    pub kind: Spanned<Kind>,
+    /// The registry's base URL.
+    pub upstream: Spanned<String>,
+    /// An extra listener serving this registry at `/`, for clients that drop path prefixes.
+    pub listen: Option<Spanned<String>>,
+    /// How long metadata is served without asking the upstream again.
+    pub metadata_ttl_seconds: Option<Spanned<u64>>,
+    /// Serve only what is cached; never ask the upstream.
+    pub offline: Option<bool>,
+    /// Names that may be fetched (globs with `*`; default: all).
+    pub allow: Option<Vec<Spanned<String>>>,
+    /// Names never fetched (deny wins over allow).
+    pub deny: Option<Vec<Spanned<String>>>,
+    /// A file holding the credential fetchgate itself sends to the upstream.
+    pub credentials_file: Option<Spanned<String>>,
+}
+
+/// A checked registry.
+#[derive(Clone, Debug)]
+pub struct RegistrySettings {
+    /// Mount name.
+    pub name: String,
+    /// Protocol.
+    pub kind: Kind,
+    /// Base URL, always ending in `/`.
+    pub upstream: url::Url,
+    /// Extra root-mounted listener.
+    pub listen: Option<SocketAddr>,
+    /// Metadata freshness.
+    pub metadata_ttl: Duration,
+    /// Cache-only mode.
+    pub offline: bool,
+    /// Allow and deny patterns.
+    pub names: NameRules,
+    /// The `Authorization` value sent to the upstream's own origin (never to another host).
+    pub credential: Option<http::HeaderValue>,
+}
+
+impl RegistrySettings {
+    /// Checks every `[[registry]]` table; names must be unique and URL-safe.
+    pub fn from_sections(
+        sections: &[RegistrySection],
+        base: &Path,
+        src: &TomlSource<'_>,
+    ) -> Result<Vec<Self>, FileError> {
+        let mut out: Vec<Self> = Vec::with_capacity(sections.len());
+        for s in sections {
+            let r = Self::from_section(s, base, src)?;
+            if out.iter().any(|o| o.name == r.name) {
+                return Err(src.error_at(
+                    s.name.span(),
+                    format!("a registry named {:?} is already configured", r.name),
+                ));
+            }
+            if let Some(l) = r.listen
+                && out.iter().any(|o| o.listen == Some(l))
+            {
+                return Err(src.error_at(s.name.span(), format!("two registries listen on {l}")));
+            }
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    fn from_section(
+        s: &RegistrySection,
+        base: &Path,
+        src: &TomlSource<'_>,
+    ) -> Result<Self, FileError> {
+        let name = s.name.get_ref().clone();
+        let url_safe = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !url_safe {
+            return Err(src.error_at(
+                s.name.span(),
+                "a registry name is 1 to 64 letters, digits, `-` or `_` (it becomes /registry/<name>/)",
+            ));
+        }
+        let kind = *s.kind.get_ref();
+        let mut upstream = url::Url::parse(s.upstream.get_ref())
+            .map_err(|e| src.error_at(s.upstream.span(), format!("not an absolute URL: {e}")))?;
+        if !matches!(upstream.scheme(), "http" | "https") {
+            return Err(src.error_at(s.upstream.span(), "the upstream must be http or https"));
+        }
+        if !upstream.username().is_empty() || upstream.password().is_some() {
+            return Err(src.error_at(
+                s.upstream.span(),
+                "credentials do not belong in the URL; use credentials_file",
+            ));
+        }
+        if upstream.query().is_some() || upstream.fragment().is_some() {
+            return Err(src.error_at(
+                s.upstream.span(),
+                "the upstream URL takes no query or fragment",
+            ));
+        }
+        if !upstream.path().ends_with('/') {
+            let path = format!("{}/", upstream.path());
+            upstream.set_path(&path);
+        }
+        let listen = match &s.listen {
+            None => None,
+            Some(l) => Some(l.get_ref().parse().map_err(|_| {
+                src.error_at(
+                    l.span(),
+                    format!(
+                        "`{}` is not an address:port such as 127.0.0.1:4873",
+                        l.get_ref()
+                    ),
+                )
+            })?),
+        };
+        let metadata_ttl = match &s.metadata_ttl_seconds {
+            None => DEFAULT_METADATA_TTL,
+            Some(v) if *v.get_ref() > 7 * 86_400 => {
+                return Err(src.error_at(v.span(), "must be from 0 to 604800 seconds"));
+            }
+            Some(v) => Duration::from_secs(*v.get_ref()),
+        };
+        let patterns = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<Pattern>, FileError> {
+            list.iter()
+                .flatten()
+                .map(|p| {
+                    Pattern::new(kind, p.get_ref())
+                        .ok_or_else(|| src.error_at(p.span(), "an empty pattern matches nothing"))
+                })
+                .collect()
+        };
+        let names = NameRules {
+            allow: patterns(&s.allow)?,
+            deny: patterns(&s.deny)?,
+        };
+        let credential = match &s.credentials_file {
+            None => None,
+            Some(f) => Some(
+                read_credential(kind, &base.join(f.get_ref()))
+                    .map_err(|why| src.error_at(f.span(), why))?,
+            ),
+        };
+        Ok(Self {
+            name,
+            kind,
+            upstream,
+            listen,
+            metadata_ttl,
+            offline: s.offline.unwrap_or(false),
+            names,
+            credential,
+        })
+    }
+}
+
+/// Reads the first non-comment line of a credentials file. A line that already names its
+/// scheme (`Bearer ...`, `Basic ...`) is sent as it is; `user:password` becomes Basic; any
+/// other token is sent as cargo sends registry tokens (bare) or as `Bearer` for npm and PyPI.
+fn read_credential(kind: Kind, path: &Path) -> Result<http::HeaderValue, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let Some(line) = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+    else {
+        return Err(format!("{} holds no credential", path.display()));
+    };
+    let has_scheme = ["bearer ", "basic "]
+        .iter()
+        .any(|s| line.len() > s.len() && line[..s.len()].eq_ignore_ascii_case(s));
+    let value = if has_scheme {
+        line.to_string()
+    } else if line.contains(':') {
+        use base64::Engine;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(line)
+        )
+    } else if kind == Kind::Cargo {
+        line.to_string()
+    } else {
+        format!("Bearer {line}")
+    };
+    let mut v = http::HeaderValue::from_str(&value).map_err(|_| {
+        format!(
+            "{}: the credential is not a valid header value",
+            path.display()
+        )
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
