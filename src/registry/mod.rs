@@ -7,8 +7,10 @@
 //! published: sha256 directly (PyPI, cargo) or through an alias (npm's sha512 or sha1), and no
 //! artifact byte reaches a client or the cache before it matched that digest.
 
+pub mod integrity;
 pub mod metadata;
 pub mod names;
+pub mod npm;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -1,0 +1,244 @@
+//! The npm registry API as npm uses it for installs: packuments (full, and abbreviated with
+//! `Accept: application/vnd.npm.install-v1+json`), and tarballs. Packuments pass through with
+//! every `dist.tarball` pointed at fetchgate and every digest field untouched, so npm's own
+//! integrity checks keep working on top of fetchgate's.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+/// The abbreviated-metadata media type.
+pub const ABBREVIATED: &str = "application/vnd.npm.install-v1+json";
+
+/// What a path under an npm mount asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// A packument, by package name (`foo` or `@scope/foo`).
+    Packument {
+        /// The package name.
+        name: String,
+    },
+    /// A tarball: `<name>/-/<file>`.
+    Tarball {
+        /// The package name.
+        name: String,
+        /// The tarball's file name, as the packument's `dist.tarball` ends.
+        file: String,
+    },
+    /// Anything else (search, audit, login): not served.
+    Other,
+}
+
+/// Reads the path below the mount (starting with `/`). Scoped names arrive as `@scope/name`
+/// or `@scope%2fname`.
+pub fn parse_path(rest: &str) -> Request {
+    let path = rest.strip_prefix('/').unwrap_or(rest);
+    if path.starts_with("-/") || path.is_empty() || path.contains('?') {
+        return Request::Other;
+    }
+    let decoded = path
+        .replace("%2f", "/")
+        .replace("%2F", "/")
+        .replace("%40", "@");
+    let (name, file) = match decoded.split_once("/-/") {
+        Some((name, file)) => (name.to_string(), Some(file.to_string())),
+        None => (decoded, None),
+    };
+    if !valid_name(&name) {
+        return Request::Other;
+    }
+    match file {
+        None => Request::Packument { name },
+        Some(file) if valid_file(&file) => Request::Tarball { name, file },
+        Some(_) => Request::Other,
+    }
+}
+
+/// npm package names: `name` or `@scope/name`, each part URL-safe and not `.`/`..`.
+fn valid_name(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('/').collect();
+    let ok_part = |p: &str| {
+        !p.is_empty()
+            && p != "."
+            && p != ".."
+            && p.bytes().all(|b| {
+                b.is_ascii_alphanumeric()
+                    || matches!(
+                        b,
+                        b'-' | b'.' | b'_' | b'~' | b'!' | b'*' | b'(' | b')' | b'\''
+                    )
+            })
+    };
+    name.len() <= 214
+        && match parts.as_slice() {
+            [one] => ok_part(one),
+            [scope, pkg] => {
+                scope.len() > 1 && scope.starts_with('@') && ok_part(&scope[1..]) && ok_part(pkg)
+            }
+            _ => false,
+        }
+}
+
+fn valid_file(file: &str) -> bool {
+    !file.is_empty()
+        && file.len() <= 255
+        && file != "."
+        && file != ".."
+        && !file.contains('/')
+        && !file.contains('\\')
+        && !file.chars().any(char::is_control)
+}
+
+/// The last path segment of a tarball URL.
+fn file_of(tarball: &str) -> Option<&str> {
+    let path = tarball.split(['?', '#']).next()?;
+    path.rsplit('/').next().filter(|f| valid_file(f))
+}
+
+/// The packument with every `versions.*.dist.tarball` rewritten to `<base><name>/-/<file>`.
+/// `base` ends with `/`. Everything else, digests included, is passed through unchanged.
+pub fn rewrite_packument(body: &[u8], name: &str, base: &str) -> Result<Bytes, String> {
+    let mut doc: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the packument is not JSON: {e}"))?;
+    if let Some(versions) = doc.get_mut("versions").and_then(Value::as_object_mut) {
+        for meta in versions.values_mut() {
+            let Some(dist) = meta.get_mut("dist").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let file = dist
+                .get("tarball")
+                .and_then(Value::as_str)
+                .and_then(file_of)
+                .map(str::to_string);
+            if let Some(file) = file {
+                dist.insert(
+                    "tarball".into(),
+                    Value::String(format!("{base}{name}/-/{file}")),
+                );
+            }
+        }
+    }
+    serde_json::to_vec(&doc)
+        .map(Bytes::from)
+        .map_err(|e| format!("cannot write the packument: {e}"))
+}
+
+/// One version's distribution, as the upstream packument describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dist {
+    /// The version.
+    pub version: String,
+    /// The upstream tarball URL.
+    pub tarball: String,
+    /// `dist.integrity`.
+    pub integrity: Option<String>,
+    /// `dist.shasum`.
+    pub shasum: Option<String>,
+}
+
+/// The version whose upstream tarball's file name is `file`.
+pub fn find_dist(body: &[u8], file: &str) -> Result<Option<Dist>, String> {
+    let doc: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the packument is not JSON: {e}"))?;
+    let Some(versions) = doc.get("versions").and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    for (version, meta) in versions {
+        let Some(dist) = meta.get("dist") else {
+            continue;
+        };
+        let Some(tarball) = dist.get("tarball").and_then(Value::as_str) else {
+            continue;
+        };
+        if file_of(tarball) == Some(file) {
+            let text = |k: &str| dist.get(k).and_then(Value::as_str).map(str::to_string);
+            return Ok(Some(Dist {
+                version: version.clone(),
+                tarball: tarball.to_string(),
+                integrity: text("integrity"),
+                shasum: text("shasum"),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert_eq!(
+            parse_path("/left-pad"),
+            Request::Packument {
+                name: "left-pad".into()
+            }
+        );
+        for p in [
+            "/@acme/tool",
+            "/@acme%2ftool",
+            "/@acme%2Ftool",
+            "/%40acme%2ftool",
+        ] {
+            assert_eq!(
+                parse_path(p),
+                Request::Packument {
+                    name: "@acme/tool".into()
+                },
+                "{p}"
+            );
+        }
+        assert_eq!(
+            parse_path("/@acme/tool/-/tool-1.0.0.tgz"),
+            Request::Tarball {
+                name: "@acme/tool".into(),
+                file: "tool-1.0.0.tgz".into()
+            }
+        );
+        for bad in [
+            "/",
+            "/-/v1/search",
+            "/../etc",
+            "/a/b/c",
+            "/@/x",
+            "/a/-/../x",
+            "/a/-/b/c",
+        ] {
+            assert_eq!(parse_path(bad), Request::Other, "{bad}");
+        }
+    }
+
+    #[test]
+    fn packument_rewrite_keeps_digests() {
+        let doc = serde_json::json!({
+            "name": "@acme/tool",
+            "versions": { "1.0.0": { "dist": {
+                "tarball": "https://registry.example/@acme/tool/-/tool-1.0.0.tgz",
+                "integrity": "sha512-abc", "shasum": "def" } } }
+        });
+        let out = rewrite_packument(
+            doc.to_string().as_bytes(),
+            "@acme/tool",
+            "http://fg:3128/registry/npm/",
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        let dist = &v["versions"]["1.0.0"]["dist"];
+        assert_eq!(
+            dist["tarball"],
+            "http://fg:3128/registry/npm/@acme/tool/-/tool-1.0.0.tgz"
+        );
+        assert_eq!(dist["integrity"], "sha512-abc");
+        assert_eq!(dist["shasum"], "def");
+        let d = find_dist(doc.to_string().as_bytes(), "tool-1.0.0.tgz")
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.version, "1.0.0");
+        assert_eq!(d.integrity.as_deref(), Some("sha512-abc"));
+        assert!(
+            find_dist(doc.to_string().as_bytes(), "tool-2.0.0.tgz")
+                .unwrap()
+                .is_none()
+        );
+    }
+}
