@@ -7,10 +7,12 @@
 //! published: sha256 directly (PyPI, cargo) or through an alias (npm's sha512 or sha1), and no
 //! artifact byte reaches a client or the cache before it matched that digest.
 
+pub mod cargo;
 pub mod integrity;
 pub mod metadata;
 pub mod names;
 pub mod npm;
+pub mod pypi;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -1,0 +1,373 @@
+//! The PyPI simple repository API: project pages read from the upstream in PEP 691 JSON and
+//! served in JSON or PEP 503 HTML as the client's `Accept` prefers (`Vary: Accept`), file URLs
+//! pointed at fetchgate with their SHA-256 kept, `.metadata` sidecars (PEP 658/714) served and
+//! verified the same way, yanked flags and `requires-python` passed through.
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use crate::store::Digest;
+
+/// PEP 691 JSON.
+pub const JSON: &str = "application/vnd.pypi.simple.v1+json";
+/// PEP 691's name for PEP 503 HTML.
+pub const HTML: &str = "application/vnd.pypi.simple.v1+html";
+
+/// What a path under a PyPI mount asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// A project page, by its name as requested.
+    Project {
+        /// The project name.
+        name: String,
+    },
+    /// A distribution file, by the SHA-256 the project page published.
+    File {
+        /// Its SHA-256.
+        sha256: Digest,
+        /// Its file name.
+        filename: String,
+    },
+    /// A file's core metadata sidecar (`<file>.metadata`).
+    Metadata {
+        /// The SHA-256 of the distribution it belongs to.
+        sha256: Digest,
+        /// The distribution's file name.
+        filename: String,
+    },
+    /// Anything else.
+    Other,
+}
+
+/// Reads the path below the mount: `/<project>/` or `/-/files/<sha256>/<filename>[.metadata]`.
+pub fn parse_path(rest: &str) -> Request {
+    let path = rest.strip_prefix('/').unwrap_or(rest);
+    if let Some(file) = path.strip_prefix("-/files/") {
+        let Some((hex, filename)) = file.split_once('/') else {
+            return Request::Other;
+        };
+        let (Ok(sha256), true) = (Digest::parse(hex), valid_filename(filename)) else {
+            return Request::Other;
+        };
+        return match filename.strip_suffix(".metadata") {
+            Some(dist) => Request::Metadata {
+                sha256,
+                filename: dist.to_string(),
+            },
+            None => Request::File {
+                sha256,
+                filename: filename.to_string(),
+            },
+        };
+    }
+    let name = path.strip_suffix('/').unwrap_or(path);
+    let valid = !name.is_empty()
+        && name.len() <= 200
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name.as_bytes()[0].is_ascii_alphanumeric();
+    if valid {
+        Request::Project {
+            name: name.to_string(),
+        }
+    } else {
+        Request::Other
+    }
+}
+
+fn valid_filename(f: &str) -> bool {
+    !f.is_empty()
+        && f.len() <= 255
+        && !f.contains('/')
+        && !f.contains('\\')
+        && f != "."
+        && f != ".."
+        && !f.chars().any(char::is_control)
+}
+
+/// Whether a client wants JSON, by its `Accept` (q-values honoured; no `Accept` means HTML,
+/// as PEP 691 asks for compatibility with old clients).
+pub fn wants_json(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else { return false };
+    let (mut json, mut html) = (0.0f32, 0.0f32);
+    for item in accept.split(',') {
+        let mut parts = item.split(';').map(str::trim);
+        let kind = parts.next().unwrap_or("").to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.strip_prefix("q="))
+            .find_map(|q| q.parse::<f32>().ok())
+            .unwrap_or(1.0);
+        match kind.as_str() {
+            "application/vnd.pypi.simple.v1+json" | "application/vnd.pypi.simple.latest+json" => {
+                json = json.max(q)
+            }
+            "application/vnd.pypi.simple.v1+html"
+            | "application/vnd.pypi.simple.latest+html"
+            | "text/html"
+            | "*/*" => html = html.max(q),
+            _ => {}
+        }
+    }
+    json > 0.0 && json >= html
+}
+
+/// A file the project page names, as fetchgate must remember it to fetch it later.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRecord {
+    /// The published SHA-256.
+    pub sha256: Digest,
+    /// The file name.
+    pub filename: String,
+    /// The upstream URL (absolute).
+    pub url: String,
+    /// The SHA-256 of its `.metadata` sidecar, when the page published one.
+    pub metadata_sha256: Option<Digest>,
+}
+
+/// A project page, read from upstream JSON.
+#[derive(Clone, Debug)]
+pub struct Page {
+    /// The page as JSON, with file URLs pointed at fetchgate.
+    pub doc: Value,
+    /// The files it names.
+    pub files: Vec<FileRecord>,
+}
+
+/// Reads an upstream PEP 691 page fetched from `page_url`, keeps only files with a usable
+/// SHA-256 (nothing else can be verified), and points their URLs at `<base>-/files/...`.
+/// A `.metadata` sidecar without a SHA-256 is hidden, so pip fetches the verified file instead.
+pub fn read_page(body: &[u8], page_url: &url::Url, base: &str) -> Result<Page, String> {
+    let mut doc: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the project page is not JSON: {e}"))?;
+    let Some(files) = doc.get_mut("files").and_then(Value::as_array_mut) else {
+        return Err("the project page has no files list".into());
+    };
+    let mut records = Vec::new();
+    let mut kept = Vec::new();
+    for mut file in files.drain(..) {
+        let Some(obj) = file.as_object_mut() else {
+            continue;
+        };
+        let text =
+            |o: &Map<String, Value>, k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
+        let (Some(filename), Some(url)) = (text(obj, "filename"), text(obj, "url")) else {
+            continue;
+        };
+        let sha256 = obj
+            .get("hashes")
+            .and_then(|h| h.get("sha256"))
+            .and_then(Value::as_str)
+            .and_then(|h| Digest::parse(&h.to_ascii_lowercase()).ok());
+        let (Some(sha256), true, Ok(absolute)) =
+            (sha256, valid_filename(&filename), page_url.join(&url))
+        else {
+            continue;
+        };
+        let metadata_sha256 = [
+            "core-metadata",
+            "dist-info-metadata",
+            "data-dist-info-metadata",
+        ]
+        .iter()
+        .find_map(|k| obj.get(*k))
+        .and_then(|m| m.get("sha256"))
+        .and_then(Value::as_str)
+        .and_then(|h| Digest::parse(&h.to_ascii_lowercase()).ok());
+        let metadata = match metadata_sha256 {
+            Some(d) => serde_json::json!({ "sha256": d.hex() }),
+            None => Value::Bool(false),
+        };
+        for key in ["core-metadata", "dist-info-metadata"] {
+            obj.insert(key.into(), metadata.clone());
+        }
+        obj.remove("data-dist-info-metadata");
+        obj.insert(
+            "url".into(),
+            Value::String(format!("{base}-/files/{}/{filename}", sha256.hex())),
+        );
+        let mut absolute = absolute;
+        absolute.set_fragment(None);
+        records.push(FileRecord {
+            sha256,
+            filename,
+            url: absolute.to_string(),
+            metadata_sha256,
+        });
+        kept.push(file);
+    }
+    if let Some(files) = doc.get_mut("files").and_then(Value::as_array_mut) {
+        *files = kept;
+    }
+    Ok(Page {
+        doc,
+        files: records,
+    })
+}
+
+/// The page as PEP 691 JSON.
+pub fn render_json(page: &Page) -> Bytes {
+    Bytes::from(page.doc.to_string())
+}
+
+/// The page as PEP 503 HTML: one anchor per file with `#sha256=`, `data-requires-python`,
+/// `data-yanked` and the metadata attributes, every value escaped.
+pub fn render_html(page: &Page) -> Bytes {
+    let name = page.doc.get("name").and_then(Value::as_str).unwrap_or("");
+    let mut out = String::with_capacity(256 + 256 * page.files.len());
+    out.push_str("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"1.1\"><title>Links for ");
+    out.push_str(&escape(name));
+    out.push_str("</title></head><body><h1>Links for ");
+    out.push_str(&escape(name));
+    out.push_str("</h1>\n");
+    let files = page.doc.get("files").and_then(Value::as_array);
+    for f in files.into_iter().flatten() {
+        let s = |k: &str| f.get(k).and_then(Value::as_str);
+        let (Some(filename), Some(url)) = (s("filename"), s("url")) else {
+            continue;
+        };
+        let sha = f
+            .get("hashes")
+            .and_then(|h| h.get("sha256"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        out.push_str(&format!(
+            "<a href=\"{}#sha256={}\"",
+            escape(url),
+            escape(sha)
+        ));
+        if let Some(rp) = s("requires-python") {
+            out.push_str(&format!(" data-requires-python=\"{}\"", escape(rp)));
+        }
+        match f.get("yanked") {
+            Some(Value::String(reason)) => {
+                out.push_str(&format!(" data-yanked=\"{}\"", escape(reason)));
+            }
+            Some(Value::Bool(true)) => out.push_str(" data-yanked=\"\""),
+            _ => {}
+        }
+        if let Some(m) = f
+            .get("core-metadata")
+            .and_then(|m| m.get("sha256"))
+            .and_then(Value::as_str)
+        {
+            out.push_str(&format!(
+                " data-core-metadata=\"sha256={0}\" data-dist-info-metadata=\"sha256={0}\"",
+                escape(m)
+            ));
+        }
+        out.push('>');
+        out.push_str(&escape(filename));
+        out.push_str("</a><br/>\n");
+    }
+    out.push_str("</body></html>\n");
+    Bytes::from(out)
+}
+
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#x27;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHA: &str = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
+
+    #[test]
+    fn paths() {
+        assert_eq!(
+            parse_path("/Foo.Bar/"),
+            Request::Project {
+                name: "Foo.Bar".into()
+            }
+        );
+        assert_eq!(
+            parse_path(&format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl")),
+            Request::File {
+                sha256: Digest::parse(SHA).unwrap(),
+                filename: "foo-1.0-py3-none-any.whl".into()
+            }
+        );
+        assert_eq!(
+            parse_path(&format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl.metadata")),
+            Request::Metadata {
+                sha256: Digest::parse(SHA).unwrap(),
+                filename: "foo-1.0-py3-none-any.whl".into()
+            }
+        );
+        for bad in ["/", "/-/files/xyz/a.whl", "/../x/", "/_x/", "/-/files/"] {
+            assert_eq!(parse_path(bad), Request::Other, "{bad}");
+        }
+    }
+
+    #[test]
+    fn accept() {
+        assert!(!wants_json(None));
+        assert!(wants_json(Some(
+            "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, text/html; q=0.01"
+        )));
+        assert!(!wants_json(Some("text/html")));
+        assert!(!wants_json(Some(
+            "application/vnd.pypi.simple.v1+json; q=0.2, text/html"
+        )));
+    }
+
+    #[test]
+    fn page_rewrite_keeps_hashes_and_drops_unverifiable_files() {
+        let body = serde_json::json!({
+            "meta": {"api-version": "1.1"},
+            "name": "demo",
+            "files": [
+                {"filename": "demo-1.0-py3-none-any.whl", "url": "../../files/demo-1.0-py3-none-any.whl",
+                 "hashes": {"sha256": SHA}, "requires-python": ">=3.8", "yanked": false,
+                 "core-metadata": {"sha256": SHA}},
+                {"filename": "demo-0.9.tar.gz", "url": "/files/demo-0.9.tar.gz", "hashes": {"md5": "x"}},
+                {"filename": "demo-0.8.tar.gz", "url": "/files/demo-0.8.tar.gz", "hashes": {"sha256": SHA},
+                 "yanked": "broken <b>", "core-metadata": true}
+            ]
+        });
+        let page_url = url::Url::parse("http://up.test/simple/demo/").unwrap();
+        let page = read_page(
+            body.to_string().as_bytes(),
+            &page_url,
+            "http://fg/registry/py/",
+        )
+        .unwrap();
+        assert_eq!(page.files.len(), 2);
+        assert_eq!(
+            page.files[0].url,
+            "http://up.test/files/demo-1.0-py3-none-any.whl"
+        );
+        assert_eq!(page.files[0].metadata_sha256, Digest::parse(SHA).ok());
+        assert_eq!(page.files[1].metadata_sha256, None);
+        let files = page.doc["files"].as_array().unwrap();
+        assert_eq!(
+            files[0]["url"],
+            format!("http://fg/registry/py/-/files/{SHA}/demo-1.0-py3-none-any.whl")
+        );
+        assert_eq!(files[0]["hashes"]["sha256"], SHA);
+        assert_eq!(
+            files[1]["core-metadata"], false,
+            "an unhashed sidecar is hidden"
+        );
+        let html = String::from_utf8(render_html(&page).to_vec()).unwrap();
+        assert!(html.contains(&format!(
+            "-/files/{SHA}/demo-1.0-py3-none-any.whl#sha256={SHA}\""
+        )));
+        assert!(html.contains("data-requires-python=\"&gt;=3.8\""));
+        assert!(html.contains("data-yanked=\"broken &lt;b&gt;\""));
+        assert!(html.contains(&format!("data-core-metadata=\"sha256={SHA}\"")));
+    }
+}
