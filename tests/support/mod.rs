@@ -4,6 +4,7 @@
 
 pub mod dns;
 pub mod proxy;
+pub mod registry;
 pub mod serve;
 pub mod tarball;
 pub mod upstream;

@@ -1,0 +1,283 @@
+//! Upstream package registries for the pull-through tests, served on loopback by the test
+//! itself (packuments and tarballs, PyPI simple pages and wheels, a cargo sparse index and
+//! `.crate` files, all built here), and the real clients (`npm`, `pip`, `cargo`) run against
+//! fetchgate with their own configuration isolated from the machine's.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use sha2::{Digest as _, Sha256, Sha512};
+use tokio::net::TcpListener;
+
+use super::tarball::{Member, tgz};
+
+/// A reply: status, content type, body.
+#[derive(Clone)]
+pub struct Doc {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Bytes,
+}
+
+impl Doc {
+    pub fn json(v: &serde_json::Value, content_type: &'static str) -> Self {
+        Self {
+            status: 200,
+            content_type,
+            body: Bytes::from(v.to_string()),
+        }
+    }
+
+    pub fn bytes(b: impl Into<Bytes>) -> Self {
+        Self {
+            status: 200,
+            content_type: "application/octet-stream",
+            body: b.into(),
+        }
+    }
+}
+
+/// A registry upstream on 127.0.0.2: path → document, a log of requested paths, and a switch
+/// that makes it drop every connection unanswered (down).
+#[derive(Clone)]
+pub struct FakeRegistry {
+    pub addr: SocketAddr,
+    docs: Arc<Mutex<HashMap<String, Doc>>>,
+    seen: Arc<Mutex<Vec<String>>>,
+    down: Arc<AtomicBool>,
+}
+
+impl FakeRegistry {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.2:0").await.expect("bind registry");
+        let addr = listener.local_addr().unwrap();
+        let reg = Self {
+            addr,
+            docs: Arc::default(),
+            seen: Arc::default(),
+            down: Arc::default(),
+        };
+        let r = reg.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                if r.down.load(Ordering::SeqCst) {
+                    drop(stream);
+                    continue;
+                }
+                let r = r.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req: Request<Incoming>| {
+                        let r = r.clone();
+                        async move {
+                            let path = req.uri().path().to_string();
+                            r.seen.lock().unwrap().push(path.clone());
+                            let doc = r.docs.lock().unwrap().get(&path).cloned();
+                            let doc = doc.unwrap_or(Doc {
+                                status: 404,
+                                content_type: "text/plain",
+                                body: Bytes::from_static(b"not found"),
+                            });
+                            let mut resp = Response::new(Full::new(doc.body));
+                            *resp.status_mut() = http::StatusCode::from_u16(doc.status).unwrap();
+                            resp.headers_mut()
+                                .insert("content-type", doc.content_type.parse().unwrap());
+                            Ok::<_, std::convert::Infallible>(resp)
+                        }
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        reg
+    }
+
+    /// `http://127.0.0.2:<port>/`.
+    pub fn base(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    pub fn put(&self, path: &str, doc: Doc) {
+        self.docs.lock().unwrap().insert(path.to_string(), doc);
+    }
+
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    pub fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    pub fn forget_requests(&self) {
+        self.seen.lock().unwrap().clear();
+    }
+}
+
+/// `sha512-<base64>`.
+pub fn sri512(bytes: &[u8]) -> String {
+    format!(
+        "sha512-{}",
+        base64::engine::general_purpose::STANDARD.encode(Sha512::digest(bytes))
+    )
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// An npm package tarball: `package/package.json` with `deps`, and `index.js` that requires
+/// each dependency and prints a line.
+pub fn npm_tarball(name: &str, version: &str, deps: &[(&str, &str)]) -> Vec<u8> {
+    let dependencies: serde_json::Map<String, serde_json::Value> = deps
+        .iter()
+        .map(|(n, r)| (n.to_string(), serde_json::Value::String(r.to_string())))
+        .collect();
+    let pj = serde_json::json!({
+        "name": name, "version": version, "main": "index.js", "dependencies": dependencies,
+    });
+    let requires: String = deps
+        .iter()
+        .map(|(n, _)| format!("require({n:?});\n"))
+        .collect();
+    let js = format!("{requires}module.exports = {:?};\n", format!("{name}@{version}"));
+    tgz(&[
+        Member::dir("package/"),
+        Member::file("package/package.json", pj.to_string()),
+        Member::file("package/index.js", js),
+    ])
+}
+
+/// Where npm asks for a packument: scoped names with the slash encoded.
+pub fn npm_packument_path(name: &str) -> String {
+    format!("/{}", name.replace('/', "%2f"))
+}
+
+/// Publishes `versions` of `name` (version, dependencies, tarball bytes) on `reg`, with
+/// `dist.integrity`, `dist.shasum` and tarballs served from `reg` itself.
+pub fn publish_npm(reg: &FakeRegistry, name: &str, versions: &[(&str, Vec<(&str, &str)>, Vec<u8>)]) {
+    let short = name.rsplit('/').next().unwrap();
+    let mut vers = serde_json::Map::new();
+    for (version, deps, tarball) in versions {
+        let file = format!("{short}-{version}.tgz");
+        let path = format!("/{name}/-/{file}");
+        reg.put(&path, Doc::bytes(tarball.clone()));
+        let dependencies: serde_json::Map<String, serde_json::Value> = deps
+            .iter()
+            .map(|(n, r)| (n.to_string(), serde_json::Value::String(r.to_string())))
+            .collect();
+        vers.insert(
+            version.to_string(),
+            serde_json::json!({
+                "name": name, "version": version, "dependencies": dependencies,
+                "dist": {
+                    "tarball": format!("{}{}", reg.base(), &path[1..]),
+                    "integrity": sri512(tarball),
+                    "shasum": hex::encode(sha1_digest(tarball)),
+                }
+            }),
+        );
+    }
+    let latest = versions.last().map(|v| v.0).unwrap_or("0.0.0");
+    let packument = serde_json::json!({
+        "name": name, "dist-tags": { "latest": latest }, "versions": vers,
+    });
+    reg.put(
+        &npm_packument_path(name),
+        Doc::json(&packument, "application/json"),
+    );
+}
+
+fn sha1_digest(bytes: &[u8]) -> Vec<u8> {
+    use sha1::Sha1;
+    Sha1::digest(bytes).to_vec()
+}
+
+/// A scratch folder for one client run, with the client's own configuration isolated.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        let mut f = std::fs::File::create(&p).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        p
+    }
+}
+
+/// The real client named `program`, or a failing test that says it is missing: these tests
+/// never pass silently without it.
+pub fn client(program: &str) -> tokio::process::Command {
+    let found = std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{program} is not installed: the registry tests drive the real client and cannot pass without it"
+    );
+    let mut c = tokio::process::Command::new(program);
+    c.kill_on_drop(true);
+    c
+}
+
+/// Runs `npm <args>` in `cwd` with a private user config and cache under `home`.
+pub async fn npm(cwd: &Path, home: &Path, args: &[&str]) -> Output {
+    std::fs::create_dir_all(home).unwrap();
+    let npmrc = home.join("npmrc");
+    if !npmrc.exists() {
+        std::fs::write(&npmrc, "").unwrap();
+    }
+    client("npm")
+        .current_dir(cwd)
+        .args(args)
+        .arg("--userconfig")
+        .arg(&npmrc)
+        .arg("--cache")
+        .arg(home.join("npm-cache"))
+        .args(["--no-audit", "--no-fund", "--ignore-scripts", "--prefer-online"])
+        .env("npm_config_update_notifier", "false")
+        .env_remove("npm_config_registry")
+        .output()
+        .await
+        .expect("run npm")
+}
+
+/// Text of a client run, for failure messages.
+pub fn shown(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
