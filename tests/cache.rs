@@ -298,10 +298,7 @@ async fn a_completed_proxied_get_is_then_served_by_digest() {
         trust_all_loopback_test_ports(&[up.addr.port()])
     ))
     .await;
-    let url = format!(
-        "http://127.0.0.2:{}/pkg-1.0.0.tgz?sig=secret",
-        up.addr.port()
-    );
+    let url = format!("http://127.0.0.2:{}/pkg-1.0.0.tgz", up.addr.port());
     let got = support::proxy::get(proxy, &url).await;
     assert_eq!(got.status, 200);
     // The tee finishes just after the body; poll briefly.
@@ -318,6 +315,134 @@ async fn a_completed_proxied_get_is_then_served_by_digest() {
     let got = served.expect("the proxied body was published");
     assert_eq!(got.body.as_ref(), bytes.as_slice());
     assert_eq!(up.requests().len(), 1);
+}
+
+/// True once `d` is served from the cache (the tee publishes just after the body ends).
+async fn published_soon(proxy: std::net::SocketAddr, d: &Digest) -> bool {
+    for _ in 0..100 {
+        if get_path(proxy, &format!("/sha256/{}", d.hex()), &[])
+            .await
+            .status
+            == 200
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn tee_skipped(reason: &str) -> f64 {
+    let text = fetchgate::metrics::get().encode();
+    let series = format!("fetchgate_tee_skipped_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_and_credentialed_responses_never_enter_the_shared_cache() {
+    // 127.0.0.2 is an ordinary host; 127.0.0.3 is declared public by [[cache.tee]].
+    let routes: support::upstream::Routes = Default::default();
+    let body = |name: &str| name.repeat(1000).into_bytes();
+    let cases: [(&str, Option<&str>, &[(&str, &str)]); 7] = [
+        ("/public", None, &[]),
+        ("/bearer", None, &[("authorization", "Bearer s3cret")]),
+        ("/cookie", None, &[("cookie", "session=1")]),
+        ("/query", Some("?sig=abc"), &[]),
+        ("/private-no-store", None, &[]),
+        ("/set-cookie", None, &[]),
+        ("/vary", None, &[]),
+    ];
+    {
+        let mut r = routes.lock().unwrap();
+        for (path, _, _) in &cases {
+            let reply = Reply::ok(body(path));
+            let reply = match *path {
+                "/private-no-store" => reply.with_header("cache-control", "Private, no-store"),
+                "/set-cookie" => reply.with_header("set-cookie", "id=1"),
+                "/vary" => reply.with_header("vary", "Authorization"),
+                _ => reply,
+            };
+            r.insert(path.to_string(), reply);
+        }
+        r.insert(
+            "/public-no-store".into(),
+            Reply::ok(body("/public-no-store")).with_header("cache-control", "no-store"),
+        );
+    }
+    let plain = Upstream::router("127.0.0.2:0", routes.clone()).await;
+    let public = Upstream::router("127.0.0.3:0", routes).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}\n[[cache.tee]]\nhosts = [\"127.0.0.3\"]\n\n{}[[egress.trust]]\ncidrs = [\"127.0.0.3/32\"]\nports = [{}]\n",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[plain.addr.port()]),
+        public.addr.port()
+    ))
+    .await;
+    let before: Vec<f64> = ["authorization", "cookie", "query", "no_store", "set_cookie", "vary"]
+        .iter()
+        .map(|r| tee_skipped(r))
+        .collect();
+
+    for (path, query, headers) in &cases {
+        let url = format!(
+            "http://127.0.0.2:{}{path}{}",
+            plain.addr.port(),
+            query.unwrap_or("")
+        );
+        let got = Client::connect(proxy).await.send("GET", &url, headers).await;
+        assert_eq!(got.status, 200, "{path}");
+        assert_eq!(got.body.as_ref(), body(path).as_slice(), "the client gets it");
+    }
+    // The public control is published; once it is, every other one would have been too.
+    assert!(published_soon(proxy, &Digest::of(&body("/public"))).await);
+    for (path, _, _) in &cases[1..] {
+        let got = get_path(proxy, &format!("/sha256/{}", Digest::of(&body(path)).hex()), &[]).await;
+        assert_eq!(got.status, 404, "{path} entered the shared cache");
+        assert_eq!(got.code(), "not_in_cache");
+    }
+    let after: Vec<f64> = ["authorization", "cookie", "query", "no_store", "set_cookie", "vary"]
+        .iter()
+        .map(|r| tee_skipped(r))
+        .collect();
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        assert!(a > b, "skip reason {i} counted: {b} -> {a}");
+    }
+
+    // The operator's public host: a credentialed GET is teed there, no-store still is not.
+    let bearer = [("authorization", "Bearer s3cret")];
+    let got = Client::connect(proxy)
+        .await
+        .send(
+            "GET",
+            &format!("http://127.0.0.3:{}/bearer", public.addr.port()),
+            &bearer,
+        )
+        .await;
+    assert_eq!(got.status, 200);
+    let got = Client::connect(proxy)
+        .await
+        .send(
+            "GET",
+            &format!("http://127.0.0.3:{}/public-no-store", public.addr.port()),
+            &bearer,
+        )
+        .await;
+    assert_eq!(got.status, 200);
+    assert!(
+        published_soon(proxy, &Digest::of(&body("/bearer"))).await,
+        "a public host's credentialed response is teed"
+    );
+    let got = get_path(
+        proxy,
+        &format!("/sha256/{}", Digest::of(&body("/public-no-store")).hex()),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 404, "no-store is never teed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -63,6 +63,8 @@ pub struct Gate {
     pub love: Option<Arc<Love>>,
     /// Largest proxied body the tee publishes.
     pub tee_max_bytes: u64,
+    /// Hosts whose proxied responses count as public (`[[cache.tee]] hosts`).
+    pub tee_public_hosts: Vec<String>,
 }
 
 /// The gate in force, swapped whole on reload: each request reads it once, so a request never
@@ -221,6 +223,7 @@ impl Gate {
             fetcher: Some(fetcher),
             love: Some(Arc::new(love)),
             tee_max_bytes: config.cache.max_object_bytes,
+            tee_public_hosts: config.cache.tee_public_hosts.clone(),
         }
     }
 }

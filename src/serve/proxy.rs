@@ -17,11 +17,11 @@ use super::Gate;
 use super::access::Denied;
 use super::body::{LoggedBody, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
-use super::tee::TeeBody;
+use super::tee::{RequestSide, TeeBody, admit};
 use super::tunnel::{TunnelEnd, splice};
 use crate::connect::dial::{DialError, dial_tcp};
 use crate::connect::pool::Pool;
-use crate::decide::{Decision, Reason};
+use crate::decide::{Decision, Reason, Target};
 use crate::fetch::headers::strip_hop_by_hop;
 use crate::fetch::idle::IdleBody;
 use crate::fetch::upstream::{Timeouts, UpstreamError, exchange, upstream_request};
@@ -269,6 +269,8 @@ async fn forward(
     };
     let (parts, body) = req.into_parts();
     let is_get = parts.method == Method::GET;
+    let has_query = target.url.as_ref().is_some_and(|u| u.query().is_some());
+    let request_side = RequestSide::of(&parts.headers, has_query);
     let upstream_req = upstream_request(parts.method, &target, parts.headers, body.boxed())
         .map_err(|e| {
             Problem::new(
@@ -301,25 +303,36 @@ async fn forward(
     // Our hop to the client is HTTP/1.1 whatever the upstream spoke.
     parts.version = http::Version::HTTP_11;
     let body = IdleBody::new(body, gate.limits.body_idle_timeout);
-    let teed = match &gate.fetcher {
-        Some(fetcher) if is_get && parts.status == StatusCode::OK => {
-            let expected = parts
-                .headers
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
-            let tee = TeeBody::new(
-                body,
-                fetcher.store(),
-                expected,
-                gate.tee_max_bytes,
-                log.locator.clone(),
-            );
-            tee.boxed()
-        }
-        _ => body.boxed(),
+    let teed = if is_get && parts.status == StatusCode::OK {
+        tee_or_pass(gate, &target, request_side, &parts.headers, body, log)
+    } else {
+        body.boxed()
     };
     Ok(Response::from_parts(parts, teed))
+}
+
+/// The body of a proxied `200` to a `GET`: teed into the shared cache when [`admit`] allows
+/// it, passed through (and the reason counted) otherwise.
+fn tee_or_pass(
+    gate: &Gate,
+    target: &Target,
+    request: RequestSide,
+    headers: &http::HeaderMap,
+    body: IdleBody,
+    log: &RequestLog,
+) -> ProxyBody {
+    let Some(fetcher) = &gate.fetcher else {
+        return body.boxed();
+    };
+    let host = target.host.to_string();
+    let public = gate.tee_public_hosts.iter().any(|h| *h == host);
+    match admit(request, headers, public, gate.tee_max_bytes) {
+        Ok(expected) => TeeBody::new(body, fetcher.store(), expected, log.locator.clone()).boxed(),
+        Err(skip) => {
+            skip.count();
+            body.boxed()
+        }
+    }
 }
 
 fn upstream_problem(e: UpstreamError, gate: &Gate, locator: &str) -> Problem {
