@@ -415,8 +415,16 @@ async fn connect(
                 metrics
                     .tunnel_seconds
                     .observe(started.elapsed().as_secs_f64());
-                metrics.bytes_in.inc_by(down);
-                metrics.bytes_out.inc_by(down);
+                // Tunnel bytes are opaque TLS, not HTTP bodies: they get their own family, one
+                // series per direction, and the body counters stay for HTTP bodies.
+                metrics
+                    .tunnel_bytes
+                    .get_or_create(&[("direction", "client_to_upstream")])
+                    .inc_by(up);
+                metrics
+                    .tunnel_bytes
+                    .get_or_create(&[("direction", "upstream_to_client")])
+                    .inc_by(down);
                 tracing::info!(
                     target: "fetchgate::tunnel",
                     client = %client,
