@@ -17,6 +17,7 @@ use super::Gate;
 use super::access::Denied;
 use super::body::{LoggedBody, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
+use super::slots::Slot;
 use super::tee::{RequestSide, TeeBody, admit};
 use super::tunnel::{TunnelEnd, splice};
 use crate::connect::dial::{DialError, dial_tcp};
@@ -33,6 +34,8 @@ pub struct ClientConn {
     pub client: SocketAddr,
     /// Its idle upstream connections.
     pub pool: Pool,
+    /// Its claim on the connection limits, held by a tunnel it becomes for the tunnel's life.
+    pub slot: Arc<Slot>,
 }
 
 /// Handles one request; never fails (failures are problem responses).
@@ -125,7 +128,7 @@ async fn route(
     }
     if req.method() == Method::CONNECT {
         log.kind = "connect";
-        return connect(gate, req, log).await;
+        return connect(gate, conn, req, log).await;
     }
     if req.uri().scheme().is_some() {
         log.kind = "forward";
@@ -371,6 +374,7 @@ fn upstream_problem(e: UpstreamError, gate: &Gate, locator: &str) -> Problem {
 
 async fn connect(
     gate: &Gate,
+    conn: &ClientConn,
     mut req: Request<Incoming>,
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {
@@ -403,7 +407,10 @@ async fn connect(
     let idle = gate.limits.tunnel_idle_timeout;
     let client = log.client;
     let upgrade = hyper::upgrade::on(&mut req);
+    // The connection's slot outlives the HTTP connection: the tunnel holds it until it ends.
+    let slot = conn.slot.clone();
     tokio::spawn(async move {
+        let _slot = slot;
         let started = Instant::now();
         match upgrade.await {
             Ok(upgraded) => {
