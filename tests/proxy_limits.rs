@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use fetchgate::config::Config;
 use fetchgate::serve::Server;
+use fetchgate::serve::admin::Admin;
 use support::proxy::{Client, connect, get, read_head, start_proxy};
 use support::serve::{free_port, start};
 use support::upstream::{Reply, Upstream, echo, silent};
@@ -224,6 +225,96 @@ async fn shutdown_drains_open_tunnels() {
         .expect("the drain ends once the tunnel closes")
         .unwrap()
         .unwrap();
+}
+
+/// A proxy with its admin listener, in this process; returns the admin address and the cache
+/// directory (kept alive by the caller).
+async fn start_admin(proxy_keys: &str) -> (std::net::SocketAddr, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "[proxy]\n{proxy_keys}\n\n[cache]\ndir = {:?}\n",
+        dir.path().display().to_string()
+    );
+    let config = Config::from_toml("t.toml", &cfg).unwrap();
+    let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let admin = Admin::bind("127.0.0.1:0".parse().unwrap(), server.handle())
+        .await
+        .unwrap();
+    let addr = admin.local_addr().unwrap();
+    tokio::spawn(admin.run());
+    tokio::spawn(server.run());
+    (addr, dir)
+}
+
+/// Reads until the peer closes; `None` if it is still open after `limit`.
+async fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<String> {
+    let mut got = Vec::new();
+    match tokio::time::timeout(limit, s.read_to_end(&mut got)).await {
+        Ok(_) => Some(String::from_utf8_lossy(&got).into_owned()),
+        Err(_) => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_port_cuts_off_slow_heads_and_probes_write_nothing() {
+    let (admin, dir) = start_admin("header_read_timeout_ms = 300").await;
+    let mut s = TcpStream::connect(admin).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\n")
+        .await
+        .unwrap();
+    let answer = closed_within(&mut s, Duration::from_secs(10))
+        .await
+        .expect("the half-sent head was cut off");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+
+    // /readyz asks whether tmp/ is writable without creating anything in it.
+    let tmp = dir.path().join("tmp");
+    let before = std::fs::metadata(&tmp).unwrap().modified().unwrap();
+    for _ in 0..3 {
+        let got = Client::connect(admin)
+            .await
+            .send("GET", "/readyz", &[("host", "admin")])
+            .await;
+        assert_eq!(got.status, 200);
+    }
+    assert_eq!(
+        std::fs::metadata(&tmp).unwrap().modified().unwrap(),
+        before,
+        "a readiness probe changed tmp/"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_port_serves_a_few_connections_and_closes_the_rest() {
+    let (admin, _dir) = start_admin("header_read_timeout_ms = 20000").await;
+    let mut held = Vec::new();
+    for _ in 0..fetchgate::serve::admin::MAX_CONNECTIONS {
+        held.push(TcpStream::connect(admin).await.unwrap());
+    }
+    let mut extra = TcpStream::connect(admin).await.unwrap();
+    let _ = extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n").await;
+    let answer = closed_within(&mut extra, Duration::from_secs(10))
+        .await
+        .expect("the connection past the cap was closed");
+    assert!(answer.is_empty(), "{answer}");
+    // Once the held ones go, the port answers again.
+    drop(held);
+    let mut answered = false;
+    for _ in 0..200 {
+        let mut s = TcpStream::connect(admin).await.unwrap();
+        let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n").await;
+        if read_head(&mut s).await.starts_with("HTTP/1.1 200") {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(answered);
 }
 
 #[tokio::test]

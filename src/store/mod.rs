@@ -761,16 +761,19 @@ impl Store {
         self.failed_verification.load(Ordering::Relaxed)
     }
 
-    /// Ready to serve: a temp file can be created in `tmp/` and the index answers.
+    /// Ready to serve: `tmp/` is a directory this process may create files in (asked of the
+    /// kernel with `access(2)`, which also sees a read-only mount, so a probe writes nothing)
+    /// and the index answers.
     pub fn check_ready(&self) -> Result<(), String> {
-        let probe = self.tmp.join(format!(
-            "ready-{}-{}",
-            std::process::id(),
-            self.tmp_seq.fetch_add(1, Ordering::Relaxed)
-        ));
-        fill::create_exclusive(&probe)
-            .map_err(|e| format!("cache not writable: {}: {e}", self.tmp.display()))?;
-        let _ = fs::remove_file(&probe);
+        let not_writable = |why: String| format!("cache not writable: {}: {why}", self.tmp.display());
+        if !fs::metadata(&self.tmp).is_ok_and(|m| m.is_dir()) {
+            return Err(not_writable("not a directory".into()));
+        }
+        rustix::fs::access(
+            &self.tmp,
+            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+        )
+        .map_err(|e| not_writable(e.to_string()))?;
         self.index
             .get(&Digest([0; 32]))
             .map_err(|e| format!("index not answering: {e}"))?;
