@@ -231,7 +231,10 @@ async fn serving_rules_range_head_conditional_and_errors() {
     );
     assert_eq!(h["cache-control"], "public, max-age=31536000, immutable");
     assert_eq!(h["x-content-type-options"], "nosniff");
-    assert_eq!(h["access-control-allow-origin"], "*");
+    assert!(
+        !h.contains_key("access-control-allow-origin"),
+        "a fetch-through answer is not for web pages to read"
+    );
     assert_eq!(h["accept-ranges"], "bytes");
     assert!(!h.contains_key("content-encoding"));
 
@@ -239,6 +242,7 @@ async fn serving_rules_range_head_conditional_and_errors() {
     let got = get_path(proxy, &path, &[("range", "bytes=100-199")]).await;
     assert_eq!(got.status, 206);
     assert_eq!(got.headers["content-range"], "bytes 100-199/10000");
+    assert_eq!(got.headers["access-control-allow-origin"], "*");
     assert_eq!(got.body.as_ref(), &bytes[100..200]);
     let got = get_path(proxy, &path, &[("range", "bytes=-10")]).await;
     assert_eq!(got.status, 206);
@@ -443,6 +447,71 @@ async fn private_and_credentialed_responses_never_enter_the_shared_cache() {
     )
     .await;
     assert_eq!(got.status, 404, "no-store is never teed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_pages_cannot_make_fetchgate_fetch_but_may_read() {
+    let bytes = pattern_bytes(20_000);
+    let d = Digest::of(&bytes);
+    let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let mirror = format!("http://127.0.0.2:{}/a.tgz", up.addr.port());
+    let fill = through(&d, bytes.len() as u64, std::slice::from_ref(&mirror));
+    let love = format!(
+        "/love/v1/fetch?manifest={}",
+        url::form_urlencoded::byte_serialize(mirror.as_bytes()).collect::<String>()
+    );
+    let trust = trust_all_loopback_test_ports(&[up.addr.port()]);
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!("{}{trust}", cache_cfg(dir.path(), ""))).await;
+
+    // Refused on both state-changing routes, before any fetch: by Sec-Fetch-Site, and by any
+    // Origin at all while [access] origins is empty (`null` included).
+    for path in [&fill, &love] {
+        for (header, value) in [
+            ("sec-fetch-site", "cross-site"),
+            ("origin", "https://evil.example"),
+            ("origin", "null"),
+        ] {
+            let got = get_path(proxy, path, &[(header, value)]).await;
+            assert_eq!(got.status, 403, "{path} {header}: {value}");
+            assert_eq!(got.code(), "cross_site_request");
+            let field = if header == "origin" { "Origin" } else { "Sec-Fetch-Site" };
+            assert_eq!(got.json()["field"], field);
+        }
+    }
+    assert_eq!(up.connection_count(), 0, "a refused request fetched nothing");
+    // A plain read stays open to every page.
+    let read = format!("/sha256/{}", d.hex());
+    let got = get_path(proxy, &read, &[("origin", "https://evil.example")]).await;
+    assert_eq!(got.code(), "not_in_cache");
+
+    // A tool's fetch-through (or a same-site page's) works; its answer is not for pages.
+    let got = get_path(proxy, &fill, &[("sec-fetch-site", "same-site")]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.headers.get("access-control-allow-origin").is_none());
+    let got = get_path(
+        proxy,
+        &read,
+        &[("origin", "https://evil.example"), ("sec-fetch-site", "cross-site")],
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.headers["access-control-allow-origin"], "*");
+    assert_eq!(got.body.as_ref(), bytes.as_slice());
+
+    // An origin the operator listed may fetch; one that merely starts like it may not.
+    let dir2 = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "[access]\norigins = [\"https://ci.example.com\"]\n\n{}{trust}",
+        cache_cfg(dir2.path(), "")
+    ))
+    .await;
+    let got = get_path(proxy, &fill, &[("origin", "https://ci.example.com.evil.example")]).await;
+    assert_eq!(got.code(), "cross_site_request");
+    let got = get_path(proxy, &fill, &[("origin", "https://ci.example.com")]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.headers.get("access-control-allow-origin").is_none());
+    assert_eq!(got.body.as_ref(), bytes.as_slice());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

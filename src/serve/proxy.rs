@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::Gate;
-use super::access::Denied;
+use super::access::{CrossSite, Denied};
 use super::body::{LoggedBody, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
 use super::slots::Slot;
@@ -136,10 +136,16 @@ async fn route(
     }
     if req.uri().path().starts_with("/sha256/") {
         log.kind = "object";
+        if super::objects::fetches_through(req.uri().query()) {
+            same_site(gate, &req, log)?;
+        }
         return super::objects::handle(gate, &req, log).await;
     }
     if req.uri().path().starts_with("/love/v1/") {
         log.kind = "love";
+        if req.uri().path() == "/love/v1/fetch" {
+            same_site(gate, &req, log)?;
+        }
         return super::love_api::handle(gate, &req, log).await;
     }
     Err(Problem::new(
@@ -149,6 +155,33 @@ async fn route(
         format!("no resource at {}", log.locator),
         "send proxy requests in absolute form (GET http://host/path) or CONNECT host:443",
     )
+    .at(log.locator.clone()))
+}
+
+/// Refuses a request a web page made a browser send to a route that changes state (fetches
+/// into the cache): `Sec-Fetch-Site: cross-site`, or an `Origin` not in `[access] origins`.
+fn same_site<B>(gate: &Gate, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
+    let Err(denied) = gate.access.check_site(req.headers()) else {
+        return Ok(());
+    };
+    let (field, detail) = match denied {
+        CrossSite::FetchSite => (
+            "Sec-Fetch-Site",
+            "a browser sent this request for a page on another site (Sec-Fetch-Site: cross-site)",
+        ),
+        CrossSite::Origin => (
+            "Origin",
+            "the request's Origin is not listed in [access] origins",
+        ),
+    };
+    Err(Problem::new(
+        StatusCode::FORBIDDEN,
+        "cross_site_request",
+        Origin::Downstream,
+        format!("{detail}; web pages may read cache entries but not make fetchgate fetch"),
+        "send the request from a tool rather than a web page, or ask the operator to list the page's origin in [access] origins",
+    )
+    .field(field)
     .at(log.locator.clone()))
 }
 
