@@ -345,13 +345,20 @@ fn tee_skipped(reason: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A path, its query, and the request's headers.
+type TeeCase = (
+    &'static str,
+    Option<&'static str>,
+    &'static [(&'static str, &'static str)],
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn private_and_credentialed_responses_never_enter_the_shared_cache() {
     // 127.0.0.2 is an ordinary host; 127.0.0.3 is declared public by [[cache.tee]].
     let routes: support::upstream::Routes = Default::default();
     let body = |name: &str| name.repeat(1000).into_bytes();
     // The public control comes last: once its entry is published, the others had their turn.
-    let cases: [(&str, Option<&str>, &[(&str, &str)]); 7] = [
+    let cases: [TeeCase; 7] = [
         ("/bearer", None, &[("authorization", "Bearer s3cret")]),
         ("/cookie", None, &[("cookie", "session=1")]),
         ("/query", Some("?sig=abc"), &[]),
@@ -387,10 +394,17 @@ async fn private_and_credentialed_responses_never_enter_the_shared_cache() {
         public.addr.port()
     ))
     .await;
-    let before: Vec<f64> = ["authorization", "cookie", "query", "no_store", "set_cookie", "vary"]
-        .iter()
-        .map(|r| tee_skipped(r))
-        .collect();
+    let before: Vec<f64> = [
+        "authorization",
+        "cookie",
+        "query",
+        "no_store",
+        "set_cookie",
+        "vary",
+    ]
+    .iter()
+    .map(|r| tee_skipped(r))
+    .collect();
 
     for (path, query, headers) in &cases {
         let url = format!(
@@ -398,20 +412,39 @@ async fn private_and_credentialed_responses_never_enter_the_shared_cache() {
             plain.addr.port(),
             query.unwrap_or("")
         );
-        let got = Client::connect(proxy).await.send("GET", &url, headers).await;
+        let got = Client::connect(proxy)
+            .await
+            .send("GET", &url, headers)
+            .await;
         assert_eq!(got.status, 200, "{path}");
-        assert_eq!(got.body.as_ref(), body(path).as_slice(), "the client gets it");
+        assert_eq!(
+            got.body.as_ref(),
+            body(path).as_slice(),
+            "the client gets it"
+        );
     }
     assert!(published_soon(proxy, &Digest::of(&body("/public"))).await);
     for (path, _, _) in &cases[..cases.len() - 1] {
-        let got = get_path(proxy, &format!("/sha256/{}", Digest::of(&body(path)).hex()), &[]).await;
+        let got = get_path(
+            proxy,
+            &format!("/sha256/{}", Digest::of(&body(path)).hex()),
+            &[],
+        )
+        .await;
         assert_eq!(got.status, 404, "{path} entered the shared cache");
         assert_eq!(got.code(), "not_in_cache");
     }
-    let after: Vec<f64> = ["authorization", "cookie", "query", "no_store", "set_cookie", "vary"]
-        .iter()
-        .map(|r| tee_skipped(r))
-        .collect();
+    let after: Vec<f64> = [
+        "authorization",
+        "cookie",
+        "query",
+        "no_store",
+        "set_cookie",
+        "vary",
+    ]
+    .iter()
+    .map(|r| tee_skipped(r))
+    .collect();
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
         assert!(a > b, "skip reason {i} counted: {b} -> {a}");
     }
@@ -475,11 +508,19 @@ async fn web_pages_cannot_make_fetchgate_fetch_but_may_read() {
             let got = get_path(proxy, path, &[(header, value)]).await;
             assert_eq!(got.status, 403, "{path} {header}: {value}");
             assert_eq!(got.code(), "cross_site_request");
-            let field = if header == "origin" { "Origin" } else { "Sec-Fetch-Site" };
+            let field = if header == "origin" {
+                "Origin"
+            } else {
+                "Sec-Fetch-Site"
+            };
             assert_eq!(got.json()["field"], field);
         }
     }
-    assert_eq!(up.connection_count(), 0, "a refused request fetched nothing");
+    assert_eq!(
+        up.connection_count(),
+        0,
+        "a refused request fetched nothing"
+    );
     // A plain read stays open to every page.
     let read = format!("/sha256/{}", d.hex());
     let got = get_path(proxy, &read, &[("origin", "https://evil.example")]).await;
@@ -492,7 +533,10 @@ async fn web_pages_cannot_make_fetchgate_fetch_but_may_read() {
     let got = get_path(
         proxy,
         &read,
-        &[("origin", "https://evil.example"), ("sec-fetch-site", "cross-site")],
+        &[
+            ("origin", "https://evil.example"),
+            ("sec-fetch-site", "cross-site"),
+        ],
     )
     .await;
     assert_eq!(got.status, 200);
@@ -506,7 +550,12 @@ async fn web_pages_cannot_make_fetchgate_fetch_but_may_read() {
         cache_cfg(dir2.path(), "")
     ))
     .await;
-    let got = get_path(proxy, &fill, &[("origin", "https://ci.example.com.evil.example")]).await;
+    let got = get_path(
+        proxy,
+        &fill,
+        &[("origin", "https://ci.example.com.evil.example")],
+    )
+    .await;
     assert_eq!(got.code(), "cross_site_request");
     let got = get_path(proxy, &fill, &[("origin", "https://ci.example.com")]).await;
     assert_eq!(got.status, 200);

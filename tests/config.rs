@@ -177,7 +177,8 @@ fn hardening_keys_are_checked_and_defaulted() {
     let err = refused("[access]\norigins = [\"null\"]\n");
     assert_eq!(err.line, Some(2), "{err}");
 
-    let err = refused("[cache]\nmax_bytes = 1000000\n\n[[cache.tee]]\nhosts = [\"*.example.com\"]\n");
+    let err =
+        refused("[cache]\nmax_bytes = 1000000\n\n[[cache.tee]]\nhosts = [\"*.example.com\"]\n");
     assert_eq!(err.field.as_deref(), Some("cache.tee[0].hosts"), "{err}");
     let err = refused("[[cache.tee]]\nhosts = []\n");
     assert!(err.message.contains("at least one host"), "{err}");

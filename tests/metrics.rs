@@ -11,8 +11,8 @@ use fetchgate::serve::Server;
 use fetchgate::serve::admin::Admin;
 use fetchgate::store::Digest;
 use support::proxy::{Client, connect, get, start_proxy};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use support::upstream::{Reply, Upstream, pattern_bytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
     let got = Client::connect(admin)
@@ -194,6 +194,14 @@ async fn tunnel_bytes_are_counted_in_the_direction_they_moved() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert_eq!(value(&m, &series("client_to_upstream")), Some(UP as f64), "{m}");
-    assert_eq!(value(&m, &series("upstream_to_client")), Some(DOWN as f64), "{m}");
+    assert_eq!(
+        value(&m, &series("client_to_upstream")),
+        Some(UP as f64),
+        "{m}"
+    );
+    assert_eq!(
+        value(&m, &series("upstream_to_client")),
+        Some(DOWN as f64),
+        "{m}"
+    );
 }

@@ -136,7 +136,10 @@ async fn open_tunnels_hold_their_connection_slots() {
         let (status, head, mut s) = tunnel_from("127.0.0.1", proxy, echo_addr).await;
         assert_eq!(status, 503, "{head}");
         assert!(head.contains("retry-after: 1"), "{head}");
-        assert!(head.contains("fetchgate-error: too_many_connections"), "{head}");
+        assert!(
+            head.contains("fetchgate-error: too_many_connections"),
+            "{head}"
+        );
         assert_eq!(rest_as_json(&mut s).await["field"], "max_connections");
     }
     for s in &mut open {
@@ -297,7 +300,9 @@ async fn the_admin_port_serves_a_few_connections_and_closes_the_rest() {
         held.push(TcpStream::connect(admin).await.unwrap());
     }
     let mut extra = TcpStream::connect(admin).await.unwrap();
-    let _ = extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n").await;
+    let _ = extra
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n")
+        .await;
     let answer = closed_within(&mut extra, Duration::from_secs(10))
         .await
         .expect("the connection past the cap was closed");
@@ -307,7 +312,9 @@ async fn the_admin_port_serves_a_few_connections_and_closes_the_rest() {
     let mut answered = false;
     for _ in 0..200 {
         let mut s = TcpStream::connect(admin).await.unwrap();
-        let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n").await;
+        let _ = s
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n")
+            .await;
         if read_head(&mut s).await.starts_with("HTTP/1.1 200") {
             answered = true;
             break;

@@ -116,14 +116,16 @@ impl Access {
     /// web page could otherwise make a browser send: refuses `Sec-Fetch-Site: cross-site` and
     /// any `Origin` not in `[access] origins`. Tools send neither header.
     pub fn check_site(&self, headers: &HeaderMap) -> Result<(), CrossSite> {
-        let cross_site = headers
-            .get_all("sec-fetch-site")
-            .iter()
-            .any(|v| String::from_utf8_lossy(v.as_bytes()).trim().eq_ignore_ascii_case("cross-site"));
+        let cross_site = headers.get_all("sec-fetch-site").iter().any(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .trim()
+                .eq_ignore_ascii_case("cross-site")
+        });
         if cross_site {
             return Err(CrossSite::FetchSite);
         }
-        let listed = |v: &http::HeaderValue| self.origins.iter().any(|o| o.as_bytes() == v.as_bytes());
+        let listed =
+            |v: &http::HeaderValue| self.origins.iter().any(|o| o.as_bytes() == v.as_bytes());
         if headers.get_all(ORIGIN).iter().any(|v| !listed(v)) {
             return Err(CrossSite::Origin);
         }
@@ -240,8 +242,14 @@ mod tests {
 
     #[test]
     fn origins_are_exact() {
-        assert_eq!(origin("https://ci.example.com").unwrap(), "https://ci.example.com");
-        assert_eq!(origin("http://127.0.0.1:8080").unwrap(), "http://127.0.0.1:8080");
+        assert_eq!(
+            origin("https://ci.example.com").unwrap(),
+            "https://ci.example.com"
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:8080").unwrap(),
+            "http://127.0.0.1:8080"
+        );
         for bad in [
             "https://ci.example.com/",
             "https://CI.example.com",

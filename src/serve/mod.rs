@@ -268,7 +268,9 @@ async fn turn_away(mut stream: TcpStream, full: Full) {
         ),
         Full::PerClient(limit) => (
             "too_many_client_connections",
-            format!("this client address already holds {limit} connections, the most one client may"),
+            format!(
+                "this client address already holds {limit} connections, the most one client may"
+            ),
             "max_connections_per_client",
         ),
     };

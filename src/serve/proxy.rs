@@ -361,7 +361,7 @@ fn tee_or_pass(
         return body.boxed();
     };
     let host = target.host.to_string();
-    let public = gate.tee_public_hosts.iter().any(|h| *h == host);
+    let public = gate.tee_public_hosts.contains(&host);
     match admit(request, headers, public, gate.tee_max_bytes) {
         Ok(expected) => TeeBody::new(body, fetcher.store(), expected, log.locator.clone()).boxed(),
         Err(skip) => {

@@ -51,7 +51,10 @@ impl Slots {
             .try_acquire_owned()
             .map_err(|_| Full::Total(self.max))?;
         let client = plain(client);
-        let mut counts = self.per_client.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut counts = self
+            .per_client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let held = counts.entry(client).or_insert(0);
         if *held >= per_client {
             if *held == 0 {
@@ -78,7 +81,10 @@ impl Slots {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut counts = self.per_client.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut counts = self
+            .per_client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(held) = counts.get_mut(&self.client) {
             *held = held.saturating_sub(1);
             if *held == 0 {

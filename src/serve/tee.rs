@@ -300,7 +300,11 @@ mod tests {
             ("private, no-store", Err(Skip::NoStore)),
             ("x-private", Ok(10)),
         ] {
-            assert_eq!(admit(r, &resp(&[("cache-control", cc)]), false, 100), want, "{cc}");
+            assert_eq!(
+                admit(r, &resp(&[("cache-control", cc)]), false, 100),
+                want,
+                "{cc}"
+            );
         }
         let split = resp(&[("cache-control", "max-age=5"), ("cache-control", "private")]);
         assert_eq!(admit(r, &split, false, 100), Err(Skip::Private));
@@ -324,7 +328,12 @@ mod tests {
             Err(Skip::NoStore)
         );
         assert_eq!(
-            admit(RequestSide::of(&HeaderMap::new(), true), &resp(&[]), false, 100),
+            admit(
+                RequestSide::of(&HeaderMap::new(), true),
+                &resp(&[]),
+                false,
+                100
+            ),
             Err(Skip::Query)
         );
     }
@@ -335,7 +344,10 @@ mod tests {
         let check = |h: &[(&'static str, &'static str)]| admit(r, &resp(h), true, 100);
         assert_eq!(check(&[("set-cookie", "s=1")]), Err(Skip::SetCookie));
         assert_eq!(check(&[("vary", "*")]), Err(Skip::Vary));
-        assert_eq!(check(&[("vary", "Accept-Encoding, Cookie")]), Err(Skip::Vary));
+        assert_eq!(
+            check(&[("vary", "Accept-Encoding, Cookie")]),
+            Err(Skip::Vary)
+        );
         assert_eq!(check(&[("vary", "accept-encoding")]), Ok(10));
         assert_eq!(admit(r, &resp(&[]), false, 9), Err(Skip::TooLarge));
         assert_eq!(admit(r, &HeaderMap::new(), false, 9), Err(Skip::NoLength));

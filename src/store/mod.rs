@@ -765,7 +765,8 @@ impl Store {
     /// kernel with `access(2)`, which also sees a read-only mount, so a probe writes nothing)
     /// and the index answers.
     pub fn check_ready(&self) -> Result<(), String> {
-        let not_writable = |why: String| format!("cache not writable: {}: {why}", self.tmp.display());
+        let not_writable =
+            |why: String| format!("cache not writable: {}: {why}", self.tmp.display());
         if !fs::metadata(&self.tmp).is_ok_and(|m| m.is_dir()) {
             return Err(not_writable("not a directory".into()));
         }
