@@ -65,6 +65,12 @@ pub struct Metrics {
     /// Entries found not to match their digest, or gone from disk; brought up to the store's
     /// count at scrape time.
     pub verify_failures: Counter,
+    /// Proxied responses kept out of the shared cache, by reason (`authorization`, `cookie`,
+    /// `query`, `no_store`, `private`, `set_cookie`, `vary`, `no_length`, `too_large`).
+    pub tee_skipped: Family<Labels1, Counter>,
+    /// CONNECT tunnel bytes by `direction` (`client_to_upstream`, `upstream_to_client`). Tunnel
+    /// bytes are opaque TLS, so they are kept apart from the HTTP body counters.
+    pub tunnel_bytes: Family<Labels1, Counter>,
 }
 
 fn latency() -> Histogram {
@@ -97,6 +103,8 @@ impl Metrics {
             cache_entries: Gauge::default(),
             evictions: Counter::default(),
             verify_failures: Counter::default(),
+            tee_skipped: Family::default(),
+            tunnel_bytes: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -192,6 +200,16 @@ impl Metrics {
             "verify_failures",
             "Entries that failed verification or vanished from disk",
             m.verify_failures.clone(),
+        );
+        registry.register(
+            "tee_skipped",
+            "Proxied responses not published into the shared cache, by reason",
+            m.tee_skipped.clone(),
+        );
+        registry.register(
+            "tunnel_bytes",
+            "CONNECT tunnel bytes by direction",
+            m.tunnel_bytes.clone(),
         );
         Self { registry, ..m }
     }

@@ -234,7 +234,10 @@ async fn serving_rules_range_head_conditional_and_errors() {
     );
     assert_eq!(h["cache-control"], "public, max-age=31536000, immutable");
     assert_eq!(h["x-content-type-options"], "nosniff");
-    assert_eq!(h["access-control-allow-origin"], "*");
+    assert!(
+        !h.contains_key("access-control-allow-origin"),
+        "a fetch-through answer is not for web pages to read"
+    );
     assert_eq!(h["accept-ranges"], "bytes");
     assert!(!h.contains_key("content-encoding"));
 
@@ -242,6 +245,7 @@ async fn serving_rules_range_head_conditional_and_errors() {
     let got = get_path(proxy, &path, &[("range", "bytes=100-199")]).await;
     assert_eq!(got.status, 206);
     assert_eq!(got.headers["content-range"], "bytes 100-199/10000");
+    assert_eq!(got.headers["access-control-allow-origin"], "*");
     assert_eq!(got.body.as_ref(), &bytes[100..200]);
     let got = get_path(proxy, &path, &[("range", "bytes=-10")]).await;
     assert_eq!(got.status, 206);
@@ -301,10 +305,7 @@ async fn a_completed_proxied_get_is_then_served_by_digest() {
         trust_all_loopback_test_ports(&[up.addr.port()])
     ))
     .await;
-    let url = format!(
-        "http://127.0.0.2:{}/pkg-1.0.0.tgz?sig=secret",
-        up.addr.port()
-    );
+    let url = format!("http://127.0.0.2:{}/pkg-1.0.0.tgz", up.addr.port());
     let got = support::proxy::get(proxy, &url).await;
     assert_eq!(got.status, 200);
     // The tee finishes just after the body; poll briefly.
@@ -321,6 +322,248 @@ async fn a_completed_proxied_get_is_then_served_by_digest() {
     let got = served.expect("the proxied body was published");
     assert_eq!(got.body.as_ref(), bytes.as_slice());
     assert_eq!(up.requests().len(), 1);
+}
+
+/// True once `d` is served from the cache (the tee publishes just after the body ends).
+async fn published_soon(proxy: std::net::SocketAddr, d: &Digest) -> bool {
+    for _ in 0..100 {
+        if get_path(proxy, &format!("/sha256/{}", d.hex()), &[])
+            .await
+            .status
+            == 200
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn tee_skipped(reason: &str) -> f64 {
+    let text = fetchgate::metrics::get().encode();
+    let series = format!("fetchgate_tee_skipped_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A path, its query, and the request's headers.
+type TeeCase = (
+    &'static str,
+    Option<&'static str>,
+    &'static [(&'static str, &'static str)],
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_and_credentialed_responses_never_enter_the_shared_cache() {
+    // 127.0.0.2 is an ordinary host; 127.0.0.3 is declared public by [[cache.tee]].
+    let routes: support::upstream::Routes = Default::default();
+    let body = |name: &str| name.repeat(1000).into_bytes();
+    // The public control comes last: once its entry is published, the others had their turn.
+    let cases: [TeeCase; 7] = [
+        ("/bearer", None, &[("authorization", "Bearer s3cret")]),
+        ("/cookie", None, &[("cookie", "session=1")]),
+        ("/query", Some("?sig=abc"), &[]),
+        ("/private-no-store", None, &[]),
+        ("/set-cookie", None, &[]),
+        ("/vary", None, &[]),
+        ("/public", None, &[]),
+    ];
+    {
+        let mut r = routes.lock().unwrap();
+        for (path, _, _) in &cases {
+            let reply = Reply::ok(body(path));
+            let reply = match *path {
+                "/private-no-store" => reply.with_header("cache-control", "Private, no-store"),
+                "/set-cookie" => reply.with_header("set-cookie", "id=1"),
+                "/vary" => reply.with_header("vary", "Authorization"),
+                _ => reply,
+            };
+            r.insert(path.to_string(), reply);
+        }
+        r.insert(
+            "/public-no-store".into(),
+            Reply::ok(body("/public-no-store")).with_header("cache-control", "no-store"),
+        );
+    }
+    let plain = Upstream::router("127.0.0.2:0", routes.clone()).await;
+    let public = Upstream::router("127.0.0.3:0", routes).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}\n[[cache.tee]]\nhosts = [\"127.0.0.3\"]\n\n{}[[egress.trust]]\ncidrs = [\"127.0.0.3/32\"]\nports = [{}]\n",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[plain.addr.port()]),
+        public.addr.port()
+    ))
+    .await;
+    let before: Vec<f64> = [
+        "authorization",
+        "cookie",
+        "query",
+        "no_store",
+        "set_cookie",
+        "vary",
+    ]
+    .iter()
+    .map(|r| tee_skipped(r))
+    .collect();
+
+    for (path, query, headers) in &cases {
+        let url = format!(
+            "http://127.0.0.2:{}{path}{}",
+            plain.addr.port(),
+            query.unwrap_or("")
+        );
+        let got = Client::connect(proxy)
+            .await
+            .send("GET", &url, headers)
+            .await;
+        assert_eq!(got.status, 200, "{path}");
+        assert_eq!(
+            got.body.as_ref(),
+            body(path).as_slice(),
+            "the client gets it"
+        );
+    }
+    assert!(published_soon(proxy, &Digest::of(&body("/public"))).await);
+    for (path, _, _) in &cases[..cases.len() - 1] {
+        let got = get_path(
+            proxy,
+            &format!("/sha256/{}", Digest::of(&body(path)).hex()),
+            &[],
+        )
+        .await;
+        assert_eq!(got.status, 404, "{path} entered the shared cache");
+        assert_eq!(got.code(), "not_in_cache");
+    }
+    let after: Vec<f64> = [
+        "authorization",
+        "cookie",
+        "query",
+        "no_store",
+        "set_cookie",
+        "vary",
+    ]
+    .iter()
+    .map(|r| tee_skipped(r))
+    .collect();
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        assert!(a > b, "skip reason {i} counted: {b} -> {a}");
+    }
+
+    // The operator's public host: a credentialed GET is teed there, no-store still is not.
+    let bearer = [("authorization", "Bearer s3cret")];
+    let got = Client::connect(proxy)
+        .await
+        .send(
+            "GET",
+            &format!("http://127.0.0.3:{}/bearer", public.addr.port()),
+            &bearer,
+        )
+        .await;
+    assert_eq!(got.status, 200);
+    let got = Client::connect(proxy)
+        .await
+        .send(
+            "GET",
+            &format!("http://127.0.0.3:{}/public-no-store", public.addr.port()),
+            &bearer,
+        )
+        .await;
+    assert_eq!(got.status, 200);
+    assert!(
+        published_soon(proxy, &Digest::of(&body("/bearer"))).await,
+        "a public host's credentialed response is teed"
+    );
+    let got = get_path(
+        proxy,
+        &format!("/sha256/{}", Digest::of(&body("/public-no-store")).hex()),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 404, "no-store is never teed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_pages_cannot_make_fetchgate_fetch_but_may_read() {
+    let bytes = pattern_bytes(20_000);
+    let d = Digest::of(&bytes);
+    let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let mirror = format!("http://127.0.0.2:{}/a.tgz", up.addr.port());
+    let fill = through(&d, bytes.len() as u64, std::slice::from_ref(&mirror));
+    let love = format!(
+        "/love/v1/fetch?manifest={}",
+        url::form_urlencoded::byte_serialize(mirror.as_bytes()).collect::<String>()
+    );
+    let trust = trust_all_loopback_test_ports(&[up.addr.port()]);
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!("{}{trust}", cache_cfg(dir.path(), ""))).await;
+
+    // Refused on both state-changing routes, before any fetch: by Sec-Fetch-Site, and by any
+    // Origin at all while [access] origins is empty (`null` included).
+    for path in [&fill, &love] {
+        for (header, value) in [
+            ("sec-fetch-site", "cross-site"),
+            ("origin", "https://evil.example"),
+            ("origin", "null"),
+        ] {
+            let got = get_path(proxy, path, &[(header, value)]).await;
+            assert_eq!(got.status, 403, "{path} {header}: {value}");
+            assert_eq!(got.code(), "cross_site_request");
+            let field = if header == "origin" {
+                "Origin"
+            } else {
+                "Sec-Fetch-Site"
+            };
+            assert_eq!(got.json()["field"], field);
+        }
+    }
+    assert_eq!(
+        up.connection_count(),
+        0,
+        "a refused request fetched nothing"
+    );
+    // A plain read stays open to every page.
+    let read = format!("/sha256/{}", d.hex());
+    let got = get_path(proxy, &read, &[("origin", "https://evil.example")]).await;
+    assert_eq!(got.code(), "not_in_cache");
+
+    // A tool's fetch-through (or a same-site page's) works; its answer is not for pages.
+    let got = get_path(proxy, &fill, &[("sec-fetch-site", "same-site")]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.headers.get("access-control-allow-origin").is_none());
+    let got = get_path(
+        proxy,
+        &read,
+        &[
+            ("origin", "https://evil.example"),
+            ("sec-fetch-site", "cross-site"),
+        ],
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.headers["access-control-allow-origin"], "*");
+    assert_eq!(got.body.as_ref(), bytes.as_slice());
+
+    // An origin the operator listed may fetch; one that merely starts like it may not.
+    let dir2 = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "[access]\norigins = [\"https://ci.example.com\"]\n\n{}{trust}",
+        cache_cfg(dir2.path(), "")
+    ))
+    .await;
+    let got = get_path(
+        proxy,
+        &fill,
+        &[("origin", "https://ci.example.com.evil.example")],
+    )
+    .await;
+    assert_eq!(got.code(), "cross_site_request");
+    let got = get_path(proxy, &fill, &[("origin", "https://ci.example.com")]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.headers.get("access-control-allow-origin").is_none());
+    assert_eq!(got.body.as_ref(), bytes.as_slice());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -152,3 +152,42 @@ fn deploy_example_configs_load() {
         .collect();
     Config::from_toml("configmap.yaml", &toml).unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn hardening_keys_are_checked_and_defaulted() {
+    let limits = |t: &str| Config::from_toml("ops.toml", t).unwrap().limits;
+    assert_eq!(
+        limits("[proxy]\nmax_connections = 100\n").max_connections_per_client,
+        25,
+        "a quarter of max_connections"
+    );
+    assert_eq!(
+        limits("[proxy]\nmax_connections = 3\n").max_connections_per_client,
+        1
+    );
+    let err = refused("[proxy]\nmax_connections_per_client = 0\n");
+    assert_eq!(
+        err.field.as_deref(),
+        Some("proxy.max_connections_per_client")
+    );
+
+    let err = refused("[access]\norigins = [\"https://ci.example.com/\"]\n");
+    assert_eq!(err.field.as_deref(), Some("access.origins"), "{err}");
+    assert!(err.message.contains("`https://ci.example.com`"), "{err}");
+    let err = refused("[access]\norigins = [\"null\"]\n");
+    assert_eq!(err.line, Some(2), "{err}");
+
+    let err =
+        refused("[cache]\nmax_bytes = 1000000\n\n[[cache.tee]]\nhosts = [\"*.example.com\"]\n");
+    assert_eq!(err.field.as_deref(), Some("cache.tee[0].hosts"), "{err}");
+    let err = refused("[[cache.tee]]\nhosts = []\n");
+    assert!(err.message.contains("at least one host"), "{err}");
+    let err = refused("[[cache.tee]]\nhost = [\"a.example\"]\n");
+    assert_eq!(err.field.as_deref(), Some("cache.tee[0].host"), "{err}");
+    let c = Config::from_toml(
+        "ops.toml",
+        "[[cache.tee]]\nhosts = [\"Registry.Example.COM.\", \"[::1]\"]\n",
+    )
+    .unwrap();
+    assert_eq!(c.cache.tee_public_hosts, ["registry.example.com", "::1"]);
+}

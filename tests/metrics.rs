@@ -1,5 +1,6 @@
 //! `/metrics` after known traffic, and `/readyz` when the cache stops being writable. The
-//! only test in this binary, so the process-wide counters hold exactly its traffic.
+//! metrics are process-wide, so this binary holds only these tests, and each asserts exact
+//! values only on series no other test here touches (HTTP requests versus one tunnel).
 
 mod support;
 
@@ -9,8 +10,9 @@ use fetchgate::config::Config;
 use fetchgate::serve::Server;
 use fetchgate::serve::admin::Admin;
 use fetchgate::store::Digest;
-use support::proxy::{Client, get};
+use support::proxy::{Client, connect, get, start_proxy};
 use support::upstream::{Reply, Upstream, pattern_bytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
     let got = Client::connect(admin)
@@ -153,4 +155,53 @@ async fn metrics_after_known_traffic_and_readyz_on_an_unwritable_cache() {
     let (status, body) = admin_get(admin_addr, "/readyz").await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("cache not writable"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnel_bytes_are_counted_in_the_direction_they_moved() {
+    const UP: usize = 1000;
+    const DOWN: usize = 3000;
+    // An upstream that takes exactly UP bytes, answers with DOWN bytes and closes.
+    let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut got = vec![0u8; UP];
+        s.read_exact(&mut got).await.unwrap();
+        s.write_all(&[7u8; DOWN]).await.unwrap();
+        let _ = s.shutdown().await;
+    });
+    let proxy = start_proxy(&format!(
+        "[egress]\nconnect_ports = [{p}]\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{p}]\n",
+        p = upstream.port()
+    ))
+    .await;
+    let (status, head, mut s) = connect(proxy, &upstream.to_string(), "").await;
+    assert_eq!(status, 200, "{head}");
+    s.write_all(&[1u8; UP]).await.unwrap();
+    let mut back = Vec::new();
+    s.read_to_end(&mut back).await.unwrap();
+    assert_eq!(back.len(), DOWN);
+    drop(s);
+
+    // The counters move when the tunnel ends, just after both sides closed.
+    let series = |d: &str| format!("fetchgate_tunnel_bytes_total{{direction=\"{d}\"}}");
+    let mut m = String::new();
+    for _ in 0..200 {
+        m = fetchgate::metrics::get().encode();
+        if value(&m, &series("upstream_to_client")).is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        value(&m, &series("client_to_upstream")),
+        Some(UP as f64),
+        "{m}"
+    );
+    assert_eq!(
+        value(&m, &series("upstream_to_client")),
+        Some(DOWN as f64),
+        "{m}"
+    );
 }

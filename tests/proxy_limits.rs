@@ -4,10 +4,14 @@ mod support;
 
 use std::time::Duration;
 
+use fetchgate::config::Config;
+use fetchgate::serve::Server;
+use fetchgate::serve::admin::Admin;
 use support::proxy::{Client, connect, get, read_head, start_proxy};
 use support::serve::{free_port, start};
 use support::upstream::{Reply, Upstream, echo, silent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 #[tokio::test]
 async fn an_upstream_that_never_answers_gets_504_naming_the_limit() {
@@ -65,6 +69,259 @@ async fn connections_past_the_limit_get_503_with_retry_after() {
         "{head}"
     );
     drop(first);
+}
+
+/// The tunnel config: CONNECT allowed to `echo`'s port on 127.0.0.2, plus `proxy` keys.
+fn tunnel_cfg(echo: std::net::SocketAddr, proxy: &str) -> String {
+    format!(
+        "[proxy]\n{proxy}\n\n[egress]\nconnect_ports = [{p}]\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{p}]\n",
+        p = echo.port()
+    )
+}
+
+/// Opens a CONNECT tunnel to `echo` from the client address `from`; returns the status, the
+/// head and the stream.
+async fn tunnel_from(
+    from: &str,
+    proxy: std::net::SocketAddr,
+    echo: std::net::SocketAddr,
+) -> (u16, String, TcpStream) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let mut s = socket.connect(proxy).await.expect("connect to proxy");
+    s.write_all(format!("CONNECT {echo} HTTP/1.1\r\nHost: {echo}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let head = read_head(&mut s).await;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head, s)
+}
+
+/// Sends a few bytes through an open tunnel and reads them back from the echo server.
+async fn round_trip(s: &mut TcpStream) {
+    s.write_all(b"ping").await.unwrap();
+    let mut b = [0u8; 4];
+    s.read_exact(&mut b).await.unwrap();
+    assert_eq!(&b, b"ping");
+}
+
+/// The JSON body after a raw head that said `connection: close`.
+async fn rest_as_json(s: &mut TcpStream) -> serde_json::Value {
+    let mut body = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut body)).await;
+    serde_json::from_slice(&body).expect("problem+json body")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_tunnels_hold_their_connection_slots() {
+    let echo_addr = echo("127.0.0.2:0").await;
+    let proxy = start_proxy(&tunnel_cfg(
+        echo_addr,
+        "max_connections = 3\nmax_connections_per_client = 3",
+    ))
+    .await;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let (status, head, mut s) = tunnel_from("127.0.0.1", proxy, echo_addr).await;
+        assert_eq!(status, 200, "{head}");
+        round_trip(&mut s).await;
+        open.push(s);
+    }
+    // Three tunnels are open: a fourth connection is turned away, a tunnel or not.
+    for _ in 0..3 {
+        let (status, head, mut s) = tunnel_from("127.0.0.1", proxy, echo_addr).await;
+        assert_eq!(status, 503, "{head}");
+        assert!(head.contains("retry-after: 1"), "{head}");
+        assert!(
+            head.contains("fetchgate-error: too_many_connections"),
+            "{head}"
+        );
+        assert_eq!(rest_as_json(&mut s).await["field"], "max_connections");
+    }
+    for s in &mut open {
+        round_trip(s).await;
+    }
+    // A tunnel that ends gives its slot back.
+    drop(open.pop());
+    let mut reopened = false;
+    for _ in 0..200 {
+        let (status, _, _s) = tunnel_from("127.0.0.1", proxy, echo_addr).await;
+        if status == 200 {
+            reopened = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reopened, "the closed tunnel's slot was released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_address_cannot_take_every_connection() {
+    let echo_addr = echo("127.0.0.2:0").await;
+    let proxy = start_proxy(&tunnel_cfg(
+        echo_addr,
+        "max_connections = 10\nmax_connections_per_client = 2",
+    ))
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (status, head, s) = tunnel_from("127.0.0.1", proxy, echo_addr).await;
+        assert_eq!(status, 200, "{head}");
+        held.push(s);
+    }
+    let (status, head, mut s) = tunnel_from("127.0.0.1", proxy, echo_addr).await;
+    assert_eq!(status, 503, "{head}");
+    assert!(head.contains("retry-after: 1"), "{head}");
+    assert!(
+        head.contains("fetchgate-error: too_many_client_connections"),
+        "{head}"
+    );
+    assert_eq!(
+        rest_as_json(&mut s).await["field"],
+        "max_connections_per_client"
+    );
+    // Another client address still gets in.
+    let (status, head, mut other) = tunnel_from("127.0.0.4", proxy, echo_addr).await;
+    assert_eq!(status, 200, "{head}");
+    round_trip(&mut other).await;
+    for s in &mut held {
+        round_trip(s).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_drains_open_tunnels() {
+    let echo_addr = echo("127.0.0.2:0").await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "{}\n[cache]\ndir = {:?}\n",
+        tunnel_cfg(echo_addr, "drain_seconds = 20"),
+        dir.path().display().to_string()
+    );
+    let config = Config::from_toml("t.toml", &cfg).unwrap();
+    let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let proxy = server.local_addr().unwrap();
+    let handle = server.handle();
+    let running = tokio::spawn(server.run());
+    let (status, head, mut s) = tunnel_from("127.0.0.1", proxy, echo_addr).await;
+    assert_eq!(status, 200, "{head}");
+    round_trip(&mut s).await;
+
+    handle.shutdown();
+    // The tunnel keeps working through the drain, and the server waits for it.
+    round_trip(&mut s).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    round_trip(&mut s).await;
+    assert!(
+        !running.is_finished(),
+        "the server stopped while a tunnel was open"
+    );
+    drop(s);
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("the drain ends once the tunnel closes")
+        .unwrap()
+        .unwrap();
+}
+
+/// A proxy with its admin listener, in this process; returns the admin address and the cache
+/// directory (kept alive by the caller).
+async fn start_admin(proxy_keys: &str) -> (std::net::SocketAddr, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "[proxy]\n{proxy_keys}\n\n[cache]\ndir = {:?}\n",
+        dir.path().display().to_string()
+    );
+    let config = Config::from_toml("t.toml", &cfg).unwrap();
+    let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let admin = Admin::bind("127.0.0.1:0".parse().unwrap(), server.handle())
+        .await
+        .unwrap();
+    let addr = admin.local_addr().unwrap();
+    tokio::spawn(admin.run());
+    tokio::spawn(server.run());
+    (addr, dir)
+}
+
+/// Reads until the peer closes; `None` if it is still open after `limit`.
+async fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<String> {
+    let mut got = Vec::new();
+    match tokio::time::timeout(limit, s.read_to_end(&mut got)).await {
+        Ok(_) => Some(String::from_utf8_lossy(&got).into_owned()),
+        Err(_) => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_port_cuts_off_slow_heads_and_probes_write_nothing() {
+    let (admin, dir) = start_admin("header_read_timeout_ms = 300").await;
+    let mut s = TcpStream::connect(admin).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\n")
+        .await
+        .unwrap();
+    let answer = closed_within(&mut s, Duration::from_secs(10))
+        .await
+        .expect("the half-sent head was cut off");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+
+    // /readyz asks whether tmp/ is writable without creating anything in it.
+    let tmp = dir.path().join("tmp");
+    let before = std::fs::metadata(&tmp).unwrap().modified().unwrap();
+    for _ in 0..3 {
+        let got = Client::connect(admin)
+            .await
+            .send("GET", "/readyz", &[("host", "admin")])
+            .await;
+        assert_eq!(got.status, 200);
+    }
+    assert_eq!(
+        std::fs::metadata(&tmp).unwrap().modified().unwrap(),
+        before,
+        "a readiness probe changed tmp/"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_port_serves_a_few_connections_and_closes_the_rest() {
+    let (admin, _dir) = start_admin("header_read_timeout_ms = 20000").await;
+    let mut held = Vec::new();
+    for _ in 0..fetchgate::serve::admin::MAX_CONNECTIONS {
+        held.push(TcpStream::connect(admin).await.unwrap());
+    }
+    let mut extra = TcpStream::connect(admin).await.unwrap();
+    let _ = extra
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n")
+        .await;
+    let answer = closed_within(&mut extra, Duration::from_secs(10))
+        .await
+        .expect("the connection past the cap was closed");
+    assert!(answer.is_empty(), "{answer}");
+    // Once the held ones go, the port answers again.
+    drop(held);
+    let mut answered = false;
+    for _ in 0..200 {
+        let mut s = TcpStream::connect(admin).await.unwrap();
+        let _ = s
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n")
+            .await;
+        if read_head(&mut s).await.starts_with("HTTP/1.1 200") {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(answered);
 }
 
 #[tokio::test]

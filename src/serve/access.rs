@@ -1,14 +1,15 @@
-//! Who may use the proxy: client address ranges, then (optionally) a bearer token.
+//! Who may use the proxy: client address ranges, then (optionally) a bearer token; and which
+//! web pages may make it fetch into the cache.
 //!
-//! Neither check reaches the policy or the network. Tokens are compared in constant time
-//! against every configured token.
+//! No check reaches the policy or the network. Tokens are compared in constant time against
+//! every configured token.
 
 use std::net::IpAddr;
 use std::path::Path;
 
 use base64::Engine;
 use http::HeaderMap;
-use http::header::PROXY_AUTHORIZATION;
+use http::header::{ORIGIN, PROXY_AUTHORIZATION};
 use ipnet::IpNet;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
@@ -25,6 +26,8 @@ pub struct AccessSection {
     pub clients: Option<Vec<Spanned<String>>>,
     /// A file of bearer tokens, one per line (`#` comments); absent means no token needed.
     pub tokens_file: Option<Spanned<String>>,
+    /// Web origins (`https://ci.example.com`) whose pages may use the state-changing routes.
+    pub origins: Option<Vec<Spanned<String>>>,
 }
 
 /// Checked access rules.
@@ -32,6 +35,16 @@ pub struct AccessSection {
 pub struct Access {
     clients: Vec<IpNet>,
     tokens: Option<Vec<Vec<u8>>>,
+    origins: Vec<String>,
+}
+
+/// Why a request a browser sent for a web page was refused on a state-changing route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrossSite {
+    /// `Sec-Fetch-Site: cross-site`.
+    FetchSite,
+    /// An `Origin` not listed in `[access] origins` (`null` included).
+    Origin,
 }
 
 /// Why a client was turned away.
@@ -52,6 +65,7 @@ impl Access {
                 "::1/128".parse().expect("literal"),
             ],
             tokens: None,
+            origins: Vec::new(),
         }
     }
 
@@ -90,7 +104,32 @@ impl Access {
             }
             access.tokens = Some(tokens);
         }
+        for o in section.origins.iter().flatten() {
+            access
+                .origins
+                .push(origin(o.get_ref()).map_err(|why| src.error_at(o.span(), why))?);
+        }
         Ok(access)
+    }
+
+    /// For routes that change state through a `GET` (fetch-through, LOVE fetch), which any
+    /// web page could otherwise make a browser send: refuses `Sec-Fetch-Site: cross-site` and
+    /// any `Origin` not in `[access] origins`. Tools send neither header.
+    pub fn check_site(&self, headers: &HeaderMap) -> Result<(), CrossSite> {
+        let cross_site = headers.get_all("sec-fetch-site").iter().any(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .trim()
+                .eq_ignore_ascii_case("cross-site")
+        });
+        if cross_site {
+            return Err(CrossSite::FetchSite);
+        }
+        let listed =
+            |v: &http::HeaderValue| self.origins.iter().any(|o| o.as_bytes() == v.as_bytes());
+        if headers.get_all(ORIGIN).iter().any(|v| !listed(v)) {
+            return Err(CrossSite::Origin);
+        }
+        Ok(())
     }
 
     /// True if `ip` is inside `[access] clients`.
@@ -124,6 +163,25 @@ impl Access {
     }
 }
 
+/// One `[access] origins` entry: exactly an origin as browsers send it in `Origin`.
+fn origin(raw: &str) -> Result<String, String> {
+    let url = url::Url::parse(raw).map_err(|e| {
+        format!("`{raw}` is not an origin ({e}); write scheme://host[:port], such as https://ci.example.com")
+    })?;
+    let canonical = url.origin().ascii_serialization();
+    if !matches!(url.scheme(), "http" | "https") || canonical == "null" {
+        return Err(format!(
+            "`{raw}` is not an http or https origin; write scheme://host[:port], such as https://ci.example.com"
+        ));
+    }
+    if canonical != raw {
+        return Err(format!(
+            "`{raw}` is not exactly an origin as browsers send it; write `{canonical}` (no path, default port or upper case)"
+        ));
+    }
+    Ok(canonical)
+}
+
 fn presented_token(value: &str) -> Option<Vec<u8>> {
     let (scheme, rest) = value.trim().split_once(' ')?;
     let rest = rest.trim();
@@ -151,6 +209,7 @@ mod tests {
         Access {
             clients: vec![],
             tokens: Some(vec![b"tok-one".to_vec(), b"tok-two".to_vec()]),
+            origins: vec![],
         }
     }
 
@@ -179,6 +238,29 @@ mod tests {
             a.check_token(&headers("Digest x")),
             Err(Denied::MissingToken)
         );
+    }
+
+    #[test]
+    fn origins_are_exact() {
+        assert_eq!(
+            origin("https://ci.example.com").unwrap(),
+            "https://ci.example.com"
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:8080").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        for bad in [
+            "https://ci.example.com/",
+            "https://CI.example.com",
+            "https://ci.example.com:443",
+            "null",
+            "*",
+            "file:///tmp",
+            "https://ci.example.com/app",
+        ] {
+            assert!(origin(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

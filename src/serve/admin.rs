@@ -1,8 +1,13 @@
 //! The admin listener: `/metrics` (OpenMetrics text), `/healthz` (the process is up) and
 //! `/readyz` (policy loaded, cache writable, index open). It never proxies anything.
+//!
+//! It is for a few monitors, not a crowd: at most [`MAX_CONNECTIONS`] at once (more are closed
+//! at once), and a head must arrive within the proxy's `header_read_timeout_ms`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -11,10 +16,14 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 
 use super::Handle;
+
+/// Most admin connections served at once.
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// A bound admin listener.
 pub struct Admin {
@@ -36,25 +45,40 @@ impl Admin {
         self.listener.local_addr()
     }
 
-    /// Serves until the process ends.
+    /// Serves until the process ends. A connection past [`MAX_CONNECTIONS`] is closed at once.
     pub async fn run(self) {
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         loop {
             let Ok((stream, _)) = self.listener.accept().await else {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                drop(stream);
                 continue;
             };
             let handle = self.handle.clone();
             tokio::spawn(async move {
-                let svc = service_fn(move |req| {
-                    let handle = handle.clone();
-                    async move { Ok::<_, Infallible>(route(&handle, &req)) }
-                });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
+                serve(stream, handle).await;
+                drop(slot);
             });
         }
     }
+}
+
+/// Serves one admin connection, closing it when a head takes longer than the proxy's
+/// `header_read_timeout_ms` (an idle keep-alive connection included).
+async fn serve(stream: TcpStream, handle: Handle) {
+    let timeout = handle.gate().limits.header_read_timeout;
+    let svc = service_fn(move |req| {
+        let handle = handle.clone();
+        async move { Ok::<_, Infallible>(route(&handle, &req)) }
+    });
+    let _ = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(timeout)
+        .serve_connection(TokioIo::new(stream), svc)
+        .await;
 }
 
 fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {

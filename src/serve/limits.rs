@@ -42,6 +42,8 @@ pub struct ProxySection {
     pub body_idle_timeout_ms: Option<Spanned<u64>>,
     /// Most concurrent client connections.
     pub max_connections: Option<Spanned<usize>>,
+    /// Most concurrent connections from one client address.
+    pub max_connections_per_client: Option<Spanned<usize>>,
     /// Time in-flight requests get to finish after SIGTERM.
     pub drain_seconds: Option<Spanned<u64>>,
 }
@@ -71,6 +73,8 @@ pub struct Limits {
     pub body_idle_timeout: Duration,
     /// `max_connections`.
     pub max_connections: usize,
+    /// `max_connections_per_client` (default: a quarter of `max_connections`, at least 1).
+    pub max_connections_per_client: usize,
 }
 
 impl Default for Limits {
@@ -87,6 +91,7 @@ impl Default for Limits {
             tunnel_idle_timeout: Duration::from_secs(300),
             body_idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            max_connections_per_client: 256,
         }
     }
 }
@@ -164,6 +169,10 @@ impl Limits {
         if let Some(v) = &proxy.max_connections {
             l.max_connections = range(src, v, 1, 1_000_000, "connections")?;
         }
+        l.max_connections_per_client = match &proxy.max_connections_per_client {
+            Some(v) => range(src, v, 1, 1_000_000, "connections")?,
+            None => (l.max_connections / 4).max(1),
+        };
         Ok(l)
     }
 }

@@ -13,6 +13,7 @@ pub mod love_api;
 pub mod objects;
 pub mod problem;
 pub mod proxy;
+pub mod slots;
 pub mod tee;
 pub mod tunnel;
 
@@ -27,7 +28,6 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls::ClientConfig;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 
 use crate::config::Config;
 use crate::connect::Egress;
@@ -41,6 +41,7 @@ use arc_swap::ArcSwap;
 use limits::Limits;
 use problem::{Origin, Problem};
 use proxy::ClientConn;
+use slots::{Full, Slot, Slots};
 
 /// Idle upstream connections kept per client connection.
 const POOL_MAX_IDLE: usize = 8;
@@ -63,6 +64,8 @@ pub struct Gate {
     pub love: Option<Arc<Love>>,
     /// Largest proxied body the tee publishes.
     pub tee_max_bytes: u64,
+    /// Hosts whose proxied responses count as public (`[[cache.tee]] hosts`).
+    pub tee_public_hosts: Vec<String>,
 }
 
 /// The gate in force, swapped whole on reload: each request reads it once, so a request never
@@ -151,11 +154,10 @@ impl Server {
         }
     }
 
-    /// Accepts connections until [`Handle::shutdown`]; then stops accepting, lets requests in
-    /// flight finish for up to `[proxy] drain_seconds`, and returns.
+    /// Accepts connections until [`Handle::shutdown`]; then stops accepting, lets requests and
+    /// tunnels in flight finish for up to `[proxy] drain_seconds`, and returns.
     pub async fn run(self) -> io::Result<()> {
-        let max = self.gate.load().limits.max_connections;
-        let slots = Arc::new(Semaphore::new(max));
+        let slots = Slots::new(self.gate.load().limits.max_connections);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         loop {
             let accepted = tokio::select! {
@@ -171,17 +173,20 @@ impl Server {
                     continue;
                 }
             };
-            let Ok(permit) = slots.clone().try_acquire_owned() else {
-                tokio::spawn(turn_away(stream, max));
-                continue;
+            let per_client = self.gate.load().limits.max_connections_per_client;
+            let slot = match slots.claim(peer.ip(), per_client) {
+                Ok(slot) => Arc::new(slot),
+                Err(full) => {
+                    tokio::spawn(turn_away(stream, full));
+                    continue;
+                }
             };
             let gate = self.gate.clone();
             let stop = stop_rx.clone();
             tokio::spawn(async move {
-                if let Err(e) = serve_client(gate, stream, peer, stop).await {
+                if let Err(e) = serve_client(gate, stream, peer, slot, stop).await {
                     tracing::debug!(client = %peer, error = %e, "client connection ended");
                 }
-                drop(permit);
             });
         }
         drop(self.listener);
@@ -191,12 +196,8 @@ impl Server {
             drain_seconds = drain.as_secs(),
             "stopped accepting; draining requests in flight"
         );
-        let all = u32::try_from(max).unwrap_or(u32::MAX);
-        if tokio::time::timeout(drain, slots.acquire_many(all))
-            .await
-            .is_err()
-        {
-            tracing::warn!("drain time over; closing the remaining connections");
+        if !slots.drain(drain).await {
+            tracing::warn!("drain time over; closing the remaining connections and tunnels");
         }
         self.store.flush_usage();
         Ok(())
@@ -216,6 +217,7 @@ impl Gate {
             fetcher: Some(fetcher),
             love: Some(Arc::new(love)),
             tee_max_bytes: config.cache.max_object_bytes,
+            tee_public_hosts: config.cache.tee_public_hosts.clone(),
         }
     }
 }
@@ -251,15 +253,30 @@ impl Handle {
     }
 }
 
-async fn turn_away(mut stream: TcpStream, limit: usize) {
+/// Answers a connection over a limit with `503` and closes it, before any HTTP parsing.
+async fn turn_away(mut stream: TcpStream, full: Full) {
+    let (code, detail, field) = match full {
+        Full::Total(limit) => (
+            "too_many_connections",
+            format!("the proxy is at its limit of {limit} concurrent client connections"),
+            "max_connections",
+        ),
+        Full::PerClient(limit) => (
+            "too_many_client_connections",
+            format!(
+                "this client address already holds {limit} connections, the most one client may"
+            ),
+            "max_connections_per_client",
+        ),
+    };
     let p = Problem::new(
         http::StatusCode::SERVICE_UNAVAILABLE,
-        "too_many_connections",
+        code,
         Origin::Internal,
-        format!("the proxy is at its limit of {limit} concurrent client connections"),
-        "retry after the time in Retry-After",
+        detail,
+        "retry after the time in Retry-After, or close idle connections and tunnels first",
     )
-    .field("max_connections")
+    .field(field)
     .header(
         http::header::RETRY_AFTER,
         http::HeaderValue::from_static("1"),
@@ -270,11 +287,13 @@ async fn turn_away(mut stream: TcpStream, limit: usize) {
 
 /// Serves one client connection: a refusal for clients outside `[access] clients`, otherwise
 /// the router, with the limits of the gate in force when it was accepted. When `stop` fires,
-/// the request in flight finishes and the connection closes; an idle one closes at once.
+/// the request in flight finishes and the connection closes; an idle one closes at once. The
+/// connection's `slot` goes to its state, so a tunnel it becomes keeps holding it.
 async fn serve_client(
     gate: SharedGate,
     stream: TcpStream,
     peer: SocketAddr,
+    slot: Arc<Slot>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
     let _ = stream.set_nodelay(true);
@@ -290,6 +309,7 @@ async fn serve_client(
     let conn = Arc::new(ClientConn {
         client: peer,
         pool: Pool::new(POOL_MAX_IDLE, POOL_IDLE_TIMEOUT),
+        slot,
     });
     let svc = service_fn(move |req| {
         let gate = gate.load_full();

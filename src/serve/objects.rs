@@ -93,7 +93,15 @@ pub async fn handle<B>(
             })?
         }
     };
-    Ok(respond(req.method(), req.headers(), object))
+    // Any web page may read an entry, but a fetch-through answer is not for pages to read.
+    let any_origin = req.uri().query().is_none();
+    Ok(respond(req.method(), req.headers(), object, any_origin))
+}
+
+/// True if the query asks for a fetch-through (names at least one `url`): the request may
+/// change the cache, not only read it.
+pub fn fetches_through(query: Option<&str>) -> bool {
+    query.is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "url"))
 }
 
 fn mirrors(query: Option<&str>, digest: Digest) -> Result<Option<Wanted>, Problem> {
@@ -188,8 +196,14 @@ fn through_problem(e: &ThroughError) -> Problem {
     }
 }
 
-/// The response for a verified entry: full, partial (`206`), `304`, or `416`.
-pub fn respond(method: &Method, headers: &HeaderMap, object: Object) -> Response<ProxyBody> {
+/// The response for a verified entry: full, partial (`206`), `304`, or `416`. `any_origin`
+/// adds `Access-Control-Allow-Origin: *` (plain reads only).
+pub fn respond(
+    method: &Method,
+    headers: &HeaderMap,
+    object: Object,
+    any_origin: bool,
+) -> Response<ProxyBody> {
     let hex = object.digest.hex();
     let mut common = HeaderMap::with_capacity(10);
     let mut etag = String::with_capacity(66);
@@ -210,10 +224,12 @@ pub fn respond(method: &Method, headers: &HeaderMap, object: Object) -> Response
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    common.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
+    if any_origin {
+        common.insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        );
+    }
     common.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     let mut base = Response::builder();
     if let Some(h) = base.headers_mut() {

@@ -14,14 +14,15 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::Gate;
-use super::access::Denied;
+use super::access::{CrossSite, Denied};
 use super::body::{LoggedBody, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
-use super::tee::TeeBody;
+use super::slots::Slot;
+use super::tee::{RequestSide, TeeBody, admit};
 use super::tunnel::{TunnelEnd, splice};
 use crate::connect::dial::{DialError, dial_tcp};
 use crate::connect::pool::Pool;
-use crate::decide::{Decision, Reason};
+use crate::decide::{Decision, Reason, Target};
 use crate::fetch::headers::strip_hop_by_hop;
 use crate::fetch::idle::IdleBody;
 use crate::fetch::upstream::{Timeouts, UpstreamError, exchange, upstream_request};
@@ -33,6 +34,8 @@ pub struct ClientConn {
     pub client: SocketAddr,
     /// Its idle upstream connections.
     pub pool: Pool,
+    /// Its claim on the connection limits, held by a tunnel it becomes for the tunnel's life.
+    pub slot: Arc<Slot>,
 }
 
 /// Handles one request; never fails (failures are problem responses).
@@ -125,7 +128,7 @@ async fn route(
     }
     if req.method() == Method::CONNECT {
         log.kind = "connect";
-        return connect(gate, req, log).await;
+        return connect(gate, conn, req, log).await;
     }
     if req.uri().scheme().is_some() {
         log.kind = "forward";
@@ -133,10 +136,16 @@ async fn route(
     }
     if req.uri().path().starts_with("/sha256/") {
         log.kind = "object";
+        if super::objects::fetches_through(req.uri().query()) {
+            same_site(gate, &req, log)?;
+        }
         return super::objects::handle(gate, &req, log).await;
     }
     if req.uri().path().starts_with("/love/v1/") {
         log.kind = "love";
+        if req.uri().path() == "/love/v1/fetch" {
+            same_site(gate, &req, log)?;
+        }
         return super::love_api::handle(gate, &req, log).await;
     }
     Err(Problem::new(
@@ -146,6 +155,33 @@ async fn route(
         format!("no resource at {}", log.locator),
         "send proxy requests in absolute form (GET http://host/path) or CONNECT host:443",
     )
+    .at(log.locator.clone()))
+}
+
+/// Refuses a request a web page made a browser send to a route that changes state (fetches
+/// into the cache): `Sec-Fetch-Site: cross-site`, or an `Origin` not in `[access] origins`.
+fn same_site<B>(gate: &Gate, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
+    let Err(denied) = gate.access.check_site(req.headers()) else {
+        return Ok(());
+    };
+    let (field, detail) = match denied {
+        CrossSite::FetchSite => (
+            "Sec-Fetch-Site",
+            "a browser sent this request for a page on another site (Sec-Fetch-Site: cross-site)",
+        ),
+        CrossSite::Origin => (
+            "Origin",
+            "the request's Origin is not listed in [access] origins",
+        ),
+    };
+    Err(Problem::new(
+        StatusCode::FORBIDDEN,
+        "cross_site_request",
+        Origin::Downstream,
+        format!("{detail}; web pages may read cache entries but not make fetchgate fetch"),
+        "send the request from a tool rather than a web page, or ask the operator to list the page's origin in [access] origins",
+    )
+    .field(field)
     .at(log.locator.clone()))
 }
 
@@ -269,6 +305,8 @@ async fn forward(
     };
     let (parts, body) = req.into_parts();
     let is_get = parts.method == Method::GET;
+    let has_query = target.url.as_ref().is_some_and(|u| u.query().is_some());
+    let request_side = RequestSide::of(&parts.headers, has_query);
     let upstream_req = upstream_request(parts.method, &target, parts.headers, body.boxed())
         .map_err(|e| {
             Problem::new(
@@ -301,25 +339,36 @@ async fn forward(
     // Our hop to the client is HTTP/1.1 whatever the upstream spoke.
     parts.version = http::Version::HTTP_11;
     let body = IdleBody::new(body, gate.limits.body_idle_timeout);
-    let teed = match &gate.fetcher {
-        Some(fetcher) if is_get && parts.status == StatusCode::OK => {
-            let expected = parts
-                .headers
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
-            let tee = TeeBody::new(
-                body,
-                fetcher.store(),
-                expected,
-                gate.tee_max_bytes,
-                log.locator.clone(),
-            );
-            tee.boxed()
-        }
-        _ => body.boxed(),
+    let teed = if is_get && parts.status == StatusCode::OK {
+        tee_or_pass(gate, &target, request_side, &parts.headers, body, log)
+    } else {
+        body.boxed()
     };
     Ok(Response::from_parts(parts, teed))
+}
+
+/// The body of a proxied `200` to a `GET`: teed into the shared cache when [`admit`] allows
+/// it, passed through (and the reason counted) otherwise.
+fn tee_or_pass(
+    gate: &Gate,
+    target: &Target,
+    request: RequestSide,
+    headers: &http::HeaderMap,
+    body: IdleBody,
+    log: &RequestLog,
+) -> ProxyBody {
+    let Some(fetcher) = &gate.fetcher else {
+        return body.boxed();
+    };
+    let host = target.host.to_string();
+    let public = gate.tee_public_hosts.contains(&host);
+    match admit(request, headers, public, gate.tee_max_bytes) {
+        Ok(expected) => TeeBody::new(body, fetcher.store(), expected, log.locator.clone()).boxed(),
+        Err(skip) => {
+            skip.count();
+            body.boxed()
+        }
+    }
 }
 
 fn upstream_problem(e: UpstreamError, gate: &Gate, locator: &str) -> Problem {
@@ -358,6 +407,7 @@ fn upstream_problem(e: UpstreamError, gate: &Gate, locator: &str) -> Problem {
 
 async fn connect(
     gate: &Gate,
+    conn: &ClientConn,
     mut req: Request<Incoming>,
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {
@@ -390,7 +440,10 @@ async fn connect(
     let idle = gate.limits.tunnel_idle_timeout;
     let client = log.client;
     let upgrade = hyper::upgrade::on(&mut req);
+    // The connection's slot outlives the HTTP connection: the tunnel holds it until it ends.
+    let slot = conn.slot.clone();
     tokio::spawn(async move {
+        let _slot = slot;
         let started = Instant::now();
         match upgrade.await {
             Ok(upgraded) => {
@@ -402,8 +455,16 @@ async fn connect(
                 metrics
                     .tunnel_seconds
                     .observe(started.elapsed().as_secs_f64());
-                metrics.bytes_in.inc_by(down);
-                metrics.bytes_out.inc_by(down);
+                // Tunnel bytes are opaque TLS, not HTTP bodies: they get their own family, one
+                // series per direction, and the body counters stay for HTTP bodies.
+                metrics
+                    .tunnel_bytes
+                    .get_or_create(&[("direction", "client_to_upstream")])
+                    .inc_by(up);
+                metrics
+                    .tunnel_bytes
+                    .get_or_create(&[("direction", "upstream_to_client")])
+                    .inc_by(down);
                 tracing::info!(
                     target: "fetchgate::tunnel",
                     client = %client,

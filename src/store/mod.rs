@@ -58,6 +58,16 @@ pub struct CacheSection {
     pub max_object_bytes: Option<Spanned<u64>>,
     /// Time allowed for one mirror's whole fetch-through.
     pub fetch_timeout_ms: Option<Spanned<u64>>,
+    /// `[[cache.tee]]` rules: hosts whose proxied responses count as public.
+    pub tee: Option<Vec<TeeRuleSection>>,
+}
+
+/// One `[[cache.tee]]` rule, as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeeRuleSection {
+    /// Exact host names (or addresses) whose responses the operator declares public.
+    pub hosts: Spanned<Vec<Spanned<String>>>,
 }
 
 /// Checked cache settings.
@@ -75,6 +85,8 @@ pub struct CacheSettings {
     pub max_object_bytes: u64,
     /// `fetch_timeout_ms`.
     pub fetch_timeout: std::time::Duration,
+    /// Every `[[cache.tee]] hosts` entry, lower-case, without a trailing dot or brackets.
+    pub tee_public_hosts: Vec<String>,
 }
 
 impl Default for CacheSettings {
@@ -86,6 +98,7 @@ impl Default for CacheSettings {
             memory_max_object_bytes: 1 << 20,
             max_object_bytes: 1 << 30,
             fetch_timeout: std::time::Duration::from_secs(600),
+            tee_public_hosts: Vec::new(),
         }
     }
 }
@@ -123,8 +136,42 @@ impl CacheSettings {
         s.max_object_bytes = pos(&section.max_object_bytes, s.max_object_bytes, 1)?;
         s.fetch_timeout =
             std::time::Duration::from_millis(pos(&section.fetch_timeout_ms, 600_000, 1)?);
+        for rule in section.tee.iter().flatten() {
+            if rule.hosts.get_ref().is_empty() {
+                return Err(src.error_at(
+                    rule.hosts.span(),
+                    "list at least one host, or remove this [[cache.tee]] rule",
+                ));
+            }
+            for h in rule.hosts.get_ref() {
+                let host = tee_host(h.get_ref()).map_err(|why| src.error_at(h.span(), why))?;
+                s.tee_public_hosts.push(host);
+            }
+        }
         Ok(s)
     }
+}
+
+/// One `[[cache.tee]] hosts` entry as compared with a request's host: an exact name or
+/// address, lower-case, without a trailing dot or IPv6 brackets.
+fn tee_host(raw: &str) -> Result<String, String> {
+    let host = raw.trim_end_matches('.').to_ascii_lowercase();
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(&host);
+    let name_like = host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+    if host.is_empty() || !(name_like || host.parse::<std::net::IpAddr>().is_ok()) {
+        return Err(format!(
+            "`{raw}` is not a host name or address; list exact hosts such as registry.example.com (no wildcards, ports or paths)"
+        ));
+    }
+    Ok(match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.to_string(),
+        Err(_) => host.to_string(),
+    })
 }
 
 /// A store failure.
@@ -714,16 +761,20 @@ impl Store {
         self.failed_verification.load(Ordering::Relaxed)
     }
 
-    /// Ready to serve: a temp file can be created in `tmp/` and the index answers.
+    /// Ready to serve: `tmp/` is a directory this process may create files in (asked of the
+    /// kernel with `access(2)`, which also sees a read-only mount, so a probe writes nothing)
+    /// and the index answers.
     pub fn check_ready(&self) -> Result<(), String> {
-        let probe = self.tmp.join(format!(
-            "ready-{}-{}",
-            std::process::id(),
-            self.tmp_seq.fetch_add(1, Ordering::Relaxed)
-        ));
-        fill::create_exclusive(&probe)
-            .map_err(|e| format!("cache not writable: {}: {e}", self.tmp.display()))?;
-        let _ = fs::remove_file(&probe);
+        let not_writable =
+            |why: String| format!("cache not writable: {}: {why}", self.tmp.display());
+        if !fs::metadata(&self.tmp).is_ok_and(|m| m.is_dir()) {
+            return Err(not_writable("not a directory".into()));
+        }
+        rustix::fs::access(
+            &self.tmp,
+            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+        )
+        .map_err(|e| not_writable(e.to_string()))?;
         self.index
             .get(&Digest([0; 32]))
             .map_err(|e| format!("index not answering: {e}"))?;
