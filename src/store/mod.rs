@@ -490,27 +490,38 @@ impl Store {
 
     /// Starts a fill for bytes expected to be exactly `size` long with digest `expected`
     /// (or, with `expected = None`, any digest and at most `size` bytes). Space is reserved
-    /// first, evicting least recently used entries if needed.
+    /// as the bytes arrive, a step ([`fill::RESERVE_STEP`]) at a time, evicting least
+    /// recently used entries only when a step needs room; the first step is reserved here.
+    /// Blocking: it may remove files.
     pub fn begin(
         self: &Arc<Self>,
         expected: Option<Digest>,
         size: u64,
     ) -> Result<Fill, StoreError> {
-        self.reserve(size)?;
+        let limit = self.settings.max_bytes;
+        if size > limit {
+            return Err(StoreError::Full {
+                needed: size,
+                limit,
+            });
+        }
+        let first = size.min(fill::RESERVE_STEP);
+        self.reserve(first)?;
         let seq = self.tmp_seq.fetch_add(1, Ordering::Relaxed);
         let path = self
             .tmp
             .join(format!("{}-{seq}-{}.part", std::process::id(), now()));
         match fill::create_exclusive(&path) {
-            Ok(file) => Ok(Fill::new(self.clone(), file, path, expected, size)),
+            Ok(file) => Ok(Fill::new(self.clone(), file, path, expected, size, first)),
             Err(e) => {
-                self.release(size);
+                self.release(first);
                 Err(io("cannot create", &path, e))
             }
         }
     }
 
-    fn reserve(&self, n: u64) -> Result<(), StoreError> {
+    /// Reserves `n` more bytes, evicting least recently used entries if they do not fit.
+    pub(crate) fn reserve(&self, n: u64) -> Result<(), StoreError> {
         let limit = self.settings.max_bytes;
         if n > limit {
             return Err(StoreError::Full { needed: n, limit });
@@ -546,36 +557,33 @@ impl Store {
     }
 
     /// Evicts least recently used, unpinned entries until `n` more bytes fit. Returns the
-    /// number evicted.
+    /// number evicted. The entry table is only locked to pick candidates and to drop the
+    /// evicted entries; pin checks in the index and file removals happen between.
     fn evict_for(&self, n: u64) -> usize {
         let limit = self.settings.max_bytes;
-        let Ok(mut entries) = self.entries.write() else {
+        let Some(candidates) = self.eviction_candidates() else {
             return 0;
         };
-        let mut candidates: Vec<(u64, Digest, u64)> = entries
-            .iter()
-            // Another process (`fetchgate cache pin`) may have pinned it since: ask the index.
-            .filter(|(d, m)| {
-                !m.pinned && !self.index.get(d).ok().flatten().is_some_and(|r| r.pinned)
-            })
-            .map(|(d, m)| (m.last_used.load(Ordering::Relaxed), *d, m.size))
-            .collect();
-        candidates.sort_unstable();
-        let mut evicted = Vec::new();
-        for (_, d, size) in candidates {
-            if self.used.load(Ordering::Acquire) + n <= limit {
+        let mut freed = 0u64;
+        let mut victims = Vec::new();
+        for (d, meta) in candidates {
+            if self.used.load(Ordering::Acquire).saturating_sub(freed) + n <= limit {
                 break;
             }
+            // Another process (`fetchgate cache pin`) may have pinned it since: ask the index.
+            if self.index.get(&d).ok().flatten().is_some_and(|r| r.pinned) {
+                continue;
+            }
             let path = self.object_path(&d);
-            if fs::remove_file(&path).is_ok() || !path.exists() {
-                entries.remove(&d);
-                self.memory.invalidate(&d);
-                self.used.fetch_sub(size, Ordering::AcqRel);
-                evicted.push(d);
+            if fs::remove_file(&path).is_ok() || fs::symlink_metadata(&path).is_err() {
+                freed += meta.size;
+                victims.push((d, meta));
             }
         }
-        drop(entries);
+        let evicted = self.drop_evicted(&victims);
         if !evicted.is_empty() {
+            self.evicted
+                .fetch_add(evicted.len() as u64, Ordering::Relaxed);
             tracing::info!(
                 count = evicted.len(),
                 "evicted least recently used cache entries"
@@ -583,6 +591,41 @@ impl Store {
             let _ = self.index.remove(&evicted);
         }
         evicted.len()
+    }
+
+    /// Unpinned entries, least recently used first (under the read lock only).
+    fn eviction_candidates(&self) -> Option<Vec<(Digest, Arc<Meta>)>> {
+        let entries = self.entries.read().ok()?;
+        let mut candidates: Vec<(u64, Digest, Arc<Meta>)> = entries
+            .iter()
+            .filter(|(_, m)| !m.pinned)
+            .map(|(d, m)| (m.last_used.load(Ordering::Relaxed), *d, m.clone()))
+            .collect();
+        drop(entries);
+        candidates.sort_unstable_by_key(|(t, d, _)| (*t, *d));
+        Some(candidates.into_iter().map(|(_, d, m)| (d, m)).collect())
+    }
+
+    /// Forgets entries whose files were removed, each at most once: an entry replaced or
+    /// forgotten meanwhile (by a publication or a failed read) is left alone. Returns the
+    /// digests actually dropped.
+    fn drop_evicted(&self, victims: &[(Digest, Arc<Meta>)]) -> Vec<Digest> {
+        let Ok(mut entries) = self.entries.write() else {
+            return Vec::new();
+        };
+        let mut dropped = Vec::new();
+        for (d, meta) in victims {
+            if entries.get(d).is_some_and(|m| Arc::ptr_eq(m, meta)) {
+                entries.remove(d);
+                self.used.fetch_sub(meta.size, Ordering::AcqRel);
+                dropped.push(*d);
+            }
+        }
+        drop(entries);
+        for d in &dropped {
+            self.memory.invalidate(d);
+        }
+        dropped
     }
 
     /// Records a publication (called by [`Fill::commit`] after the rename).
