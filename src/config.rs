@@ -127,6 +127,7 @@ impl Config {
             store,
             self.max_redirects,
             self.cache.fetch_timeout,
+            self.limits.body_idle_timeout,
         )
     }
 

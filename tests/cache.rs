@@ -428,3 +428,209 @@ async fn verify_quarantines_a_corrupted_entry_which_is_then_never_served() {
     let got = get_path(proxy, &format!("/sha256/{hex}"), &[]).await;
     assert_eq!(got.status, 404, "a quarantined entry is never served");
 }
+
+/// A mirror that answers every request with a `200` head announcing `len` bytes, then sends
+/// nothing more and keeps the connection open until fetchgate closes it.
+struct Stalling {
+    addr: std::net::SocketAddr,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    closed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Stalling {
+    async fn start(len: u64) -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = std::sync::Arc::new(AtomicUsize::new(0));
+        let closed = std::sync::Arc::new(AtomicUsize::new(0));
+        let (r, c) = (requests.clone(), closed.clone());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let (r, c) = (r.clone(), c.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    r.fetch_add(1, Ordering::SeqCst);
+                    let reply = format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n");
+                    let _ = s.write_all(reply.as_bytes()).await;
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    c.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Self {
+            addr,
+            requests,
+            closed,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.2:{}/stall.tgz", self.addr.port())
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn closed(&self) -> usize {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Polls `check` for up to five seconds.
+async fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    for _ in 0..250 {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
+}
+
+/// `n` bytes that differ for each `seed`.
+fn seeded_bytes(n: u64, seed: u64) -> Vec<u8> {
+    (0..n).map(|j| ((j + seed * 7) % 253) as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_that_announces_max_bytes_and_stalls_evicts_nothing() {
+    let max = 4u64 << 20;
+    let routes = support::upstream::Routes::default();
+    let entries: Vec<Vec<u8>> = (0..4).map(|i| seeded_bytes(500_000, i)).collect();
+    let later = seeded_bytes(1_000_000, 9);
+    for (i, b) in entries.iter().enumerate() {
+        routes
+            .lock()
+            .unwrap()
+            .insert(format!("/e{i}"), Reply::ok(b.clone()));
+    }
+    routes
+        .lock()
+        .unwrap()
+        .insert("/later".into(), Reply::ok(later.clone()));
+    let good = Upstream::router("127.0.0.2:0", routes).await;
+    let stall = Stalling::start(max).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}[proxy]\nbody_idle_timeout_ms = 300\n\n{}",
+        cache_cfg(
+            dir.path(),
+            &format!("max_bytes = {max}\nfetch_timeout_ms = 3000")
+        ),
+        trust_all_loopback_test_ports(&[good.addr.port(), stall.addr.port()])
+    ))
+    .await;
+    let url = |p: &str| format!("http://127.0.0.2:{}{p}", good.addr.port());
+    for (i, b) in entries.iter().enumerate() {
+        let path = through(&Digest::of(b), 500_000, &[url(&format!("/e{i}"))]);
+        assert_eq!(get_path(proxy, &path, &[]).await.status, 200);
+    }
+    // A request that claims the whole cache, from a mirror that sends a head and stalls:
+    // cut off by the body idle limit, having reserved one step, not max_bytes.
+    let wanted = Digest::of(b"never sent");
+    let got = get_path(proxy, &through(&wanted, max, &[stall.url()]), &[]).await;
+    assert_eq!(got.status, 502);
+    assert_eq!(got.json()["locators"][0]["code"], "upstream_timeout");
+    for b in &entries {
+        let got = get_path(proxy, &format!("/sha256/{}", Digest::of(b).hex()), &[]).await;
+        assert_eq!(got.status, 200, "an earlier entry was evicted");
+        assert_eq!(got.body.as_ref(), b.as_slice());
+    }
+    let got = get_path(
+        proxy,
+        &through(&Digest::of(&later), 1_000_000, &[url("/later")]),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 200, "{:?}", got.body);
+    assert_eq!(got.body.as_ref(), later.as_slice());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_size_over_max_object_bytes_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&cache_cfg(dir.path(), "max_object_bytes = 1000")).await;
+    let d = Digest::of(b"x");
+    let got = get_path(
+        proxy,
+        &through(&d, 1001, &["http://127.0.0.2:1/x".into()]),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 400);
+    assert_eq!(got.code(), "size_too_large");
+    let j = got.json();
+    assert_eq!(j["field"], "size");
+    let detail = j["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("max_object_bytes") && detail.contains(&d.hex()),
+        "{detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_whose_clients_all_left_is_abandoned() {
+    use tokio::io::AsyncWriteExt;
+    let stall = Stalling::start(2 << 20).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}[proxy]\nbody_idle_timeout_ms = 60000\n\n{}",
+        cache_cfg(dir.path(), "fetch_timeout_ms = 60000"),
+        trust_all_loopback_test_ports(&[stall.addr.port()])
+    ))
+    .await;
+    let d = Digest::of(b"never sent either");
+    let path = through(&d, 2 << 20, &[stall.url()]);
+    let mut client = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nhost: fetchgate\r\n\r\n");
+    client.write_all(req.as_bytes()).await.unwrap();
+    assert!(eventually(|| stall.requests() == 1).await);
+    assert!(eventually(|| std::fs::read_dir(dir.path().join("tmp")).unwrap().count() == 1).await);
+    drop(client);
+    // Nobody waits any more: the upstream connection is closed and the fill removed.
+    assert!(
+        eventually(|| stall.closed() == 1).await,
+        "the fetch went on"
+    );
+    assert!(
+        eventually(|| std::fs::read_dir(dir.path().join("tmp")).unwrap().count() == 0).await,
+        "the fill was kept"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evictions_are_counted() {
+    use fetchgate::store::{CacheSettings, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let settings = CacheSettings {
+        dir: dir.path().to_path_buf(),
+        max_bytes: 250_000,
+        ..CacheSettings::default()
+    };
+    let store = Store::open(&settings).unwrap();
+    let put = |seed: u64| {
+        let bytes = seeded_bytes(100_000, seed);
+        store
+            .put_verified(Digest::of(&bytes), &bytes, None, None)
+            .unwrap()
+    };
+    put(1);
+    put(2);
+    assert_eq!(store.evictions(), 0);
+    put(3);
+    assert_eq!(store.evictions(), 1);
+}

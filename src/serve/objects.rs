@@ -59,7 +59,7 @@ pub async fn handle<B>(
         ));
     };
     let store = fetcher.store();
-    let wanted = mirrors(req.uri().query(), digest)?;
+    let wanted = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
     let metrics = crate::metrics::get();
     let object = match store.get(&digest) {
         Some(object) => {
@@ -96,7 +96,13 @@ pub async fn handle<B>(
     Ok(respond(req.method(), req.headers(), object))
 }
 
-fn mirrors(query: Option<&str>, digest: Digest) -> Result<Option<Wanted>, Problem> {
+/// The fetch-through request in the query, if any. `size` is capped at `[cache]
+/// max_object_bytes`, so no one request can claim the cache.
+fn mirrors(
+    query: Option<&str>,
+    digest: Digest,
+    max_object_bytes: u64,
+) -> Result<Option<Wanted>, Problem> {
     let Some(query) = query else { return Ok(None) };
     let mut size = None;
     let mut urls = Vec::new();
@@ -142,6 +148,18 @@ fn mirrors(query: Option<&str>, digest: Digest) -> Result<Option<Wanted>, Proble
         )
         .field("size"));
     };
+    if size > max_object_bytes {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "size_too_large",
+            Origin::Downstream,
+            format!(
+                "size {size} for sha256 {digest} is over [cache] max_object_bytes = {max_object_bytes}"
+            ),
+            "fetch it from a mirror directly, or ask the operator to raise [cache] max_object_bytes",
+        )
+        .field("size"));
+    }
     Ok(Some(Wanted {
         digest,
         size,
