@@ -634,3 +634,61 @@ async fn evictions_are_counted() {
     put(3);
     assert_eq!(store.evictions(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_victim_joining_a_stalled_flight_gets_its_bytes_from_its_own_mirror() {
+    let bytes = pattern_bytes(100_000);
+    let d = Digest::of(&bytes);
+    let good = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let stall = Stalling::start(100_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}[proxy]\nbody_idle_timeout_ms = 500\n\n{}",
+        cache_cfg(dir.path(), "fetch_timeout_ms = 5000"),
+        trust_all_loopback_test_ports(&[good.addr.port(), stall.addr.port()])
+    ))
+    .await;
+    let attack = through(&d, 100_000, &[stall.url()]);
+    let attacker = tokio::spawn(async move { get_path(proxy, &attack, &[]).await });
+    assert!(eventually(|| stall.requests() == 1).await);
+    // Same digest and size: the victim joins the attacker's flight, sees it fail, and then
+    // tries its own mirror.
+    let good_url = format!("http://127.0.0.2:{}/pkg.tgz", good.addr.port());
+    let got = get_path(proxy, &through(&d, 100_000, &[good_url]), &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.body.as_ref(), bytes.as_slice());
+    assert_eq!(attacker.await.unwrap().status, 502);
+    assert_eq!(
+        stall.requests(),
+        1,
+        "the victim's fallback skips the mirror that failed"
+    );
+    assert_eq!(good.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_with_another_size_does_not_join_the_flight() {
+    let bytes = pattern_bytes(100_000);
+    let d = Digest::of(&bytes);
+    let good = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let stall = Stalling::start(100_001).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}[proxy]\nbody_idle_timeout_ms = 30000\n\n{}",
+        cache_cfg(dir.path(), "fetch_timeout_ms = 30000"),
+        trust_all_loopback_test_ports(&[good.addr.port(), stall.addr.port()])
+    ))
+    .await;
+    let attack = through(&d, 100_001, &[stall.url()]);
+    let attacker = tokio::spawn(async move { get_path(proxy, &attack, &[]).await });
+    assert!(eventually(|| stall.requests() == 1).await);
+    let good_url = format!("http://127.0.0.2:{}/pkg.tgz", good.addr.port());
+    let got = get_path(proxy, &through(&d, 100_000, &[good_url]), &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.body.as_ref(), bytes.as_slice());
+    assert!(
+        !attacker.is_finished(),
+        "the victim did not wait for the other size's flight"
+    );
+    attacker.abort();
+}
