@@ -692,3 +692,99 @@ async fn a_request_with_another_size_does_not_join_the_flight() {
     );
     attacker.abort();
 }
+
+/// Writes `bytes` where the cache keeps the entry named `name`, behind fetchgate's back.
+fn plant(dir: &std::path::Path, name: &Digest, bytes: &[u8]) -> std::path::PathBuf {
+    let hex = name.hex();
+    let shard = dir.join("objects/sha256").join(&hex[..2]);
+    std::fs::create_dir_all(&shard).unwrap();
+    let file = shard.join(&hex);
+    std::fs::write(&file, bytes).unwrap();
+    file
+}
+
+fn quarantined(dir: &std::path::Path, name: &Digest) -> bool {
+    std::fs::read_dir(dir.join("quarantine"))
+        .unwrap()
+        .flatten()
+        .any(|f| f.file_name().to_string_lossy().starts_with(&name.hex()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_files_are_served_only_after_their_bytes_match_their_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let (good_before, bad_before) = (seeded_bytes(20_000, 1), seeded_bytes(20_000, 2));
+    let (good_after, bad_after) = (seeded_bytes(20_000, 3), seeded_bytes(20_000, 4));
+    let linked = seeded_bytes(20_000, 5);
+    let lie_before = Digest::of(b"what bad_before claims to be");
+    let lie_after = Digest::of(b"what bad_after claims to be");
+    // Found at start-up (adopted by reconciliation) ...
+    plant(dir.path(), &Digest::of(&good_before), &good_before);
+    let bad_before_file = plant(dir.path(), &lie_before, &bad_before);
+    let proxy = start_proxy(&cache_cfg(dir.path(), "")).await;
+    // ... and published behind the running server's back.
+    plant(dir.path(), &Digest::of(&good_after), &good_after);
+    let bad_after_file = plant(dir.path(), &lie_after, &bad_after);
+    let target = outside.path().join("linked");
+    std::fs::write(&target, &linked).unwrap();
+    let link_name = Digest::of(&linked);
+    let link = plant(dir.path(), &link_name, b"");
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+
+    for bytes in [&good_before, &good_after] {
+        let got = get_path(proxy, &format!("/sha256/{}", Digest::of(bytes).hex()), &[]).await;
+        assert_eq!(got.status, 200);
+        assert_eq!(got.body.as_ref(), bytes.as_slice());
+    }
+    for (name, file) in [(lie_before, &bad_before_file), (lie_after, &bad_after_file)] {
+        for _ in 0..2 {
+            let got = get_path(proxy, &format!("/sha256/{}", name.hex()), &[]).await;
+            assert_eq!(
+                got.status, 404,
+                "bytes that do not match their name were served"
+            );
+        }
+        assert!(!file.exists());
+        assert!(quarantined(dir.path(), &name));
+    }
+    for _ in 0..2 {
+        let got = get_path(proxy, &format!("/sha256/{}", link_name.hex()), &[]).await;
+        assert_eq!(got.status, 404, "a symbolic link was followed");
+    }
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        linked,
+        "the link's target is untouched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_published_entry_replaced_by_a_symlink_is_never_served() {
+    let bytes = pattern_bytes(3 << 20);
+    let d = Digest::of(&bytes);
+    let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}{}",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[up.addr.port()])
+    ))
+    .await;
+    let url = format!("http://127.0.0.2:{}/big", up.addr.port());
+    let got = get_path(proxy, &through(&d, 3 << 20, &[url]), &[]).await;
+    assert_eq!(got.status, 200);
+    // The same bytes, but through a symbolic link: still not served.
+    let target = outside.path().join("same-bytes");
+    std::fs::write(&target, &bytes).unwrap();
+    let hex = d.hex();
+    let file = dir.path().join("objects/sha256").join(&hex[..2]).join(&hex);
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&target, &file).unwrap();
+    for _ in 0..2 {
+        let got = get_path(proxy, &format!("/sha256/{hex}"), &[]).await;
+        assert_eq!(got.status, 404, "a symbolic link was followed");
+    }
+}

@@ -201,7 +201,7 @@ impl Fetcher {
     /// this request's own mirrors that it did not try are tried (once: a second round leads,
     /// joins a fetch that tries all of them, or fetches alone, and its result is final).
     pub async fn ensure(self: &Arc<Self>, wanted: Wanted) -> Result<(), Arc<ThroughError>> {
-        if self.store.contains(&wanted.digest) {
+        if self.store.contains_verified(&wanted.digest) {
             return Ok(());
         }
         let (error, untried) = match self.fly(&wanted, |_| true).await? {
@@ -211,7 +211,7 @@ impl Fetcher {
         if untried.is_empty() {
             return Err(error);
         }
-        if self.store.contains(&wanted.digest) {
+        if self.store.contains_verified(&wanted.digest) {
             return Ok(());
         }
         let own = Wanted {
@@ -352,7 +352,7 @@ impl Fetcher {
                 .get_or_create(&[("reason", failure.code)])
                 .inc();
             failures.push(failure);
-            if self.store.contains(&wanted.digest) {
+            if self.store.contains_verified(&wanted.digest) {
                 return Ok(());
             }
         }

@@ -14,7 +14,7 @@ use super::Gate;
 use super::body::{BoxError, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
 use crate::fetch::through::{ThroughError, Wanted};
-use crate::store::{Body, Digest, Object, StoreError};
+use crate::store::{Body, Digest, Object, Store, StoreError};
 
 /// Bytes read from disk per chunk when streaming a large entry.
 const FILE_CHUNK: usize = 256 * 1024;
@@ -61,7 +61,7 @@ pub async fn handle<B>(
     let store = fetcher.store();
     let wanted = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
     let metrics = crate::metrics::get();
-    let object = match store.get(&digest) {
+    let object = match lookup(store, digest).await {
         Some(object) => {
             metrics.cache_hits.inc();
             object
@@ -82,7 +82,7 @@ pub async fn handle<B>(
                 .ensure(wanted)
                 .await
                 .map_err(|e| through_problem(&e))?;
-            store.get(&digest).ok_or_else(|| {
+            lookup(store, digest).await.ok_or_else(|| {
                 Problem::new(
                     StatusCode::NOT_FOUND,
                     "not_in_cache",
@@ -94,6 +94,16 @@ pub async fn handle<B>(
         }
     };
     Ok(respond(req.method(), req.headers(), object))
+}
+
+/// [`Store::get`] on a blocking thread: it opens files, may hash an adopted one, and reads
+/// small ones into memory.
+async fn lookup(store: &std::sync::Arc<Store>, digest: Digest) -> Option<Object> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || store.get(&digest))
+        .await
+        .ok()
+        .flatten()
 }
 
 /// The fetch-through request in the query, if any. `size` is capped at `[cache]

@@ -172,7 +172,7 @@ impl Fill {
                 "the fill is closed".into(),
             )));
         };
-        if self.store.contains(&got) {
+        if self.store.contains_verified(&got) {
             // The same bytes are already published (a proxied body seen before, say): no
             // second sync and rename, just a note of where they were seen again.
             drop(file);
