@@ -54,7 +54,7 @@ pub struct CacheSection {
     pub memory_bytes: Option<Spanned<u64>>,
     /// Largest entry kept in memory.
     pub memory_max_object_bytes: Option<Spanned<u64>>,
-    /// Largest proxied body published by the proxy's tee.
+    /// Largest entry fetched through (`?size=`) or published by the proxy's tee.
     pub max_object_bytes: Option<Spanned<u64>>,
     /// Time allowed for one mirror's whole fetch-through.
     pub fetch_timeout_ms: Option<Spanned<u64>>,
