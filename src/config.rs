@@ -130,6 +130,7 @@ impl Config {
             store,
             self.max_redirects,
             self.cache.fetch_timeout,
+            self.limits.body_idle_timeout,
         )
         .allow_redirect_downgrade(self.allow_redirect_downgrade)
     }

@@ -4,12 +4,12 @@
 
 mod support;
 
+use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fetchgate::store::Digest;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 use support::proxy::{Client, Got, start_proxy, start_proxy_in};
 use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes, tls_for};
@@ -737,4 +737,364 @@ async fn redirects_resolve_relative_locations_and_refuse_downgrades() {
     let seen = plain.requests();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[1].uri, "/final?next=http://x/&u=https://y/");
+}
+
+/// A mirror that answers every request with a `200` head announcing `len` bytes, then sends
+/// nothing more and keeps the connection open until fetchgate closes it.
+struct Stalling {
+    addr: std::net::SocketAddr,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    closed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Stalling {
+    async fn start(len: u64) -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = std::sync::Arc::new(AtomicUsize::new(0));
+        let closed = std::sync::Arc::new(AtomicUsize::new(0));
+        let (r, c) = (requests.clone(), closed.clone());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let (r, c) = (r.clone(), c.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    r.fetch_add(1, Ordering::SeqCst);
+                    let reply = format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n");
+                    let _ = s.write_all(reply.as_bytes()).await;
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    c.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Self {
+            addr,
+            requests,
+            closed,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.2:{}/stall.tgz", self.addr.port())
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn closed(&self) -> usize {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Polls `check` for up to five seconds.
+async fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    for _ in 0..250 {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
+}
+
+/// `n` bytes that differ for each `seed`.
+fn seeded_bytes(n: u64, seed: u64) -> Vec<u8> {
+    (0..n).map(|j| ((j + seed * 7) % 253) as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_that_announces_max_bytes_and_stalls_evicts_nothing() {
+    let max = 4u64 << 20;
+    let routes = support::upstream::Routes::default();
+    let entries: Vec<Vec<u8>> = (0..4).map(|i| seeded_bytes(500_000, i)).collect();
+    let later = seeded_bytes(1_000_000, 9);
+    for (i, b) in entries.iter().enumerate() {
+        routes
+            .lock()
+            .unwrap()
+            .insert(format!("/e{i}"), Reply::ok(b.clone()));
+    }
+    routes
+        .lock()
+        .unwrap()
+        .insert("/later".into(), Reply::ok(later.clone()));
+    let good = Upstream::router("127.0.0.2:0", routes).await;
+    let stall = Stalling::start(max).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}[proxy]\nbody_idle_timeout_ms = 300\n\n{}",
+        cache_cfg(
+            dir.path(),
+            &format!("max_bytes = {max}\nfetch_timeout_ms = 3000")
+        ),
+        trust_all_loopback_test_ports(&[good.addr.port(), stall.addr.port()])
+    ))
+    .await;
+    let url = |p: &str| format!("http://127.0.0.2:{}{p}", good.addr.port());
+    for (i, b) in entries.iter().enumerate() {
+        let path = through(&Digest::of(b), 500_000, &[url(&format!("/e{i}"))]);
+        assert_eq!(get_path(proxy, &path, &[]).await.status, 200);
+    }
+    // A request that claims the whole cache, from a mirror that sends a head and stalls:
+    // cut off by the body idle limit, having reserved one step, not max_bytes.
+    let wanted = Digest::of(b"never sent");
+    let got = get_path(proxy, &through(&wanted, max, &[stall.url()]), &[]).await;
+    assert_eq!(got.status, 502);
+    assert_eq!(got.json()["locators"][0]["code"], "upstream_timeout");
+    for b in &entries {
+        let got = get_path(proxy, &format!("/sha256/{}", Digest::of(b).hex()), &[]).await;
+        assert_eq!(got.status, 200, "an earlier entry was evicted");
+        assert_eq!(got.body.as_ref(), b.as_slice());
+    }
+    let got = get_path(
+        proxy,
+        &through(&Digest::of(&later), 1_000_000, &[url("/later")]),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 200, "{:?}", got.body);
+    assert_eq!(got.body.as_ref(), later.as_slice());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_size_over_max_object_bytes_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&cache_cfg(dir.path(), "max_object_bytes = 1000")).await;
+    let d = Digest::of(b"x");
+    let got = get_path(
+        proxy,
+        &through(&d, 1001, &["http://127.0.0.2:1/x".into()]),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 400);
+    assert_eq!(got.code(), "size_too_large");
+    let j = got.json();
+    assert_eq!(j["field"], "size");
+    let detail = j["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("max_object_bytes") && detail.contains(&d.hex()),
+        "{detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_whose_clients_all_left_is_abandoned() {
+    use tokio::io::AsyncWriteExt;
+    let stall = Stalling::start(2 << 20).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}[proxy]\nbody_idle_timeout_ms = 60000\n\n{}",
+        cache_cfg(dir.path(), "fetch_timeout_ms = 60000"),
+        trust_all_loopback_test_ports(&[stall.addr.port()])
+    ))
+    .await;
+    let d = Digest::of(b"never sent either");
+    let path = through(&d, 2 << 20, &[stall.url()]);
+    let mut client = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nhost: fetchgate\r\n\r\n");
+    client.write_all(req.as_bytes()).await.unwrap();
+    assert!(eventually(|| stall.requests() == 1).await);
+    assert!(eventually(|| std::fs::read_dir(dir.path().join("tmp")).unwrap().count() == 1).await);
+    drop(client);
+    // Nobody waits any more: the upstream connection is closed and the fill removed.
+    assert!(
+        eventually(|| stall.closed() == 1).await,
+        "the fetch went on"
+    );
+    assert!(
+        eventually(|| std::fs::read_dir(dir.path().join("tmp")).unwrap().count() == 0).await,
+        "the fill was kept"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evictions_are_counted() {
+    use fetchgate::store::{CacheSettings, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let settings = CacheSettings {
+        dir: dir.path().to_path_buf(),
+        max_bytes: 250_000,
+        ..CacheSettings::default()
+    };
+    let store = Store::open(&settings).unwrap();
+    let put = |seed: u64| {
+        let bytes = seeded_bytes(100_000, seed);
+        store
+            .put_verified(Digest::of(&bytes), &bytes, None, None)
+            .unwrap()
+    };
+    put(1);
+    put(2);
+    assert_eq!(store.evictions(), 0);
+    put(3);
+    assert_eq!(store.evictions(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_victim_joining_a_stalled_flight_gets_its_bytes_from_its_own_mirror() {
+    let bytes = pattern_bytes(100_000);
+    let d = Digest::of(&bytes);
+    let good = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let stall = Stalling::start(100_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}[proxy]\nbody_idle_timeout_ms = 500\n\n{}",
+        cache_cfg(dir.path(), "fetch_timeout_ms = 5000"),
+        trust_all_loopback_test_ports(&[good.addr.port(), stall.addr.port()])
+    ))
+    .await;
+    let attack = through(&d, 100_000, &[stall.url()]);
+    let attacker = tokio::spawn(async move { get_path(proxy, &attack, &[]).await });
+    assert!(eventually(|| stall.requests() == 1).await);
+    // Same digest and size: the victim joins the attacker's flight, sees it fail, and then
+    // tries its own mirror.
+    let good_url = format!("http://127.0.0.2:{}/pkg.tgz", good.addr.port());
+    let got = get_path(proxy, &through(&d, 100_000, &[good_url]), &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.body.as_ref(), bytes.as_slice());
+    assert_eq!(attacker.await.unwrap().status, 502);
+    assert_eq!(
+        stall.requests(),
+        1,
+        "the victim's fallback skips the mirror that failed"
+    );
+    assert_eq!(good.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_with_another_size_does_not_join_the_flight() {
+    let bytes = pattern_bytes(100_000);
+    let d = Digest::of(&bytes);
+    let good = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let stall = Stalling::start(100_001).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}[proxy]\nbody_idle_timeout_ms = 30000\n\n{}",
+        cache_cfg(dir.path(), "fetch_timeout_ms = 30000"),
+        trust_all_loopback_test_ports(&[good.addr.port(), stall.addr.port()])
+    ))
+    .await;
+    let attack = through(&d, 100_001, &[stall.url()]);
+    let attacker = tokio::spawn(async move { get_path(proxy, &attack, &[]).await });
+    assert!(eventually(|| stall.requests() == 1).await);
+    let good_url = format!("http://127.0.0.2:{}/pkg.tgz", good.addr.port());
+    let got = get_path(proxy, &through(&d, 100_000, &[good_url]), &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.body.as_ref(), bytes.as_slice());
+    assert!(
+        !attacker.is_finished(),
+        "the victim did not wait for the other size's flight"
+    );
+    attacker.abort();
+}
+
+/// Writes `bytes` where the cache keeps the entry named `name`, behind fetchgate's back.
+fn plant(dir: &std::path::Path, name: &Digest, bytes: &[u8]) -> std::path::PathBuf {
+    let hex = name.hex();
+    let shard = dir.join("objects/sha256").join(&hex[..2]);
+    std::fs::create_dir_all(&shard).unwrap();
+    let file = shard.join(&hex);
+    std::fs::write(&file, bytes).unwrap();
+    file
+}
+
+fn quarantined(dir: &std::path::Path, name: &Digest) -> bool {
+    std::fs::read_dir(dir.join("quarantine"))
+        .unwrap()
+        .flatten()
+        .any(|f| f.file_name().to_string_lossy().starts_with(&name.hex()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_files_are_served_only_after_their_bytes_match_their_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let (good_before, bad_before) = (seeded_bytes(20_000, 1), seeded_bytes(20_000, 2));
+    let (good_after, bad_after) = (seeded_bytes(20_000, 3), seeded_bytes(20_000, 4));
+    let linked = seeded_bytes(20_000, 5);
+    let lie_before = Digest::of(b"what bad_before claims to be");
+    let lie_after = Digest::of(b"what bad_after claims to be");
+    // Found at start-up (adopted by reconciliation) ...
+    plant(dir.path(), &Digest::of(&good_before), &good_before);
+    let bad_before_file = plant(dir.path(), &lie_before, &bad_before);
+    let proxy = start_proxy(&cache_cfg(dir.path(), "")).await;
+    // ... and published behind the running server's back.
+    plant(dir.path(), &Digest::of(&good_after), &good_after);
+    let bad_after_file = plant(dir.path(), &lie_after, &bad_after);
+    let target = outside.path().join("linked");
+    std::fs::write(&target, &linked).unwrap();
+    let link_name = Digest::of(&linked);
+    let link = plant(dir.path(), &link_name, b"");
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+
+    for bytes in [&good_before, &good_after] {
+        let got = get_path(proxy, &format!("/sha256/{}", Digest::of(bytes).hex()), &[]).await;
+        assert_eq!(got.status, 200);
+        assert_eq!(got.body.as_ref(), bytes.as_slice());
+    }
+    for (name, file) in [(lie_before, &bad_before_file), (lie_after, &bad_after_file)] {
+        for _ in 0..2 {
+            let got = get_path(proxy, &format!("/sha256/{}", name.hex()), &[]).await;
+            assert_eq!(
+                got.status, 404,
+                "bytes that do not match their name were served"
+            );
+        }
+        assert!(!file.exists());
+        assert!(quarantined(dir.path(), &name));
+    }
+    for _ in 0..2 {
+        let got = get_path(proxy, &format!("/sha256/{}", link_name.hex()), &[]).await;
+        assert_eq!(got.status, 404, "a symbolic link was followed");
+    }
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        linked,
+        "the link's target is untouched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_published_entry_replaced_by_a_symlink_is_never_served() {
+    let bytes = pattern_bytes(3 << 20);
+    let d = Digest::of(&bytes);
+    let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}{}",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[up.addr.port()])
+    ))
+    .await;
+    let url = format!("http://127.0.0.2:{}/big", up.addr.port());
+    let got = get_path(proxy, &through(&d, 3 << 20, &[url]), &[]).await;
+    assert_eq!(got.status, 200);
+    // The same bytes, but through a symbolic link: still not served.
+    let target = outside.path().join("same-bytes");
+    std::fs::write(&target, &bytes).unwrap();
+    let hex = d.hex();
+    let file = dir.path().join("objects/sha256").join(&hex[..2]).join(&hex);
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&target, &file).unwrap();
+    for _ in 0..2 {
+        let got = get_path(proxy, &format!("/sha256/{hex}"), &[]).await;
+        assert_eq!(got.status, 404, "a symbolic link was followed");
+    }
 }

@@ -84,6 +84,12 @@ pub async fn fetch(
     if size == 0 {
         return Err("size: must be at least 1 byte".into());
     }
+    let max = config.cache.max_object_bytes;
+    if size > max {
+        return Err(format!(
+            "size: {size} for sha256 {d} is over [cache] max_object_bytes = {max}"
+        ));
+    }
     let store = open(config)?;
     let fetcher = Arc::new(config.fetcher(store.clone()));
     let wanted = Wanted {

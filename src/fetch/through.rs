@@ -1,6 +1,7 @@
 //! Fetch-through by digest: on a miss, try the mirrors in order, following redirects (each
 //! hop decided and connected like a first request), and publish only bytes whose size and
-//! SHA-256 match what was expected. Concurrent requests for one digest share one fetch.
+//! SHA-256 match what was expected. Concurrent requests for one digest and size share one
+//! fetch; a request that joined another's fetch and saw it fail tries its own mirrors, once.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,7 @@ use http_body_util::{BodyExt, Empty};
 use serde::Serialize;
 use tokio::sync::watch;
 
+use super::idle::{BodyIdle, IdleBody};
 use super::upstream::{Timeouts, UpstreamError, exchange, upstream_request};
 use crate::connect::Egress;
 use crate::connect::dial::DialError;
@@ -81,7 +83,66 @@ impl std::fmt::Display for ThroughError {
     }
 }
 
-type Outcome = Option<Result<(), Arc<ThroughError>>>;
+/// How a shared fetch ended, as the requests waiting for it see it.
+#[derive(Clone)]
+enum Landed {
+    /// The leader finished with this result.
+    Done(Result<(), Arc<ThroughError>>),
+    /// Every waiting request went away, so the fetch was stopped and its space freed.
+    Abandoned,
+}
+
+type Outcome = Option<Landed>;
+
+/// One fetch, shared by every request for the same digest and size.
+struct Flight {
+    tx: watch::Sender<Outcome>,
+    /// The mirrors its leader tries, in order.
+    mirrors: Vec<String>,
+}
+
+/// What single flight is keyed on: a request with another size never waits on this one.
+type FlightKey = (Digest, u64);
+
+/// A request's place in single flight.
+enum Boarding {
+    /// Waiting for a flight it leads or joined.
+    Aboard {
+        rx: watch::Receiver<Outcome>,
+        flight: Arc<Flight>,
+        led: bool,
+    },
+    /// A flight for the key exists that it may not join: it fetches on its own.
+    Alone,
+}
+
+/// Where a round of single flight left a request.
+enum Flown {
+    /// Done: success, or the failure of a fetch over this request's own mirrors.
+    Final(Result<(), Arc<ThroughError>>),
+    /// Another request's flight failed or was abandoned; `untried` are this request's
+    /// mirrors that it did not try.
+    Fallback {
+        error: Arc<ThroughError>,
+        untried: Vec<String>,
+    },
+}
+
+/// Counts a request waiting on another's fetch for as long as it waits (even if it leaves).
+struct Waiting;
+
+impl Waiting {
+    fn start() -> Self {
+        crate::metrics::get().fetch_waiters.inc();
+        Self
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        crate::metrics::get().fetch_waiters.dec();
+    }
+}
 
 /// Bytes verified in memory by [`Fetcher::fetch_verified`].
 #[derive(Clone, Debug)]
@@ -102,15 +163,18 @@ pub struct Fetcher {
     store: Arc<Store>,
     max_redirects: usize,
     fetch_timeout: Duration,
+    body_idle: Duration,
     allow_redirect_downgrade: bool,
-    inflight: Mutex<HashMap<Digest, watch::Receiver<Outcome>>>,
+    inflight: Mutex<HashMap<FlightKey, Arc<Flight>>>,
 }
 
 const NEXT_MIRROR: &str =
     "try another mirror of the same artifact, or check the manifest's size and sha256";
 
 impl Fetcher {
-    /// A fetcher writing into `store`.
+    /// A fetcher writing into `store`. `fetch_timeout` bounds one mirror's whole fetch;
+    /// `body_idle` the silence allowed inside an upstream body (`[proxy]
+    /// body_idle_timeout_ms`).
     pub fn new(
         egress: Egress,
         tls: Arc<rustls::ClientConfig>,
@@ -118,6 +182,7 @@ impl Fetcher {
         store: Arc<Store>,
         max_redirects: usize,
         fetch_timeout: Duration,
+        body_idle: Duration,
     ) -> Self {
         Self {
             egress,
@@ -126,6 +191,7 @@ impl Fetcher {
             store,
             max_redirects,
             fetch_timeout,
+            body_idle,
             allow_redirect_downgrade: false,
             inflight: Mutex::new(HashMap::new()),
         }
@@ -144,57 +210,138 @@ impl Fetcher {
     }
 
     /// Makes sure `wanted.digest` is published: returns at once on a hit, otherwise joins the
-    /// fetch already running for that digest or starts one.
+    /// fetch already running for that digest and size or leads one. If a joined fetch fails,
+    /// this request's own mirrors that it did not try are tried (once: a second round leads,
+    /// joins a fetch that tries all of them, or fetches alone, and its result is final).
     pub async fn ensure(self: &Arc<Self>, wanted: Wanted) -> Result<(), Arc<ThroughError>> {
-        if self.store.contains(&wanted.digest) {
+        if self.store.contains_verified(&wanted.digest) {
             return Ok(());
         }
-        let (mut rx, waiter) = {
-            let mut inflight = self.inflight.lock().map_err(|_| {
-                Arc::new(ThroughError::Store(StoreError::Io(
-                    "the in-flight table is poisoned".into(),
-                )))
-            })?;
-            match inflight.get(&wanted.digest) {
-                Some(rx) => {
-                    crate::metrics::get().fetch_waiters.inc();
-                    (rx.clone(), true)
-                }
-                None => {
-                    let (tx, rx) = watch::channel(None);
-                    inflight.insert(wanted.digest, rx.clone());
-                    let me = self.clone();
-                    // The leader runs on its own task, so a client that goes away does not
-                    // cancel the fetch the others are waiting for.
-                    tokio::spawn(async move {
-                        let digest = wanted.digest;
-                        let metrics = crate::metrics::get();
-                        metrics.inflight_fetches.inc();
-                        let result = me.fetch(&wanted).await.map_err(Arc::new);
-                        metrics.inflight_fetches.dec();
-                        if let Ok(mut inflight) = me.inflight.lock() {
-                            inflight.remove(&digest);
-                        }
-                        let _ = tx.send(Some(result));
-                    });
-                    (rx, false)
-                }
-            }
+        let (error, untried) = match self.fly(&wanted, |_| true).await? {
+            Flown::Final(result) => return result,
+            Flown::Fallback { error, untried } => (error, untried),
         };
-        let outcome = rx
+        if untried.is_empty() {
+            return Err(error);
+        }
+        if self.store.contains_verified(&wanted.digest) {
+            return Ok(());
+        }
+        let own = Wanted {
+            mirrors: untried,
+            ..wanted
+        };
+        let covers = |f: &Flight| own.mirrors.iter().all(|m| f.mirrors.contains(m));
+        match self.fly(&own, covers).await? {
+            Flown::Final(result) => result,
+            Flown::Fallback { error, .. } => Err(error),
+        }
+    }
+
+    /// One round of single flight: lead a flight for `wanted`, join the running one if
+    /// `may_join` allows, or fetch alone.
+    async fn fly(
+        self: &Arc<Self>,
+        wanted: &Wanted,
+        may_join: impl Fn(&Flight) -> bool,
+    ) -> Result<Flown, Arc<ThroughError>> {
+        let (mut rx, flight, led) = match self.board(wanted, may_join)? {
+            Boarding::Alone => {
+                return Ok(Flown::Final(self.fetch(wanted).await.map_err(Arc::new)));
+            }
+            Boarding::Aboard { rx, flight, led } => (rx, flight, led),
+        };
+        let waiting = (!led).then(Waiting::start);
+        let landed = rx
             .wait_for(Option::is_some)
             .await
             .map(|v| v.clone())
             .ok()
             .flatten();
-        if waiter {
-            crate::metrics::get().fetch_waiters.dec();
-        }
-        outcome.unwrap_or_else(|| {
-            Err(Arc::new(ThroughError::Store(StoreError::Io(
-                "the fetch stopped without a result".into(),
-            ))))
+        drop(waiting);
+        Ok(match landed {
+            Some(Landed::Done(Ok(()))) => Flown::Final(Ok(())),
+            Some(Landed::Done(Err(e))) if led => Flown::Final(Err(e)),
+            Some(Landed::Done(Err(error))) => Flown::Fallback {
+                error,
+                untried: wanted
+                    .mirrors
+                    .iter()
+                    .filter(|m| !flight.mirrors.contains(m))
+                    .cloned()
+                    .collect(),
+            },
+            _ if led => Flown::Final(Err(stopped())),
+            _ => Flown::Fallback {
+                error: stopped(),
+                untried: wanted.mirrors.clone(),
+            },
         })
+    }
+
+    /// Joins the flight for `wanted`'s digest and size (if `may_join` allows), or starts one
+    /// when there is none.
+    fn board(
+        self: &Arc<Self>,
+        wanted: &Wanted,
+        may_join: impl Fn(&Flight) -> bool,
+    ) -> Result<Boarding, Arc<ThroughError>> {
+        let key = (wanted.digest, wanted.size);
+        let mut inflight = self.inflight.lock().map_err(|_| {
+            Arc::new(ThroughError::Store(StoreError::Io(
+                "the in-flight table is poisoned".into(),
+            )))
+        })?;
+        if let Some(flight) = inflight.get(&key) {
+            if !may_join(flight) {
+                return Ok(Boarding::Alone);
+            }
+            return Ok(Boarding::Aboard {
+                rx: flight.tx.subscribe(),
+                flight: flight.clone(),
+                led: false,
+            });
+        }
+        let (tx, rx) = watch::channel(None);
+        let flight = Arc::new(Flight {
+            tx,
+            mirrors: wanted.mirrors.clone(),
+        });
+        inflight.insert(key, flight.clone());
+        drop(inflight);
+        self.clone().lead(key, flight.clone(), wanted.clone());
+        Ok(Boarding::Aboard {
+            rx,
+            flight,
+            led: true,
+        })
+    }
+
+    /// Runs a flight on its own task, so one client going away does not cancel the fetch the
+    /// others wait for; when every waiting client has gone, the fetch is abandoned, which
+    /// drops its fill and frees the space it reserved.
+    fn lead(self: Arc<Self>, key: FlightKey, flight: Arc<Flight>, wanted: Wanted) {
+        tokio::spawn(async move {
+            let metrics = crate::metrics::get();
+            metrics.inflight_fetches.inc();
+            let landed = tokio::select! {
+                result = self.fetch(&wanted) => Landed::Done(result.map_err(Arc::new)),
+                () = flight.tx.closed() => Landed::Abandoned,
+            };
+            metrics.inflight_fetches.dec();
+            if matches!(landed, Landed::Abandoned) {
+                tracing::info!(
+                    sha256 = %wanted.digest,
+                    "every client waiting for a fetch-through went away; fetch abandoned"
+                );
+            }
+            if let Ok(mut inflight) = self.inflight.lock()
+                && inflight.get(&key).is_some_and(|f| Arc::ptr_eq(f, &flight))
+            {
+                inflight.remove(&key);
+            }
+            flight.tx.send_replace(Some(landed));
+        });
     }
 
     async fn fetch(&self, wanted: &Wanted) -> Result<(), ThroughError> {
@@ -218,7 +365,7 @@ impl Fetcher {
                 .get_or_create(&[("reason", failure.code)])
                 .inc();
             failures.push(failure);
-            if self.store.contains(&wanted.digest) {
+            if self.store.contains_verified(&wanted.digest) {
                 return Ok(());
             }
         }
@@ -370,15 +517,20 @@ impl Fetcher {
         let (response, last) = self.open(mirror, wanted.size, Some(wanted.size)).await?;
         let hop = (last != mirror).then_some(last.as_str());
         let fail = |code: &'static str, detail: String| locator_failure(mirror, hop, code, detail);
-        let fill = self
-            .store
-            .begin(Some(wanted.digest), wanted.size)
+        let mut body = IdleBody::new(response.into_body(), self.body_idle);
+        let store = self.store.clone();
+        let (digest, size) = (wanted.digest, wanted.size);
+        // Starting a fill creates a file and may evict: off the async worker threads.
+        let fill = tokio::task::spawn_blocking(move || store.begin(Some(digest), size))
+            .await
+            .map_err(|e| Failure::Store(StoreError::Io(format!("the cache writer failed: {e}"))))?
             .map_err(Failure::Store)?;
         let mut sink = FillSink::start(fill);
-        let mut body = response.into_body();
         while let Some(frame) = body.frame().await {
-            let frame = frame
-                .map_err(|e| fail("upstream_http_error", format!("the body broke off: {e}")))?;
+            let frame = frame.map_err(|e| {
+                let (code, detail) = body_failure(e.as_ref());
+                fail(code, detail)
+            })?;
             if let Ok(data) = frame.into_data() {
                 sink.send(data)
                     .await
@@ -399,7 +551,7 @@ impl Fetcher {
             .await
             .map_err(Failure::into_locator)?;
         let hop = (last != url).then_some(last.as_str());
-        read_capped(response.into_body(), max)
+        read_capped(IdleBody::new(response.into_body(), self.body_idle), max)
             .await
             .map_err(|(code, detail)| locator_failure(url, hop, code, detail).into_locator())
     }
@@ -413,7 +565,8 @@ impl Fetcher {
             let attempt = async {
                 let (response, last) = self.open(mirror, wanted.size, Some(wanted.size)).await?;
                 let hop = (last != *mirror).then_some(last.as_str());
-                let bytes = read_capped(response.into_body(), wanted.size)
+                let body = IdleBody::new(response.into_body(), self.body_idle);
+                let bytes = read_capped(body, wanted.size)
                     .await
                     .map_err(|(code, detail)| locator_failure(mirror, hop, code, detail))?;
                 if bytes.len() as u64 != wanted.size {
@@ -515,14 +668,10 @@ fn next_hop(
 }
 
 /// Reads a body into memory, failing as soon as it passes `max` bytes.
-async fn read_capped(
-    mut body: hyper::body::Incoming,
-    max: u64,
-) -> Result<Bytes, (&'static str, String)> {
+async fn read_capped(mut body: IdleBody, max: u64) -> Result<Bytes, (&'static str, String)> {
     let mut buf = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
-        let frame =
-            frame.map_err(|e| ("upstream_http_error", format!("the body broke off: {e}")))?;
+        let frame = frame.map_err(|e| body_failure(e.as_ref()))?;
         if let Ok(data) = frame.into_data() {
             if buf.len() as u64 + data.len() as u64 > max {
                 return Err((
@@ -534,6 +683,23 @@ async fn read_capped(
         }
     }
     Ok(buf.freeze())
+}
+
+/// The code and detail for an upstream body that failed: went quiet past `[proxy]
+/// body_idle_timeout_ms`, or broke off.
+fn body_failure(e: &(dyn std::error::Error + Send + Sync + 'static)) -> (&'static str, String) {
+    if e.is::<BodyIdle>() {
+        ("upstream_timeout", e.to_string())
+    } else {
+        ("upstream_http_error", format!("the body broke off: {e}"))
+    }
+}
+
+/// The failure of a shared fetch that stopped without a result.
+fn stopped() -> Arc<ThroughError> {
+    Arc::new(ThroughError::Store(StoreError::Io(
+        "the fetch stopped without a result".into(),
+    )))
 }
 
 fn locator_failure(mirror: &str, hop: Option<&str>, code: &'static str, detail: String) -> Failure {

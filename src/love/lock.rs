@@ -2,6 +2,7 @@
 //! retained digest and a manifest that now says otherwise is a conflict, not an update.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -82,7 +83,9 @@ impl LockFile {
         Ok(lock)
     }
 
-    /// Writes `path` through a temp file and a rename, so it is never half-written.
+    /// Writes `path` through a temp file and a rename, so it is never half-written. The temp
+    /// file has an unpredictable name and is created exclusively, so nothing planted beside
+    /// the lock (a symbolic link, another process's file) is written through or clobbered.
     pub fn write(&self, path: &Path) -> Result<(), String> {
         let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
         let dir = path
@@ -93,12 +96,55 @@ impl LockFile {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-        let result =
-            std::fs::write(&tmp, format!("{text}\n")).and_then(|()| std::fs::rename(&tmp, path));
+        let mut suffix = [0u8; 16];
+        getrandom::fill(&mut suffix)
+            .map_err(|e| format!("cannot name a temp file for {}: {e}", path.display()))?;
+        let tmp = dir.join(format!(".{name}.{}.tmp", hex::encode(suffix)));
+        let result = write_new(&tmp, format!("{text}\n").as_bytes())
+            .and_then(|()| std::fs::rename(&tmp, path));
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
         result.map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}
+
+/// Creates `path` (failing if anything, even a dangling symbolic link, is there) and writes
+/// `bytes` to it durably.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_planted_at_the_old_temp_name_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep me").unwrap();
+        let lock_path = dir.path().join("love.lock");
+        let predictable = dir
+            .path()
+            .join(format!(".love.lock.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &predictable).unwrap();
+        let lock = LockFile::read(&lock_path).unwrap();
+        lock.write(&lock_path).unwrap();
+        lock.write(&lock_path).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+        assert_eq!(LockFile::read(&lock_path).unwrap(), lock);
+        let strays: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|f| f.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp") && !n.contains(&std::process::id().to_string()))
+            .collect();
+        assert!(strays.is_empty(), "{strays:?}");
     }
 }

@@ -13,13 +13,11 @@ use serde_json::json;
 use super::Gate;
 use super::body::{BoxError, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
-use crate::fetch::through::{ThroughError, Wanted};
-use crate::store::{Body, Digest, Object, StoreError};
+use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
+use crate::store::{Body, Digest, Object, Store, StoreError};
 
 /// Bytes read from disk per chunk when streaming a large entry.
 const FILE_CHUNK: usize = 256 * 1024;
-/// Most mirrors accepted in one fetch-through request.
-pub const MAX_MIRRORS: usize = 16;
 
 /// Handles a request whose path starts with `/sha256/`.
 pub async fn handle<B>(
@@ -59,9 +57,9 @@ pub async fn handle<B>(
         ));
     };
     let store = fetcher.store();
-    let wanted = mirrors(req.uri().query(), digest)?;
+    let wanted = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
     let metrics = crate::metrics::get();
-    let object = match store.get(&digest) {
+    let object = match lookup(store, digest).await {
         Some(object) => {
             metrics.cache_hits.inc();
             object
@@ -82,7 +80,7 @@ pub async fn handle<B>(
                 .ensure(wanted)
                 .await
                 .map_err(|e| through_problem(&e))?;
-            store.get(&digest).ok_or_else(|| {
+            lookup(store, digest).await.ok_or_else(|| {
                 Problem::new(
                     StatusCode::NOT_FOUND,
                     "not_in_cache",
@@ -104,7 +102,23 @@ pub fn fetches_through(query: Option<&str>) -> bool {
     query.is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "url"))
 }
 
-fn mirrors(query: Option<&str>, digest: Digest) -> Result<Option<Wanted>, Problem> {
+/// [`Store::get`] on a blocking thread: it opens files, may hash an adopted one, and reads
+/// small ones into memory.
+async fn lookup(store: &std::sync::Arc<Store>, digest: Digest) -> Option<Object> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || store.get(&digest))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The fetch-through request in the query, if any. `size` is capped at `[cache]
+/// max_object_bytes`, so no one request can claim the cache.
+fn mirrors(
+    query: Option<&str>,
+    digest: Digest,
+    max_object_bytes: u64,
+) -> Result<Option<Wanted>, Problem> {
     let Some(query) = query else { return Ok(None) };
     let mut size = None;
     let mut urls = Vec::new();
@@ -150,6 +164,18 @@ fn mirrors(query: Option<&str>, digest: Digest) -> Result<Option<Wanted>, Proble
         )
         .field("size"));
     };
+    if size > max_object_bytes {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "size_too_large",
+            Origin::Downstream,
+            format!(
+                "size {size} for sha256 {digest} is over [cache] max_object_bytes = {max_object_bytes}"
+            ),
+            "fetch it from a mirror directly, or ask the operator to raise [cache] max_object_bytes",
+        )
+        .field("size"));
+    }
     Ok(Some(Wanted {
         digest,
         size,

@@ -67,6 +67,10 @@ pub fn create_exclusive(path: &Path) -> std::io::Result<File> {
     Ok(file)
 }
 
+/// Space is reserved for a fill in steps of this many bytes as its bytes arrive, so a fill
+/// that announces a large size and then stalls holds (and evicts for) one step, not the size.
+pub const RESERVE_STEP: u64 = 1 << 20;
+
 /// A fill in progress. Dropping it without [`Fill::commit`] removes the temp file and frees
 /// the reserved space: nothing is half-published.
 pub struct Fill {
@@ -78,6 +82,8 @@ pub struct Fill {
     expected: Option<Digest>,
     /// The exact size when `expected` is set, else the most accepted.
     size: u64,
+    /// Bytes of the store's space this fill holds; at least `count`, at most `size`.
+    reserved: u64,
 }
 
 impl Fill {
@@ -87,6 +93,7 @@ impl Fill {
         path: PathBuf,
         expected: Option<Digest>,
         size: u64,
+        reserved: u64,
     ) -> Self {
         Self {
             store,
@@ -96,7 +103,22 @@ impl Fill {
             count: 0,
             expected,
             size,
+            reserved,
         }
+    }
+
+    /// Makes sure `need` bytes are reserved, growing the reservation by at least
+    /// [`RESERVE_STEP`] (evicting only if that step needs room).
+    fn reserve_for(&mut self, need: u64) -> Result<(), FillError> {
+        if need <= self.reserved {
+            return Ok(());
+        }
+        let target = need.max(self.reserved + RESERVE_STEP).min(self.size);
+        self.store
+            .reserve(target - self.reserved)
+            .map_err(FillError::Store)?;
+        self.reserved = target;
+        Ok(())
     }
 
     /// Bytes written so far.
@@ -109,6 +131,7 @@ impl Fill {
         if self.count + data.len() as u64 > self.size {
             return Err(FillError::TooLong { limit: self.size });
         }
+        self.reserve_for(self.count + data.len() as u64)?;
         let Some(file) = self.file.as_mut() else {
             return Err(FillError::Store(StoreError::Io(
                 "the fill is closed".into(),
@@ -149,12 +172,12 @@ impl Fill {
                 "the fill is closed".into(),
             )));
         };
-        if self.store.contains(&got) {
+        if self.store.contains_verified(&got) {
             // The same bytes are already published (a proxied body seen before, say): no
             // second sync and rename, just a note of where they were seen again.
             drop(file);
             let _ = fs::remove_file(&self.path);
-            let reserved = std::mem::take(&mut self.size);
+            let reserved = std::mem::take(&mut self.reserved);
             self.count = 0;
             self.store.release(reserved);
             self.store.seen_again(&got, locator, label);
@@ -177,9 +200,8 @@ impl Fill {
         if let Ok(dir) = File::open(&shard) {
             let _ = dir.sync_all();
         }
-        // The reservation was `size`; the entry holds `count`.
-        let reserved = self.size;
-        self.size = 0;
+        // The reservation was `reserved`; the entry holds `count`.
+        let reserved = std::mem::take(&mut self.reserved);
         self.store.release(reserved - self.count.min(reserved));
         let count = self.count;
         self.count = 0;
@@ -196,6 +218,7 @@ impl std::fmt::Debug for Fill {
             .field("path", &self.path)
             .field("count", &self.count)
             .field("size", &self.size)
+            .field("reserved", &self.reserved)
             .field("expected", &self.expected)
             .finish()
     }
@@ -203,9 +226,9 @@ impl std::fmt::Debug for Fill {
 
 impl Drop for Fill {
     fn drop(&mut self) {
-        if self.file.take().is_some() || self.size > 0 {
+        if self.file.take().is_some() || self.reserved > 0 {
             let _ = fs::remove_file(&self.path);
-            self.store.release(self.size);
+            self.store.release(std::mem::take(&mut self.reserved));
         }
     }
 }

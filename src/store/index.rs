@@ -30,6 +30,9 @@ pub struct Record {
     pub locators: Vec<String>,
     /// A package label such as `name@version`.
     pub label: Option<String>,
+    /// Adopted from disk without a record and not hashed yet (never served until it is).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
 }
 
 /// Most locators remembered per entry.

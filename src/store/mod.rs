@@ -18,10 +18,10 @@ pub mod index;
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -54,7 +54,7 @@ pub struct CacheSection {
     pub memory_bytes: Option<Spanned<u64>>,
     /// Largest entry kept in memory.
     pub memory_max_object_bytes: Option<Spanned<u64>>,
-    /// Largest proxied body published by the proxy's tee.
+    /// Largest entry fetched through (`?size=`) or published by the proxy's tee.
     pub max_object_bytes: Option<Spanned<u64>>,
     /// Time allowed for one mirror's whole fetch-through.
     pub fetch_timeout_ms: Option<Spanned<u64>>,
@@ -213,6 +213,8 @@ struct Meta {
     pinned: bool,
     locators: Vec<String>,
     label: Option<String>,
+    /// Adopted from disk and not hashed yet: never served until it is.
+    unverified: AtomicBool,
 }
 
 impl Meta {
@@ -225,6 +227,7 @@ impl Meta {
             pinned: self.pinned,
             locators: self.locators.clone(),
             label: self.label.clone(),
+            unverified: self.is_unverified(),
         }
     }
 
@@ -237,7 +240,24 @@ impl Meta {
             pinned: r.pinned,
             locators: r.locators,
             label: r.label,
+            unverified: AtomicBool::new(r.unverified),
         }
+    }
+
+    /// The record of a file found on disk without one: unverified until hashed.
+    fn adopted(size: u64) -> Self {
+        let t = now();
+        Self::from_record(Record {
+            size,
+            first_stored: t,
+            last_used: t,
+            unverified: true,
+            ..Record::default()
+        })
+    }
+
+    fn is_unverified(&self) -> bool {
+        self.unverified.load(Ordering::Acquire)
     }
 }
 
@@ -373,9 +393,10 @@ impl Store {
         self.objects.join(&hex[..2]).join(hex)
     }
 
-    /// Makes the index agree with the directories: files without a record are adopted,
-    /// records without a file are dropped, and file modes are reset to 0444. Returns
-    /// (adopted, dropped).
+    /// Makes the index agree with the directories: regular files without a record are
+    /// adopted (unverified: hashed before their first serve), records without a file are
+    /// dropped, and file modes are reset to 0444. Symbolic links and other non-regular files
+    /// are never adopted. Returns (adopted, dropped).
     pub fn reconcile(&self) -> Result<(usize, usize), StoreError> {
         let mut on_disk: HashMap<Digest, u64> = HashMap::new();
         for shard in fs::read_dir(&self.objects)
@@ -393,6 +414,7 @@ impl Store {
                 if shard.file_name().to_str() != Some(&d.hex()[..2]) {
                     continue;
                 }
+                // Not followed: a symbolic link is not a regular file here.
                 let Ok(meta) = f.metadata() else { continue };
                 if !meta.is_file() {
                     continue;
@@ -414,13 +436,7 @@ impl Store {
                 match entries.get(d) {
                     Some(m) if m.size == *size => {}
                     _ => {
-                        let t = now();
-                        let meta = Arc::new(Meta::from_record(Record {
-                            size: *size,
-                            first_stored: t,
-                            last_used: t,
-                            ..Record::default()
-                        }));
+                        let meta = Arc::new(Meta::adopted(*size));
                         if let Some(old) = entries.insert(*d, meta.clone()) {
                             self.used.fetch_sub(old.size, Ordering::Relaxed);
                         }
@@ -446,7 +462,10 @@ impl Store {
     /// A published entry, touching its use time. Small entries are served from the memory
     /// tier; larger ones come with their file already open, so a file removed behind
     /// fetchgate's back (quarantined by `cache verify` in another process) is noticed here and
-    /// the entry forgotten rather than served.
+    /// the entry forgotten rather than served. Files are opened without following symbolic
+    /// links and must be regular; an adopted entry is hashed before it is first served, and
+    /// quarantined if its bytes do not match its name. Blocking: call it off the async
+    /// worker threads.
     pub fn get(&self, digest: &Digest) -> Option<Object> {
         let meta = self.meta(digest)?;
         let path = self.object_path(digest);
@@ -455,7 +474,7 @@ impl Store {
         let size = meta.size;
         if let Some(bytes) = self.memory.get(digest) {
             // One stat: an entry quarantined by another process is never served from memory.
-            if !path.exists() {
+            if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
                 self.forget(digest);
                 return None;
             }
@@ -465,13 +484,10 @@ impl Store {
                 body: Body::Memory(bytes),
             });
         }
-        let file = match fs::File::open(&path) {
-            Ok(f) => f,
-            Err(_) => {
-                self.forget(digest);
-                return None;
-            }
-        };
+        let mut file = self.open_entry(digest, &path)?;
+        if meta.is_unverified() && !self.verify_adopted(digest, &meta, &mut file) {
+            return None;
+        }
         if size <= self.settings.memory_max_object_bytes && self.settings.memory_bytes > 0 {
             let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
             let mut f = &file;
@@ -493,6 +509,42 @@ impl Store {
         })
     }
 
+    /// Opens an entry's file for reading. A file that has gone is forgotten; a symbolic link
+    /// or other non-regular file in its place is quarantined.
+    fn open_entry(&self, digest: &Digest, path: &Path) -> Option<fs::File> {
+        match open_object(path) {
+            Ok(f) => Some(f),
+            Err(_) => {
+                if fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+                    self.quarantine_entry(digest);
+                } else {
+                    self.forget(digest);
+                }
+                None
+            }
+        }
+    }
+
+    /// Hashes an adopted entry's open file: on a match it is marked verified (in the index
+    /// too) and `file` rewound; otherwise the entry is quarantined. True if it may be served.
+    fn verify_adopted(&self, digest: &Digest, meta: &Meta, file: &mut fs::File) -> bool {
+        let ok = hash_reader(&*file).is_ok_and(|(got, n)| got == *digest && n == meta.size)
+            && file.seek(SeekFrom::Start(0)).is_ok();
+        if !ok {
+            self.quarantine_entry(digest);
+            return false;
+        }
+        self.mark_verified(digest, meta);
+        true
+    }
+
+    /// Records that an adopted entry's bytes matched its name.
+    fn mark_verified(&self, digest: &Digest, meta: &Meta) {
+        if meta.unverified.swap(false, Ordering::AcqRel) {
+            let _ = self.index.put(&[(*digest, meta.record())]);
+        }
+    }
+
     /// Drops an entry whose file has gone (quarantined or removed behind fetchgate's back).
     fn forget(&self, digest: &Digest) {
         self.failed_verification.fetch_add(1, Ordering::Relaxed);
@@ -505,25 +557,29 @@ impl Store {
         let _ = self.index.remove(&[*digest]);
     }
 
-    /// True if `digest` is published.
+    /// True if `digest` is published (possibly adopted from disk and not verified yet).
     pub fn contains(&self, digest: &Digest) -> bool {
         self.meta(digest).is_some()
     }
 
-    /// The runtime entry, adopting a file another process published since start-up.
+    /// True if `digest` is published and its bytes are known to match: a fill for it is not
+    /// needed. An adopted, unverified file is not enough (a fill replaces it).
+    pub fn contains_verified(&self, digest: &Digest) -> bool {
+        self.meta(digest).is_some_and(|m| !m.is_unverified())
+    }
+
+    /// The runtime entry, adopting (unverified) a regular file another process published
+    /// since start-up. Symbolic links are not followed and never adopted.
     fn meta(&self, digest: &Digest) -> Option<Arc<Meta>> {
         if let Some(m) = self.entries.read().ok()?.get(digest) {
             return Some(m.clone());
         }
         let path = self.object_path(digest);
-        let size = fs::metadata(&path).ok().filter(|m| m.is_file())?.len();
-        let t = now();
-        let meta = Arc::new(Meta::from_record(Record {
-            size,
-            first_stored: t,
-            last_used: t,
-            ..Record::default()
-        }));
+        let size = fs::symlink_metadata(&path)
+            .ok()
+            .filter(|m| m.is_file())?
+            .len();
+        let meta = Arc::new(Meta::adopted(size));
         let mut entries = self.entries.write().ok()?;
         let m = entries.entry(*digest).or_insert_with(|| {
             self.used.fetch_add(size, Ordering::Relaxed);
@@ -537,27 +593,38 @@ impl Store {
 
     /// Starts a fill for bytes expected to be exactly `size` long with digest `expected`
     /// (or, with `expected = None`, any digest and at most `size` bytes). Space is reserved
-    /// first, evicting least recently used entries if needed.
+    /// as the bytes arrive, a step ([`fill::RESERVE_STEP`]) at a time, evicting least
+    /// recently used entries only when a step needs room; the first step is reserved here.
+    /// Blocking: it may remove files.
     pub fn begin(
         self: &Arc<Self>,
         expected: Option<Digest>,
         size: u64,
     ) -> Result<Fill, StoreError> {
-        self.reserve(size)?;
+        let limit = self.settings.max_bytes;
+        if size > limit {
+            return Err(StoreError::Full {
+                needed: size,
+                limit,
+            });
+        }
+        let first = size.min(fill::RESERVE_STEP);
+        self.reserve(first)?;
         let seq = self.tmp_seq.fetch_add(1, Ordering::Relaxed);
         let path = self
             .tmp
             .join(format!("{}-{seq}-{}.part", std::process::id(), now()));
         match fill::create_exclusive(&path) {
-            Ok(file) => Ok(Fill::new(self.clone(), file, path, expected, size)),
+            Ok(file) => Ok(Fill::new(self.clone(), file, path, expected, size, first)),
             Err(e) => {
-                self.release(size);
+                self.release(first);
                 Err(io("cannot create", &path, e))
             }
         }
     }
 
-    fn reserve(&self, n: u64) -> Result<(), StoreError> {
+    /// Reserves `n` more bytes, evicting least recently used entries if they do not fit.
+    pub(crate) fn reserve(&self, n: u64) -> Result<(), StoreError> {
         let limit = self.settings.max_bytes;
         if n > limit {
             return Err(StoreError::Full { needed: n, limit });
@@ -593,36 +660,33 @@ impl Store {
     }
 
     /// Evicts least recently used, unpinned entries until `n` more bytes fit. Returns the
-    /// number evicted.
+    /// number evicted. The entry table is only locked to pick candidates and to drop the
+    /// evicted entries; pin checks in the index and file removals happen between.
     fn evict_for(&self, n: u64) -> usize {
         let limit = self.settings.max_bytes;
-        let Ok(mut entries) = self.entries.write() else {
+        let Some(candidates) = self.eviction_candidates() else {
             return 0;
         };
-        let mut candidates: Vec<(u64, Digest, u64)> = entries
-            .iter()
-            // Another process (`fetchgate cache pin`) may have pinned it since: ask the index.
-            .filter(|(d, m)| {
-                !m.pinned && !self.index.get(d).ok().flatten().is_some_and(|r| r.pinned)
-            })
-            .map(|(d, m)| (m.last_used.load(Ordering::Relaxed), *d, m.size))
-            .collect();
-        candidates.sort_unstable();
-        let mut evicted = Vec::new();
-        for (_, d, size) in candidates {
-            if self.used.load(Ordering::Acquire) + n <= limit {
+        let mut freed = 0u64;
+        let mut victims = Vec::new();
+        for (d, meta) in candidates {
+            if self.used.load(Ordering::Acquire).saturating_sub(freed) + n <= limit {
                 break;
             }
+            // Another process (`fetchgate cache pin`) may have pinned it since: ask the index.
+            if self.index.get(&d).ok().flatten().is_some_and(|r| r.pinned) {
+                continue;
+            }
             let path = self.object_path(&d);
-            if fs::remove_file(&path).is_ok() || !path.exists() {
-                entries.remove(&d);
-                self.memory.invalidate(&d);
-                self.used.fetch_sub(size, Ordering::AcqRel);
-                evicted.push(d);
+            if fs::remove_file(&path).is_ok() || fs::symlink_metadata(&path).is_err() {
+                freed += meta.size;
+                victims.push((d, meta));
             }
         }
-        drop(entries);
+        let evicted = self.drop_evicted(&victims);
         if !evicted.is_empty() {
+            self.evicted
+                .fetch_add(evicted.len() as u64, Ordering::Relaxed);
             tracing::info!(
                 count = evicted.len(),
                 "evicted least recently used cache entries"
@@ -630,6 +694,41 @@ impl Store {
             let _ = self.index.remove(&evicted);
         }
         evicted.len()
+    }
+
+    /// Unpinned entries, least recently used first (under the read lock only).
+    fn eviction_candidates(&self) -> Option<Vec<(Digest, Arc<Meta>)>> {
+        let entries = self.entries.read().ok()?;
+        let mut candidates: Vec<(u64, Digest, Arc<Meta>)> = entries
+            .iter()
+            .filter(|(_, m)| !m.pinned)
+            .map(|(d, m)| (m.last_used.load(Ordering::Relaxed), *d, m.clone()))
+            .collect();
+        drop(entries);
+        candidates.sort_unstable_by_key(|(t, d, _)| (*t, *d));
+        Some(candidates.into_iter().map(|(_, d, m)| (d, m)).collect())
+    }
+
+    /// Forgets entries whose files were removed, each at most once: an entry replaced or
+    /// forgotten meanwhile (by a publication or a failed read) is left alone. Returns the
+    /// digests actually dropped.
+    fn drop_evicted(&self, victims: &[(Digest, Arc<Meta>)]) -> Vec<Digest> {
+        let Ok(mut entries) = self.entries.write() else {
+            return Vec::new();
+        };
+        let mut dropped = Vec::new();
+        for (d, meta) in victims {
+            if entries.get(d).is_some_and(|m| Arc::ptr_eq(m, meta)) {
+                entries.remove(d);
+                self.used.fetch_sub(meta.size, Ordering::AcqRel);
+                dropped.push(*d);
+            }
+        }
+        drop(entries);
+        for d in &dropped {
+            self.memory.invalidate(d);
+        }
+        dropped
     }
 
     /// Records a publication (called by [`Fill::commit`] after the rename).
@@ -647,11 +746,20 @@ impl Store {
                 .write()
                 .map_err(|_| StoreError::Io("the entry table is poisoned".into()))?;
             let mut rec = match entries.get(&digest) {
-                Some(m) => {
+                Some(m) if !m.is_unverified() => {
                     // Already there (published concurrently or earlier): the bytes are the
                     // same by construction; give back this fill's share.
                     self.release(size);
                     m.record()
+                }
+                Some(m) => {
+                    // An adopted file not verified yet: these verified bytes replaced it.
+                    self.used.fetch_sub(m.size, Ordering::AcqRel);
+                    Record {
+                        size,
+                        first_stored: t,
+                        ..Record::default()
+                    }
                 }
                 None => Record {
                     size,
@@ -659,6 +767,7 @@ impl Store {
                     ..Record::default()
                 },
             };
+            rec.unverified = false;
             rec.last_used = t;
             rec.note(locator, label);
             entries.insert(digest, Arc::new(Meta::from_record(rec.clone())));
@@ -842,17 +951,22 @@ impl Store {
     }
 
     /// Re-hashes every entry; any whose bytes no longer match their name is moved to
-    /// `quarantine/` and never served again.
+    /// `quarantine/` and never served again, and adopted entries that match are marked
+    /// verified.
     pub fn verify(&self) -> VerifyReport {
-        let digests: Vec<(Digest, u64)> = match self.entries.read() {
-            Ok(e) => e.iter().map(|(d, m)| (*d, m.size)).collect(),
+        let metas: Vec<(Digest, Arc<Meta>)> = match self.entries.read() {
+            Ok(e) => e.iter().map(|(d, m)| (*d, m.clone())).collect(),
             Err(_) => return VerifyReport::default(),
         };
         let mut report = VerifyReport::default();
-        for (d, size) in digests {
+        for (d, meta) in metas {
+            let size = meta.size;
             let path = self.object_path(&d);
             let problem = match hash_file(&path) {
-                Ok((got, n)) if got == d && n == size => None,
+                Ok((got, n)) if got == d && n == size => {
+                    self.mark_verified(&d, &meta);
+                    None
+                }
                 Ok((got, n)) if got == d => Some(format!("size {n} where {size} was recorded")),
                 Ok((got, _)) => Some(format!("the bytes hash to {got}")),
                 Err(e) => Some(format!("unreadable: {e}")),
@@ -912,9 +1026,26 @@ fn sweep_tmp(tmp: &Path) -> usize {
     removed
 }
 
-/// SHA-256 and length of a file, read in 256 KiB blocks.
+/// Opens a cache file for reading without following a symbolic link (`O_NOFOLLOW`) and
+/// without blocking on a FIFO (`O_NONBLOCK`), and refuses anything but a regular file.
+pub fn open_object(path: &Path) -> std::io::Result<fs::File> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// SHA-256 and length of a cache file (opened with [`open_object`]), read in 256 KiB blocks.
 pub fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
-    let mut f = fs::File::open(path)?;
+    hash_reader(open_object(path)?)
+}
+
+/// SHA-256 and length of everything `f` yields, read in 256 KiB blocks.
+fn hash_reader(mut f: impl Read) -> std::io::Result<(Digest, u64)> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
     let mut n = 0u64;

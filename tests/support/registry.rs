@@ -62,7 +62,9 @@ pub struct FakeRegistry {
 
 impl FakeRegistry {
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.2:0").await.expect("bind registry");
+        let listener = TcpListener::bind("127.0.0.2:0")
+            .await
+            .expect("bind registry");
         let addr = listener.local_addr().unwrap();
         let reg = Self {
             addr,
@@ -154,7 +156,10 @@ pub fn npm_tarball(name: &str, version: &str, deps: &[(&str, &str)]) -> Vec<u8> 
         .iter()
         .map(|(n, _)| format!("require({n:?});\n"))
         .collect();
-    let js = format!("{requires}module.exports = {:?};\n", format!("{name}@{version}"));
+    let js = format!(
+        "{requires}module.exports = {:?};\n",
+        format!("{name}@{version}")
+    );
     tgz(&[
         Member::dir("package/"),
         Member::file("package/package.json", pj.to_string()),
@@ -167,9 +172,12 @@ pub fn npm_packument_path(name: &str) -> String {
     format!("/{}", name.replace('/', "%2f"))
 }
 
+/// One npm version to publish: version, dependencies (name, range), tarball bytes.
+pub type NpmVersion<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<u8>);
+
 /// Publishes `versions` of `name` (version, dependencies, tarball bytes) on `reg`, with
 /// `dist.integrity`, `dist.shasum` and tarballs served from `reg` itself.
-pub fn publish_npm(reg: &FakeRegistry, name: &str, versions: &[(&str, Vec<(&str, &str)>, Vec<u8>)]) {
+pub fn publish_npm(reg: &FakeRegistry, name: &str, versions: &[NpmVersion<'_>]) {
     let short = name.rsplit('/').next().unwrap();
     let mut vers = serde_json::Map::new();
     for (version, deps, tarball) in versions {
@@ -264,7 +272,12 @@ pub async fn npm(cwd: &Path, home: &Path, args: &[&str]) -> Output {
         .arg(&npmrc)
         .arg("--cache")
         .arg(home.join("npm-cache"))
-        .args(["--no-audit", "--no-fund", "--ignore-scripts", "--prefer-online"])
+        .args([
+            "--no-audit",
+            "--no-fund",
+            "--ignore-scripts",
+            "--prefer-online",
+        ])
         .env("npm_config_update_notifier", "false")
         .env_remove("npm_config_registry")
         .output()
