@@ -8,17 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
-use http::{HeaderMap, Method, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use serde::Serialize;
 use tokio::sync::watch;
 
+use super::hops::{Failure, GetRequest, locator_failure};
 use super::idle::{BodyIdle, IdleBody};
-use super::upstream::{Timeouts, UpstreamError, exchange, upstream_request};
+use super::upstream::Timeouts;
 use crate::connect::Egress;
-use crate::connect::dial::DialError;
-use crate::connect::pool::Pool;
 use crate::redact::redact_locator;
 use crate::store::{Digest, FillError, FillSink, Store, StoreError};
 
@@ -157,18 +154,18 @@ pub struct Verified {
 
 /// Fetches by digest into the store.
 pub struct Fetcher {
-    egress: Egress,
-    tls: Arc<rustls::ClientConfig>,
-    timeouts: Timeouts,
-    store: Arc<Store>,
-    max_redirects: usize,
-    fetch_timeout: Duration,
-    body_idle: Duration,
-    allow_redirect_downgrade: bool,
+    pub(super) egress: Egress,
+    pub(super) tls: Arc<rustls::ClientConfig>,
+    pub(super) timeouts: Timeouts,
+    pub(super) store: Arc<Store>,
+    pub(super) max_redirects: usize,
+    pub(super) fetch_timeout: Duration,
+    pub(super) body_idle: Duration,
+    pub(super) allow_redirect_downgrade: bool,
     inflight: Mutex<HashMap<FlightKey, Arc<Flight>>>,
 }
 
-const NEXT_MIRROR: &str =
+pub(super) const NEXT_MIRROR: &str =
     "try another mirror of the same artifact, or check the manifest's size and sha256";
 
 impl Fetcher {
@@ -373,7 +370,7 @@ impl Fetcher {
     }
 
     /// The failure of a mirror whose whole fetch ran past `[cache] fetch_timeout_ms`.
-    fn timed_out(&self, mirror: &str) -> LocatorFailure {
+    pub(super) fn timed_out(&self, mirror: &str) -> LocatorFailure {
         LocatorFailure {
             locator: redact_locator(mirror),
             hop: None,
@@ -386,131 +383,15 @@ impl Fetcher {
         }
     }
 
-    /// GETs `mirror`, following redirects (each hop decided and connected like a first
-    /// request, no credentials sent), until a `200` whose `Content-Length`, if any, is at most
-    /// `max` bytes (exactly `exact` when given). Returns the response and the final URL.
+    /// GETs `mirror` (no credentials, no extra headers) until a `200` whose `Content-Length`,
+    /// if any, is at most `max` bytes (exactly `exact` when given).
     async fn open(
         &self,
         mirror: &str,
         max: u64,
         exact: Option<u64>,
     ) -> Result<(hyper::Response<hyper::body::Incoming>, String), Failure> {
-        let fail = |hop: Option<&str>, code: &'static str, detail: String| {
-            locator_failure(mirror, hop, code, detail)
-        };
-        let mut current = mirror.to_string();
-        for hop in 0..=self.max_redirects {
-            let hop_name = (hop > 0).then_some(current.as_str());
-            let decision = self.egress.decide_url(&current).await;
-            if !decision.allowed() {
-                let r = decision.verdict.reason;
-                let mut detail = r.explanation().to_string();
-                if let Some(d) = &decision.detail {
-                    detail = format!("{detail}: {d}");
-                }
-                return Err(fail(hop_name, r.code(), detail));
-            }
-            let Some(target) = decision.target.clone() else {
-                return Err(fail(
-                    hop_name,
-                    "internal_error",
-                    "an allowed decision without a target".into(),
-                ));
-            };
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                header::USER_AGENT,
-                HeaderValue::from_static(concat!("fetchgate/", env!("CARGO_PKG_VERSION"))),
-            );
-            let body = Empty::new().map_err(|never| match never {}).boxed();
-            let req = upstream_request(Method::GET, &target, headers, body)
-                .map_err(|e| fail(hop_name, "invalid_locator", e))?;
-            // A fresh connection per hop: nothing is pooled across decisions.
-            let pool = Pool::new(1, Duration::from_secs(1));
-            let ex = exchange(
-                &pool,
-                &self.tls,
-                self.timeouts,
-                &target,
-                &decision.addresses(),
-                req,
-            )
-            .await
-            .map_err(|e| {
-                let code = match &e {
-                    UpstreamError::ContentCoding(_) => "content_coding_rejected",
-                    UpstreamError::HeadTimeout(_) => "upstream_timeout",
-                    UpstreamError::Dial(DialError::Unreachable {
-                        timed_out: true, ..
-                    }) => "upstream_timeout",
-                    UpstreamError::Dial(DialError::Tls { .. }) => "upstream_tls_failed",
-                    UpstreamError::Dial(_) => "upstream_unreachable",
-                    UpstreamError::Http(_) => "upstream_http_error",
-                };
-                fail(hop_name, code, e.to_string())
-            })?;
-            let status = ex.response.status();
-            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
-                let Some(location) = ex
-                    .response
-                    .headers()
-                    .get(header::LOCATION)
-                    .and_then(|v| v.to_str().ok())
-                else {
-                    return Err(fail(
-                        hop_name,
-                        "upstream_status",
-                        format!("HTTP {status} without a Location"),
-                    ));
-                };
-                let base = target.url.as_ref().ok_or_else(|| {
-                    fail(
-                        hop_name,
-                        "internal_error",
-                        "an allowed decision without a URL".into(),
-                    )
-                })?;
-                let next = next_hop(base, location, self.allow_redirect_downgrade)
-                    .map_err(|(code, detail)| fail(hop_name, code, detail))?;
-                current = next;
-                continue;
-            }
-            if status != StatusCode::OK {
-                return Err(fail(hop_name, "upstream_status", format!("HTTP {status}")));
-            }
-            let length = ex
-                .response
-                .headers()
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
-            match (length, exact) {
-                (Some(len), Some(want)) if len != want => {
-                    return Err(fail(
-                        hop_name,
-                        "size_mismatch",
-                        format!("Content-Length is {len}; the expected size is {want}"),
-                    ));
-                }
-                (Some(len), None) if len > max => {
-                    return Err(fail(
-                        hop_name,
-                        "too_large",
-                        format!("Content-Length is {len}; the limit is {max} bytes"),
-                    ));
-                }
-                _ => {}
-            }
-            return Ok((ex.response, current));
-        }
-        Err(fail(
-            None,
-            "too_many_redirects",
-            format!(
-                "more than {} redirects ([egress] max_redirects)",
-                self.max_redirects
-            ),
-        ))
+        self.get(GetRequest::plain(mirror, max, exact)).await
     }
 
     async fn fetch_mirror(&self, mirror: &str, wanted: &Wanted) -> Result<(), Failure> {
@@ -611,64 +492,11 @@ impl Fetcher {
     }
 }
 
-/// The URL a redirect leads to, as text for the next decision. An absolute `Location` is
-/// decided exactly as written, so userinfo or a fragment in it is refused rather than cleaned;
-/// a relative one is resolved against `base` first (its query may hold anything, `://`
-/// included), after its own text is checked for a fragment and, when scheme-relative, for
-/// userinfo. A hop from `https` to `http` is refused unless `allow_downgrade`.
-fn next_hop(
-    base: &url::Url,
-    location: &str,
-    allow_downgrade: bool,
-) -> Result<String, (&'static str, String)> {
-    let next = match url::Url::parse(location) {
-        Ok(absolute) => (absolute, location.to_string()),
-        Err(url::ParseError::RelativeUrlWithoutBase) => {
-            if location.contains('#') {
-                return Err((
-                    "fragment_present",
-                    "the redirect's Location carries a fragment".into(),
-                ));
-            }
-            if let Some(rest) = location.strip_prefix("//") {
-                let authority = rest.split(['/', '?']).next().unwrap_or("");
-                if authority.contains('@') {
-                    return Err((
-                        "userinfo_present",
-                        "the redirect's Location carries userinfo".into(),
-                    ));
-                }
-            }
-            let joined = base.join(location).map_err(|e| {
-                (
-                    "invalid_locator",
-                    format!("the redirect's Location is not a URL: {e}"),
-                )
-            })?;
-            let text = joined.to_string();
-            (joined, text)
-        }
-        Err(e) => {
-            return Err((
-                "invalid_locator",
-                format!("the redirect's Location is not a URL: {e}"),
-            ));
-        }
-    };
-    if base.scheme() == "https" && next.0.scheme() == "http" && !allow_downgrade {
-        return Err((
-            "redirect_downgrade",
-            format!(
-                "an https locator redirected to plain http ({}); the downgraded hop is refused",
-                redact_locator(&next.1)
-            ),
-        ));
-    }
-    Ok(next.1)
-}
-
 /// Reads a body into memory, failing as soon as it passes `max` bytes.
-async fn read_capped(mut body: IdleBody, max: u64) -> Result<Bytes, (&'static str, String)> {
+pub(super) async fn read_capped(
+    mut body: IdleBody,
+    max: u64,
+) -> Result<Bytes, (&'static str, String)> {
     let mut buf = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| body_failure(e.as_ref()))?;
@@ -687,7 +515,9 @@ async fn read_capped(mut body: IdleBody, max: u64) -> Result<Bytes, (&'static st
 
 /// The code and detail for an upstream body that failed: went quiet past `[proxy]
 /// body_idle_timeout_ms`, or broke off.
-fn body_failure(e: &(dyn std::error::Error + Send + Sync + 'static)) -> (&'static str, String) {
+pub(super) fn body_failure(
+    e: &(dyn std::error::Error + Send + Sync + 'static),
+) -> (&'static str, String) {
     if e.is::<BodyIdle>() {
         ("upstream_timeout", e.to_string())
     } else {
@@ -700,36 +530,6 @@ fn stopped() -> Arc<ThroughError> {
     Arc::new(ThroughError::Store(StoreError::Io(
         "the fetch stopped without a result".into(),
     )))
-}
-
-fn locator_failure(mirror: &str, hop: Option<&str>, code: &'static str, detail: String) -> Failure {
-    Failure::Locator(LocatorFailure {
-        locator: redact_locator(mirror),
-        hop: hop.map(redact_locator),
-        code,
-        detail,
-        next: NEXT_MIRROR,
-    })
-}
-
-enum Failure {
-    Locator(LocatorFailure),
-    Store(StoreError),
-}
-
-impl Failure {
-    fn into_locator(self) -> LocatorFailure {
-        match self {
-            Failure::Locator(l) => l,
-            Failure::Store(e) => LocatorFailure {
-                locator: String::new(),
-                hop: None,
-                code: "cache_error",
-                detail: e.to_string(),
-                next: NEXT_MIRROR,
-            },
-        }
-    }
 }
 
 fn fill_failure(e: FillError, mirror: &str, hop: Option<&str>) -> Failure {

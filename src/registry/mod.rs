@@ -8,7 +8,6 @@
 //! artifact byte reaches a client or the cache before it matched that digest.
 
 pub mod cargo;
-pub mod integrity;
 pub mod metadata;
 pub mod names;
 pub mod npm;

@@ -1,0 +1,156 @@
+//! Fetching what a registry's metadata names, verified against the digest the registry
+//! published, whatever its algorithm: the bytes stream into a fill while a second hasher
+//! checks them, and the fill is published only if that digest matched. The size is not known
+//! in advance; `[cache] max_object_bytes` bounds it.
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use http_body_util::BodyExt;
+
+use super::hops::{Credential, Failure, GetRequest, locator_failure};
+use super::idle::IdleBody;
+use super::integrity::{Expected, Hasher};
+use super::through::{Fetcher, LocatorFailure};
+use crate::redact::redact_locator;
+use crate::store::{Digest, FillError, FillSink};
+
+/// What an upstream answered to a metadata request.
+#[derive(Clone, Debug)]
+pub enum MetaResponse {
+    /// `200`.
+    Ok {
+        /// Its headers.
+        headers: HeaderMap,
+        /// Its body.
+        body: Bytes,
+    },
+    /// `304`.
+    NotModified,
+    /// `404` or `410`.
+    NotFound,
+}
+
+/// Why an artifact was not published.
+#[derive(Clone, Debug)]
+pub enum ExpectedError {
+    /// The bytes arrived whole and did not match: nothing was stored.
+    Mismatch {
+        /// What was expected (`sha512-...`).
+        expected: String,
+        /// What arrived.
+        received: String,
+    },
+    /// The locator failed before the bytes could be judged.
+    Locator(LocatorFailure),
+}
+
+impl Fetcher {
+    /// GETs a metadata document (at most `max` bytes), with `headers` and `credential`.
+    pub async fn get_metadata(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        credential: Option<&Credential>,
+        max: u64,
+    ) -> Result<MetaResponse, LocatorFailure> {
+        let also = [
+            StatusCode::NOT_MODIFIED,
+            StatusCode::NOT_FOUND,
+            StatusCode::GONE,
+        ];
+        let req = GetRequest {
+            url,
+            headers,
+            credential,
+            also: &also,
+            max,
+            exact: None,
+        };
+        let (response, last) = self.get(req).await.map_err(Failure::into_locator)?;
+        match response.status() {
+            StatusCode::NOT_MODIFIED => return Ok(MetaResponse::NotModified),
+            StatusCode::NOT_FOUND | StatusCode::GONE => return Ok(MetaResponse::NotFound),
+            _ => {}
+        }
+        let hop = (last != url).then_some(last.as_str());
+        let (parts, body) = response.into_parts();
+        let body = super::through::read_capped(IdleBody::new(body, self.body_idle), max)
+            .await
+            .map_err(|(code, detail)| locator_failure(url, hop, code, detail).into_locator())?;
+        Ok(MetaResponse::Ok {
+            headers: parts.headers,
+            body,
+        })
+    }
+
+    /// Fetches `url` and publishes it (labelled `label`) only if its bytes match `expected`.
+    /// Returns the SHA-256 it is stored under.
+    pub async fn fetch_expected(
+        &self,
+        url: &str,
+        expected: &Expected,
+        credential: Option<&Credential>,
+        label: Option<String>,
+    ) -> Result<Digest, ExpectedError> {
+        let max = self.store.settings().max_object_bytes;
+        let req = GetRequest {
+            url,
+            headers: HeaderMap::new(),
+            credential,
+            also: &[],
+            max,
+            exact: None,
+        };
+        let locator = |f: Failure| ExpectedError::Locator(f.into_locator());
+        let attempt = async {
+            let (response, last) = self.get(req).await.map_err(locator)?;
+            let hop = (last != url).then_some(last.as_str());
+            let fail = |code: &'static str, detail: String| {
+                locator(locator_failure(url, hop, code, detail))
+            };
+            let store = self.store.clone();
+            let fill = tokio::task::spawn_blocking(move || store.begin(None, max))
+                .await
+                .map_err(|e| fail("cache_error", format!("the cache writer failed: {e}")))?
+                .map_err(|e| locator(Failure::Store(e)))?;
+            let mut sink = FillSink::start(fill);
+            let mut hasher = Hasher::new(expected.algorithm);
+            let mut body = IdleBody::new(response.into_body(), self.body_idle);
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| {
+                    let (code, detail) = super::through::body_failure(e.as_ref());
+                    fail(code, detail)
+                })?;
+                if let Ok(data) = frame.into_data() {
+                    hasher.update(&data);
+                    sink.send(data).await.map_err(|e| match e {
+                        FillError::TooLong { limit } => fail(
+                            "too_large",
+                            format!("the body is longer than [cache] max_object_bytes = {limit}"),
+                        ),
+                        other => fail("cache_error", other.to_string()),
+                    })?;
+                }
+            }
+            let got = Expected {
+                algorithm: expected.algorithm,
+                bytes: hasher.finish(),
+            };
+            if got != *expected {
+                // Dropping the sink abandons the fill: nothing of these bytes is kept.
+                drop(sink);
+                return Err(ExpectedError::Mismatch {
+                    expected: expected.sri(),
+                    received: got.sri(),
+                });
+            }
+            sink.finish(Some(redact_locator(url)), label.clone())
+                .await
+                .map_err(|e| fail("cache_error", e.to_string()))
+        };
+        match tokio::time::timeout(self.fetch_timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(ExpectedError::Locator(self.timed_out(url))),
+        }
+    }
+}

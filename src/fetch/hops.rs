@@ -1,0 +1,287 @@
+//! One GET that follows redirects itself: every hop decided and connected like a first request
+//! (a fresh pinned connection each time, nothing pooled across decisions), relative `Location`s
+//! resolved before they are judged, `https` → `http` refused unless allowed, and a credential
+//! sent only to the one origin it belongs to, never to a hop elsewhere.
+
+use std::time::Duration;
+
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::Response;
+use hyper::body::Incoming;
+
+use super::through::{Fetcher, LocatorFailure, NEXT_MIRROR};
+use super::upstream::{UpstreamError, exchange, upstream_request};
+use crate::connect::dial::DialError;
+use crate::connect::pool::Pool;
+use crate::redact::redact_locator;
+use crate::store::StoreError;
+
+/// An `Authorization` value that belongs to one origin (a registry's own host).
+#[derive(Clone, Debug)]
+pub struct Credential {
+    /// Where it may be sent: scheme, host and port.
+    pub origin: url::Origin,
+    /// The header value (marked sensitive).
+    pub value: HeaderValue,
+}
+
+/// What to ask for.
+#[derive(Clone, Debug)]
+pub struct GetRequest<'a> {
+    /// The first locator.
+    pub url: &'a str,
+    /// Extra request headers for every hop (`Accept`, `If-None-Match`).
+    pub headers: HeaderMap,
+    /// Sent as `Authorization` only on hops to its own origin.
+    pub credential: Option<&'a Credential>,
+    /// Statuses answered as they are rather than failed, besides `200` (`304`, `404`).
+    pub also: &'a [StatusCode],
+    /// The most a `200`'s `Content-Length` may announce.
+    pub max: u64,
+    /// The exact `Content-Length` a `200` must announce, if it announces one.
+    pub exact: Option<u64>,
+}
+
+impl<'a> GetRequest<'a> {
+    /// A plain GET of `url`: no extra headers, no credential, only `200` accepted.
+    pub fn plain(url: &'a str, max: u64, exact: Option<u64>) -> Self {
+        Self {
+            url,
+            headers: HeaderMap::new(),
+            credential: None,
+            also: &[],
+            max,
+            exact,
+        }
+    }
+}
+
+/// Why one locator failed, or the store did.
+pub(crate) enum Failure {
+    Locator(LocatorFailure),
+    Store(StoreError),
+}
+
+impl Failure {
+    pub(crate) fn into_locator(self) -> LocatorFailure {
+        match self {
+            Failure::Locator(l) => l,
+            Failure::Store(e) => LocatorFailure {
+                locator: String::new(),
+                hop: None,
+                code: "cache_error",
+                detail: e.to_string(),
+                next: NEXT_MIRROR,
+            },
+        }
+    }
+}
+
+pub(crate) fn locator_failure(
+    mirror: &str,
+    hop: Option<&str>,
+    code: &'static str,
+    detail: String,
+) -> Failure {
+    Failure::Locator(LocatorFailure {
+        locator: redact_locator(mirror),
+        hop: hop.map(redact_locator),
+        code,
+        detail,
+        next: NEXT_MIRROR,
+    })
+}
+
+impl Fetcher {
+    /// GETs `req.url`, following redirects, until a `200` (within `max`/`exact`) or one of
+    /// `req.also`. Returns the response and the final URL.
+    pub(crate) async fn get(
+        &self,
+        req: GetRequest<'_>,
+    ) -> Result<(Response<Incoming>, String), Failure> {
+        let mirror = req.url;
+        let fail = |hop: Option<&str>, code: &'static str, detail: String| {
+            locator_failure(mirror, hop, code, detail)
+        };
+        let mut current = mirror.to_string();
+        for hop in 0..=self.max_redirects {
+            let hop_name = (hop > 0).then_some(current.as_str());
+            let decision = self.egress.decide_url(&current).await;
+            if !decision.allowed() {
+                let r = decision.verdict.reason;
+                let mut detail = r.explanation().to_string();
+                if let Some(d) = &decision.detail {
+                    detail = format!("{detail}: {d}");
+                }
+                return Err(fail(hop_name, r.code(), detail));
+            }
+            let Some(target) = decision.target.clone() else {
+                return Err(fail(
+                    hop_name,
+                    "internal_error",
+                    "an allowed decision without a target".into(),
+                ));
+            };
+            let Some(base) = target.url.clone() else {
+                return Err(fail(
+                    hop_name,
+                    "internal_error",
+                    "an allowed decision without a URL".into(),
+                ));
+            };
+            let mut headers = req.headers.clone();
+            headers.insert(
+                header::USER_AGENT,
+                HeaderValue::from_static(concat!("fetchgate/", env!("CARGO_PKG_VERSION"))),
+            );
+            if let Some(c) = req.credential
+                && c.origin == base.origin()
+            {
+                headers.insert(header::AUTHORIZATION, c.value.clone());
+            }
+            let body = Empty::new().map_err(|never| match never {}).boxed();
+            let up = upstream_request(Method::GET, &target, headers, body)
+                .map_err(|e| fail(hop_name, "invalid_locator", e))?;
+            // A fresh connection per hop: nothing is pooled across decisions.
+            let pool = Pool::new(1, Duration::from_secs(1));
+            let ex = exchange(
+                &pool,
+                &self.tls,
+                self.timeouts,
+                &target,
+                &decision.addresses(),
+                up,
+            )
+            .await
+            .map_err(|e| fail(hop_name, exchange_code(&e), e.to_string()))?;
+            let status = ex.response.status();
+            if req.also.contains(&status) {
+                return Ok((ex.response, current));
+            }
+            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
+                let Some(location) = ex
+                    .response
+                    .headers()
+                    .get(header::LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                else {
+                    return Err(fail(
+                        hop_name,
+                        "upstream_status",
+                        format!("HTTP {status} without a Location"),
+                    ));
+                };
+                current = next_hop(&base, location, self.allow_redirect_downgrade)
+                    .map_err(|(code, detail)| fail(hop_name, code, detail))?;
+                continue;
+            }
+            if status != StatusCode::OK {
+                return Err(fail(hop_name, "upstream_status", format!("HTTP {status}")));
+            }
+            let length = ex
+                .response
+                .headers()
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            match (length, req.exact) {
+                (Some(len), Some(want)) if len != want => {
+                    return Err(fail(
+                        hop_name,
+                        "size_mismatch",
+                        format!("Content-Length is {len}; the expected size is {want}"),
+                    ));
+                }
+                (Some(len), None) if len > req.max => {
+                    return Err(fail(
+                        hop_name,
+                        "too_large",
+                        format!("Content-Length is {len}; the limit is {} bytes", req.max),
+                    ));
+                }
+                _ => {}
+            }
+            return Ok((ex.response, current));
+        }
+        Err(fail(
+            None,
+            "too_many_redirects",
+            format!(
+                "more than {} redirects ([egress] max_redirects)",
+                self.max_redirects
+            ),
+        ))
+    }
+}
+
+/// The stable code of a failed exchange.
+fn exchange_code(e: &UpstreamError) -> &'static str {
+    match e {
+        UpstreamError::ContentCoding(_) => "content_coding_rejected",
+        UpstreamError::HeadTimeout(_) => "upstream_timeout",
+        UpstreamError::Dial(DialError::Unreachable {
+            timed_out: true, ..
+        }) => "upstream_timeout",
+        UpstreamError::Dial(DialError::Tls { .. }) => "upstream_tls_failed",
+        UpstreamError::Dial(_) => "upstream_unreachable",
+        UpstreamError::Http(_) => "upstream_http_error",
+    }
+}
+
+/// The URL a redirect leads to, as text for the next decision. An absolute `Location` is
+/// decided exactly as written, so userinfo or a fragment in it is refused rather than cleaned;
+/// a relative one is resolved against `base` first (its query may hold anything, `://`
+/// included), after its own text is checked for a fragment and, when scheme-relative, for
+/// userinfo. A hop from `https` to `http` is refused unless `allow_downgrade`.
+pub(crate) fn next_hop(
+    base: &url::Url,
+    location: &str,
+    allow_downgrade: bool,
+) -> Result<String, (&'static str, String)> {
+    let next = match url::Url::parse(location) {
+        Ok(absolute) => (absolute, location.to_string()),
+        Err(url::ParseError::RelativeUrlWithoutBase) => {
+            if location.contains('#') {
+                return Err((
+                    "fragment_present",
+                    "the redirect's Location carries a fragment".into(),
+                ));
+            }
+            if let Some(rest) = location.strip_prefix("//") {
+                let authority = rest.split(['/', '?']).next().unwrap_or("");
+                if authority.contains('@') {
+                    return Err((
+                        "userinfo_present",
+                        "the redirect's Location carries userinfo".into(),
+                    ));
+                }
+            }
+            let joined = base.join(location).map_err(|e| {
+                (
+                    "invalid_locator",
+                    format!("the redirect's Location is not a URL: {e}"),
+                )
+            })?;
+            let text = joined.to_string();
+            (joined, text)
+        }
+        Err(e) => {
+            return Err((
+                "invalid_locator",
+                format!("the redirect's Location is not a URL: {e}"),
+            ));
+        }
+    };
+    if base.scheme() == "https" && next.0.scheme() == "http" && !allow_downgrade {
+        return Err((
+            "redirect_downgrade",
+            format!(
+                "an https locator redirected to plain http ({}); the downgraded hop is refused",
+                redact_locator(&next.1)
+            ),
+        ));
+    }
+    Ok(next.1)
+}
