@@ -13,6 +13,7 @@ use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
 use crate::fetch::through::DEFAULT_MAX_REDIRECTS;
 use crate::love::{LoveSection, LoveSettings};
+use crate::registry::{RegistrySection, RegistrySettings};
 use crate::serve::access::{Access, AccessSection};
 use crate::serve::limits::{Limits, ListenSection, ProxySection};
 use crate::store::{CacheSection, CacheSettings};
@@ -37,6 +38,8 @@ struct ConfigFile {
     cache: CacheSection,
     #[serde(default)]
     love: LoveSection,
+    #[serde(default)]
+    registry: Vec<RegistrySection>,
 }
 
 /// Everything fetchgate runs with, checked.
@@ -60,6 +63,8 @@ pub struct Config {
     pub allow_redirect_downgrade: bool,
     /// LOVE caps.
     pub love: LoveSettings,
+    /// Registry front-ends (`[[registry]]`).
+    pub registries: Vec<RegistrySettings>,
 }
 
 impl Config {
@@ -105,6 +110,7 @@ impl Config {
             limits: Limits::from_sections(&raw.listen, &raw.proxy, &src)?,
             cache: CacheSettings::from_section(&raw.cache, base, &src)?,
             love: LoveSettings::from_section(&raw.love, &src)?,
+            registries: RegistrySettings::from_sections(&raw.registry, base, &src)?,
             max_redirects: match &raw.egress.max_redirects {
                 None => DEFAULT_MAX_REDIRECTS,
                 Some(m) if *m.get_ref() > 20 => {

@@ -71,6 +71,13 @@ pub struct Metrics {
     /// CONNECT tunnel bytes by `direction` (`client_to_upstream`, `upstream_to_client`). Tunnel
     /// bytes are opaque TLS, so they are kept apart from the HTTP body counters.
     pub tunnel_bytes: Family<Labels1, Counter>,
+    /// Registry metadata answers by registry kind and how they were had (`fresh`,
+    /// `revalidated`, `fetched`, `stale`, `offline`).
+    pub registry_metadata: Family<Labels2, Counter>,
+    /// Registry artifact requests by kind and outcome (`hit`, `miss`, `mismatch`).
+    pub registry_artifacts: Family<Labels2, Counter>,
+    /// Package names refused by a registry's allow/deny lists, by kind.
+    pub registry_names_refused: Family<Labels1, Counter>,
 }
 
 fn latency() -> Histogram {
@@ -105,6 +112,9 @@ impl Metrics {
             verify_failures: Counter::default(),
             tee_skipped: Family::default(),
             tunnel_bytes: Family::default(),
+            registry_metadata: Family::default(),
+            registry_artifacts: Family::default(),
+            registry_names_refused: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -210,6 +220,21 @@ impl Metrics {
             "tunnel_bytes",
             "CONNECT tunnel bytes by direction",
             m.tunnel_bytes.clone(),
+        );
+        registry.register(
+            "registry_metadata",
+            "Registry metadata answers by kind and freshness",
+            m.registry_metadata.clone(),
+        );
+        registry.register(
+            "registry_artifacts",
+            "Registry artifact requests by kind and outcome",
+            m.registry_artifacts.clone(),
+        );
+        registry.register(
+            "registry_names_refused",
+            "Package names refused by allow/deny, by registry kind",
+            m.registry_names_refused.clone(),
         );
         Self { registry, ..m }
     }

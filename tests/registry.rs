@@ -1,20 +1,29 @@
 //! Registry pull-through with the real clients: npm, pip and cargo install through fetchgate
-//! from upstream registries the tests serve on loopback.
+//! from upstream registries the tests serve on loopback, then again from fetchgate alone.
 
 mod support;
 
-use support::registry::{FakeRegistry, Workspace, npm, npm_tarball, publish_npm, shown};
+use support::registry::{
+    Doc, FakeRegistry, Gatekeeper, Workspace, npm, npm_tarball, publish_npm, sha256_hex, shown,
+    sri512,
+};
+use support::upstream::CountingListener;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn npm_fixtures_install_straight_from_the_upstream() {
-    let reg = FakeRegistry::start().await;
+fn npm_registry(upstream: &FakeRegistry, extra: &str) -> String {
+    format!(
+        "[[registry]]\nname = \"npm\"\nkind = \"npm\"\nupstream = \"{}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n",
+        upstream.base()
+    )
+}
+
+fn publish_app_and_util(reg: &FakeRegistry) {
     publish_npm(
-        &reg,
+        reg,
         "fg-util",
         &[("1.0.0", vec![], npm_tarball("fg-util", "1.0.0", &[]))],
     );
     publish_npm(
-        &reg,
+        reg,
         "@fg/app",
         &[(
             "1.0.0",
@@ -22,6 +31,124 @@ async fn npm_fixtures_install_straight_from_the_upstream() {
             npm_tarball("@fg/app", "1.0.0", &[("fg-util", "^1.0.0")]),
         )],
     );
+}
+
+async fn node_prints(proj: &std::path::Path, module: &str) -> String {
+    let out = tokio::process::Command::new("node")
+        .current_dir(proj)
+        .args(["-e", &format!("console.log(require({module:?}))")])
+        .output()
+        .await
+        .expect("run node");
+    assert!(out.status.success(), "{}", shown(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// npm installs a scoped package and its unscoped dependency through fetchgate, `npm ci`
+/// repeats it through the registry's own listener, and with the upstream down and every npm
+/// cache empty, both work again from fetchgate alone, without one upstream request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npm_install_and_ci_through_fetchgate_then_from_fetchgate_alone() {
+    let reg = FakeRegistry::start().await;
+    publish_app_and_util(&reg);
+    let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "")).await;
+    let ws = Workspace::new();
+    ws.write(
+        "proj/package.json",
+        r#"{"name":"proj","version":"1.0.0","private":true}"#,
+    );
+    let proj = ws.path().join("proj");
+    let registry = fg.url("npm");
+
+    let out = npm(
+        &proj,
+        &ws.path().join("home1"),
+        &["install", "@fg/app", "--registry", &registry],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_eq!(node_prints(&proj, "@fg/app").await, "@fg/app@1.0.0");
+    assert_eq!(node_prints(&proj, "fg-util").await, "fg-util@1.0.0");
+    let lock = std::fs::read_to_string(proj.join("package-lock.json")).unwrap();
+    assert!(
+        lock.contains("/registry/npm/@fg/app/-/app-1.0.0.tgz"),
+        "{lock}"
+    );
+    assert!(
+        lock.contains("sha512-"),
+        "npm kept the registry's integrity: {lock}"
+    );
+    assert_eq!(reg.requests_ending(".tgz"), 2, "{:?}", reg.requests());
+
+    // npm ci from that lockfile, through the registry's own listener (npm rewrites the
+    // lockfile's host and keeps its path), with an empty npm cache: all hits.
+    std::fs::remove_dir_all(proj.join("node_modules")).unwrap();
+    let mount = fg.mount_url("npm");
+    let out = npm(
+        &proj,
+        &ws.path().join("home2"),
+        &["ci", "--registry", &mount, "--replace-registry-host=always"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_eq!(node_prints(&proj, "@fg/app").await, "@fg/app@1.0.0");
+    assert_eq!(
+        reg.requests_ending(".tgz"),
+        2,
+        "hits make no upstream request"
+    );
+
+    // The upstream goes away; every client cache is emptied; fetchgate alone serves both
+    // the lockfile install and a fresh resolve.
+    reg.set_down(true);
+    let seen_before = reg.requests().len();
+    std::fs::remove_dir_all(proj.join("node_modules")).unwrap();
+    let out = npm(
+        &proj,
+        &ws.path().join("home3"),
+        &["ci", "--registry", &mount, "--replace-registry-host=always"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    ws.write(
+        "fresh/package.json",
+        r#"{"name":"fresh","version":"1.0.0","private":true}"#,
+    );
+    let fresh = ws.path().join("fresh");
+    let out = npm(
+        &fresh,
+        &ws.path().join("home4"),
+        &["install", "@fg/app", "--registry", &registry],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_eq!(node_prints(&fresh, "@fg/app").await, "@fg/app@1.0.0");
+    assert_eq!(
+        reg.requests().len(),
+        seen_before,
+        "the upstream saw nothing more"
+    );
+    assert_eq!(
+        reg.refused_while_down
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing even tried to reach the upstream"
+    );
+}
+
+/// Bytes changed upstream while the packument keeps its integrity: npm's install fails with
+/// fetchgate's digest_mismatch, and the tampered bytes are not in the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npm_install_of_a_tampered_tarball_fails_with_digest_mismatch() {
+    let reg = FakeRegistry::start().await;
+    let good = npm_tarball("fg-tampered", "1.0.0", &[]);
+    publish_npm(&reg, "fg-tampered", &[("1.0.0", vec![], good.clone())]);
+    let evil = npm_tarball("fg-tampered", "1.0.0", &[("child_process", "*")]);
+    reg.put(
+        "/fg-tampered/-/fg-tampered-1.0.0.tgz",
+        Doc::bytes(evil.clone()),
+    );
+    let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "")).await;
     let ws = Workspace::new();
     ws.write(
         "proj/package.json",
@@ -31,10 +158,164 @@ async fn npm_fixtures_install_straight_from_the_upstream() {
     let out = npm(
         &proj,
         &ws.path().join("home"),
-        &["install", "@fg/app", "--registry", &reg.base()],
+        &["install", "fg-tampered", "--registry", &fg.url("npm")],
     )
     .await;
-    assert!(out.status.success(), "{}", shown(&out));
-    assert!(proj.join("node_modules/fg-util/index.js").exists());
-    println!("{:?}", reg.requests());
+    assert!(!out.status.success(), "{}", shown(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("digest_mismatch"),
+        "{}",
+        shown(&out)
+    );
+    assert!(!proj.join("node_modules/fg-tampered").exists());
+    let got = fg.get(&format!("/sha256/{}", sha256_hex(&evil)), &[]).await;
+    assert_eq!(got.status, 404, "the tampered bytes were stored");
+    // The problem names package, version and both digests.
+    let got = fg
+        .get("/registry/npm/fg-tampered/-/fg-tampered-1.0.0.tgz", &[])
+        .await;
+    assert_eq!(got.status, 502);
+    let j = got.json();
+    assert_eq!(j["code"], "digest_mismatch");
+    assert_eq!(j["package"], "fg-tampered");
+    assert_eq!(j["version"], "1.0.0");
+    assert_eq!(j["expected"], sri512(&good));
+    assert_eq!(j["received"], sri512(&evil));
+}
+
+/// A denied name is refused before any upstream request; metadata naming an artifact on an
+/// address the profile refuses is refused without a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denied_names_and_refused_artifact_addresses_never_reach_the_network() {
+    let reg = FakeRegistry::start().await;
+    publish_npm(
+        &reg,
+        "@acme/secret-sauce",
+        &[(
+            "1.0.0",
+            vec![],
+            npm_tarball("@acme/secret-sauce", "1.0.0", &[]),
+        )],
+    );
+    // A packument whose tarball lives on an untrusted loopback address: refused by the
+    // profile, so the listener there must never see a connection.
+    let trap = CountingListener::start("127.0.0.3:0").await;
+    let tarball = npm_tarball("fg-trap", "1.0.0", &[]);
+    reg.put(
+        "/fg-trap",
+        Doc::json(
+            &serde_json::json!({
+                "name": "fg-trap",
+                "versions": { "1.0.0": { "name": "fg-trap", "version": "1.0.0", "dist": {
+                    "tarball": format!("http://127.0.0.3:{}/fg-trap/-/fg-trap-1.0.0.tgz", trap.addr.port()),
+                    "integrity": sri512(&tarball) } } }
+            }),
+            "application/json",
+        ),
+    );
+    let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "deny = [\"@acme/secret-*\"]")).await;
+    let got = fg.get("/registry/npm/@acme%2fsecret-sauce", &[]).await;
+    assert_eq!(got.status, 403);
+    assert_eq!(got.json()["code"], "package_name_refused");
+    assert_eq!(got.json()["field"], "deny");
+    let got = fg
+        .get(
+            "/registry/npm/@acme/secret-sauce/-/secret-sauce-1.0.0.tgz",
+            &[],
+        )
+        .await;
+    assert_eq!(got.status, 403);
+    assert!(reg.requests().is_empty(), "{:?}", reg.requests());
+
+    let ws = Workspace::new();
+    ws.write(
+        "proj/package.json",
+        r#"{"name":"proj","version":"1.0.0","private":true}"#,
+    );
+    let proj = ws.path().join("proj");
+    let out = npm(
+        &proj,
+        &ws.path().join("home"),
+        &[
+            "install",
+            "@acme/secret-sauce",
+            "--registry",
+            &fg.url("npm"),
+        ],
+    )
+    .await;
+    assert!(!out.status.success(), "{}", shown(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("package_name_refused"),
+        "{}",
+        shown(&out)
+    );
+
+    let got = fg
+        .get("/registry/npm/fg-trap/-/fg-trap-1.0.0.tgz", &[])
+        .await;
+    assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
+    let j = got.json();
+    assert_eq!(j["locators"][0]["code"], "loopback_address", "{j}");
+    assert_eq!(
+        trap.accepted(),
+        0,
+        "a connection was opened to a refused address"
+    );
+}
+
+/// Metadata is fresh for the TTL (a new version is invisible until it passes), then
+/// revalidated; when the upstream is down, the stale copy is served and said to be stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_is_fresh_for_the_ttl_then_revalidated_and_served_stale_when_the_upstream_fails() {
+    let reg = FakeRegistry::start().await;
+    let v1 = npm_tarball("fg-fresh", "1.0.0", &[]);
+    publish_npm(&reg, "fg-fresh", &[("1.0.0", vec![], v1.clone())]);
+    let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "metadata_ttl_seconds = 2")).await;
+    let versions = |got: &support::proxy::Got| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+        let mut list: Vec<String> = v["versions"].as_object().unwrap().keys().cloned().collect();
+        list.sort();
+        list
+    };
+    let got = fg.get("/registry/npm/fg-fresh", &[]).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(versions(&got), ["1.0.0"]);
+    assert_eq!(got.headers["fetchgate-metadata"], "fetched");
+    let v: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    assert_eq!(
+        v["versions"]["1.0.0"]["dist"]["tarball"],
+        format!("{}fg-fresh/-/fg-fresh-1.0.0.tgz", fg.url("npm"))
+    );
+    assert_eq!(v["versions"]["1.0.0"]["dist"]["integrity"], sri512(&v1));
+
+    let v2 = npm_tarball("fg-fresh", "1.1.0", &[]);
+    publish_npm(
+        &reg,
+        "fg-fresh",
+        &[("1.0.0", vec![], v1.clone()), ("1.1.0", vec![], v2)],
+    );
+    let got = fg.get("/registry/npm/fg-fresh", &[]).await;
+    assert_eq!(
+        versions(&got),
+        ["1.0.0"],
+        "within the TTL the new version is not visible"
+    );
+    assert_eq!(got.headers["fetchgate-metadata"], "fresh");
+
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    let got = fg.get("/registry/npm/fg-fresh", &[]).await;
+    assert_eq!(versions(&got), ["1.0.0", "1.1.0"], "after the TTL it is");
+
+    reg.set_down(true);
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    let got = fg.get("/registry/npm/fg-fresh", &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(versions(&got), ["1.0.0", "1.1.0"]);
+    assert_eq!(got.headers["fetchgate-metadata"], "stale");
+    assert!(got.headers["warning"].to_str().unwrap().starts_with("110 "));
+    // Never fetched before and the upstream down: a named failure, not an empty answer.
+    let got = fg.get("/registry/npm/fg-never", &[]).await;
+    assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.json()["code"], "registry_upstream_failed");
 }

@@ -7,11 +7,14 @@
 //! published: sha256 directly (PyPI, cargo) or through an alias (npm's sha512 or sha1), and no
 //! artifact byte reaches a client or the cache before it matched that digest.
 
+pub mod aliases;
 pub mod cargo;
+pub mod error;
 pub mod metadata;
 pub mod names;
 pub mod npm;
 pub mod pypi;
+pub mod service;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -13,6 +13,7 @@ pub mod love_api;
 pub mod objects;
 pub mod problem;
 pub mod proxy;
+pub mod registry_api;
 pub mod slots;
 pub mod tee;
 pub mod tunnel;
@@ -35,6 +36,9 @@ use crate::connect::pool::Pool;
 use crate::fetch::through::Fetcher;
 use crate::love::Love;
 use crate::love::seen::Seen;
+use crate::registry::aliases::Aliases;
+use crate::registry::metadata::MetadataCache;
+use crate::registry::service::Registries;
 use crate::store::Store;
 use access::Access;
 use arc_swap::ArcSwap;
@@ -66,6 +70,48 @@ pub struct Gate {
     pub tee_max_bytes: u64,
     /// Hosts whose proxied responses count as public (`[[cache.tee]] hosts`).
     pub tee_public_hosts: Vec<String>,
+    /// The registry front-ends (`/registry/<name>/` and their own listeners).
+    pub registries: Arc<Registries>,
+}
+
+/// What outlives reloads: the store and the databases and caches beside it, opened once.
+#[derive(Clone)]
+pub struct Shared {
+    /// The content-addressed store.
+    pub store: Arc<Store>,
+    /// LOVE sightings.
+    pub seen: Arc<Seen>,
+    /// Registry metadata.
+    pub metadata: Arc<MetadataCache>,
+    /// Registry digest aliases and file records.
+    pub aliases: Arc<Aliases>,
+}
+
+impl Shared {
+    /// Opens the store and everything kept beside it under `[cache] dir`.
+    pub fn open(config: &Config) -> io::Result<Self> {
+        let store = Store::open(&config.cache).map_err(|e| {
+            io::Error::other(format!(
+                "cannot open the cache at {}: {e}",
+                config.cache.dir.display()
+            ))
+        })?;
+        let seen = Arc::new(Seen::open(&store.root().join("love.redb")).map_err(|e| {
+            io::Error::other(format!("cannot open the LOVE sightings database: {e}"))
+        })?);
+        let metadata = Arc::new(MetadataCache::open(
+            &store.root().join("registry-metadata"),
+        )?);
+        let aliases = Arc::new(Aliases::open(&store.root().join("registry.redb")).map_err(
+            |e| io::Error::other(format!("cannot open the registry alias database: {e}")),
+        )?);
+        Ok(Self {
+            store,
+            seen,
+            metadata,
+            aliases,
+        })
+    }
 }
 
 /// The gate in force, swapped whole on reload: each request reads it once, so a request never
@@ -75,9 +121,10 @@ pub type SharedGate = Arc<ArcSwap<Gate>>;
 /// A bound proxy listener, ready to run.
 pub struct Server {
     listener: TcpListener,
+    /// Root-mounted registry listeners (`[[registry]] listen`), with the registry each serves.
+    mounts: Vec<(TcpListener, Arc<str>)>,
     gate: SharedGate,
-    store: Arc<Store>,
-    seen: Arc<Seen>,
+    shared: Shared,
     shutdown: Arc<tokio::sync::Notify>,
 }
 
@@ -86,8 +133,7 @@ pub struct Server {
 #[derive(Clone)]
 pub struct Handle {
     gate: SharedGate,
-    store: Arc<Store>,
-    seen: Arc<Seen>,
+    shared: Shared,
     shutdown: Arc<tokio::sync::Notify>,
 }
 
@@ -100,16 +146,21 @@ impl Server {
     /// Binds a given address (tests use `127.0.0.1:0`).
     pub async fn bind_to(config: &Config, addr: SocketAddr) -> io::Result<Self> {
         crate::love::schema::check_embedded().map_err(io::Error::other)?;
-        let store = Store::open(&config.cache).map_err(|e| {
-            io::Error::other(format!(
-                "cannot open the cache at {}: {e}",
-                config.cache.dir.display()
-            ))
-        })?;
-        let seen = Arc::new(Seen::open(&store.root().join("love.redb")).map_err(|e| {
-            io::Error::other(format!("cannot open the LOVE sightings database: {e}"))
-        })?);
+        let shared = Shared::open(config)?;
+        let store = shared.store.clone();
         let listener = TcpListener::bind(addr).await?;
+        let mut mounts = Vec::new();
+        for r in &config.registries {
+            if let Some(at) = r.listen {
+                let l = TcpListener::bind(at).await.map_err(|e| {
+                    io::Error::other(format!(
+                        "cannot listen on {at} for registry {}: {e}",
+                        r.name
+                    ))
+                })?;
+                mounts.push((l, Arc::from(r.name.as_str())));
+            }
+        }
         // The index is a cache of the directories; repair it without holding the listener.
         let repair = store.clone();
         tokio::task::spawn_blocking(move || match repair.reconcile() {
@@ -129,12 +180,12 @@ impl Server {
                 let _ = tokio::task::spawn_blocking(move || store.flush_usage()).await;
             }
         });
-        let gate = Arc::new(ArcSwap::from_pointee(Gate::new(config, &store, &seen)));
+        let gate = Arc::new(ArcSwap::from_pointee(Gate::new(config, &shared)));
         Ok(Self {
             listener,
+            mounts,
             gate,
-            store,
-            seen,
+            shared,
             shutdown: Arc::new(tokio::sync::Notify::new()),
         })
     }
@@ -144,12 +195,19 @@ impl Server {
         self.listener.local_addr()
     }
 
+    /// The addresses the root-mounted registry listeners bound, with their registry names.
+    pub fn mount_addrs(&self) -> Vec<(String, SocketAddr)> {
+        self.mounts
+            .iter()
+            .filter_map(|(l, name)| l.local_addr().ok().map(|a| (name.to_string(), a)))
+            .collect()
+    }
+
     /// A handle for reloading, shutting down and the admin listener.
     pub fn handle(&self) -> Handle {
         Handle {
             gate: self.gate.clone(),
-            store: self.store.clone(),
-            seen: self.seen.clone(),
+            shared: self.shared.clone(),
             shutdown: self.shutdown.clone(),
         }
     }
@@ -159,9 +217,26 @@ impl Server {
     pub async fn run(self) -> io::Result<()> {
         let slots = Slots::new(self.gate.load().limits.max_connections);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let (mounted_tx, mut mounted) = tokio::sync::mpsc::channel(64);
+        for (listener, name) in self.mounts {
+            let (tx, mut stop) = (mounted_tx.clone(), stop_rx.clone());
+            tokio::spawn(async move {
+                loop {
+                    let accepted = tokio::select! {
+                        a = listener.accept() => a,
+                        _ = stop.changed() => return,
+                    };
+                    if tx.send((accepted, name.clone())).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(mounted_tx);
         loop {
-            let accepted = tokio::select! {
-                a = self.listener.accept() => a,
+            let (accepted, mount) = tokio::select! {
+                a = self.listener.accept() => (a, None),
+                Some((a, name)) = mounted.recv() => (a, Some(name)),
                 () = self.shutdown.notified() => break,
             };
             let (stream, peer) = match accepted {
@@ -184,7 +259,7 @@ impl Server {
             let gate = self.gate.clone();
             let stop = stop_rx.clone();
             tokio::spawn(async move {
-                if let Err(e) = serve_client(gate, stream, peer, slot, stop).await {
+                if let Err(e) = serve_client(gate, stream, peer, slot, mount, stop).await {
                     tracing::debug!(client = %peer, error = %e, "client connection ended");
                 }
             });
@@ -199,16 +274,22 @@ impl Server {
         if !slots.drain(drain).await {
             tracing::warn!("drain time over; closing the remaining connections and tunnels");
         }
-        self.store.flush_usage();
+        self.shared.store.flush_usage();
         Ok(())
     }
 }
 
 impl Gate {
     /// A gate for `config` over an open store and sightings database.
-    pub fn new(config: &Config, store: &Arc<Store>, seen: &Arc<Seen>) -> Self {
-        let fetcher = Arc::new(config.fetcher(store.clone()));
-        let love = Love::with_seen(fetcher.clone(), seen.clone(), &config.love);
+    pub fn new(config: &Config, shared: &Shared) -> Self {
+        let fetcher = Arc::new(config.fetcher(shared.store.clone()));
+        let love = Love::with_seen(fetcher.clone(), shared.seen.clone(), &config.love);
+        let registries = Registries::new(
+            &config.registries,
+            shared.metadata.clone(),
+            shared.aliases.clone(),
+            fetcher.clone(),
+        );
         Self {
             egress: config.egress(),
             tls: config.tls.clone(),
@@ -218,6 +299,7 @@ impl Gate {
             love: Some(Arc::new(love)),
             tee_max_bytes: config.cache.max_object_bytes,
             tee_public_hosts: config.cache.tee_public_hosts.clone(),
+            registries: Arc::new(registries),
         }
     }
 }
@@ -230,11 +312,10 @@ impl Handle {
         if config.limits.listen != current.limits.listen {
             tracing::warn!("[listen] proxy changed; it takes effect at the next start");
         }
-        if config.cache.dir != self.store.root() {
+        if config.cache.dir != self.shared.store.root() {
             tracing::warn!("[cache] dir changed; it takes effect at the next start");
         }
-        self.gate
-            .store(Arc::new(Gate::new(config, &self.store, &self.seen)));
+        self.gate.store(Arc::new(Gate::new(config, &self.shared)));
     }
 
     /// The gate in force.
@@ -244,7 +325,7 @@ impl Handle {
 
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
-        &self.store
+        &self.shared.store
     }
 
     /// Stops accepting and starts the drain.
@@ -294,6 +375,7 @@ async fn serve_client(
     stream: TcpStream,
     peer: SocketAddr,
     slot: Arc<Slot>,
+    mount: Option<Arc<str>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
     let _ = stream.set_nodelay(true);
@@ -310,6 +392,7 @@ async fn serve_client(
         client: peer,
         pool: Pool::new(POOL_MAX_IDLE, POOL_IDLE_TIMEOUT),
         slot,
+        mount,
     });
     let svc = service_fn(move |req| {
         let gate = gate.load_full();

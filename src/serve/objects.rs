@@ -104,7 +104,7 @@ pub fn fetches_through(query: Option<&str>) -> bool {
 
 /// [`Store::get`] on a blocking thread: it opens files, may hash an adopted one, and reads
 /// small ones into memory.
-async fn lookup(store: &std::sync::Arc<Store>, digest: Digest) -> Option<Object> {
+pub(crate) async fn lookup(store: &std::sync::Arc<Store>, digest: Digest) -> Option<Object> {
     let store = store.clone();
     tokio::task::spawn_blocking(move || store.get(&digest))
         .await

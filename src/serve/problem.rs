@@ -173,3 +173,35 @@ impl Problem {
         out
     }
 }
+
+impl From<crate::registry::error::RegistryError> for Problem {
+    fn from(e: crate::registry::error::RegistryError) -> Self {
+        use crate::registry::error::Source;
+        let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_GATEWAY);
+        let origin = match e.source() {
+            Source::Downstream => Origin::Downstream,
+            Source::Upstream => Origin::Upstream,
+            Source::Internal => Origin::Internal,
+        };
+        let mut p = Problem::new(status, e.code(), origin, e.detail(), e.next());
+        if let Some(f) = e.field() {
+            p = p.field(f);
+        }
+        if let Some(l) = e.locators() {
+            p.extra = Some(json!({ "locators": [l] }));
+        }
+        if let crate::registry::error::RegistryError::DigestMismatch {
+            package,
+            version,
+            expected,
+            received,
+        } = &e
+        {
+            p.extra = Some(json!({
+                "package": package, "version": version,
+                "expected": expected, "received": received,
+            }));
+        }
+        p
+    }
+}

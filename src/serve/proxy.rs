@@ -36,6 +36,8 @@ pub struct ClientConn {
     pub pool: Pool,
     /// Its claim on the connection limits, held by a tunnel it becomes for the tunnel's life.
     pub slot: Arc<Slot>,
+    /// The registry this connection's listener serves at `/`, for `[[registry]] listen`.
+    pub mount: Option<Arc<str>>,
 }
 
 /// Handles one request; never fails (failures are problem responses).
@@ -134,6 +136,11 @@ async fn route(
         log.kind = "forward";
         return forward(gate, conn, req, log).await;
     }
+    if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
+        log.kind = "registry";
+        same_site(gate, &req, log)?;
+        return super::registry_api::handle(gate, &name, path, &prefix, &req, log).await;
+    }
     if req.uri().path().starts_with("/sha256/") {
         log.kind = "object";
         if super::objects::fetches_through(req.uri().query()) {
@@ -156,6 +163,28 @@ async fn route(
         "send proxy requests in absolute form (GET http://host/path) or CONNECT host:443",
     )
     .at(log.locator.clone()))
+}
+
+/// The registry a request is for, the path below its mount, and the mount as the client sees
+/// it: `/registry/<name>/...` on any listener, or any other path on a `[[registry]] listen`
+/// address (clients that drop path prefixes, as npm does when it rewrites lockfile hosts).
+fn registry_target<'p>(
+    gate: &Gate,
+    conn: &ClientConn,
+    path: &'p str,
+) -> Option<(String, &'p str, String)> {
+    if let Some(rest) = path.strip_prefix("/registry/") {
+        let (name, below) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if conn.mount.is_none() || gate.registries.has(name) {
+            return Some((name.to_string(), below, format!("/registry/{name}/")));
+        }
+    }
+    conn.mount
+        .as_ref()
+        .map(|m| (m.to_string(), path, "/".to_string()))
 }
 
 /// Refuses a request a web page made a browser send to a route that changes state (fetches

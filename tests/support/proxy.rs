@@ -16,6 +16,15 @@ use tokio::net::TcpStream;
 /// Unless the config names a cache directory, a fresh one is made and removed when the
 /// test's runtime ends (the server task owns it).
 pub async fn start_proxy_in(config: &str, base: &Path) -> SocketAddr {
+    start_proxy_with_mounts(config, base).await.0
+}
+
+/// Like [`start_proxy_in`], also returning the `[[registry]] listen` addresses bound (by
+/// registry name).
+pub async fn start_proxy_with_mounts(
+    config: &str,
+    base: &Path,
+) -> (SocketAddr, Vec<(String, SocketAddr)>) {
     let dir = tempfile::tempdir().expect("cache dir");
     let config = if config.contains("[cache]") {
         config.to_string()
@@ -30,11 +39,12 @@ pub async fn start_proxy_in(config: &str, base: &Path) -> SocketAddr {
         .await
         .expect("bind proxy");
     let addr = server.local_addr().unwrap();
+    let mounts = server.mount_addrs();
     tokio::spawn(async move {
         let _cache = dir;
         server.run().await
     });
-    addr
+    (addr, mounts)
 }
 
 /// Starts the proxy with `config`.

@@ -58,6 +58,8 @@ pub struct FakeRegistry {
     docs: Arc<Mutex<HashMap<String, Doc>>>,
     seen: Arc<Mutex<Vec<String>>>,
     down: Arc<AtomicBool>,
+    /// Connections dropped unanswered while down.
+    pub refused_while_down: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl FakeRegistry {
@@ -71,11 +73,13 @@ impl FakeRegistry {
             docs: Arc::default(),
             seen: Arc::default(),
             down: Arc::default(),
+            refused_while_down: Arc::default(),
         };
         let r = reg.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 if r.down.load(Ordering::SeqCst) {
+                    r.refused_while_down.fetch_add(1, Ordering::SeqCst);
                     drop(stream);
                     continue;
                 }
@@ -123,6 +127,14 @@ impl FakeRegistry {
 
     pub fn requests(&self) -> Vec<String> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// Requested paths ending in `suffix` (artifacts: `.tgz`, `.whl`, `/download`).
+    pub fn requests_ending(&self, suffix: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|p| p.ends_with(suffix))
+            .count()
     }
 
     pub fn forget_requests(&self) {
@@ -293,4 +305,51 @@ pub fn shown(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// fetchgate in the test process with `[[registry]]` tables, its cache in a temp dir.
+pub struct Gatekeeper {
+    pub proxy: SocketAddr,
+    pub mounts: Vec<(String, SocketAddr)>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Gatekeeper {
+    /// Starts fetchgate trusting `upstream` (on 127.0.0.2) with `registries` (TOML).
+    pub async fn start(upstream: &FakeRegistry, registries: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = format!(
+            "[cache]\ndir = {:?}\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n\n{registries}",
+            dir.path().join("cache").display().to_string(),
+            upstream.addr.port()
+        );
+        let (proxy, mounts) = super::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
+        Self { proxy, mounts, dir }
+    }
+
+    /// `http://127.0.0.1:<port>/registry/<name>/`.
+    pub fn url(&self, name: &str) -> String {
+        format!("http://{}/registry/{name}/", self.proxy)
+    }
+
+    /// `http://127.0.0.1:<port>/` of the registry's own listener.
+    pub fn mount_url(&self, name: &str) -> String {
+        let (_, addr) = self
+            .mounts
+            .iter()
+            .find(|(n, _)| n == name)
+            .expect("the registry has a listen address");
+        format!("http://{addr}/")
+    }
+
+    /// GET through fetchgate with a plain client.
+    pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> super::proxy::Got {
+        let host = self.proxy.to_string();
+        let mut h = vec![("host", host.as_str())];
+        h.extend_from_slice(headers);
+        super::proxy::Client::connect(self.proxy)
+            .await
+            .send("GET", path, &h)
+            .await
+    }
 }

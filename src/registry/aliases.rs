@@ -1,0 +1,139 @@
+//! What ties registry digests and file names to the store: npm's sha512 (or sha1) → the
+//! SHA-256 an artifact is stored under, and PyPI's file records (the upstream URL a page named
+//! for a SHA-256, with its sidecar's digest). Kept in `registry.redb` beside the cache index,
+//! so a later request is a hit without the packument, and a restart keeps them.
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use crate::store::Digest;
+
+const ALIASES: TableDefinition<&str, &str> = TableDefinition::new("aliases");
+const FILES: TableDefinition<&str, &str> = TableDefinition::new("files");
+
+/// A distribution file a PyPI page named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// The upstream URL.
+    pub url: String,
+    /// `pypi:<project>/<filename>`.
+    pub label: String,
+    /// The SHA-256 of its `.metadata` sidecar, if the page published one.
+    pub metadata_sha256: Option<String>,
+}
+
+/// The alias and file-record database.
+pub struct Aliases {
+    db: Database,
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl Aliases {
+    /// Opens (or creates) the database at `path`.
+    pub fn open(path: &Path) -> Result<Self, String> {
+        let db = crate::store::index::open_shared(path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let txn = db.begin_write().map_err(err)?;
+        txn.open_table(ALIASES).map_err(err)?;
+        txn.open_table(FILES).map_err(err)?;
+        txn.commit().map_err(err)?;
+        Ok(Self { db })
+    }
+
+    /// The SHA-256 stored under an alias key (`sha512:<hex>`).
+    pub fn alias(&self, key: &str) -> Result<Option<Digest>, String> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let table = txn.open_table(ALIASES).map_err(err)?;
+        Ok(table
+            .get(key)
+            .map_err(err)?
+            .and_then(|v| Digest::parse(v.value()).ok()))
+    }
+
+    /// Records that alias `key` names the stored `sha256`.
+    pub fn set_alias(&self, key: &str, sha256: &Digest) -> Result<(), String> {
+        let txn = self.db.begin_write().map_err(err)?;
+        {
+            let mut table = txn.open_table(ALIASES).map_err(err)?;
+            table.insert(key, sha256.hex().as_str()).map_err(err)?;
+        }
+        txn.commit().map_err(err)
+    }
+
+    /// Every alias, for `cache stats`.
+    pub fn all_aliases(&self) -> Result<Vec<(String, String)>, String> {
+        use redb::ReadableTable;
+        let txn = self.db.begin_read().map_err(err)?;
+        let table = txn.open_table(ALIASES).map_err(err)?;
+        table
+            .iter()
+            .map_err(err)?
+            .map(|row| {
+                let (k, v) = row.map_err(err)?;
+                Ok((k.value().to_string(), v.value().to_string()))
+            })
+            .collect()
+    }
+
+    /// The file record for a SHA-256.
+    pub fn file(&self, sha256: &Digest) -> Result<Option<FileRecord>, String> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let table = txn.open_table(FILES).map_err(err)?;
+        match table.get(sha256.hex().as_str()).map_err(err)? {
+            Some(v) => serde_json::from_str(v.value()).map(Some).map_err(err),
+            None => Ok(None),
+        }
+    }
+
+    /// Records the files a page named (one transaction; unchanged records are rewritten,
+    /// which is cheap next to the page fetch that produced them).
+    pub fn set_files(&self, records: &[(Digest, FileRecord)]) -> Result<(), String> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(err)?;
+        {
+            let mut table = txn.open_table(FILES).map_err(err)?;
+            for (d, r) in records {
+                let json = serde_json::to_string(r).map_err(err)?;
+                table.insert(d.hex().as_str(), json.as_str()).map_err(err)?;
+            }
+        }
+        txn.commit().map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_and_files_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let d = Digest::of(b"x");
+        {
+            let a = Aliases::open(&path).unwrap();
+            a.set_alias("sha512:ab", &d).unwrap();
+            a.set_files(&[(
+                d,
+                FileRecord {
+                    url: "http://up/x.whl".into(),
+                    label: "pypi:x/x.whl".into(),
+                    metadata_sha256: None,
+                },
+            )])
+            .unwrap();
+        }
+        let a = Aliases::open(&path).unwrap();
+        assert_eq!(a.alias("sha512:ab").unwrap(), Some(d));
+        assert_eq!(a.alias("sha512:cd").unwrap(), None);
+        assert_eq!(a.file(&d).unwrap().unwrap().url, "http://up/x.whl");
+        assert_eq!(a.all_aliases().unwrap().len(), 1);
+    }
+}

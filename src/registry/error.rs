@@ -1,0 +1,195 @@
+//! Registry failures: each has a stable code, an HTTP status and where it came from; the one
+//! conversion to a problem response lives in `serve/problem.rs`.
+
+use crate::fetch::through::LocatorFailure;
+
+/// Where a failure came from (the same split the problem responses use).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The client asked for something refused or absent.
+    Downstream,
+    /// The upstream registry, or the path to it.
+    Upstream,
+    /// fetchgate itself (its cache).
+    Internal,
+}
+
+/// Why a registry request failed.
+#[derive(Clone, Debug)]
+pub enum RegistryError {
+    /// No registry is mounted under that name.
+    UnknownRegistry(String),
+    /// The path is not one this registry serves.
+    NotServed(String),
+    /// The upstream has no such package, version or file.
+    NotFound(String),
+    /// The name matched a `deny` pattern, or no `allow` pattern.
+    NameRefused {
+        /// The canonical name.
+        name: String,
+        /// `deny` or `allow`.
+        list: &'static str,
+        /// The pattern that refused it (for `deny`).
+        pattern: Option<String>,
+    },
+    /// Offline, and nothing cached.
+    OfflineMiss(String),
+    /// The upstream failed (a refusal by the egress policy included).
+    Upstream(LocatorFailure),
+    /// The metadata could not be read.
+    BadMetadata(String),
+    /// The registry published no digest fetchgate can check.
+    NoDigest {
+        /// `name@version` or the file.
+        package: String,
+    },
+    /// The bytes did not match the published digest; nothing was stored.
+    DigestMismatch {
+        /// The package.
+        package: String,
+        /// The version (or file).
+        version: String,
+        /// The published digest.
+        expected: String,
+        /// What arrived.
+        received: String,
+    },
+    /// The cache failed.
+    Cache(String),
+}
+
+impl RegistryError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RegistryError::UnknownRegistry(_) => "registry_unknown",
+            RegistryError::NotServed(_) => "registry_path_not_served",
+            RegistryError::NotFound(_) => "package_not_found",
+            RegistryError::NameRefused { .. } => "package_name_refused",
+            RegistryError::OfflineMiss(_) => "registry_offline_not_cached",
+            RegistryError::Upstream(f) if f.code == "upstream_timeout" => {
+                "registry_upstream_timeout"
+            }
+            RegistryError::Upstream(_) => "registry_upstream_failed",
+            RegistryError::BadMetadata(_) => "registry_metadata_invalid",
+            RegistryError::NoDigest { .. } => "no_published_digest",
+            RegistryError::DigestMismatch { .. } => "digest_mismatch",
+            RegistryError::Cache(_) => "cache_error",
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        match self {
+            RegistryError::UnknownRegistry(_)
+            | RegistryError::NotServed(_)
+            | RegistryError::NotFound(_) => 404,
+            RegistryError::NameRefused { .. } => 403,
+            RegistryError::OfflineMiss(_) => 503,
+            RegistryError::Upstream(f) if f.code == "upstream_timeout" => 504,
+            RegistryError::Upstream(_)
+            | RegistryError::BadMetadata(_)
+            | RegistryError::NoDigest { .. }
+            | RegistryError::DigestMismatch { .. } => 502,
+            RegistryError::Cache(_) => 500,
+        }
+    }
+
+    /// Where it came from.
+    pub fn source(&self) -> Source {
+        match self {
+            RegistryError::UnknownRegistry(_)
+            | RegistryError::NotServed(_)
+            | RegistryError::NameRefused { .. }
+            | RegistryError::OfflineMiss(_) => Source::Downstream,
+            RegistryError::NotFound(_)
+            | RegistryError::Upstream(_)
+            | RegistryError::BadMetadata(_)
+            | RegistryError::NoDigest { .. }
+            | RegistryError::DigestMismatch { .. } => Source::Upstream,
+            RegistryError::Cache(_) => Source::Internal,
+        }
+    }
+
+    /// The field that failed, if one did.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            RegistryError::NameRefused { list, .. } => Some(list),
+            RegistryError::OfflineMiss(_) => Some("offline"),
+            RegistryError::DigestMismatch { .. } | RegistryError::NoDigest { .. } => {
+                Some("integrity")
+            }
+            _ => None,
+        }
+    }
+
+    /// What happened.
+    pub fn detail(&self) -> String {
+        match self {
+            RegistryError::UnknownRegistry(n) => format!("no [[registry]] is named {n:?}"),
+            RegistryError::NotServed(p) => format!("{p} is not a path this registry serves"),
+            RegistryError::NotFound(what) => format!("the upstream has no {what}"),
+            RegistryError::NameRefused {
+                name,
+                list: "deny",
+                pattern,
+            } => format!(
+                "{name:?} matches the deny pattern {:?}; it is never fetched from this upstream",
+                pattern.as_deref().unwrap_or("")
+            ),
+            RegistryError::NameRefused { name, .. } => {
+                format!("{name:?} matches no allow pattern of this registry")
+            }
+            RegistryError::OfflineMiss(what) => {
+                format!("this registry is offline and has no cached copy of {what}")
+            }
+            RegistryError::Upstream(f) => format!("{}: {}", f.code, f.detail),
+            RegistryError::BadMetadata(why) => why.clone(),
+            RegistryError::NoDigest { package } => format!(
+                "the registry published no sha512, sha256 or sha1 digest for {package}; fetchgate serves nothing it cannot verify"
+            ),
+            RegistryError::DigestMismatch {
+                package,
+                version,
+                expected,
+                received,
+            } => format!(
+                "{package} {version}: the upstream's bytes hash to {received}, but the registry's metadata published {expected}; nothing was stored"
+            ),
+            RegistryError::Cache(why) => why.clone(),
+        }
+    }
+
+    /// A safe next action.
+    pub fn next(&self) -> &'static str {
+        match self {
+            RegistryError::UnknownRegistry(_) => "use a name configured in [[registry]]",
+            RegistryError::NotServed(_) => {
+                "point the client at the registry's base URL, not at a file inside it"
+            }
+            RegistryError::NotFound(_) => "check the package name and version",
+            RegistryError::NameRefused { .. } => {
+                "use the internal registry for this name, or ask the operator to change allow/deny"
+            }
+            RegistryError::OfflineMiss(_) => {
+                "fetch it once while the registry is online, or ask the operator to turn offline off"
+            }
+            RegistryError::Upstream(_) => "retry later; cached metadata is served while it lasts",
+            RegistryError::BadMetadata(_) | RegistryError::NoDigest { .. } => {
+                "report it to the registry's operator; do not install this version"
+            }
+            RegistryError::DigestMismatch { .. } => {
+                "do not install these bytes; report the mismatch to the registry's operator"
+            }
+            RegistryError::Cache(_) => "retry; check the cache directory's disk and permissions",
+        }
+    }
+
+    /// The per-locator report, for upstream failures.
+    pub fn locators(&self) -> Option<&LocatorFailure> {
+        match self {
+            RegistryError::Upstream(f) => Some(f),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! `/registry/<name>/...` (and the root of a `[[registry]] listen` address): hands the request
+//! to the registry front-ends and turns their reply into a response. Documents go out as they
+//! were rewritten; artifacts are served from the store exactly like `/sha256/<hex>`.
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+
+use super::Gate;
+use super::body::{ProxyBody, RequestLog};
+use super::objects::{lookup, respond};
+use super::problem::{Origin, Problem};
+use crate::registry::metadata::Freshness;
+use crate::registry::service::{Ask, Reply};
+
+/// Handles one registry request: `name` is the registry, `path` the part below its mount,
+/// `prefix` the mount as the client sees it (`/registry/<name>/` or `/`).
+pub async fn handle<B>(
+    gate: &Gate,
+    name: &str,
+    path: &str,
+    prefix: &str,
+    req: &Request<B>,
+    log: &mut RequestLog,
+) -> Result<Response<ProxyBody>, Problem> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return Err(Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            Origin::Downstream,
+            format!("{} is not served by registry front-ends", req.method()),
+            "registries are read-only through fetchgate: use GET or HEAD; publish to the registry itself",
+        )
+        .field("method")
+        .header(header::ALLOW, HeaderValue::from_static("GET, HEAD")));
+    }
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .filter(|h| {
+            !h.is_empty()
+                && h.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']')
+                })
+        })
+        .ok_or_else(|| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_host",
+                Origin::Downstream,
+                "registry requests need a Host header naming this fetchgate",
+                "send Host: <the address you reach fetchgate at>",
+            )
+            .field("Host")
+        })?;
+    let base = format!("http://{host}{prefix}");
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let ask = Ask {
+        path,
+        accept,
+        base: &base,
+    };
+    let reply = match gate.registries.handle(name, &ask).await {
+        Ok(reply) => reply,
+        Err(e) => {
+            let mut p = Problem::from(e);
+            p.locator = Some(log.locator.clone());
+            log.reason = p.code;
+            return Ok(with_reason(p));
+        }
+    };
+    match reply {
+        Reply::Document {
+            content_type,
+            body,
+            vary_accept,
+            freshness,
+        } => {
+            log.decision = "registry_metadata";
+            Ok(document(
+                req.method(),
+                &content_type,
+                body,
+                vary_accept,
+                freshness,
+            ))
+        }
+        Reply::Artifact { sha256 } => {
+            log.decision = "registry_artifact";
+            let Some(fetcher) = &gate.fetcher else {
+                return Err(Problem::new(
+                    StatusCode::NOT_FOUND,
+                    "cache_disabled",
+                    Origin::Internal,
+                    "this fetchgate has no cache",
+                    "configure [cache] dir",
+                ));
+            };
+            let object = lookup(fetcher.store(), sha256).await.ok_or_else(|| {
+                Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "not_in_cache",
+                    Origin::Internal,
+                    format!("sha256 {sha256} was evicted while being served"),
+                    "retry",
+                )
+                .header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+            })?;
+            Ok(respond(req.method(), req.headers(), object, false))
+        }
+    }
+}
+
+/// The problem response with its code as the status line's reason phrase, so clients that
+/// show only the status line (pip) still say why, and a JSON `error` member, which npm prints.
+fn with_reason(p: Problem) -> Response<ProxyBody> {
+    let code = p.code;
+    let mut p = p;
+    let error = format!("{code}: {}", p.detail);
+    let mut extra = match p.extra.take() {
+        Some(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    extra.insert("error".into(), serde_json::Value::String(error));
+    p.extra = Some(serde_json::Value::Object(extra));
+    let mut resp = p.into_response();
+    if let Ok(reason) = hyper::ext::ReasonPhrase::try_from(code.as_bytes()) {
+        resp.extensions_mut().insert(reason);
+    }
+    resp
+}
+
+/// A metadata document: `no-cache` (fetchgate is the cache and revalidates for the client),
+/// `Vary: Accept` where the representation depends on it, and a stale warning when the
+/// upstream failed and the cached copy is past its TTL.
+fn document(
+    method: &Method,
+    content_type: &str,
+    body: Bytes,
+    vary_accept: bool,
+    freshness: Freshness,
+) -> Response<ProxyBody> {
+    let len = body.len();
+    let body = if *method == Method::HEAD {
+        Empty::new().map_err(|never| match never {}).boxed()
+    } else {
+        Full::new(body).map_err(|never| match never {}).boxed()
+    };
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(content_type)
+            .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream")),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if vary_accept {
+        h.insert(header::VARY, HeaderValue::from_static("Accept"));
+    }
+    h.insert(
+        HeaderName::from_static("fetchgate-metadata"),
+        HeaderValue::from_static(freshness.as_str()),
+    );
+    if freshness == Freshness::Stale {
+        h.insert(
+            header::WARNING,
+            HeaderValue::from_static("110 fetchgate \"Response is Stale\""),
+        );
+    }
+    resp
+}
