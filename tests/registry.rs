@@ -4,8 +4,8 @@
 mod support;
 
 use support::registry::{
-    Doc, FakeRegistry, Gatekeeper, Workspace, npm, npm_tarball, publish_npm, sha256_hex, shown,
-    sri512,
+    Doc, FakeRegistry, Gatekeeper, Workspace, cargo, crate_file, npm, npm_tarball, pip,
+    publish_cargo, publish_npm, publish_pypi, sha256_hex, shown, sri512, wheel,
 };
 use support::upstream::CountingListener;
 
@@ -318,4 +318,270 @@ async fn metadata_is_fresh_for_the_ttl_then_revalidated_and_served_stale_when_th
     let got = fg.get("/registry/npm/fg-never", &[]).await;
     assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
     assert_eq!(got.json()["code"], "registry_upstream_failed");
+}
+
+fn pypi_registry(upstream: &FakeRegistry) -> String {
+    format!(
+        "[[registry]]\nname = \"pypi\"\nkind = \"pypi\"\nupstream = \"{}simple/\"\n",
+        upstream.base()
+    )
+}
+
+async fn python_value(target: &std::path::Path, module: &str) -> String {
+    let out = tokio::process::Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import sys; sys.path.insert(0, {:?}); import {module}; print({module}.VALUE)",
+                target.display().to_string()
+            ),
+        ])
+        .output()
+        .await
+        .expect("run python3");
+    assert!(out.status.success(), "{}", shown(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// pip installs a wheel with a dependency through fetchgate (JSON simple API, PEP 658
+/// metadata), again with --require-hashes, and again with the upstream down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pip_install_through_fetchgate_with_hashes_then_from_fetchgate_alone() {
+    let reg = FakeRegistry::start().await;
+    let app = wheel("fg-app", "1.0.0", &["fg-dep"]);
+    let dep = wheel("fg-dep", "1.0.0", &[]);
+    publish_pypi(&reg, "fg-app", std::slice::from_ref(&app));
+    publish_pypi(&reg, "fg-dep", std::slice::from_ref(&dep));
+    let fg = Gatekeeper::start(&reg, &pypi_registry(&reg)).await;
+    let index = fg.url("pypi");
+    let ws = Workspace::new();
+
+    let t1 = ws.path().join("t1");
+    let out = pip(
+        ws.path(),
+        &[
+            "install",
+            "--index-url",
+            &index,
+            "--target",
+            t1.to_str().unwrap(),
+            "fg-app",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_eq!(python_value(&t1, "fg_app").await, "fg-app@1.0.0");
+    assert_eq!(python_value(&t1, "fg_dep").await, "fg-dep@1.0.0");
+    assert_eq!(reg.requests_ending(".whl"), 2, "{:?}", reg.requests());
+    assert_eq!(
+        reg.requests_ending(".metadata"),
+        2,
+        "pip read the PEP 658 sidecars through fetchgate: {:?}",
+        reg.requests()
+    );
+
+    // --require-hashes: pip checks the wheels' sha256 itself, on top of fetchgate.
+    let reqs = ws.write(
+        "requirements.txt",
+        &format!(
+            "fg-app==1.0.0 --hash=sha256:{}\nfg-dep==1.0.0 --hash=sha256:{}\n",
+            sha256_hex(&app.1),
+            sha256_hex(&dep.1)
+        ),
+    );
+    let t2 = ws.path().join("t2");
+    let out = pip(
+        ws.path(),
+        &[
+            "install",
+            "--require-hashes",
+            "-r",
+            reqs.to_str().unwrap(),
+            "--index-url",
+            &index,
+            "--target",
+            t2.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_eq!(python_value(&t2, "fg_app").await, "fg-app@1.0.0");
+    assert_eq!(
+        reg.requests_ending(".whl"),
+        2,
+        "hits make no upstream request"
+    );
+
+    // The HTML form for clients that ask for it, with the hash fragment and Vary.
+    let got = fg
+        .get("/registry/pypi/fg-app/", &[("accept", "text/html")])
+        .await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.headers["vary"], "Accept");
+    let html = String::from_utf8_lossy(&got.body);
+    assert!(
+        html.contains(&format!("#sha256={}", sha256_hex(&app.1))),
+        "{html}"
+    );
+
+    reg.set_down(true);
+    let seen_before = reg.requests().len();
+    let t3 = ws.path().join("t3");
+    let out = pip(
+        ws.path(),
+        &[
+            "install",
+            "--index-url",
+            &index,
+            "--target",
+            t3.to_str().unwrap(),
+            "fg-app",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_eq!(python_value(&t3, "fg_dep").await, "fg-dep@1.0.0");
+    assert_eq!(
+        reg.requests().len(),
+        seen_before,
+        "the upstream saw nothing more"
+    );
+}
+
+/// A wheel changed upstream: pip's install fails with fetchgate's digest_mismatch and the
+/// tampered bytes are not cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pip_install_of_a_tampered_wheel_fails_with_digest_mismatch() {
+    let reg = FakeRegistry::start().await;
+    let good = wheel("fg-solo", "1.0.0", &[]);
+    publish_pypi(&reg, "fg-solo", std::slice::from_ref(&good));
+    let evil = wheel("fg-solo", "1.0.0", &["fg-evil"]);
+    reg.put(&format!("/files/{}", good.0), Doc::bytes(evil.1.clone()));
+    let fg = Gatekeeper::start(&reg, &pypi_registry(&reg)).await;
+    let ws = Workspace::new();
+    let t = ws.path().join("t");
+    let out = pip(
+        ws.path(),
+        &[
+            "install",
+            "--index-url",
+            &fg.url("pypi"),
+            "--target",
+            t.to_str().unwrap(),
+            "fg-solo",
+        ],
+    )
+    .await;
+    assert!(!out.status.success(), "{}", shown(&out));
+    let text = shown(&out);
+    assert!(text.contains("digest_mismatch"), "{text}");
+    let got = fg
+        .get(&format!("/sha256/{}", sha256_hex(&evil.1)), &[])
+        .await;
+    assert_eq!(got.status, 404, "the tampered bytes were stored");
+}
+
+fn cargo_registry(upstream: &FakeRegistry) -> String {
+    format!(
+        "[[registry]]\nname = \"crates\"\nkind = \"cargo\"\nupstream = \"{}index/\"\n",
+        upstream.base()
+    )
+}
+
+fn cargo_project(ws: &Workspace, dep: &str) -> std::path::PathBuf {
+    ws.write(
+        "proj/Cargo.toml",
+        &format!("[package]\nname = \"proj\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n{dep} = \"1.0.0\"\n"),
+    );
+    ws.write("proj/src/lib.rs", "");
+    ws.path().join("proj")
+}
+
+/// cargo fetches a crate with one dependency from the sparse registry through fetchgate
+/// (crates.io replaced by it), then again with the upstream down and an empty CARGO_HOME.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cargo_fetch_through_fetchgate_then_from_fetchgate_alone() {
+    let reg = FakeRegistry::start().await;
+    let (app, app_line) = crate_file("fg-app", "1.0.0", &["fg-dep"]);
+    let (dep, dep_line) = crate_file("fg-dep", "1.0.0", &[]);
+    publish_cargo(
+        &reg,
+        &[
+            ("fg-app", "1.0.0", app, app_line),
+            ("fg-dep", "1.0.0", dep, dep_line),
+        ],
+    );
+    let fg = Gatekeeper::start(&reg, &cargo_registry(&reg)).await;
+    let ws = Workspace::new();
+    let proj = cargo_project(&ws, "fg-app");
+    let out = cargo(
+        &proj,
+        &ws.path().join("home1"),
+        &fg.url("crates"),
+        &["fetch"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    let lock = std::fs::read_to_string(proj.join("Cargo.lock")).unwrap();
+    assert!(lock.contains("name = \"fg-dep\""), "{lock}");
+    assert_eq!(reg.requests_ending("/download"), 2, "{:?}", reg.requests());
+
+    reg.set_down(true);
+    let seen_before = reg.requests().len();
+    let out = cargo(
+        &proj,
+        &ws.path().join("home2"),
+        &fg.url("crates"),
+        &["fetch"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    let fetched = walk_count(&ws.path().join("home2/registry/cache"), ".crate");
+    assert_eq!(fetched, 2, "both crates are in the new CARGO_HOME");
+    assert_eq!(
+        reg.requests().len(),
+        seen_before,
+        "the upstream saw nothing more"
+    );
+}
+
+/// A .crate changed upstream: cargo's fetch fails with fetchgate's digest_mismatch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cargo_fetch_of_a_tampered_crate_fails_with_digest_mismatch() {
+    let reg = FakeRegistry::start().await;
+    let (good, line) = crate_file("fg-solo", "1.0.0", &[]);
+    publish_cargo(&reg, &[("fg-solo", "1.0.0", good, line)]);
+    let (evil, _) = crate_file("fg-solo", "1.0.0", &["fg-evil"]);
+    reg.put("/dl/fg-solo/1.0.0/download", Doc::bytes(evil.clone()));
+    let fg = Gatekeeper::start(&reg, &cargo_registry(&reg)).await;
+    let ws = Workspace::new();
+    let proj = cargo_project(&ws, "fg-solo");
+    let out = cargo(
+        &proj,
+        &ws.path().join("home"),
+        &fg.url("crates"),
+        &["fetch"],
+    )
+    .await;
+    assert!(!out.status.success(), "{}", shown(&out));
+    assert!(shown(&out).contains("digest_mismatch"), "{}", shown(&out));
+    let got = fg.get(&format!("/sha256/{}", sha256_hex(&evil)), &[]).await;
+    assert_eq!(got.status, 404, "the tampered bytes were stored");
+}
+
+fn walk_count(dir: &std::path::Path, suffix: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                walk_count(&p, suffix)
+            } else {
+                usize::from(p.to_string_lossy().ends_with(suffix))
+            }
+        })
+        .sum()
 }

@@ -353,3 +353,198 @@ impl Gatekeeper {
             .await
     }
 }
+
+/// A pure-Python wheel for `name` (PEP 503 spelling, e.g. `fg-app`) that requires `deps`;
+/// its module prints nothing and holds `VALUE = "<name>@<version>"`. Returns the file name,
+/// the wheel bytes and its METADATA (the PEP 658 sidecar).
+pub fn wheel(name: &str, version: &str, deps: &[&str]) -> (String, Vec<u8>, Vec<u8>) {
+    use zip::write::SimpleFileOptions;
+    let module = name.replace('-', "_");
+    let dist = format!("{module}-{version}.dist-info");
+    let mut metadata = format!(
+        "Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.8\n"
+    );
+    for d in deps {
+        metadata.push_str(&format!("Requires-Dist: {d}\n"));
+    }
+    let files: Vec<(String, Vec<u8>)> = vec![
+        (
+            format!("{module}/__init__.py"),
+            format!("VALUE = {:?}\n", format!("{name}@{version}")).into_bytes(),
+        ),
+        (format!("{dist}/METADATA"), metadata.clone().into_bytes()),
+        (
+            format!("{dist}/WHEEL"),
+            b"Wheel-Version: 1.0\nGenerator: fetchgate-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec(),
+        ),
+    ];
+    let mut record = String::new();
+    for (path, data) in &files {
+        let hash = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(data));
+        record.push_str(&format!("{path},sha256={hash},{}\n", data.len()));
+    }
+    record.push_str(&format!("{dist}/RECORD,,\n"));
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (path, data) in files.iter().chain(std::iter::once(&(
+        format!("{dist}/RECORD"),
+        record.into_bytes(),
+    ))) {
+        zip.start_file(path.as_str(), opts).unwrap();
+        zip.write_all(data).unwrap();
+    }
+    let bytes = zip.finish().unwrap().into_inner();
+    (
+        format!("{module}-{version}-py3-none-any.whl"),
+        bytes,
+        metadata.into_bytes(),
+    )
+}
+
+/// Publishes wheels of one project on `reg` under `/simple/<name>/` (PEP 691 JSON, with
+/// sha256 hashes and core-metadata digests) and `/files/<filename>`.
+pub fn publish_pypi(reg: &FakeRegistry, name: &str, wheels: &[(String, Vec<u8>, Vec<u8>)]) {
+    let mut files = Vec::new();
+    for (filename, bytes, metadata) in wheels {
+        reg.put(&format!("/files/{filename}"), Doc::bytes(bytes.clone()));
+        reg.put(
+            &format!("/files/{filename}.metadata"),
+            Doc::bytes(metadata.clone()),
+        );
+        files.push(serde_json::json!({
+            "filename": filename,
+            "url": format!("../../files/{filename}"),
+            "hashes": { "sha256": sha256_hex(bytes) },
+            "requires-python": ">=3.8",
+            "core-metadata": { "sha256": sha256_hex(metadata) },
+            "yanked": false,
+        }));
+    }
+    reg.put(
+        &format!("/simple/{name}/"),
+        Doc::json(
+            &serde_json::json!({ "meta": { "api-version": "1.1" }, "name": name, "files": files }),
+            "application/vnd.pypi.simple.v1+json",
+        ),
+    );
+}
+
+/// Runs `pip <args>` isolated from the machine's configuration and caches.
+pub async fn pip(cwd: &Path, args: &[&str]) -> Output {
+    let mut c = client("pip");
+    c.current_dir(cwd).args(args).args([
+        "--isolated",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--retries",
+        "0",
+        "--timeout",
+        "20",
+    ]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("PIP_") {
+            c.env_remove(k);
+        }
+    }
+    c.output().await.expect("run pip")
+}
+
+/// A `.crate` for `name` `version` whose library has `deps` (crate names), and its index line.
+pub fn crate_file(name: &str, version: &str, deps: &[&str]) -> (Vec<u8>, String) {
+    let root = format!("{name}-{version}");
+    let mut manifest = format!(
+        "[package]\nname = {name:?}\nversion = {version:?}\nedition = \"2021\"\n\n[dependencies]\n"
+    );
+    for d in deps {
+        manifest.push_str(&format!("{d} = \"1.0.0\"\n"));
+    }
+    let bytes = tgz(&[
+        Member::file(&format!("{root}/Cargo.toml"), manifest),
+        Member::file(
+            &format!("{root}/src/lib.rs"),
+            format!(
+                "pub const VALUE: &str = {:?};\n",
+                format!("{name}@{version}")
+            ),
+        ),
+    ]);
+    let deps: Vec<serde_json::Value> = deps
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "name": d, "req": "^1.0.0", "features": [], "optional": false,
+                "default_features": true, "target": null, "kind": "normal",
+            })
+        })
+        .collect();
+    let line = serde_json::json!({
+        "name": name, "vers": version, "deps": deps, "cksum": sha256_hex(&bytes),
+        "features": {}, "yanked": false,
+    })
+    .to_string();
+    (bytes, line)
+}
+
+/// Publishes crates on `reg` as a sparse index: `config.json` with a `dl` template, one index
+/// file per crate, and the `.crate` files under `/dl/`.
+pub fn publish_cargo(reg: &FakeRegistry, crates: &[(&str, &str, Vec<u8>, String)]) {
+    reg.put(
+        "/index/config.json",
+        Doc::json(
+            &serde_json::json!({ "dl": format!("{}dl/{{crate}}/{{version}}/download", reg.base()) }),
+            "application/json",
+        ),
+    );
+    let mut files: HashMap<String, Vec<String>> = HashMap::new();
+    for (name, version, bytes, line) in crates {
+        reg.put(
+            &format!("/dl/{name}/{version}/download"),
+            Doc::bytes(bytes.clone()),
+        );
+        files
+            .entry(index_path(name))
+            .or_default()
+            .push(line.clone());
+    }
+    for (path, lines) in files {
+        reg.put(
+            &format!("/index/{path}"),
+            Doc {
+                status: 200,
+                content_type: "text/plain",
+                body: Bytes::from(lines.join("\n") + "\n"),
+            },
+        );
+    }
+}
+
+fn index_path(name: &str) -> String {
+    match name.len() {
+        1 => format!("1/{name}"),
+        2 => format!("2/{name}"),
+        3 => format!("3/{}/{name}", &name[..1]),
+        _ => format!("{}/{}/{name}", &name[..2], &name[2..4]),
+    }
+}
+
+/// Runs `cargo <args>` in `cwd` with its own CARGO_HOME (`home`), which replaces crates.io
+/// with `source` (a sparse registry URL).
+pub async fn cargo(cwd: &Path, home: &Path, source: &str, args: &[&str]) -> Output {
+    std::fs::create_dir_all(home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "[source.crates-io]\nreplace-with = \"fetchgate\"\n\n[source.fetchgate]\nregistry = \"sparse+{source}\"\n\n[net]\nretry = 0\n"
+        ),
+    )
+    .unwrap();
+    let mut c = client("cargo");
+    c.current_dir(cwd).args(args).env("CARGO_HOME", home);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("CARGO_") && k != "CARGO_HOME" {
+            c.env_remove(k);
+        }
+    }
+    c.env_remove("RUSTFLAGS");
+    c.output().await.expect("run cargo")
+}
