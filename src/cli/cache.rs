@@ -32,8 +32,16 @@ pub fn run(config: &Config, action: &CacheAction) -> Result<ExitCode, String> {
     match action {
         CacheAction::Stats { entries } => {
             let mut v = serde_json::json!({ "stats": store.stats() });
+            let aliases =
+                crate::registry::aliases::Aliases::open(&store.root().join("registry.redb"))
+                    .and_then(|a| a.all_aliases())?;
+            v["stats"]["registry_aliases"] = serde_json::json!(aliases.len());
             if *entries {
                 v["entries"] = serde_json::to_value(store.list()).map_err(|e| e.to_string())?;
+                v["aliases"] = aliases
+                    .iter()
+                    .map(|(alias, sha256)| serde_json::json!({ "alias": alias, "sha256": sha256 }))
+                    .collect();
             }
             println!(
                 "{}",

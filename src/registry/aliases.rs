@@ -12,6 +12,7 @@ use crate::store::Digest;
 
 const ALIASES: TableDefinition<&str, &str> = TableDefinition::new("aliases");
 const FILES: TableDefinition<&str, &str> = TableDefinition::new("files");
+const URLS: TableDefinition<&str, &str> = TableDefinition::new("urls");
 
 /// A distribution file a PyPI page named.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +42,7 @@ impl Aliases {
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(ALIASES).map_err(err)?;
         txn.open_table(FILES).map_err(err)?;
+        txn.open_table(URLS).map_err(err)?;
         txn.commit().map_err(err)?;
         Ok(Self { db })
     }
@@ -61,6 +63,37 @@ impl Aliases {
         {
             let mut table = txn.open_table(ALIASES).map_err(err)?;
             table.insert(key, sha256.hex().as_str()).map_err(err)?;
+        }
+        txn.commit().map_err(err)
+    }
+
+    /// The SHA-256 a registry's metadata tied to an upstream URL (normalised), if any.
+    pub fn url(&self, url: &str) -> Result<Option<Digest>, String> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let table = txn.open_table(URLS).map_err(err)?;
+        Ok(table
+            .get(url)
+            .map_err(err)?
+            .and_then(|v| Digest::parse(v.value()).ok()))
+    }
+
+    /// Records that the bytes at `url` were verified as `sha256` (one alias write and one URL
+    /// write in one transaction; `alias` may be absent for sha256-published registries).
+    pub fn set_verified(
+        &self,
+        alias: Option<&str>,
+        url: &str,
+        sha256: &Digest,
+    ) -> Result<(), String> {
+        let hex = sha256.hex();
+        let txn = self.db.begin_write().map_err(err)?;
+        {
+            if let Some(alias) = alias {
+                let mut table = txn.open_table(ALIASES).map_err(err)?;
+                table.insert(alias, hex.as_str()).map_err(err)?;
+            }
+            let mut table = txn.open_table(URLS).map_err(err)?;
+            table.insert(url, hex.as_str()).map_err(err)?;
         }
         txn.commit().map_err(err)
     }
@@ -135,5 +168,8 @@ mod tests {
         assert_eq!(a.alias("sha512:cd").unwrap(), None);
         assert_eq!(a.file(&d).unwrap().unwrap().url, "http://up/x.whl");
         assert_eq!(a.all_aliases().unwrap().len(), 1);
+        a.set_verified(None, "http://up/x.whl", &d).unwrap();
+        assert_eq!(a.url("http://up/x.whl").unwrap(), Some(d));
+        assert_eq!(a.url("http://up/y.whl").unwrap(), None);
     }
 }

@@ -107,6 +107,29 @@ impl Registries {
         }
     }
 
+    /// The stored SHA-256 a registry's metadata tied to `url`, when those bytes are still in
+    /// the store: the proxy's forward path answers such a GET from the cache.
+    pub async fn verified_url(&self, url: &str) -> Option<Digest> {
+        let aliases = self.aliases.clone();
+        let store = self.fetcher.store().clone();
+        let url = normalised(url);
+        tokio::task::spawn_blocking(move || {
+            aliases
+                .url(&url)
+                .ok()
+                .flatten()
+                .filter(|d| store.contains(d))
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// True if any registry is configured.
+    pub fn any(&self) -> bool {
+        !self.fronts.is_empty()
+    }
+
     /// True if a registry is mounted as `name`.
     pub fn has(&self, name: &str) -> bool {
         self.fronts.contains_key(name)
@@ -312,11 +335,15 @@ impl Registries {
         match self.fetch_once(front, &url, expected, label).await {
             Ok(sha256) => {
                 count("miss");
-                if expected.algorithm != Algorithm::Sha256 {
-                    self.aliases
-                        .set_alias(&expected.key(), &sha256)
-                        .map_err(RegistryError::Cache)?;
-                }
+                let alias = (expected.algorithm != Algorithm::Sha256).then(|| expected.key());
+                let aliases = self.aliases.clone();
+                let url = normalised(&url);
+                tokio::task::spawn_blocking(move || {
+                    aliases.set_verified(alias.as_deref(), &url, &sha256)
+                })
+                .await
+                .map_err(|e| RegistryError::Cache(e.to_string()))?
+                .map_err(RegistryError::Cache)?;
                 Ok(Reply::Artifact { sha256 })
             }
             Err(ExpectedError::Mismatch { expected, received }) => {
@@ -616,6 +643,11 @@ fn sha256_expected(d: &Digest) -> Expected {
 /// For a crate that is already stored or an offline registry: no upstream URL is needed.
 fn unreachable_url() -> Result<String, RegistryError> {
     Err(RegistryError::NotFound("the crate in the cache".into()))
+}
+
+/// A URL as the WHATWG parser writes it, so one resource has one key.
+fn normalised(url: &str) -> String {
+    url::Url::parse(url).map_or_else(|_| url.to_string(), |u| u.to_string())
 }
 
 /// Where npm keeps a packument: scoped names with the slash encoded.

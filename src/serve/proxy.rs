@@ -187,6 +187,28 @@ fn registry_target<'p>(
         .map(|m| (m.to_string(), path, "/".to_string()))
 }
 
+/// A `GET` or `HEAD` for a URL a registry's metadata tied to a digest whose bytes are stored:
+/// answered from the cache, with no upstream request.
+async fn registry_verified<B>(
+    gate: &Gate,
+    req: &Request<B>,
+    url: Option<&url::Url>,
+) -> Option<Response<ProxyBody>> {
+    let url = url?;
+    if !gate.registries.any() || !(req.method() == Method::GET || req.method() == Method::HEAD) {
+        return None;
+    }
+    let sha256 = gate.registries.verified_url(url.as_str()).await?;
+    let store = gate.fetcher.as_ref()?.store();
+    let object = super::objects::lookup(store, sha256).await?;
+    Some(super::objects::respond(
+        req.method(),
+        req.headers(),
+        object,
+        false,
+    ))
+}
+
 /// Refuses a request a web page made a browser send to a route that changes state (fetches
 /// into the cache): `Sec-Fetch-Site: cross-site`, or an `Origin` not in `[access] origins`.
 fn same_site<B>(gate: &Gate, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
@@ -332,6 +354,10 @@ async fn forward(
     let Some(target) = decision.target.clone() else {
         return Err(internal("an allowed decision without a target"));
     };
+    if let Some(hit) = registry_verified(gate, &req, target.url.as_ref()).await {
+        log.decision = "registry_cache";
+        return Ok(hit);
+    }
     let (parts, body) = req.into_parts();
     let is_get = parts.method == Method::GET;
     let has_query = target.url.as_ref().is_some_and(|u| u.query().is_some());
