@@ -13,6 +13,7 @@
 //! publication is one rename. The store knows nothing of HTTP or policy.
 
 pub mod digest;
+mod error;
 pub mod fill;
 pub mod index;
 mod settings;
@@ -31,6 +32,8 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 pub use digest::Digest;
+pub use error::StoreError;
+use error::io;
 pub use fill::{Fill, FillError, FillSink};
 use index::{Index, Record};
 pub use settings::{CacheSection, CacheSettings, TeeRuleSection};
@@ -40,36 +43,6 @@ pub fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// A store failure.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StoreError {
-    /// Not enough room even after evicting everything evictable.
-    Full {
-        /// Bytes asked for.
-        needed: u64,
-        /// `max_bytes`.
-        limit: u64,
-    },
-    /// A file-system or index failure, with what was being done.
-    Io(String),
-}
-
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StoreError::Full { needed, limit } => write!(
-                f,
-                "the cache cannot make room for {needed} bytes under its limit of {limit} bytes (the rest is pinned or being written)"
-            ),
-            StoreError::Io(e) => f.write_str(e),
-        }
-    }
-}
-
-fn io(what: &str, path: &Path, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Io(format!("{what} {}: {e}", path.display()))
 }
 
 /// What the store knows of one entry at run time.
@@ -224,10 +197,10 @@ impl Store {
         // Fills that were in progress when their process stopped are not entries. A fill in
         // progress holds a lock on its temp file, so another live process's fills are spared.
         sweep_tmp(&tmp);
-        let index = Index::open(&root.join("index.redb")).map_err(StoreError::Io)?;
+        let index = Index::open(&root.join("index.redb")).map_err(StoreError::Index)?;
         let mut entries = HashMap::new();
         let mut used = 0;
-        for (d, r) in index.all().map_err(StoreError::Io)? {
+        for (d, r) in index.all().map_err(StoreError::Index)? {
             used += r.size;
             entries.insert(d, Arc::new(Meta::from_record(r)));
         }
@@ -299,7 +272,7 @@ impl Store {
             let mut entries = self
                 .entries
                 .write()
-                .map_err(|_| StoreError::Io("the entry table is poisoned".into()))?;
+                .map_err(|_| StoreError::poisoned("entry table"))?;
             for (d, size) in &on_disk {
                 match entries.get(d) {
                     Some(m) if m.size == *size => {}
@@ -322,8 +295,8 @@ impl Store {
                 keep
             });
         }
-        self.index.put(&adopted).map_err(StoreError::Io)?;
-        self.index.remove(&dropped).map_err(StoreError::Io)?;
+        self.index.put(&adopted).map_err(StoreError::Index)?;
+        self.index.remove(&dropped).map_err(StoreError::Index)?;
         Ok((adopted.len(), dropped.len()))
     }
 
@@ -612,7 +585,7 @@ impl Store {
             let mut entries = self
                 .entries
                 .write()
-                .map_err(|_| StoreError::Io("the entry table is poisoned".into()))?;
+                .map_err(|_| StoreError::poisoned("entry table"))?;
             let mut rec = match entries.get(&digest) {
                 Some(m) if !m.is_unverified() => {
                     // Already there (published concurrently or earlier): the bytes are the
@@ -641,7 +614,9 @@ impl Store {
             entries.insert(digest, Arc::new(Meta::from_record(rec.clone())));
             rec
         };
-        self.index.put(&[(digest, record)]).map_err(StoreError::Io)
+        self.index
+            .put(&[(digest, record)])
+            .map_err(StoreError::Index)
     }
 
     /// Notes that a published entry's bytes arrived again, from `locator`.
@@ -693,7 +668,9 @@ impl Store {
         if let Ok(mut entries) = self.entries.write() {
             entries.insert(*digest, Arc::new(Meta::from_record(rec.clone())));
         }
-        self.index.put(&[(*digest, rec)]).map_err(StoreError::Io)?;
+        self.index
+            .put(&[(*digest, rec)])
+            .map_err(StoreError::Index)?;
         Ok(true)
     }
 
