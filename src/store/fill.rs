@@ -68,10 +68,6 @@ pub fn create_exclusive(path: &Path) -> std::io::Result<File> {
     Ok(file)
 }
 
-/// Space is reserved for a fill in steps of this many bytes as its bytes arrive, so a fill
-/// that announces a large size and then stalls holds (and evicts for) one step, not the size.
-pub const RESERVE_STEP: u64 = 1 << 20;
-
 /// A fill in progress. Dropping it without [`Fill::commit`] removes the temp file and frees
 /// the reserved space: nothing is half-published.
 pub struct Fill {
@@ -108,17 +104,13 @@ impl Fill {
         }
     }
 
-    /// Makes sure `need` bytes are reserved, growing the reservation by at least
-    /// [`RESERVE_STEP`] (evicting only if that step needs room).
+    /// Makes sure `need` bytes are reserved, growing the reservation a step at a time
+    /// (evicting only if that step needs room).
     fn reserve_for(&mut self, need: u64) -> Result<(), FillError> {
-        if need <= self.reserved {
-            return Ok(());
-        }
-        let target = need.max(self.reserved + RESERVE_STEP).min(self.size);
-        self.store
-            .reserve(target - self.reserved)
+        self.reserved = self
+            .store
+            .grow_reservation(self.reserved, need, self.size)
             .map_err(FillError::Store)?;
-        self.reserved = target;
         Ok(())
     }
 
