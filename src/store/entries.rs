@@ -304,3 +304,78 @@ impl Store {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{bytes, put, store};
+    use super::*;
+
+    #[test]
+    fn a_use_recorded_during_an_update_is_kept() {
+        let (_dir, s) = store(1 << 20);
+        let d = put(&s, &bytes(100, 1));
+        let held = s.meta(&d).unwrap();
+        // A hit lands while the change is being made (between snapshot and store, in the
+        // old implementation).
+        let rec = held.change(|rec| {
+            held.hit(1_000_000);
+            rec.pinned = true;
+        });
+        assert!(rec.pinned);
+        let after = s.meta(&d).unwrap();
+        assert!(Arc::ptr_eq(&held, &after), "the entry was replaced");
+        assert_eq!(after.uses(), 1);
+        assert_eq!(after.last_used(), 1_000_000);
+        // And through the public path, with a hit taken on a handle obtained before.
+        assert!(
+            s.set_label(&d, "pkg@1.0.0", Some("https://a.test/x".into()))
+                .unwrap()
+        );
+        held.hit(1_000_001);
+        let rec = s.meta(&d).unwrap().record();
+        assert_eq!(rec.use_count, 2);
+        assert_eq!(rec.last_used, 1_000_001);
+        assert!(rec.pinned);
+        assert_eq!(rec.label.as_deref(), Some("pkg@1.0.0"));
+        assert_eq!(rec.locators, ["https://a.test/x"]);
+    }
+
+    #[test]
+    fn concurrent_hits_and_updates_lose_no_count() {
+        let (_dir, s) = store(1 << 20);
+        let d = put(&s, &bytes(100, 2));
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..250 {
+                        assert!(s.get(&d).is_some());
+                    }
+                });
+            }
+            scope.spawn(|| {
+                for i in 0..20 {
+                    s.set_pinned(&d, i % 2 == 0).unwrap();
+                }
+            });
+        });
+        assert_eq!(s.meta(&d).unwrap().uses(), 1000);
+        assert_eq!(s.list()[0].record.use_count, 1000);
+    }
+
+    #[test]
+    fn a_file_published_by_another_process_is_adopted_unverified() {
+        let (_dir, s) = store(1 << 20);
+        let body = bytes(300, 3);
+        let d = Digest::of(&body);
+        let path = s.object_path(&d);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, &body).unwrap();
+        assert!(s.contains(&d));
+        assert!(!s.contains_verified(&d));
+        assert_eq!(s.stats().bytes_reserved, 300);
+        // Served only after hashing, then verified.
+        assert!(s.get(&d).is_some());
+        assert!(s.contains_verified(&d));
+        assert!(!s.index.get(&d).unwrap().unwrap().unverified);
+    }
+}

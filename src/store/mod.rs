@@ -26,6 +26,8 @@ pub(crate) mod index;
 mod maintenance;
 mod settings;
 mod space;
+#[cfg(test)]
+mod testing;
 
 use std::collections::HashMap;
 use std::fs;

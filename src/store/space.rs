@@ -195,3 +195,134 @@ impl Store {
         dropped
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{bytes, put, store};
+    use super::*;
+
+    #[test]
+    fn reservations_stay_between_zero_and_the_limit() {
+        let (_dir, s) = store(3 * RESERVE_STEP);
+        s.reserve(RESERVE_STEP).unwrap();
+        s.reserve(2 * RESERVE_STEP).unwrap();
+        assert_eq!(s.space.used(), 3 * RESERVE_STEP);
+        // Nothing to evict: a reservation past the limit fails and takes nothing.
+        assert!(matches!(
+            s.reserve(1),
+            Err(StoreError::Full { needed: 1, .. })
+        ));
+        assert_eq!(s.space.used(), 3 * RESERVE_STEP);
+        assert!(matches!(
+            s.reserve(3 * RESERVE_STEP + 1),
+            Err(StoreError::Full { .. })
+        ));
+        s.release(3 * RESERVE_STEP);
+        assert_eq!(s.space.used(), 0);
+    }
+
+    #[test]
+    fn a_reservation_grows_a_step_at_a_time_up_to_its_cap() {
+        let (_dir, s) = store(10 * RESERVE_STEP);
+        let cap = 2 * RESERVE_STEP + 10;
+        let mut held = Store::first_step(cap);
+        s.reserve(held).unwrap();
+        assert_eq!(held, RESERVE_STEP);
+        // Enough held: nothing more taken.
+        assert_eq!(s.grow_reservation(held, 10, cap).unwrap(), held);
+        // One byte past: one whole step more.
+        held = s.grow_reservation(held, RESERVE_STEP + 1, cap).unwrap();
+        assert_eq!(held, 2 * RESERVE_STEP);
+        // Never past the cap.
+        held = s.grow_reservation(held, 2 * RESERVE_STEP + 1, cap).unwrap();
+        assert_eq!(held, cap);
+        assert_eq!(s.space.used(), cap);
+        // A big write takes what it needs at once.
+        let (_dir2, s2) = store(10 * RESERVE_STEP);
+        assert_eq!(
+            s2.grow_reservation(0, 5 * RESERVE_STEP, 8 * RESERVE_STEP)
+                .unwrap(),
+            5 * RESERVE_STEP
+        );
+        assert_eq!(Store::first_step(10), 10);
+    }
+
+    #[test]
+    fn a_reservation_that_cannot_grow_keeps_what_it_held() {
+        let (_dir, s) = store(RESERVE_STEP + 100);
+        let held = Store::first_step(4 * RESERVE_STEP);
+        s.reserve(held).unwrap();
+        assert!(matches!(
+            s.grow_reservation(held, held + 1, 4 * RESERVE_STEP),
+            Err(StoreError::Full { .. })
+        ));
+        assert_eq!(s.space.used(), held);
+    }
+
+    #[test]
+    fn failed_and_abandoned_fills_give_their_space_back() {
+        let (_dir, s) = store(4 * RESERVE_STEP);
+        let kept = put(&s, &bytes(1000, 1));
+        let base = s.space.used();
+        assert_eq!(base, 1000);
+
+        // Abandoned half way, past its first step.
+        let body = bytes(2 * RESERVE_STEP as usize, 2);
+        let mut fill = s.begin(Some(Digest::of(&body)), body.len() as u64).unwrap();
+        fill.write(&body[..RESERVE_STEP as usize + 1]).unwrap();
+        assert!(s.space.used() > base + RESERVE_STEP);
+        drop(fill);
+        assert_eq!(s.space.used(), base);
+
+        // Complete but wrong.
+        let mut fill = s
+            .begin(Some(Digest::of(b"other")), body.len() as u64)
+            .unwrap();
+        fill.write(&body).unwrap();
+        assert!(fill.commit(None, None).is_err());
+        assert_eq!(s.space.used(), base);
+
+        // Short.
+        let mut fill = s.begin(Some(Digest::of(&body)), body.len() as u64).unwrap();
+        fill.write(&body[..10]).unwrap();
+        assert!(fill.commit(None, None).is_err());
+        assert_eq!(s.space.used(), base);
+
+        // Published twice: the second fill's share comes back, the entry counts once.
+        let again = bytes(1000, 1);
+        let mut fill = s.begin(Some(kept), 1000).unwrap();
+        fill.write(&again).unwrap();
+        fill.commit(None, None).unwrap();
+        assert_eq!(s.space.used(), base);
+        assert_eq!(s.stats().bytes, base);
+    }
+
+    #[test]
+    fn eviction_takes_least_recently_used_first_spares_pins_and_stops_when_there_is_room() {
+        let (_dir, s) = store(4000);
+        let ds: Vec<Digest> = (0..4).map(|i| put(&s, &bytes(1000, i))).collect();
+        // Use times out of publication order: 2 is the oldest, then 0 (pinned), 3, 1.
+        for (i, t) in [(2, 10), (0, 20), (3, 30), (1, 40)] {
+            s.meta(&ds[i]).unwrap().touch(t);
+        }
+        assert!(s.set_pinned(&ds[0], true).unwrap());
+
+        // Room for 1500 more: two entries go, the oldest unpinned ones, and no more.
+        s.reserve(1500).unwrap();
+        assert_eq!(s.evictions(), 2);
+        assert!(!s.contains(&ds[2]) && !s.contains(&ds[3]));
+        assert!(s.contains(&ds[0]) && s.contains(&ds[1]));
+        assert!(!s.object_path(&ds[2]).exists());
+        assert_eq!(s.space.used(), 3500);
+        s.release(1500);
+
+        // A pin set by another process (only in the index) is respected too.
+        let mut rec = s.index.get(&ds[1]).unwrap().unwrap();
+        rec.pinned = true;
+        s.index.put(&[(ds[1], rec)]).unwrap();
+        assert!(matches!(s.reserve(2500), Err(StoreError::Full { .. })));
+        assert!(s.contains(&ds[0]) && s.contains(&ds[1]));
+        assert_eq!(s.evictions(), 2);
+        assert_eq!(s.space.used(), 2000);
+    }
+}
