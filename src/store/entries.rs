@@ -191,7 +191,7 @@ impl Store {
 
     /// True if `digest` is published and its bytes are known to match: a fill for it is not
     /// needed. An adopted, unverified file is not enough (a fill replaces it).
-    pub fn contains_verified(&self, digest: &Digest) -> bool {
+    pub(crate) fn contains_verified(&self, digest: &Digest) -> bool {
         self.meta(digest).is_some_and(|m| !m.is_unverified())
     }
 
@@ -278,7 +278,7 @@ impl Store {
 
     /// Sets an entry's package label (and a locator it was verified from). False if there is
     /// no such entry.
-    pub fn set_label(
+    pub(crate) fn set_label(
         &self,
         digest: &Digest,
         label: &str,

@@ -58,7 +58,7 @@ impl std::fmt::Display for FillError {
 
 /// Creates `path` exclusively, readable and writable by its owner only, and locks it so that
 /// no sweep (in this or another process) takes it for a stale fill.
-pub fn create_exclusive(path: &Path) -> std::io::Result<File> {
+pub(crate) fn create_exclusive(path: &Path) -> std::io::Result<File> {
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -112,11 +112,6 @@ impl Fill {
             .grow_reservation(self.reserved, need, self.size)
             .map_err(FillError::Store)?;
         Ok(())
-    }
-
-    /// Bytes written so far.
-    pub fn count(&self) -> u64 {
-        self.count
     }
 
     /// Hashes and writes `data`, refusing (without writing) anything past the limit.

@@ -91,7 +91,7 @@ impl Store {
     }
 
     /// Entries this process found not matching, or gone, since it started.
-    pub fn verify_failures(&self) -> u64 {
+    pub(crate) fn verify_failures(&self) -> u64 {
         self.failed_verification.load(Ordering::Relaxed)
     }
 
@@ -129,7 +129,7 @@ impl Store {
 
     /// Evicts down to `max_bytes`, removes stray temp files (those no live fill holds) and
     /// repairs the index. Returns (evicted, temp files removed).
-    pub fn gc(&self) -> Result<(usize, usize), StoreError> {
+    pub(crate) fn gc(&self) -> Result<(usize, usize), StoreError> {
         let evicted = self.evict_for(0);
         let removed = sweep_tmp(&self.tmp);
         self.reconcile()?;
@@ -139,7 +139,7 @@ impl Store {
     /// Ready to serve: `tmp/` is a directory this process may create files in (asked of the
     /// kernel with `access(2)`, which also sees a read-only mount, so a probe writes nothing)
     /// and the index answers.
-    pub fn check_ready(&self) -> Result<(), String> {
+    pub(crate) fn check_ready(&self) -> Result<(), String> {
         let not_writable =
             |why: String| format!("cache not writable: {}: {why}", self.tmp.display());
         if !fs::metadata(&self.tmp).is_ok_and(|m| m.is_dir()) {
@@ -220,7 +220,8 @@ pub(crate) fn open_object(path: &Path) -> std::io::Result<fs::File> {
     Ok(file)
 }
 
-/// SHA-256 and length of a cache file (opened with [`open_object`]), read in 256 KiB blocks.
+/// SHA-256 and length of a cache file, read in 256 KiB blocks. Like every read of an entry,
+/// it follows no symbolic link and accepts only a regular file.
 pub fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
     hash_reader(open_object(path)?)
 }

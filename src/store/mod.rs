@@ -170,17 +170,17 @@ impl Store {
     }
 
     /// The settings the store runs with.
-    pub fn settings(&self) -> &CacheSettings {
+    pub(crate) fn settings(&self) -> &CacheSettings {
         &self.settings
     }
 
     /// Where the cache directory is.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.settings.dir
     }
 
     /// Where `digest`'s file lives.
-    pub fn object_path(&self, digest: &Digest) -> PathBuf {
+    pub(crate) fn object_path(&self, digest: &Digest) -> PathBuf {
         let hex = digest.hex();
         self.objects.join(&hex[..2]).join(hex)
     }
@@ -241,7 +241,7 @@ impl Store {
     }
 
     /// The whole entry in memory, if it is at most `max` bytes.
-    pub fn read_bytes(&self, digest: &Digest, max: u64) -> Option<Bytes> {
+    pub(crate) fn read_bytes(&self, digest: &Digest, max: u64) -> Option<Bytes> {
         let object = self.get(digest)?;
         if object.size > max {
             return None;
@@ -337,7 +337,7 @@ impl Store {
     }
 
     /// Writes use times and counts to the index (cheaply; durable with the next publication).
-    pub fn flush_usage(&self) {
+    pub(crate) fn flush_usage(&self) {
         let usage: Vec<(Digest, u64, u64)> = match self.table() {
             Ok(e) => e
                 .iter()
