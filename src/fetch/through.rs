@@ -285,7 +285,7 @@ impl Fetcher {
     ) -> Result<Boarding, Arc<ThroughError>> {
         let key = (wanted.digest, wanted.size);
         let mut inflight = self.inflight.lock().map_err(|_| {
-            Arc::new(ThroughError::Store(StoreError::Io(
+            Arc::new(ThroughError::Store(StoreError::Internal(
                 "the in-flight table is poisoned".into(),
             )))
         })?;
@@ -404,7 +404,11 @@ impl Fetcher {
         // Starting a fill creates a file and may evict: off the async worker threads.
         let fill = tokio::task::spawn_blocking(move || store.begin(Some(digest), size))
             .await
-            .map_err(|e| Failure::Store(StoreError::Io(format!("the cache writer failed: {e}"))))?
+            .map_err(|e| {
+                Failure::Store(StoreError::Internal(format!(
+                    "the cache writer failed: {e}"
+                )))
+            })?
             .map_err(Failure::Store)?;
         let mut sink = FillSink::start(fill);
         while let Some(frame) = body.frame().await {
@@ -527,7 +531,7 @@ pub(super) fn body_failure(
 
 /// The failure of a shared fetch that stopped without a result.
 fn stopped() -> Arc<ThroughError> {
-    Arc::new(ThroughError::Store(StoreError::Io(
+    Arc::new(ThroughError::Store(StoreError::Internal(
         "the fetch stopped without a result".into(),
     )))
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
 
+use super::error::io;
 use super::{Digest, Store, StoreError};
 
 /// Why a fill did not publish.
@@ -57,7 +58,7 @@ impl std::fmt::Display for FillError {
 
 /// Creates `path` exclusively, readable and writable by its owner only, and locks it so that
 /// no sweep (in this or another process) takes it for a stale fill.
-pub fn create_exclusive(path: &Path) -> std::io::Result<File> {
+pub(crate) fn create_exclusive(path: &Path) -> std::io::Result<File> {
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -66,10 +67,6 @@ pub fn create_exclusive(path: &Path) -> std::io::Result<File> {
     file.try_lock().map_err(std::io::Error::other)?;
     Ok(file)
 }
-
-/// Space is reserved for a fill in steps of this many bytes as its bytes arrive, so a fill
-/// that announces a large size and then stalls holds (and evicts for) one step, not the size.
-pub const RESERVE_STEP: u64 = 1 << 20;
 
 /// A fill in progress. Dropping it without [`Fill::commit`] removes the temp file and frees
 /// the reserved space: nothing is half-published.
@@ -107,23 +104,14 @@ impl Fill {
         }
     }
 
-    /// Makes sure `need` bytes are reserved, growing the reservation by at least
-    /// [`RESERVE_STEP`] (evicting only if that step needs room).
+    /// Makes sure `need` bytes are reserved, growing the reservation a step at a time
+    /// (evicting only if that step needs room).
     fn reserve_for(&mut self, need: u64) -> Result<(), FillError> {
-        if need <= self.reserved {
-            return Ok(());
-        }
-        let target = need.max(self.reserved + RESERVE_STEP).min(self.size);
-        self.store
-            .reserve(target - self.reserved)
+        self.reserved = self
+            .store
+            .grow_reservation(self.reserved, need, self.size)
             .map_err(FillError::Store)?;
-        self.reserved = target;
         Ok(())
-    }
-
-    /// Bytes written so far.
-    pub fn count(&self) -> u64 {
-        self.count
     }
 
     /// Hashes and writes `data`, refusing (without writing) anything past the limit.
@@ -133,16 +121,10 @@ impl Fill {
         }
         self.reserve_for(self.count + data.len() as u64)?;
         let Some(file) = self.file.as_mut() else {
-            return Err(FillError::Store(StoreError::Io(
-                "the fill is closed".into(),
-            )));
+            return Err(closed());
         };
-        file.write_all(data).map_err(|e| {
-            FillError::Store(StoreError::Io(format!(
-                "cannot write {}: {e}",
-                self.path.display()
-            )))
-        })?;
+        file.write_all(data)
+            .map_err(|e| FillError::Store(io("cannot write", &self.path, e)))?;
         self.hasher.update(data);
         self.count += data.len() as u64;
         Ok(())
@@ -168,9 +150,7 @@ impl Fill {
             }
         }
         let Some(file) = self.file.take() else {
-            return Err(FillError::Store(StoreError::Io(
-                "the fill is closed".into(),
-            )));
+            return Err(closed());
         };
         if self.store.contains_verified(&got) {
             // The same bytes are already published (a proxied body seen before, say): no
@@ -183,20 +163,16 @@ impl Fill {
             self.store.seen_again(&got, locator, label);
             return Ok(got);
         }
-        let fail = |what: &str, p: &Path, e: std::io::Error| {
-            FillError::Store(StoreError::Io(format!(
-                "cannot {what} {}: {e}",
-                p.display()
-            )))
-        };
-        file.sync_all().map_err(|e| fail("sync", &self.path, e))?;
+        let fail = |what, p: &Path, e| FillError::Store(io(what, p, e));
+        file.sync_all()
+            .map_err(|e| fail("cannot sync", &self.path, e))?;
         fs::set_permissions(&self.path, fs::Permissions::from_mode(0o444))
-            .map_err(|e| fail("set the mode of", &self.path, e))?;
+            .map_err(|e| fail("cannot set the mode of", &self.path, e))?;
         drop(file);
         let target = self.store.object_path(&got);
         let shard = target.parent().map(Path::to_path_buf).unwrap_or_default();
-        fs::create_dir_all(&shard).map_err(|e| fail("create", &shard, e))?;
-        fs::rename(&self.path, &target).map_err(|e| fail("publish", &target, e))?;
+        fs::create_dir_all(&shard).map_err(|e| fail("cannot create", &shard, e))?;
+        fs::rename(&self.path, &target).map_err(|e| fail("cannot publish", &target, e))?;
         if let Ok(dir) = File::open(&shard) {
             let _ = dir.sync_all();
         }
@@ -281,10 +257,9 @@ impl FillSink {
     /// that would pass the limit.
     pub async fn send(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
         self.admit(chunk.len())?;
-        let closed = || FillError::Store(StoreError::Io("the cache writer stopped".into()));
         match &self.tx {
-            Some(tx) => tx.send(chunk).await.map_err(|_| closed()),
-            None => Err(closed()),
+            Some(tx) => tx.send(chunk).await.map_err(|_| writer_stopped()),
+            None => Err(writer_stopped()),
         }
     }
 
@@ -292,12 +267,10 @@ impl FillSink {
     pub fn try_send(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
         self.admit(chunk.len())?;
         match &self.tx {
-            Some(tx) => tx.try_send(chunk).map_err(|_| {
-                FillError::Store(StoreError::Io("the cache writer fell behind".into()))
-            }),
-            None => Err(FillError::Store(StoreError::Io(
-                "the cache writer stopped".into(),
-            ))),
+            Some(tx) => tx
+                .try_send(chunk)
+                .map_err(|_| FillError::Store(StoreError::Writer("the cache writer fell behind"))),
+            None => Err(writer_stopped()),
         }
     }
 
@@ -308,13 +281,26 @@ impl FillSink {
         label: Option<String>,
     ) -> Result<Digest, FillError> {
         drop(self.tx.take());
-        let fill = (&mut self.writer).await.map_err(|e| {
-            FillError::Store(StoreError::Io(format!("the cache writer failed: {e}")))
-        })??;
+        let fill = (&mut self.writer).await.map_err(writer_failed)??;
         tokio::task::spawn_blocking(move || fill.commit(locator, label))
             .await
-            .map_err(|e| {
-                FillError::Store(StoreError::Io(format!("the cache writer failed: {e}")))
-            })?
+            .map_err(writer_failed)?
     }
+}
+
+/// The fill's file was already handed on: a bug in this module, not a disk problem.
+fn closed() -> FillError {
+    FillError::Store(StoreError::Internal("the fill is closed".into()))
+}
+
+/// The writer thread ended early; its own error is what [`FillSink::finish`] returns.
+fn writer_stopped() -> FillError {
+    FillError::Store(StoreError::Writer("the cache writer stopped"))
+}
+
+/// The writer thread panicked or was cancelled.
+fn writer_failed(e: tokio::task::JoinError) -> FillError {
+    FillError::Store(StoreError::Internal(format!(
+        "the cache writer failed: {e}"
+    )))
 }

@@ -36,10 +36,10 @@ pub struct Record {
 }
 
 /// Most locators remembered per entry.
-pub const MAX_LOCATORS: usize = 16;
+pub(crate) const MAX_LOCATORS: usize = 16;
 
 impl Record {
-    /// Remembers `locator` as the most recent source (at most [`MAX_LOCATORS`], oldest
+    /// Remembers `locator` as the most recent source (at most `MAX_LOCATORS`, oldest
     /// dropped first) and sets `label` when one is given.
     pub fn note(&mut self, locator: Option<String>, label: Option<String>) {
         if let Some(l) = locator {
@@ -56,7 +56,7 @@ impl Record {
 }
 
 /// The index database.
-pub struct Index {
+pub(crate) struct Index {
     db: Database,
 }
 
@@ -66,7 +66,7 @@ impl Index {
     /// corrupt is moved aside and a new index created: it is a cache, and start-up rebuilds it
     /// from the directories. Any other failure (such as an older fetchgate holding the file
     /// exclusively) is an error, never a rebuild.
-    pub fn open(path: &Path) -> Result<Self, String> {
+    pub(crate) fn open(path: &Path) -> Result<Self, String> {
         let db = match open_shared(path) {
             Ok(db) => db,
             Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(e))) => {
@@ -86,7 +86,7 @@ impl Index {
     }
 
     /// One record.
-    pub fn get(&self, digest: &Digest) -> Result<Option<Record>, String> {
+    pub(crate) fn get(&self, digest: &Digest) -> Result<Option<Record>, String> {
         let txn = self.db.begin_read().map_err(|e| e.to_string())?;
         let table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
         match table.get(digest.0.as_slice()).map_err(|e| e.to_string())? {
@@ -98,7 +98,7 @@ impl Index {
     }
 
     /// Every record.
-    pub fn all(&self) -> Result<Vec<(Digest, Record)>, String> {
+    pub(crate) fn all(&self) -> Result<Vec<(Digest, Record)>, String> {
         let txn = self.db.begin_read().map_err(|e| e.to_string())?;
         let table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
@@ -116,7 +116,7 @@ impl Index {
     }
 
     /// Writes records durably (publication, pins).
-    pub fn put(&self, records: &[(Digest, Record)]) -> Result<(), String> {
+    pub(crate) fn put(&self, records: &[(Digest, Record)]) -> Result<(), String> {
         self.write(Durability::Immediate, |t| {
             for (d, r) in records {
                 let json = serde_json::to_string(r).map_err(|e| e.to_string())?;
@@ -130,7 +130,7 @@ impl Index {
     /// Writes use times and counts cheaply (made durable by the next durable write), leaving
     /// every other field as the index has it: another process may have pinned or labelled an
     /// entry since this one loaded it.
-    pub fn put_usage(&self, usage: &[(Digest, u64, u64)]) -> Result<(), String> {
+    pub(crate) fn put_usage(&self, usage: &[(Digest, u64, u64)]) -> Result<(), String> {
         self.write(Durability::None, |t| {
             for (d, last_used, use_count) in usage {
                 let current = t
@@ -152,7 +152,7 @@ impl Index {
     }
 
     /// Removes records.
-    pub fn remove(&self, digests: &[Digest]) -> Result<(), String> {
+    pub(crate) fn remove(&self, digests: &[Digest]) -> Result<(), String> {
         self.write(Durability::Immediate, |t| {
             for d in digests {
                 t.remove(d.0.as_slice()).map_err(|e| e.to_string())?;
@@ -177,7 +177,7 @@ impl Index {
 }
 
 /// Opens a redb file that several fetchgate processes may read and write at once.
-pub fn open_shared(path: &Path) -> Result<Database, redb::DatabaseError> {
+pub(crate) fn open_shared(path: &Path) -> Result<Database, redb::DatabaseError> {
     Database::builder()
         .set_concurrency_mode(ConcurrencyMode::MultiWriter)
         .create(path)

@@ -1,0 +1,243 @@
+//! Maintenance: keeping the index true to the directories (reconcile), re-hashing entries
+//! and setting aside any that no longer match (verify, quarantine), and collecting what
+//! stopped fills and evictions leave behind (gc, sweeping `tmp/`).
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use super::entries::Meta;
+use super::error::io;
+use super::{Digest, Store, StoreError, now};
+
+/// What `cache verify` found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VerifyReport {
+    /// Entries re-hashed and found intact.
+    pub ok: usize,
+    /// Entries moved to `quarantine/`, with why.
+    pub quarantined: Vec<(String, String)>,
+}
+
+impl Store {
+    /// Makes the index agree with the directories: regular files without a record are
+    /// adopted (unverified: hashed before their first serve), records without a file are
+    /// dropped, and file modes are reset to 0444. Symbolic links and other non-regular files
+    /// are never adopted. Returns (adopted, dropped).
+    pub fn reconcile(&self) -> Result<(usize, usize), StoreError> {
+        let on_disk = scan_objects(&self.objects)?;
+        let mut adopted = Vec::new();
+        let mut dropped = Vec::new();
+        {
+            let mut entries = self.table_mut()?;
+            for (d, size) in &on_disk {
+                if entries.get(d).is_some_and(|m| m.size == *size) {
+                    continue;
+                }
+                let meta = self.adopt(&mut entries, *d, *size);
+                adopted.push((*d, meta.record()));
+            }
+            entries.retain(|d, m| {
+                let keep = on_disk.contains_key(d);
+                if !keep {
+                    self.space.give_back(m.size);
+                    dropped.push(*d);
+                }
+                keep
+            });
+        }
+        self.index.put(&adopted).map_err(StoreError::Index)?;
+        self.index.remove(&dropped).map_err(StoreError::Index)?;
+        Ok((adopted.len(), dropped.len()))
+    }
+
+    /// Re-hashes every entry; any whose bytes no longer match their name is moved to
+    /// `quarantine/` and never served again, and adopted entries that match are marked
+    /// verified.
+    pub fn verify(&self) -> VerifyReport {
+        let metas: Vec<(Digest, Arc<Meta>)> = match self.table() {
+            Ok(e) => e.iter().map(|(d, m)| (*d, m.clone())).collect(),
+            Err(_) => return VerifyReport::default(),
+        };
+        let mut report = VerifyReport::default();
+        for (d, meta) in metas {
+            let size = meta.size;
+            let path = self.object_path(&d);
+            let problem = match hash_file(&path) {
+                Ok((got, n)) if got == d && n == size => {
+                    self.mark_verified(&d, &meta);
+                    None
+                }
+                Ok((got, n)) if got == d => Some(format!("size {n} where {size} was recorded")),
+                Ok((got, _)) => Some(format!("the bytes hash to {got}")),
+                Err(e) => Some(format!("unreadable: {e}")),
+            };
+            match problem {
+                None => report.ok += 1,
+                Some(why) => {
+                    self.quarantine_entry(&d);
+                    report.quarantined.push((d.hex(), why));
+                }
+            }
+        }
+        report
+    }
+
+    /// Entries this process found not matching, or gone, since it started.
+    pub(crate) fn verify_failures(&self) -> u64 {
+        self.failed_verification.load(Ordering::Relaxed)
+    }
+
+    /// Hashes an adopted entry's open file: on a match it is marked verified (in the index
+    /// too) and `file` rewound; otherwise the entry is quarantined. True if it may be served.
+    pub(super) fn verify_adopted(&self, digest: &Digest, meta: &Meta, file: &mut fs::File) -> bool {
+        let ok = hash_reader(&*file).is_ok_and(|(got, n)| got == *digest && n == meta.size)
+            && file.seek(SeekFrom::Start(0)).is_ok();
+        if !ok {
+            self.quarantine_entry(digest);
+            return false;
+        }
+        self.mark_verified(digest, meta);
+        true
+    }
+
+    /// Records that an adopted entry's bytes matched its name.
+    fn mark_verified(&self, digest: &Digest, meta: &Meta) {
+        if meta.set_verified() {
+            let _ = self.index.put(&[(*digest, meta.record())]);
+        }
+    }
+
+    /// Moves an entry's file aside (or removes it) and forgets the entry.
+    pub(super) fn quarantine_entry(&self, d: &Digest) {
+        self.failed_verification.fetch_add(1, Ordering::Relaxed);
+        let path = self.object_path(d);
+        let aside = self.quarantine.join(format!("{}.{}", d.hex(), now()));
+        if fs::rename(&path, &aside).is_err() {
+            let _ = fs::remove_file(&path);
+        }
+        self.remove_entry(d);
+        tracing::warn!(sha256 = %d, "cache entry failed verification and was quarantined");
+    }
+
+    /// Evicts down to `max_bytes`, removes stray temp files (those no live fill holds) and
+    /// repairs the index. Returns (evicted, temp files removed).
+    pub(crate) fn gc(&self) -> Result<(usize, usize), StoreError> {
+        let evicted = self.evict_for(0);
+        let removed = sweep_tmp(&self.tmp);
+        self.reconcile()?;
+        Ok((evicted, removed))
+    }
+
+    /// Ready to serve: `tmp/` is a directory this process may create files in (asked of the
+    /// kernel with `access(2)`, which also sees a read-only mount, so a probe writes nothing)
+    /// and the index answers.
+    pub(crate) fn check_ready(&self) -> Result<(), String> {
+        let not_writable =
+            |why: String| format!("cache not writable: {}: {why}", self.tmp.display());
+        if !fs::metadata(&self.tmp).is_ok_and(|m| m.is_dir()) {
+            return Err(not_writable("not a directory".into()));
+        }
+        rustix::fs::access(
+            &self.tmp,
+            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+        )
+        .map_err(|e| not_writable(e.to_string()))?;
+        self.index
+            .get(&Digest([0; 32]))
+            .map_err(|e| format!("index not answering: {e}"))?;
+        Ok(())
+    }
+}
+
+/// The regular files under `objects/sha256/` whose names are digests in the right shard,
+/// with their sizes; their modes are reset to 0444 on the way.
+fn scan_objects(objects: &Path) -> Result<HashMap<Digest, u64>, StoreError> {
+    let mut on_disk = HashMap::new();
+    for shard in fs::read_dir(objects)
+        .map_err(|e| io("cannot list", objects, e))?
+        .flatten()
+    {
+        let Ok(files) = fs::read_dir(shard.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let name = f.file_name();
+            let Some(d) = name.to_str().and_then(|n| Digest::parse(n).ok()) else {
+                continue;
+            };
+            if shard.file_name().to_str() != Some(&d.hex()[..2]) {
+                continue;
+            }
+            // Not followed: a symbolic link is not a regular file here.
+            let Ok(meta) = f.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            if meta.permissions().mode() & 0o777 != 0o444 {
+                let _ = fs::set_permissions(f.path(), fs::Permissions::from_mode(0o444));
+            }
+            on_disk.insert(d, meta.len());
+        }
+    }
+    Ok(on_disk)
+}
+
+/// Removes every temp file that no live fill holds locked. Returns how many were removed.
+pub(super) fn sweep_tmp(tmp: &Path) -> usize {
+    let mut removed = 0;
+    let Ok(dir) = fs::read_dir(tmp) else { return 0 };
+    for f in dir.flatten() {
+        let path = f.path();
+        let stale = fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .is_ok_and(|file| file.try_lock().is_ok());
+        if stale && fs::remove_file(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Opens a cache file for reading without following a symbolic link (`O_NOFOLLOW`) and
+/// without blocking on a FIFO (`O_NONBLOCK`), and refuses anything but a regular file.
+pub(crate) fn open_object(path: &Path) -> std::io::Result<fs::File> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// SHA-256 and length of a cache file, read in 256 KiB blocks. Like every read of an entry,
+/// it follows no symbolic link and accepts only a regular file.
+pub fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
+    hash_reader(open_object(path)?)
+}
+
+/// SHA-256 and length of everything `f` yields, read in 256 KiB blocks.
+fn hash_reader(mut f: impl Read) -> std::io::Result<(Digest, u64)> {
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        hasher.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((Digest(hasher.finalize().into()), n))
+}

@@ -1,0 +1,142 @@
+//! The `[cache]` table of the config file: as written ([`CacheSection`]) and checked
+//! ([`CacheSettings`]), with every error pointing at the offending value.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::toml_file::{FileError, TomlSource};
+
+/// The `[cache]` table of the config file, as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSection {
+    /// The cache directory (default `./fetchgate-cache`).
+    pub dir: Option<Spanned<String>>,
+    /// Most bytes kept on disk.
+    pub max_bytes: Option<Spanned<u64>>,
+    /// Most bytes kept in memory for small hot entries.
+    pub memory_bytes: Option<Spanned<u64>>,
+    /// Largest entry kept in memory.
+    pub memory_max_object_bytes: Option<Spanned<u64>>,
+    /// Largest entry fetched through (`?size=`) or published by the proxy's tee.
+    pub max_object_bytes: Option<Spanned<u64>>,
+    /// Time allowed for one mirror's whole fetch-through.
+    pub fetch_timeout_ms: Option<Spanned<u64>>,
+    /// `[[cache.tee]]` rules: hosts whose proxied responses count as public.
+    pub tee: Option<Vec<TeeRuleSection>>,
+}
+
+/// One `[[cache.tee]]` rule, as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeeRuleSection {
+    /// Exact host names (or addresses) whose responses the operator declares public.
+    pub hosts: Spanned<Vec<Spanned<String>>>,
+}
+
+/// Checked cache settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheSettings {
+    /// The cache directory: objects, temp files, quarantine and the index all live below it,
+    /// on one filesystem so that publication is one rename.
+    pub dir: PathBuf,
+    /// Bytes on disk (entries plus fills in progress) above which entries are evicted.
+    pub max_bytes: u64,
+    /// Bytes of small hot entries kept in memory (0 turns the memory tier off).
+    pub memory_bytes: u64,
+    /// Entries larger than this are always served from their file.
+    pub memory_max_object_bytes: u64,
+    /// Largest entry fetched through (`?size=`) or published by the proxy's tee.
+    pub max_object_bytes: u64,
+    /// Time allowed for one mirror's whole fetch-through.
+    pub fetch_timeout: Duration,
+    /// Every `[[cache.tee]] hosts` entry, lower-case, without a trailing dot or brackets.
+    pub tee_public_hosts: Vec<String>,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("fetchgate-cache"),
+            max_bytes: 10 << 30,
+            memory_bytes: 64 << 20,
+            memory_max_object_bytes: 1 << 20,
+            max_object_bytes: 1 << 30,
+            fetch_timeout: Duration::from_secs(600),
+            tee_public_hosts: Vec::new(),
+        }
+    }
+}
+
+impl CacheSettings {
+    /// Checks `[cache]`; a relative `dir` is taken from `base`.
+    pub fn from_section(
+        section: &CacheSection,
+        base: &Path,
+        src: &TomlSource<'_>,
+    ) -> Result<Self, FileError> {
+        let mut s = Self::default();
+        if let Some(d) = &section.dir {
+            if d.get_ref().is_empty() {
+                return Err(src.error_at(d.span(), "the cache directory is empty"));
+            }
+            s.dir = base.join(d.get_ref());
+        }
+        let pos = |v: &Option<Spanned<u64>>, default: u64, min: u64| -> Result<u64, FileError> {
+            match v {
+                None => Ok(default),
+                Some(v) if *v.get_ref() < min => {
+                    Err(src.error_at(v.span(), format!("must be at least {min}")))
+                }
+                Some(v) => Ok(*v.get_ref()),
+            }
+        };
+        s.max_bytes = pos(&section.max_bytes, s.max_bytes, 1)?;
+        s.memory_bytes = pos(&section.memory_bytes, s.memory_bytes, 0)?;
+        s.memory_max_object_bytes = pos(
+            &section.memory_max_object_bytes,
+            s.memory_max_object_bytes,
+            0,
+        )?;
+        s.max_object_bytes = pos(&section.max_object_bytes, s.max_object_bytes, 1)?;
+        s.fetch_timeout = Duration::from_millis(pos(&section.fetch_timeout_ms, 600_000, 1)?);
+        for rule in section.tee.iter().flatten() {
+            if rule.hosts.get_ref().is_empty() {
+                return Err(src.error_at(
+                    rule.hosts.span(),
+                    "list at least one host, or remove this [[cache.tee]] rule",
+                ));
+            }
+            for h in rule.hosts.get_ref() {
+                let host = tee_host(h.get_ref()).map_err(|why| src.error_at(h.span(), why))?;
+                s.tee_public_hosts.push(host);
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// One `[[cache.tee]] hosts` entry as compared with a request's host: an exact name or
+/// address, lower-case, without a trailing dot or IPv6 brackets.
+fn tee_host(raw: &str) -> Result<String, String> {
+    let host = raw.trim_end_matches('.').to_ascii_lowercase();
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(&host);
+    let name_like = host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+    if host.is_empty() || !(name_like || host.parse::<std::net::IpAddr>().is_ok()) {
+        return Err(format!(
+            "`{raw}` is not a host name or address; list exact hosts such as registry.example.com (no wildcards, ports or paths)"
+        ));
+    }
+    Ok(match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.to_string(),
+        Err(_) => host.to_string(),
+    })
+}
