@@ -1,12 +1,11 @@
 //! Response bodies to clients, and the one log line each request gets when its body ends.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
-use hyper::body::{Body, Frame, SizeHint};
+
+use crate::body::{Observed, Observer};
 
 /// Errors that abort a response body mid-stream.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -37,32 +36,37 @@ pub struct RequestLog {
     pub expected_bytes: Option<u64>,
 }
 
-/// Wraps a body, counting bytes per frame, and logs the request when done.
-pub struct LoggedBody {
-    inner: ProxyBody,
-    log: RequestLog,
-    bytes: u64,
-    started: Instant,
-    finished: bool,
-}
+/// A response body that writes its request's log line when it ends.
+pub type LoggedBody = Observed<ProxyBody, LogLine>;
 
-impl LoggedBody {
-    /// Wraps `inner`; the line is written when the body ends or is dropped.
-    pub fn new(inner: ProxyBody, log: RequestLog, started: Instant) -> Self {
-        Self {
-            inner,
+/// Wraps `inner` so that `log` is written, with the bytes sent, when the body ends or is
+/// dropped; `started` is when the request arrived.
+pub fn logged(inner: ProxyBody, log: RequestLog, started: Instant) -> LoggedBody {
+    let expected = log.expected_bytes;
+    Observed::new(
+        inner,
+        expected,
+        LogLine {
             log,
             bytes: 0,
             started,
-            finished: false,
-        }
+        },
+    )
+}
+
+/// The observer behind [`LoggedBody`]: counts bytes out, then logs and counts the request.
+pub struct LogLine {
+    log: RequestLog,
+    bytes: u64,
+    started: Instant,
+}
+
+impl Observer for LogLine {
+    fn on_data(&mut self, data: &Bytes) {
+        self.bytes += data.len() as u64;
     }
 
-    fn emit(&mut self, complete: bool) {
-        if self.finished {
-            return;
-        }
-        self.finished = true;
+    fn on_end(&mut self, complete: bool) {
         let l = &self.log;
         let m = crate::metrics::get();
         m.bytes_out.inc_by(self.bytes);
@@ -96,46 +100,5 @@ impl LoggedBody {
             duration_ms = self.started.elapsed().as_millis() as u64,
             "request"
         );
-    }
-}
-
-impl Body for LoggedBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    self.bytes += data.len() as u64;
-                }
-            }
-            Poll::Ready(None) => self.emit(true),
-            Poll::Ready(Some(Err(_))) => self.emit(false),
-            Poll::Pending => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for LoggedBody {
-    fn drop(&mut self) {
-        // With a Content-Length the server stops polling once every byte is out, so a body
-        // that sent exactly that many bytes is complete even without an end-of-stream poll.
-        let complete =
-            self.inner.is_end_stream() || self.log.expected_bytes.is_some_and(|n| n == self.bytes);
-        self.emit(complete);
     }
 }

@@ -9,17 +9,18 @@ use std::time::Instant;
 
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::Gate;
 use super::access::{CrossSite, Denied};
-use super::body::{LoggedBody, ProxyBody, RequestLog};
+use super::body::{LoggedBody, ProxyBody, RequestLog, logged};
 use super::problem::{Origin, Problem};
 use super::slots::Slot;
-use super::tee::{RequestSide, TeeBody, admit};
+use super::tee::{RequestSide, admit, tee};
 use super::tunnel::{TunnelEnd, splice};
+use crate::body::empty;
 use crate::connect::dial::{DialError, dial_tcp};
 use crate::connect::pool::Pool;
 use crate::decide::{Decision, Reason, Target};
@@ -75,7 +76,7 @@ pub async fn handle(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok())
     };
-    Ok(resp.map(|b| LoggedBody::new(b, log, started)))
+    Ok(resp.map(|b| logged(b, log, started)))
 }
 
 async fn route(
@@ -363,7 +364,7 @@ fn tee_or_pass(
     let host = target.host.to_string();
     let public = gate.tee_public_hosts.contains(&host);
     match admit(request, headers, public, gate.tee_max_bytes) {
-        Ok(expected) => TeeBody::new(body, fetcher.store(), expected, log.locator.clone()).boxed(),
+        Ok(expected) => tee(body, fetcher.store(), expected, log.locator.clone()).boxed(),
         Err(skip) => {
             skip.count();
             body.boxed()
@@ -479,9 +480,7 @@ async fn connect(
             Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
         }
     });
-    Ok(Response::new(
-        Empty::new().map_err(|never| match never {}).boxed(),
-    ))
+    Ok(Response::new(empty()))
 }
 
 fn internal(what: &str) -> Problem {
@@ -510,7 +509,7 @@ pub fn refuse_client<B>(
         status: 403,
         expected_bytes: None,
     };
-    Ok(client_not_allowed(client).map(|b| LoggedBody::new(b, log, Instant::now())))
+    Ok(client_not_allowed(client).map(|b| logged(b, log, Instant::now())))
 }
 
 /// The problem response for a client outside `[access] clients`.
