@@ -13,6 +13,62 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Every response body fetchgate sends.
 pub type ProxyBody = BoxBody<Bytes, BoxError>;
 
+/// What kind of request this was; the `kind` label of `fetchgate_requests_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// An absolute-form request forwarded upstream.
+    Forward,
+    /// A CONNECT tunnel.
+    Connect,
+    /// A `/sha256/` cache entry.
+    Object,
+    /// A `/love/v1/` API call.
+    Love,
+    /// Anything else, including requests refused before they were routed.
+    Other,
+}
+
+impl Kind {
+    /// The label and log value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Forward => "forward",
+            Kind::Connect => "connect",
+            Kind::Object => "object",
+            Kind::Love => "love",
+            Kind::Other => "other",
+        }
+    }
+}
+
+/// What was decided about a request's destination, as logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decided {
+    /// No egress decision was made: none was needed, or the request ended before one.
+    Nothing,
+    /// The destination was allowed.
+    Allowed,
+    /// The destination was refused; the request counts as `refused`, whatever its status.
+    Refused,
+    /// A fetch-through: each mirror and hop is decided on its own, inside the fetch.
+    FetchThrough,
+    /// A LOVE fetch: its manifest and mirrors are decided on their own, inside the fetch.
+    LoveFetch,
+}
+
+impl Decided {
+    /// The log value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decided::Nothing => "-",
+            Decided::Allowed => "allowed",
+            Decided::Refused => "refused",
+            Decided::FetchThrough => "fetch_through",
+            Decided::LoveFetch => "love_fetch",
+        }
+    }
+}
+
 /// The facts of one request, logged once when its response body is finished or dropped.
 #[derive(Clone, Debug)]
 pub struct RequestLog {
@@ -22,10 +78,10 @@ pub struct RequestLog {
     pub method: http::Method,
     /// Redacted locator.
     pub locator: String,
-    /// Request kind for metrics: `forward`, `connect`, `object`, `love` or `other`.
-    pub kind: &'static str,
-    /// `allowed`, `refused` or `-` (no decision needed).
-    pub decision: &'static str,
+    /// Request kind, for metrics.
+    pub kind: Kind,
+    /// What was decided about the destination.
+    pub decision: Decided,
     /// Reason or error code.
     pub reason: &'static str,
     /// The validated address used, if any.
@@ -70,10 +126,10 @@ impl Observer for LogLine {
         let l = &self.log;
         let m = crate::metrics::get();
         m.bytes_out.inc_by(self.bytes);
-        if l.upstream.is_some() && l.kind == "forward" {
+        if l.upstream.is_some() && l.kind == Kind::Forward {
             m.bytes_in.inc_by(self.bytes);
         }
-        let outcome = if l.decision == "refused" {
+        let outcome = if l.decision == Decided::Refused {
             "refused"
         } else {
             match l.status {
@@ -84,14 +140,14 @@ impl Observer for LogLine {
             }
         };
         m.requests
-            .get_or_create(&[("kind", l.kind), ("outcome", outcome)])
+            .get_or_create(&[("kind", l.kind.as_str()), ("outcome", outcome)])
             .inc();
         tracing::info!(
             target: "fetchgate::request",
             client = %l.client,
             method = %l.method,
             locator = %l.locator,
-            decision = l.decision,
+            decision = l.decision.as_str(),
             reason = l.reason,
             upstream = l.upstream.as_deref().unwrap_or("-"),
             status = l.status,
@@ -99,6 +155,38 @@ impl Observer for LogLine {
             complete,
             duration_ms = self.started.elapsed().as_millis() as u64,
             "request"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Log lines and metric labels are read by operators' dashboards: the strings stay put.
+    #[test]
+    fn kinds_and_decisions_keep_their_log_strings() {
+        let kinds = [
+            Kind::Forward,
+            Kind::Connect,
+            Kind::Object,
+            Kind::Love,
+            Kind::Other,
+        ];
+        assert_eq!(
+            kinds.map(Kind::as_str),
+            ["forward", "connect", "object", "love", "other"]
+        );
+        let decisions = [
+            Decided::Nothing,
+            Decided::Allowed,
+            Decided::Refused,
+            Decided::FetchThrough,
+            Decided::LoveFetch,
+        ];
+        assert_eq!(
+            decisions.map(Decided::as_str),
+            ["-", "allowed", "refused", "fetch_through", "love_fetch"]
         );
     }
 }

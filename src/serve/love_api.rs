@@ -6,7 +6,7 @@ use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 
 use super::Gate;
-use super::body::{ProxyBody, RequestLog};
+use super::body::{Decided, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
 use crate::body::full;
 use crate::love::{FetchOptions, LoveError};
@@ -82,7 +82,7 @@ pub async fn handle<B>(
                 )
                 .field("manifest"));
             };
-            log.decision = "love_fetch";
+            log.decision = Decided::LoveFetch;
             let result = love.fetch(&manifest, &opts).await.map_err(problem)?;
             Ok(json(
                 StatusCode::OK,

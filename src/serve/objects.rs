@@ -11,7 +11,7 @@ use hyper::body::Frame;
 use serde_json::json;
 
 use super::Gate;
-use super::body::{BoxError, ProxyBody, RequestLog};
+use super::body::{BoxError, Decided, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
 use crate::body::{empty, full};
 use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
@@ -76,7 +76,7 @@ pub async fn handle<B>(
                     "add ?size=N&url=MIRROR to fetch it through, or fetch it through the proxy first",
                 ));
             };
-            log.decision = "fetch_through";
+            log.decision = Decided::FetchThrough;
             fetcher
                 .ensure(wanted)
                 .await

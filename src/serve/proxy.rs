@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 
 use super::Gate;
 use super::access::{CrossSite, Denied};
-use super::body::{LoggedBody, ProxyBody, RequestLog, logged};
+use super::body::{Decided, Kind, LoggedBody, ProxyBody, RequestLog, logged};
 use super::problem::{Origin, Problem};
 use super::slots::Slot;
 use super::tee::{RequestSide, admit, tee};
@@ -50,8 +50,8 @@ pub async fn handle(
         client: conn.client,
         method: req.method().clone(),
         locator: redact_locator(&req.uri().to_string()),
-        kind: "other",
-        decision: "-",
+        kind: Kind::Other,
+        decision: Decided::Nothing,
         reason: "-",
         upstream: None,
         status: 0,
@@ -128,22 +128,22 @@ async fn route(
         ));
     }
     if req.method() == Method::CONNECT {
-        log.kind = "connect";
+        log.kind = Kind::Connect;
         return connect(gate, conn, req, log).await;
     }
     if req.uri().scheme().is_some() {
-        log.kind = "forward";
+        log.kind = Kind::Forward;
         return forward(gate, conn, req, log).await;
     }
     if req.uri().path().starts_with("/sha256/") {
-        log.kind = "object";
+        log.kind = Kind::Object;
         if super::objects::fetches_through(req.uri().query()) {
             same_site(gate, &req, log)?;
         }
         return super::objects::handle(gate, &req, log).await;
     }
     if req.uri().path().starts_with("/love/v1/") {
-        log.kind = "love";
+        log.kind = Kind::Love;
         if req.uri().path() == "/love/v1/fetch" {
             same_site(gate, &req, log)?;
         }
@@ -203,7 +203,7 @@ fn head_size<B>(req: &Request<B>) -> usize {
 
 fn refusal(decision: &Decision, log: &mut RequestLog) -> Problem {
     let reason = decision.verdict.reason;
-    log.decision = "refused";
+    log.decision = Decided::Refused;
     log.reason = reason.code();
     let mut detail = reason.explanation().to_string();
     if let Some(d) = &decision.detail {
@@ -299,7 +299,7 @@ async fn forward(
     if !decision.allowed() {
         return Err(refusal(&decision, log));
     }
-    log.decision = "allowed";
+    log.decision = Decided::Allowed;
     log.reason = decision.verdict.reason.code();
     let Some(target) = decision.target.clone() else {
         return Err(internal("an allowed decision without a target"));
@@ -425,7 +425,7 @@ async fn connect(
     if !decision.allowed() {
         return Err(refusal(&decision, log));
     }
-    log.decision = "allowed";
+    log.decision = Decided::Allowed;
     log.reason = decision.verdict.reason.code();
     let Some(target) = &decision.target else {
         return Err(internal("an allowed decision without a target"));
@@ -502,8 +502,8 @@ pub fn refuse_client<B>(
         client,
         method: req.method().clone(),
         locator: redact_locator(&req.uri().to_string()),
-        kind: "other",
-        decision: "-",
+        kind: Kind::Other,
+        decision: Decided::Nothing,
         reason: "client_not_allowed",
         upstream: None,
         status: 403,
