@@ -235,7 +235,7 @@ fn refusal(decision: &Decision, log: &mut RequestLog) -> Problem {
     }
 }
 
-fn dial_problem(e: &DialError, gate: &Gate, locator: &str) -> Problem {
+fn dial_problem(e: &DialError, locator: &str) -> Problem {
     let p = match e {
         DialError::Unreachable {
             timed_out: true, ..
@@ -269,7 +269,6 @@ fn dial_problem(e: &DialError, gate: &Gate, locator: &str) -> Problem {
             "check the mirror's certificate and host name, or ask the operator to add its CA to [tls] extra_roots",
         ),
     };
-    let _ = gate;
     p.at(locator.to_string())
 }
 
@@ -333,7 +332,7 @@ async fn forward(
         upstream_req,
     )
     .await
-    .map_err(|e| upstream_problem(e, gate, &log.locator))?;
+    .map_err(|e| upstream_problem(e, &log.locator))?;
     log.upstream = Some(ex.peer.to_string());
     let (mut parts, body) = ex.response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -372,9 +371,9 @@ fn tee_or_pass(
     }
 }
 
-fn upstream_problem(e: UpstreamError, gate: &Gate, locator: &str) -> Problem {
+fn upstream_problem(e: UpstreamError, locator: &str) -> Problem {
     match e {
-        UpstreamError::Dial(d) => dial_problem(&d, gate, locator),
+        UpstreamError::Dial(d) => dial_problem(&d, locator),
         UpstreamError::HeadTimeout(_) => Problem::new(
             StatusCode::GATEWAY_TIMEOUT,
             "upstream_response_timeout",
@@ -436,7 +435,7 @@ async fn connect(
         gate.limits.connect_timeout,
     )
     .await
-    .map_err(|e| dial_problem(&e, gate, &log.locator))?;
+    .map_err(|e| dial_problem(&e, &log.locator))?;
     log.upstream = Some(addr.to_string());
     let idle = gate.limits.tunnel_idle_timeout;
     let client = log.client;
