@@ -166,27 +166,19 @@ mod tests {
     /// Log lines and metric labels are read by operators' dashboards: the strings stay put.
     #[test]
     fn kinds_and_decisions_keep_their_log_strings() {
-        let kinds = [
-            Kind::Forward,
-            Kind::Connect,
-            Kind::Object,
-            Kind::Love,
-            Kind::Other,
-        ];
-        assert_eq!(
-            kinds.map(Kind::as_str),
-            ["forward", "connect", "object", "love", "other"]
-        );
-        let decisions = [
-            Decided::Nothing,
-            Decided::Allowed,
-            Decided::Refused,
-            Decided::FetchThrough,
-            Decided::LoveFetch,
-        ];
-        assert_eq!(
-            decisions.map(Decided::as_str),
-            ["-", "allowed", "refused", "fetch_through", "love_fetch"]
-        );
+        for (got, want) in [
+            (Kind::Forward.as_str(), "forward"),
+            (Kind::Connect.as_str(), "connect"),
+            (Kind::Object.as_str(), "object"),
+            (Kind::Love.as_str(), "love"),
+            (Kind::Other.as_str(), "other"),
+            (Decided::Nothing.as_str(), "-"),
+            (Decided::Allowed.as_str(), "allowed"),
+            (Decided::Refused.as_str(), "refused"),
+            (Decided::FetchThrough.as_str(), "fetch_through"),
+            (Decided::LoveFetch.as_str(), "love_fetch"),
+        ] {
+            assert_eq!(got, want);
+        }
     }
 }
