@@ -19,10 +19,12 @@
 //! - `store` (keep and serve by digest) arrives with the cache issue.
 //!
 //! [`config`] reads the operator's file; [`cli`] is the command line. Both see everything.
+//! [`body`] is the HTTP body plumbing that [`fetch`] and [`serve`] share.
 
 #![forbid(unsafe_code)]
 
 pub mod archive;
+pub mod body;
 pub mod cli;
 pub mod config;
 pub mod connect;

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, StatusCode};
-use http_body_util::{BodyExt, Empty};
 use hyper::Response;
 use hyper::body::Incoming;
 
 use super::through::{Fetcher, LocatorFailure, NEXT_MIRROR};
 use super::upstream::{UpstreamError, exchange, upstream_request};
+use crate::body::empty;
 use crate::connect::dial::DialError;
 use crate::connect::pool::Pool;
 use crate::redact::redact_locator;
@@ -141,7 +141,7 @@ impl Fetcher {
             {
                 headers.insert(header::AUTHORIZATION, c.value.clone());
             }
-            let body = Empty::new().map_err(|never| match never {}).boxed();
+            let body = empty();
             let up = upstream_request(Method::GET, &target, headers, body)
                 .map_err(|e| fail(hop_name, "invalid_locator", e))?;
             // A fresh connection per hop: nothing is pooled across decisions.

@@ -1,18 +1,73 @@
 //! Response bodies to clients, and the one log line each request gets when its body ends.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
-use hyper::body::{Body, Frame, SizeHint};
+
+use crate::body::{Observed, Observer};
 
 /// Errors that abort a response body mid-stream.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every response body fetchgate sends.
 pub type ProxyBody = BoxBody<Bytes, BoxError>;
+
+/// What kind of request this was; the `kind` label of `fetchgate_requests_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// An absolute-form request forwarded upstream.
+    Forward,
+    /// A CONNECT tunnel.
+    Connect,
+    /// A `/sha256/` cache entry.
+    Object,
+    /// A `/love/v1/` API call.
+    Love,
+    /// Anything else, including requests refused before they were routed.
+    Other,
+}
+
+impl Kind {
+    /// The label and log value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Forward => "forward",
+            Kind::Connect => "connect",
+            Kind::Object => "object",
+            Kind::Love => "love",
+            Kind::Other => "other",
+        }
+    }
+}
+
+/// What was decided about a request's destination, as logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decided {
+    /// No egress decision was made: none was needed, or the request ended before one.
+    Nothing,
+    /// The destination was allowed.
+    Allowed,
+    /// The destination was refused; the request counts as `refused`, whatever its status.
+    Refused,
+    /// A fetch-through: each mirror and hop is decided on its own, inside the fetch.
+    FetchThrough,
+    /// A LOVE fetch: its manifest and mirrors are decided on their own, inside the fetch.
+    LoveFetch,
+}
+
+impl Decided {
+    /// The log value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decided::Nothing => "-",
+            Decided::Allowed => "allowed",
+            Decided::Refused => "refused",
+            Decided::FetchThrough => "fetch_through",
+            Decided::LoveFetch => "love_fetch",
+        }
+    }
+}
 
 /// The facts of one request, logged once when its response body is finished or dropped.
 #[derive(Clone, Debug)]
@@ -23,10 +78,10 @@ pub struct RequestLog {
     pub method: http::Method,
     /// Redacted locator.
     pub locator: String,
-    /// Request kind for metrics: `forward`, `connect`, `object`, `love` or `other`.
-    pub kind: &'static str,
-    /// `allowed`, `refused` or `-` (no decision needed).
-    pub decision: &'static str,
+    /// Request kind, for metrics.
+    pub kind: Kind,
+    /// What was decided about the destination.
+    pub decision: Decided,
     /// Reason or error code.
     pub reason: &'static str,
     /// The validated address used, if any.
@@ -37,39 +92,44 @@ pub struct RequestLog {
     pub expected_bytes: Option<u64>,
 }
 
-/// Wraps a body, counting bytes per frame, and logs the request when done.
-pub struct LoggedBody {
-    inner: ProxyBody,
-    log: RequestLog,
-    bytes: u64,
-    started: Instant,
-    finished: bool,
-}
+/// A response body that writes its request's log line when it ends.
+pub type LoggedBody = Observed<ProxyBody, LogLine>;
 
-impl LoggedBody {
-    /// Wraps `inner`; the line is written when the body ends or is dropped.
-    pub fn new(inner: ProxyBody, log: RequestLog, started: Instant) -> Self {
-        Self {
-            inner,
+/// Wraps `inner` so that `log` is written, with the bytes sent, when the body ends or is
+/// dropped; `started` is when the request arrived.
+pub fn logged(inner: ProxyBody, log: RequestLog, started: Instant) -> LoggedBody {
+    let expected = log.expected_bytes;
+    Observed::new(
+        inner,
+        expected,
+        LogLine {
             log,
             bytes: 0,
             started,
-            finished: false,
-        }
+        },
+    )
+}
+
+/// The observer behind [`LoggedBody`]: counts bytes out, then logs and counts the request.
+pub struct LogLine {
+    log: RequestLog,
+    bytes: u64,
+    started: Instant,
+}
+
+impl Observer for LogLine {
+    fn on_data(&mut self, data: &Bytes) {
+        self.bytes += data.len() as u64;
     }
 
-    fn emit(&mut self, complete: bool) {
-        if self.finished {
-            return;
-        }
-        self.finished = true;
+    fn on_end(&mut self, complete: bool) {
         let l = &self.log;
         let m = crate::metrics::get();
         m.bytes_out.inc_by(self.bytes);
-        if l.upstream.is_some() && l.kind == "forward" {
+        if l.upstream.is_some() && l.kind == Kind::Forward {
             m.bytes_in.inc_by(self.bytes);
         }
-        let outcome = if l.decision == "refused" {
+        let outcome = if l.decision == Decided::Refused {
             "refused"
         } else {
             match l.status {
@@ -80,14 +140,14 @@ impl LoggedBody {
             }
         };
         m.requests
-            .get_or_create(&[("kind", l.kind), ("outcome", outcome)])
+            .get_or_create(&[("kind", l.kind.as_str()), ("outcome", outcome)])
             .inc();
         tracing::info!(
             target: "fetchgate::request",
             client = %l.client,
             method = %l.method,
             locator = %l.locator,
-            decision = l.decision,
+            decision = l.decision.as_str(),
             reason = l.reason,
             upstream = l.upstream.as_deref().unwrap_or("-"),
             status = l.status,
@@ -99,43 +159,26 @@ impl LoggedBody {
     }
 }
 
-impl Body for LoggedBody {
-    type Data = Bytes;
-    type Error = BoxError;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    self.bytes += data.len() as u64;
-                }
-            }
-            Poll::Ready(None) => self.emit(true),
-            Poll::Ready(Some(Err(_))) => self.emit(false),
-            Poll::Pending => {}
+    /// Log lines and metric labels are read by operators' dashboards: the strings stay put.
+    #[test]
+    fn kinds_and_decisions_keep_their_log_strings() {
+        for (got, want) in [
+            (Kind::Forward.as_str(), "forward"),
+            (Kind::Connect.as_str(), "connect"),
+            (Kind::Object.as_str(), "object"),
+            (Kind::Love.as_str(), "love"),
+            (Kind::Other.as_str(), "other"),
+            (Decided::Nothing.as_str(), "-"),
+            (Decided::Allowed.as_str(), "allowed"),
+            (Decided::Refused.as_str(), "refused"),
+            (Decided::FetchThrough.as_str(), "fetch_through"),
+            (Decided::LoveFetch.as_str(), "love_fetch"),
+        ] {
+            assert_eq!(got, want);
         }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for LoggedBody {
-    fn drop(&mut self) {
-        // With a Content-Length the server stops polling once every byte is out, so a body
-        // that sent exactly that many bytes is complete even without an end-of-stream poll.
-        let complete =
-            self.inner.is_end_stream() || self.log.expected_bytes.is_some_and(|n| n == self.bytes);
-        self.emit(complete);
     }
 }

@@ -4,11 +4,11 @@
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
 
 use super::Gate;
-use super::body::{ProxyBody, RequestLog};
+use super::body::{Decided, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
+use crate::body::full;
 use crate::love::{FetchOptions, LoveError};
 use crate::store::Digest;
 
@@ -82,7 +82,7 @@ pub async fn handle<B>(
                 )
                 .field("manifest"));
             };
-            log.decision = "love_fetch";
+            log.decision = Decided::LoveFetch;
             let result = love.fetch(&manifest, &opts).await.map_err(problem)?;
             Ok(json(
                 StatusCode::OK,
@@ -123,7 +123,7 @@ pub fn problem(e: LoveError) -> Problem {
 
 fn json(status: StatusCode, v: &serde_json::Value) -> Response<ProxyBody> {
     let body = Bytes::from(v.to_string());
-    let mut resp = Response::new(Full::new(body).map_err(|never| match never {}).boxed());
+    let mut resp = Response::new(full(body));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

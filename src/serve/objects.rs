@@ -6,13 +6,14 @@ use std::io::{Read, Seek, SeekFrom};
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty, Full, StreamBody};
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::json;
 
 use super::Gate;
-use super::body::{BoxError, ProxyBody, RequestLog};
+use super::body::{BoxError, Decided, ProxyBody, RequestLog};
 use super::problem::{Origin, Problem};
+use crate::body::{empty, full};
 use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
 use crate::store::{Body, Digest, Object, Store, StoreError};
 
@@ -75,7 +76,7 @@ pub async fn handle<B>(
                     "add ?size=N&url=MIRROR to fetch it through, or fetch it through the proxy first",
                 ));
             };
-            log.decision = "fetch_through";
+            log.decision = Decided::FetchThrough;
             fetcher
                 .ensure(wanted)
                 .await
@@ -314,9 +315,7 @@ pub fn respond(
                     usize::try_from(start).unwrap_or(0),
                     usize::try_from(start + len).unwrap_or(0),
                 );
-                Full::new(bytes.slice(s..e.min(bytes.len())))
-                    .map_err(|never| match never {})
-                    .boxed()
+                full(bytes.slice(s..e.min(bytes.len())))
             }
             Body::File(file) => file_body(file, start, len),
         }
@@ -336,10 +335,6 @@ fn if_none_match(headers: &HeaderMap, hex: &str) -> bool {
             let tag = tag.strip_prefix("W/").unwrap_or(tag);
             tag == "*" || tag.trim_matches('"') == hex
         })
-}
-
-fn empty() -> ProxyBody {
-    Empty::new().map_err(|never| match never {}).boxed()
 }
 
 /// Streams `len` bytes of `path` from `start` through a blocking reader thread and a small

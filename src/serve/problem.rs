@@ -7,10 +7,10 @@
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
-use http_body_util::{BodyExt, Full};
 use serde_json::json;
 
 use super::body::ProxyBody;
+use crate::body::full;
 use crate::decide::Reason;
 
 /// Where a failure came from; logs and metrics group by it.
@@ -134,7 +134,7 @@ impl Problem {
     pub fn into_response(self) -> Response<ProxyBody> {
         let bytes = Bytes::from(self.body().to_string());
         let len = bytes.len();
-        let mut resp = Response::new(Full::new(bytes).map_err(|never| match never {}).boxed());
+        let mut resp = Response::new(full(bytes));
         *resp.status_mut() = self.status;
         let h = resp.headers_mut();
         h.insert(

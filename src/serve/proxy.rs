@@ -9,17 +9,18 @@ use std::time::Instant;
 
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::Gate;
 use super::access::{CrossSite, Denied};
-use super::body::{LoggedBody, ProxyBody, RequestLog};
+use super::body::{Decided, Kind, LoggedBody, ProxyBody, RequestLog, logged};
 use super::problem::{Origin, Problem};
 use super::slots::Slot;
-use super::tee::{RequestSide, TeeBody, admit};
+use super::tee::{RequestSide, admit, tee};
 use super::tunnel::{TunnelEnd, splice};
+use crate::body::empty;
 use crate::connect::dial::{DialError, dial_tcp};
 use crate::connect::pool::Pool;
 use crate::decide::{Decision, Reason, Target};
@@ -51,8 +52,8 @@ pub async fn handle(
         client: conn.client,
         method: req.method().clone(),
         locator: redact_locator(&req.uri().to_string()),
-        kind: "other",
-        decision: "-",
+        kind: Kind::Other,
+        decision: Decided::Nothing,
         reason: "-",
         upstream: None,
         status: 0,
@@ -77,7 +78,7 @@ pub async fn handle(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok())
     };
-    Ok(resp.map(|b| LoggedBody::new(b, log, started)))
+    Ok(resp.map(|b| logged(b, log, started)))
 }
 
 async fn route(
@@ -129,11 +130,11 @@ async fn route(
         ));
     }
     if req.method() == Method::CONNECT {
-        log.kind = "connect";
+        log.kind = Kind::Connect;
         return connect(gate, conn, req, log).await;
     }
     if req.uri().scheme().is_some() {
-        log.kind = "forward";
+        log.kind = Kind::Forward;
         return forward(gate, conn, req, log).await;
     }
     if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
@@ -142,14 +143,14 @@ async fn route(
         return super::registry_api::handle(gate, &name, path, &prefix, &req, log).await;
     }
     if req.uri().path().starts_with("/sha256/") {
-        log.kind = "object";
+        log.kind = Kind::Object;
         if super::objects::fetches_through(req.uri().query()) {
             same_site(gate, &req, log)?;
         }
         return super::objects::handle(gate, &req, log).await;
     }
     if req.uri().path().starts_with("/love/v1/") {
-        log.kind = "love";
+        log.kind = Kind::Love;
         if req.uri().path() == "/love/v1/fetch" {
             same_site(gate, &req, log)?;
         }
@@ -253,7 +254,7 @@ fn head_size<B>(req: &Request<B>) -> usize {
 
 fn refusal(decision: &Decision, log: &mut RequestLog) -> Problem {
     let reason = decision.verdict.reason;
-    log.decision = "refused";
+    log.decision = Decided::Refused;
     log.reason = reason.code();
     let mut detail = reason.explanation().to_string();
     if let Some(d) = &decision.detail {
@@ -285,7 +286,7 @@ fn refusal(decision: &Decision, log: &mut RequestLog) -> Problem {
     }
 }
 
-fn dial_problem(e: &DialError, gate: &Gate, locator: &str) -> Problem {
+fn dial_problem(e: &DialError, locator: &str) -> Problem {
     let p = match e {
         DialError::Unreachable {
             timed_out: true, ..
@@ -319,7 +320,6 @@ fn dial_problem(e: &DialError, gate: &Gate, locator: &str) -> Problem {
             "check the mirror's certificate and host name, or ask the operator to add its CA to [tls] extra_roots",
         ),
     };
-    let _ = gate;
     p.at(locator.to_string())
 }
 
@@ -349,7 +349,7 @@ async fn forward(
     if !decision.allowed() {
         return Err(refusal(&decision, log));
     }
-    log.decision = "allowed";
+    log.decision = Decided::Allowed;
     log.reason = decision.verdict.reason.code();
     let Some(target) = decision.target.clone() else {
         return Err(internal("an allowed decision without a target"));
@@ -387,7 +387,7 @@ async fn forward(
         upstream_req,
     )
     .await
-    .map_err(|e| upstream_problem(e, gate, &log.locator))?;
+    .map_err(|e| upstream_problem(e, &log.locator))?;
     log.upstream = Some(ex.peer.to_string());
     let (mut parts, body) = ex.response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -418,7 +418,7 @@ fn tee_or_pass(
     let host = target.host.to_string();
     let public = gate.tee_public_hosts.contains(&host);
     match admit(request, headers, public, gate.tee_max_bytes) {
-        Ok(expected) => TeeBody::new(body, fetcher.store(), expected, log.locator.clone()).boxed(),
+        Ok(expected) => tee(body, fetcher.store(), expected, log.locator.clone()).boxed(),
         Err(skip) => {
             skip.count();
             body.boxed()
@@ -426,9 +426,9 @@ fn tee_or_pass(
     }
 }
 
-fn upstream_problem(e: UpstreamError, gate: &Gate, locator: &str) -> Problem {
+fn upstream_problem(e: UpstreamError, locator: &str) -> Problem {
     match e {
-        UpstreamError::Dial(d) => dial_problem(&d, gate, locator),
+        UpstreamError::Dial(d) => dial_problem(&d, locator),
         UpstreamError::HeadTimeout(_) => Problem::new(
             StatusCode::GATEWAY_TIMEOUT,
             "upstream_response_timeout",
@@ -479,7 +479,7 @@ async fn connect(
     if !decision.allowed() {
         return Err(refusal(&decision, log));
     }
-    log.decision = "allowed";
+    log.decision = Decided::Allowed;
     log.reason = decision.verdict.reason.code();
     let Some(target) = &decision.target else {
         return Err(internal("an allowed decision without a target"));
@@ -490,7 +490,7 @@ async fn connect(
         gate.limits.connect_timeout,
     )
     .await
-    .map_err(|e| dial_problem(&e, gate, &log.locator))?;
+    .map_err(|e| dial_problem(&e, &log.locator))?;
     log.upstream = Some(addr.to_string());
     let idle = gate.limits.tunnel_idle_timeout;
     let client = log.client;
@@ -534,9 +534,7 @@ async fn connect(
             Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
         }
     });
-    Ok(Response::new(
-        Empty::new().map_err(|never| match never {}).boxed(),
-    ))
+    Ok(Response::new(empty()))
 }
 
 fn internal(what: &str) -> Problem {
@@ -558,14 +556,14 @@ pub fn refuse_client<B>(
         client,
         method: req.method().clone(),
         locator: redact_locator(&req.uri().to_string()),
-        kind: "other",
-        decision: "-",
+        kind: Kind::Other,
+        decision: Decided::Nothing,
         reason: "client_not_allowed",
         upstream: None,
         status: 403,
         expected_bytes: None,
     };
-    Ok(client_not_allowed(client).map(|b| LoggedBody::new(b, log, Instant::now())))
+    Ok(client_not_allowed(client).map(|b| logged(b, log, Instant::now())))
 }
 
 /// The problem response for a client outside `[access] clients`.

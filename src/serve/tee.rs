@@ -9,15 +9,11 @@
 //! `private`, set a cookie on, or varied by a request header ([`admit`]). An operator may declare
 //! a host's responses public (`[[cache.tee]] hosts`); `no-store` still wins.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use bytes::Bytes;
 use http::HeaderMap;
 use http::header;
-use hyper::body::{Body, Frame, SizeHint};
 
-use super::body::BoxError;
+use crate::body::{Observed, Observer};
 use crate::fetch::idle::IdleBody;
 use crate::store::{FillSink, Store};
 
@@ -181,38 +177,51 @@ fn varies(headers: &HeaderMap) -> bool {
     })
 }
 
-/// A response body that also feeds a fill.
-pub struct TeeBody {
+/// A proxied response body that also feeds a fill.
+pub type TeeBody = Observed<IdleBody, Tee>;
+
+/// Tees `inner` into `store` if a fill can start. `expected` is the `Content-Length` [`admit`]
+/// accepted: it is what proves the body complete, and the space reserved.
+pub fn tee(
     inner: IdleBody,
+    store: &std::sync::Arc<Store>,
+    expected: u64,
+    locator: String,
+) -> TeeBody {
+    let sink = store.begin(None, expected).ok().map(FillSink::start);
+    Observed::new(
+        inner,
+        Some(expected),
+        Tee {
+            sink,
+            expected,
+            locator,
+        },
+    )
+}
+
+/// The observer behind [`TeeBody`]: offers each chunk to the fill without waiting, and
+/// publishes once the body is complete.
+pub struct Tee {
+    /// `None` once the fill fell behind or failed: the client's body goes on without it.
     sink: Option<FillSink>,
     expected: u64,
     locator: String,
 }
 
-impl TeeBody {
-    /// Tees `inner` into `store` if a fill can start. `expected` is the `Content-Length`
-    /// [`admit`] accepted: it is what proves the body complete, and the space reserved.
-    pub fn new(
-        inner: IdleBody,
-        store: &std::sync::Arc<Store>,
-        expected: u64,
-        locator: String,
-    ) -> Self {
-        let sink = store.begin(None, expected).ok().map(FillSink::start);
-        Self {
-            inner,
-            sink,
-            expected,
-            locator,
+impl Observer for Tee {
+    fn on_data(&mut self, data: &Bytes) {
+        if let Some(sink) = self.sink.as_mut()
+            && sink.try_send(data.clone()).is_err()
+        {
+            self.sink = None;
         }
     }
-}
 
-impl TeeBody {
     /// Publishes if every expected byte went to the fill; abandons it otherwise.
-    fn publish(&mut self) {
+    fn on_end(&mut self, complete: bool) {
         let Some(sink) = self.sink.take() else { return };
-        if self.expected != sink.count() {
+        if !complete || self.expected != sink.count() {
             return;
         }
         let locator = self.locator.clone();
@@ -225,48 +234,6 @@ impl TeeBody {
                 Err(e) => tracing::debug!(error = %e, "proxied body not published"),
             }
         });
-    }
-}
-
-impl Body for TeeBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(data), Some(sink)) = (frame.data_ref(), self.sink.as_mut())
-                    && sink.try_send(data.clone()).is_err()
-                {
-                    self.sink = None;
-                }
-                // With a Content-Length, the server stops polling once it has every byte, so
-                // completion is seen here rather than at end of stream.
-                if self
-                    .sink
-                    .as_ref()
-                    .is_some_and(|s| s.count() == self.expected)
-                {
-                    self.publish();
-                }
-            }
-            Poll::Ready(None) => self.publish(),
-            Poll::Ready(Some(Err(_))) => self.sink = None,
-            Poll::Pending => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 
