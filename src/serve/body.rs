@@ -24,6 +24,8 @@ pub enum Kind {
     Object,
     /// A `/love/v1/` API call.
     Love,
+    /// A registry front-end request (`/registry/<name>/` or a registry's own listener).
+    Registry,
     /// Anything else, including requests refused before they were routed.
     Other,
 }
@@ -36,6 +38,7 @@ impl Kind {
             Kind::Connect => "connect",
             Kind::Object => "object",
             Kind::Love => "love",
+            Kind::Registry => "registry",
             Kind::Other => "other",
         }
     }
@@ -54,6 +57,12 @@ pub enum Decided {
     FetchThrough,
     /// A LOVE fetch: its manifest and mirrors are decided on their own, inside the fetch.
     LoveFetch,
+    /// Registry metadata: its upstream requests are decided inside the front-end.
+    RegistryMetadata,
+    /// A registry artifact: a hit, or a fetch decided hop by hop inside the front-end.
+    RegistryArtifact,
+    /// A forward GET answered from the cache because a registry tied its URL to a digest.
+    RegistryCache,
 }
 
 impl Decided {
@@ -65,6 +74,9 @@ impl Decided {
             Decided::Refused => "refused",
             Decided::FetchThrough => "fetch_through",
             Decided::LoveFetch => "love_fetch",
+            Decided::RegistryMetadata => "registry_metadata",
+            Decided::RegistryArtifact => "registry_artifact",
+            Decided::RegistryCache => "registry_cache",
         }
     }
 }
@@ -171,6 +183,7 @@ mod tests {
             (Kind::Connect.as_str(), "connect"),
             (Kind::Object.as_str(), "object"),
             (Kind::Love.as_str(), "love"),
+            (Kind::Registry.as_str(), "registry"),
             (Kind::Other.as_str(), "other"),
             (Decided::Nothing.as_str(), "-"),
             (Decided::Allowed.as_str(), "allowed"),

@@ -138,7 +138,7 @@ async fn route(
         return forward(gate, conn, req, log).await;
     }
     if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
-        log.kind = "registry";
+        log.kind = Kind::Registry;
         same_site(gate, &req, log)?;
         return super::registry_api::handle(gate, &name, path, &prefix, &req, log).await;
     }
@@ -355,7 +355,7 @@ async fn forward(
         return Err(internal("an allowed decision without a target"));
     };
     if let Some(hit) = registry_verified(gate, &req, target.url.as_ref()).await {
-        log.decision = "registry_cache";
+        log.decision = Decided::RegistryCache;
         return Ok(hit);
     }
     let (parts, body) = req.into_parts();

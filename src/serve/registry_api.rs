@@ -5,12 +5,12 @@
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty, Full};
 
 use super::Gate;
-use super::body::{ProxyBody, RequestLog};
+use super::body::{Decided, ProxyBody, RequestLog};
 use super::objects::{lookup, respond};
 use super::problem::{Origin, Problem};
+use crate::body::{empty, full};
 use crate::registry::metadata::Freshness;
 use crate::registry::service::{Ask, Reply};
 
@@ -81,7 +81,7 @@ pub async fn handle<B>(
             vary_accept,
             freshness,
         } => {
-            log.decision = "registry_metadata";
+            log.decision = Decided::RegistryMetadata;
             Ok(document(
                 req.method(),
                 &content_type,
@@ -91,7 +91,7 @@ pub async fn handle<B>(
             ))
         }
         Reply::Artifact { sha256 } => {
-            log.decision = "registry_artifact";
+            log.decision = Decided::RegistryArtifact;
             let Some(fetcher) = &gate.fetcher else {
                 return Err(Problem::new(
                     StatusCode::NOT_FOUND,
@@ -147,9 +147,9 @@ fn document(
 ) -> Response<ProxyBody> {
     let len = body.len();
     let body = if *method == Method::HEAD {
-        Empty::new().map_err(|never| match never {}).boxed()
+        empty()
     } else {
-        Full::new(body).map_err(|never| match never {}).boxed()
+        full(body)
     };
     let mut resp = Response::new(body);
     let h = resp.headers_mut();
