@@ -289,6 +289,8 @@ pub async fn npm(cwd: &Path, home: &Path, args: &[&str]) -> Output {
             "--no-fund",
             "--ignore-scripts",
             "--prefer-online",
+            // A refused download is final here: no minute of retries with back-off.
+            "--fetch-retries=0",
         ])
         .env("npm_config_update_notifier", "false")
         .env_remove("npm_config_registry")
