@@ -23,6 +23,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod archive;
 pub mod body;
 pub mod cli;

@@ -1098,3 +1098,40 @@ async fn a_published_entry_replaced_by_a_symlink_is_never_served() {
         assert_eq!(got.status, 404, "a symbolic link was followed");
     }
 }
+
+/// A reload builds a new gate, but fetches in flight outlive it: a request after the reload
+/// joins the fetch begun before it instead of opening a second upstream request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetches_in_flight_survive_a_reload() {
+    let bytes = pattern_bytes(50_000);
+    let d = Digest::of(&bytes);
+    let stall = Stalling::start(50_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}[proxy]\nbody_idle_timeout_ms = 1500\n\n{}",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[stall.addr.port()])
+    );
+    let config = fetchgate::config::Config::from_toml("test.toml", &text).unwrap();
+    let server = fetchgate::serve::Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let proxy = server.local_addr().unwrap();
+    let handle = server.handle();
+    tokio::spawn(server.run());
+    let path = through(&d, 50_000, &[stall.url()]);
+    let first = {
+        let path = path.clone();
+        tokio::spawn(async move { get_path(proxy, &path, &[]).await })
+    };
+    assert!(eventually(|| stall.requests() == 1).await);
+    assert!(handle.reload(&config).is_empty(), "nothing fixed changed");
+    let second = get_path(proxy, &path, &[]).await;
+    assert_eq!(second.status, 502);
+    assert_eq!(first.await.unwrap().status, 502);
+    assert_eq!(
+        stall.requests(),
+        1,
+        "the request after the reload joined the fetch in flight"
+    );
+}

@@ -152,6 +152,20 @@ pub struct Verified {
     pub failures: Vec<LocatorFailure>,
 }
 
+/// The fetches in flight, by digest and size. It outlives any one [`Fetcher`]: a reload builds
+/// a new fetcher over the same table, so requests after a reload still join the fetches begun
+/// before it.
+#[derive(Default)]
+pub struct Flights(Mutex<HashMap<FlightKey, Arc<Flight>>>);
+
+impl Flights {
+    fn lock(
+        &self,
+    ) -> std::sync::LockResult<std::sync::MutexGuard<'_, HashMap<FlightKey, Arc<Flight>>>> {
+        self.0.lock()
+    }
+}
+
 /// Fetches by digest into the store.
 pub struct Fetcher {
     pub(super) egress: Egress,
@@ -162,7 +176,7 @@ pub struct Fetcher {
     pub(super) fetch_timeout: Duration,
     pub(super) body_idle: Duration,
     pub(super) allow_redirect_downgrade: bool,
-    inflight: Mutex<HashMap<FlightKey, Arc<Flight>>>,
+    inflight: Arc<Flights>,
 }
 
 pub(super) const NEXT_MIRROR: &str =
@@ -190,7 +204,7 @@ impl Fetcher {
             fetch_timeout,
             body_idle,
             allow_redirect_downgrade: false,
-            inflight: Mutex::new(HashMap::new()),
+            inflight: Arc::default(),
         }
     }
 
@@ -198,6 +212,13 @@ impl Fetcher {
     /// default, since the downgraded hop's bytes and headers travel unprotected.
     pub fn allow_redirect_downgrade(mut self, allow: bool) -> Self {
         self.allow_redirect_downgrade = allow;
+        self
+    }
+
+    /// Shares `flights` (the table of fetches in flight) with other fetchers: the one kept
+    /// for the whole process, so a reload does not forget what is being fetched.
+    pub fn with_flights(mut self, flights: Arc<Flights>) -> Self {
+        self.inflight = flights;
         self
     }
 

@@ -30,14 +30,12 @@ use rustls::ClientConfig;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::app::App;
 use crate::config::Config;
 use crate::connect::Egress;
 use crate::connect::pool::Pool;
 use crate::fetch::through::Fetcher;
 use crate::love::Love;
-use crate::love::seen::Seen;
-use crate::registry::aliases::Aliases;
-use crate::registry::metadata::MetadataCache;
 use crate::registry::service::Registries;
 use crate::store::Store;
 use access::Access;
@@ -74,46 +72,6 @@ pub struct Gate {
     pub registries: Arc<Registries>,
 }
 
-/// What outlives reloads: the store and the databases and caches beside it, opened once.
-#[derive(Clone)]
-pub struct Shared {
-    /// The content-addressed store.
-    pub store: Arc<Store>,
-    /// LOVE sightings.
-    pub seen: Arc<Seen>,
-    /// Registry metadata.
-    pub metadata: Arc<MetadataCache>,
-    /// Registry digest aliases and file records.
-    pub aliases: Arc<Aliases>,
-}
-
-impl Shared {
-    /// Opens the store and everything kept beside it under `[cache] dir`.
-    pub fn open(config: &Config) -> io::Result<Self> {
-        let store = Store::open(&config.cache).map_err(|e| {
-            io::Error::other(format!(
-                "cannot open the cache at {}: {e}",
-                config.cache.dir.display()
-            ))
-        })?;
-        let seen = Arc::new(Seen::open(&store.root().join("love.redb")).map_err(|e| {
-            io::Error::other(format!("cannot open the LOVE sightings database: {e}"))
-        })?);
-        let metadata = Arc::new(MetadataCache::open(
-            &store.root().join("registry-metadata"),
-        )?);
-        let aliases = Arc::new(Aliases::open(&store.root().join("registry.redb")).map_err(
-            |e| io::Error::other(format!("cannot open the registry alias database: {e}")),
-        )?);
-        Ok(Self {
-            store,
-            seen,
-            metadata,
-            aliases,
-        })
-    }
-}
-
 /// The gate in force, swapped whole on reload: each request reads it once, so a request never
 /// sees half of an old policy and half of a new one.
 pub type SharedGate = Arc<ArcSwap<Gate>>;
@@ -123,8 +81,7 @@ pub struct Server {
     listener: TcpListener,
     /// Root-mounted registry listeners (`[[registry]] listen`), with the registry each serves.
     mounts: Vec<(TcpListener, Arc<str>)>,
-    gate: SharedGate,
-    shared: Shared,
+    app: Arc<App>,
     shutdown: Arc<tokio::sync::Notify>,
 }
 
@@ -132,8 +89,7 @@ pub struct Server {
 /// reports on.
 #[derive(Clone)]
 pub struct Handle {
-    gate: SharedGate,
-    shared: Shared,
+    app: Arc<App>,
     shutdown: Arc<tokio::sync::Notify>,
 }
 
@@ -145,9 +101,8 @@ impl Server {
 
     /// Binds a given address (tests use `127.0.0.1:0`).
     pub async fn bind_to(config: &Config, addr: SocketAddr) -> io::Result<Self> {
-        crate::love::schema::check_embedded().map_err(io::Error::other)?;
-        let shared = Shared::open(config)?;
-        let store = shared.store.clone();
+        let app = Arc::new(App::open(config)?);
+        let store = app.shared().store.clone();
         let listener = TcpListener::bind(addr).await?;
         let mut mounts = Vec::new();
         for r in &config.registries {
@@ -180,12 +135,10 @@ impl Server {
                 let _ = tokio::task::spawn_blocking(move || store.flush_usage()).await;
             }
         });
-        let gate = Arc::new(ArcSwap::from_pointee(Gate::new(config, &shared)));
         Ok(Self {
             listener,
             mounts,
-            gate,
-            shared,
+            app,
             shutdown: Arc::new(tokio::sync::Notify::new()),
         })
     }
@@ -206,8 +159,7 @@ impl Server {
     /// A handle for reloading, shutting down and the admin listener.
     pub fn handle(&self) -> Handle {
         Handle {
-            gate: self.gate.clone(),
-            shared: self.shared.clone(),
+            app: self.app.clone(),
             shutdown: self.shutdown.clone(),
         }
     }
@@ -215,7 +167,7 @@ impl Server {
     /// Accepts connections until [`Handle::shutdown`]; then stops accepting, lets requests and
     /// tunnels in flight finish for up to `[proxy] drain_seconds`, and returns.
     pub async fn run(self) -> io::Result<()> {
-        let slots = Slots::new(self.gate.load().limits.max_connections);
+        let slots = Slots::new(self.app.gate().limits.max_connections);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let (mounted_tx, mut mounted) = tokio::sync::mpsc::channel(64);
         for (listener, name) in self.mounts {
@@ -248,7 +200,7 @@ impl Server {
                     continue;
                 }
             };
-            let per_client = self.gate.load().limits.max_connections_per_client;
+            let per_client = self.app.gate().limits.max_connections_per_client;
             let slot = match slots.claim(peer.ip(), per_client) {
                 Ok(slot) => Arc::new(slot),
                 Err(full) => {
@@ -256,7 +208,7 @@ impl Server {
                     continue;
                 }
             };
-            let gate = self.gate.clone();
+            let gate = self.app.shared_gate();
             let stop = stop_rx.clone();
             tokio::spawn(async move {
                 if let Err(e) = serve_client(gate, stream, peer, slot, mount, stop).await {
@@ -266,7 +218,7 @@ impl Server {
         }
         drop(self.listener);
         let _ = stop_tx.send(true);
-        let drain = self.gate.load().limits.drain;
+        let drain = self.app.gate().limits.drain;
         tracing::info!(
             drain_seconds = drain.as_secs(),
             "stopped accepting; draining requests in flight"
@@ -274,58 +226,26 @@ impl Server {
         if !slots.drain(drain).await {
             tracing::warn!("drain time over; closing the remaining connections and tunnels");
         }
-        self.shared.store.flush_usage();
+        self.app.shared().store.flush_usage();
         Ok(())
     }
 }
 
-impl Gate {
-    /// A gate for `config` over an open store and sightings database.
-    pub fn new(config: &Config, shared: &Shared) -> Self {
-        let fetcher = Arc::new(config.fetcher(shared.store.clone()));
-        let love = Love::with_seen(fetcher.clone(), shared.seen.clone(), &config.love);
-        let registries = Registries::new(
-            &config.registries,
-            shared.metadata.clone(),
-            shared.aliases.clone(),
-            fetcher.clone(),
-        );
-        Self {
-            egress: config.egress(),
-            tls: config.tls.clone(),
-            access: config.access.clone(),
-            limits: config.limits.clone(),
-            fetcher: Some(fetcher),
-            love: Some(Arc::new(love)),
-            tee_max_bytes: config.cache.max_object_bytes,
-            tee_public_hosts: config.cache.tee_public_hosts.clone(),
-            registries: Arc::new(registries),
-        }
-    }
-}
-
 impl Handle {
-    /// Swaps in a new configuration for every request from now on. The listener address and
-    /// the cache directory are fixed at start; a change to either is logged and ignored.
-    pub fn reload(&self, config: &Config) {
-        let current = self.gate.load();
-        if config.limits.listen != current.limits.listen {
-            tracing::warn!("[listen] proxy changed; it takes effect at the next start");
-        }
-        if config.cache.dir != self.shared.store.root() {
-            tracing::warn!("[cache] dir changed; it takes effect at the next start");
-        }
-        self.gate.store(Arc::new(Gate::new(config, &self.shared)));
+    /// Swaps in a new configuration for every request from now on (see [`App::reload`]);
+    /// returns the settings that changed but wait for the next start.
+    pub fn reload(&self, config: &Config) -> Vec<&'static str> {
+        self.app.reload(config)
     }
 
     /// The gate in force.
     pub fn gate(&self) -> Arc<Gate> {
-        self.gate.load_full()
+        self.app.gate()
     }
 
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
-        &self.shared.store
+        &self.app.shared().store
     }
 
     /// Stops accepting and starts the drain.
