@@ -14,12 +14,33 @@
 //!   answer back to [`decide`], keeping only validated addresses.
 //! - [`fetch`] sends requests over pinned connections with `Accept-Encoding: identity` and
 //!   refuses any other content coding; it knows no listener.
-//! - [`serve`] is the proxy listener and router: access, limits, CONNECT tunnels, forwarding,
-//!   and the one place failures become `application/problem+json`.
-//! - `store` (keep and serve by digest) arrives with the cache issue.
+//! - [`store`] keeps and serves by digest: an entry exists only after its bytes matched the
+//!   expected size and SHA-256, and publication is one rename.
+//! - [`serve`] is the listeners and the router: access, limits, CONNECT tunnels, forwarding,
+//!   `/sha256/`, and the one place failures become `application/problem+json`.
 //!
-//! [`config`] reads the operator's file; [`cli`] is the command line. Both see everything.
-//! [`body`] is the HTTP body plumbing that [`fetch`] and [`serve`] share.
+//! Three consumers compose those jobs without adding a fifth: [`love`] (LOVE
+//! `love-package/v1` manifests, verified and inspected), [`registry`] (npm, PyPI and cargo
+//! front-ends whose metadata is rewritten and whose artifacts are verified against the digests
+//! the registries publish) and [`archive`] (the one tar.gz reader every package format uses,
+//! reading what npm reads).
+//!
+//! [`app`] wires them together from a [`config`] and owns reload; [`cli`] is the command
+//! line. [`body`] is the HTTP body plumbing [`fetch`] and [`serve`] share, [`metrics`] the
+//! process's counters, [`redact`] what keeps credentials out of logs and errors, and
+//! [`toml_file`] the span-precise reading of the profile and config files.
+//!
+//! # Layout
+//!
+//! ```text
+//! decide/    locator, profile, classifier, names, operator rules, the verdict (pure)
+//! connect/   resolution (every answer judged), pinned dialing, TLS, the upstream pool
+//! fetch/     one exchange, redirect hops, fetch-through by digest, registry-digest checks
+//! store/     fills, space, entries, maintenance, the redb index
+//! serve/     listeners, access, slots, router, tunnels, objects, tee, registry API, problems
+//! love/      LOVE documents, schemas, inspection, retrieval, locks, sightings
+//! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service
+//! ```
 
 #![forbid(unsafe_code)]
 
