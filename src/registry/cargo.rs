@@ -4,6 +4,9 @@
 //! fetchgate fetches it from the upstream's own `dl` only when the index lists that very
 //! checksum for that crate and version.
 
+use super::error::RegistryError;
+use super::metadata::Freshness;
+use super::service::{Ask, Front, Registries, Reply, sha256_expected};
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -160,6 +163,94 @@ pub fn listed_checksum(index: &[u8], name: &str, version: &str) -> Option<(Diges
             v.get("yanked").and_then(Value::as_bool).unwrap_or(false),
         ))
     })
+}
+
+impl Registries {
+    pub(super) async fn cargo(&self, front: &Front, ask: &Ask<'_>) -> Result<Reply, RegistryError> {
+        match parse_path(ask.path) {
+            Request::Config => Ok(Reply::Document {
+                content_type: "application/json".into(),
+                body: config_json(ask.base),
+                vary_accept: false,
+                freshness: Freshness::Fresh,
+            }),
+            Request::Index { path, name } => {
+                self.judge(front, &name)?;
+                let (entry, freshness) = self.meta(front, &path, &path, "*/*").await?;
+                if entry.status != 200 {
+                    return Err(RegistryError::NotFound(format!("crate {name}")));
+                }
+                Ok(Reply::Document {
+                    content_type: entry
+                        .content_type
+                        .clone()
+                        .unwrap_or_else(|| "text/plain".into()),
+                    body: entry.body.clone(),
+                    vary_accept: false,
+                    freshness,
+                })
+            }
+            Request::Crate {
+                name,
+                version,
+                sha256,
+            } => {
+                let canonical_name = self.judge(front, &name)?;
+                let expected = sha256_expected(&sha256);
+                let store = self.fetcher.store().clone();
+                let present = tokio::task::spawn_blocking(move || store.contains(&sha256))
+                    .await
+                    .unwrap_or(false);
+                // A hit needs no index: the digest is the crate's identity.
+                if present || front.settings.offline {
+                    return self
+                        .artifact(front, &expected, unreachable_url, &name, &version)
+                        .await;
+                }
+                let path = index_path(&name);
+                let (index, _) = self.meta(front, &path, &path, "*/*").await?;
+                let listed = listed_checksum(&index.body, &name, &version);
+                match listed {
+                    Some((sum, _yanked)) if sum == sha256 => {}
+                    Some((sum, _)) => {
+                        return Err(RegistryError::NotFound(format!(
+                            "{canonical_name} {version} with checksum {sha256} (the index lists {sum})"
+                        )));
+                    }
+                    None => {
+                        return Err(RegistryError::NotFound(format!(
+                            "{canonical_name} {version} in the index"
+                        )));
+                    }
+                }
+                let (config, _) = self
+                    .meta(front, "config.json", "config.json", "application/json")
+                    .await?;
+                let dl = upstream_dl(&config.body).map_err(RegistryError::BadMetadata)?;
+                let url = download_url(&dl, &name, &version, &sha256);
+                let upstream = front.settings.upstream.clone();
+                self.artifact(
+                    front,
+                    &expected,
+                    move || {
+                        upstream
+                            .join(&url)
+                            .map(|u| u.to_string())
+                            .map_err(|e| RegistryError::BadMetadata(format!("dl: {e}")))
+                    },
+                    &name,
+                    &version,
+                )
+                .await
+            }
+            Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),
+        }
+    }
+}
+
+/// For a crate that is already stored, or an offline registry: no upstream URL is needed.
+fn unreachable_url() -> Result<String, RegistryError> {
+    Err(RegistryError::NotFound("the crate in the cache".into()))
 }
 
 #[cfg(test)]

@@ -3,6 +3,9 @@
 //! every `dist.tarball` pointed at fetchgate and every digest field untouched, so npm's own
 //! integrity checks keep working on top of fetchgate's.
 
+use super::error::RegistryError;
+use super::service::{Ask, Front, Registries, Reply};
+use crate::fetch::integrity::Expected;
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -160,6 +163,79 @@ pub fn find_dist(body: &[u8], file: &str) -> Result<Option<Dist>, String> {
         }
     }
     Ok(None)
+}
+
+impl Registries {
+    pub(super) async fn npm(&self, front: &Front, ask: &Ask<'_>) -> Result<Reply, RegistryError> {
+        let abbreviated = ask.accept.is_some_and(|a| a.contains(ABBREVIATED));
+        match parse_path(ask.path) {
+            Request::Packument { name } => {
+                self.judge(front, &name)?;
+                let (variant, accept) = if abbreviated {
+                    (
+                        "abbreviated",
+                        "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8",
+                    )
+                } else {
+                    ("full", "application/json")
+                };
+                let (entry, freshness) = self
+                    .meta(
+                        front,
+                        &format!("{name}:{variant}"),
+                        &npm_path(&name),
+                        accept,
+                    )
+                    .await?;
+                if entry.status != 200 {
+                    return Err(RegistryError::NotFound(format!("package {name}")));
+                }
+                let body = rewrite_packument(&entry.body, &name, ask.base)
+                    .map_err(RegistryError::BadMetadata)?;
+                Ok(Reply::Document {
+                    content_type: entry
+                        .content_type
+                        .clone()
+                        .unwrap_or_else(|| "application/json".into()),
+                    body,
+                    vary_accept: true,
+                    freshness,
+                })
+            }
+            Request::Tarball { name, file } => {
+                self.judge(front, &name)?;
+                let accept = "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8";
+                let (entry, _) = self
+                    .meta(
+                        front,
+                        &format!("{name}:abbreviated"),
+                        &npm_path(&name),
+                        accept,
+                    )
+                    .await?;
+                if entry.status != 200 {
+                    return Err(RegistryError::NotFound(format!("package {name}")));
+                }
+                let dist = find_dist(&entry.body, &file)
+                    .map_err(RegistryError::BadMetadata)?
+                    .ok_or_else(|| RegistryError::NotFound(format!("tarball {file} of {name}")))?;
+                let expected =
+                    Expected::from_npm_dist(dist.integrity.as_deref(), dist.shasum.as_deref())
+                        .ok_or_else(|| RegistryError::NoDigest {
+                            package: format!("{name}@{}", dist.version),
+                        })?;
+                let tarball = dist.tarball.clone();
+                self.artifact(front, &expected, || Ok(tarball), &name, &dist.version)
+                    .await
+            }
+            Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),
+        }
+    }
+}
+
+/// Where npm keeps a packument: scoped names with the slash encoded.
+fn npm_path(name: &str) -> String {
+    name.replace('/', "%2f")
 }
 
 #[cfg(test)]

@@ -3,6 +3,10 @@
 //! pointed at fetchgate with their SHA-256 kept, `.metadata` sidecars (PEP 658/714) served and
 //! verified the same way, yanked flags and `requires-python` passed through.
 
+use super::aliases::FileRecord as StoredFile;
+use super::error::RegistryError;
+use super::metadata::Freshness;
+use super::service::{Ask, Front, Registries, Reply, sha256_expected};
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
@@ -277,6 +281,109 @@ fn escape(s: &str) -> String {
         }
     }
     out
+}
+
+impl Registries {
+    pub(super) async fn pypi(&self, front: &Front, ask: &Ask<'_>) -> Result<Reply, RegistryError> {
+        match parse_path(ask.path) {
+            Request::Project { name } => {
+                let name = self.judge(front, &name)?;
+                let path = format!("{name}/");
+                let (entry, freshness) = self
+                    .meta(front, &name, &path, "application/vnd.pypi.simple.v1+json")
+                    .await?;
+                if entry.status != 200 {
+                    return Err(RegistryError::NotFound(format!("project {name}")));
+                }
+                let page_url = front
+                    .settings
+                    .upstream
+                    .join(&path)
+                    .map_err(|e| RegistryError::BadMetadata(e.to_string()))?;
+                let page = read_page(&entry.body, &page_url, ask.base)
+                    .map_err(RegistryError::BadMetadata)?;
+                if freshness != Freshness::Fresh && freshness != Freshness::Offline {
+                    let records: Vec<(Digest, StoredFile)> = page
+                        .files
+                        .iter()
+                        .map(|f| {
+                            (
+                                f.sha256,
+                                StoredFile {
+                                    url: f.url.clone(),
+                                    label: format!("{name}/{}", f.filename),
+                                    metadata_sha256: f.metadata_sha256.map(|d| d.hex()),
+                                },
+                            )
+                        })
+                        .collect();
+                    let aliases = self.aliases.clone();
+                    tokio::task::spawn_blocking(move || aliases.set_files(&records))
+                        .await
+                        .map_err(|e| RegistryError::Cache(e.to_string()))?
+                        .map_err(RegistryError::Cache)?;
+                }
+                let (content_type, body) = if wants_json(ask.accept) {
+                    (JSON, render_json(&page))
+                } else {
+                    (HTML, render_html(&page))
+                };
+                Ok(Reply::Document {
+                    content_type: content_type.into(),
+                    body,
+                    vary_accept: true,
+                    freshness,
+                })
+            }
+            Request::File { sha256, filename } => {
+                let record = self.file_record(front, &sha256, &filename)?;
+                let expected = sha256_expected(&sha256);
+                let (project, _) = record.label.split_once('/').unwrap_or((&record.label, ""));
+                self.judge(front, project)?;
+                let url = record.url.clone();
+                self.artifact(front, &expected, || Ok(url), project, &filename)
+                    .await
+            }
+            Request::Metadata { sha256, filename } => {
+                let record = self.file_record(front, &sha256, &filename)?;
+                let (project, _) = record.label.split_once('/').unwrap_or((&record.label, ""));
+                self.judge(front, project)?;
+                let meta = record
+                    .metadata_sha256
+                    .as_deref()
+                    .and_then(|h| Digest::parse(h).ok())
+                    .ok_or_else(|| RegistryError::NotFound(format!("metadata for {filename}")))?;
+                let url = format!("{}.metadata", record.url);
+                self.artifact(
+                    front,
+                    &sha256_expected(&meta),
+                    || Ok(url),
+                    project,
+                    &format!("{filename}.metadata"),
+                )
+                .await
+            }
+            Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),
+        }
+    }
+
+    /// The upstream record of a file some project page named; unknown files are not fetched.
+    fn file_record(
+        &self,
+        _front: &Front,
+        sha256: &Digest,
+        filename: &str,
+    ) -> Result<StoredFile, RegistryError> {
+        self.aliases
+            .file(sha256)
+            .map_err(RegistryError::Cache)?
+            .filter(|r| r.label.ends_with(&format!("/{filename}")))
+            .ok_or_else(|| {
+                RegistryError::NotFound(format!(
+                    "file {filename} with sha256 {sha256} on any project page read so far"
+                ))
+            })
+    }
 }
 
 #[cfg(test)]

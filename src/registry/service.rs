@@ -2,6 +2,8 @@
 //! Metadata comes through the [`MetadataCache`]; every upstream request (metadata, artifacts,
 //! redirects) goes through the [`Fetcher`], so it is decided, pinned and identity-only; an
 //! artifact reaches the store only after it matched the digest its registry published.
+//! Each protocol's handler lives beside its parsing and rewriting ([`super::npm`],
+//! [`super::pypi`], [`super::cargo`]); this module holds what they share.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,11 +13,11 @@ use http::HeaderMap;
 use http::header::{self, HeaderValue};
 use tokio::sync::watch;
 
-use super::aliases::{Aliases, FileRecord};
+use super::aliases::Aliases;
 use super::error::RegistryError;
 use super::metadata::{Answer, Entry, Freshness, MetaError, MetadataCache};
 use super::names::{Refusal, canonical};
-use super::{Kind, RegistrySettings, cargo, npm, pypi};
+use super::{Kind, RegistrySettings};
 use crate::fetch::expected::{ExpectedError, MetaResponse};
 use crate::fetch::hops::Credential;
 use crate::fetch::integrity::{Algorithm, Expected};
@@ -60,17 +62,17 @@ pub struct Ask<'a> {
 type Flight = watch::Receiver<Option<Result<Digest, ExpectedError>>>;
 
 /// One mounted registry with what it needs at run time.
-struct Front {
-    settings: RegistrySettings,
-    credential: Option<Credential>,
+pub(super) struct Front {
+    pub(super) settings: RegistrySettings,
+    pub(super) credential: Option<Credential>,
 }
 
 /// Every configured registry, the metadata cache and the alias index.
 pub struct Registries {
     fronts: HashMap<String, Front>,
     metadata: Arc<MetadataCache>,
-    aliases: Arc<Aliases>,
-    fetcher: Arc<Fetcher>,
+    pub(super) aliases: Arc<Aliases>,
+    pub(super) fetcher: Arc<Fetcher>,
     flights: Mutex<HashMap<String, Flight>>,
 }
 
@@ -153,7 +155,7 @@ impl Registries {
         }
     }
 
-    fn judge(&self, front: &Front, name: &str) -> Result<String, RegistryError> {
+    pub(super) fn judge(&self, front: &Front, name: &str) -> Result<String, RegistryError> {
         let kind = front.settings.kind;
         let name = canonical(kind, name);
         front.settings.names.judge(&name).map_err(|r| {
@@ -178,7 +180,7 @@ impl Registries {
     }
 
     /// Metadata at `path` (relative to the upstream base) through the cache.
-    async fn meta(
+    pub(super) async fn meta(
         &self,
         front: &Front,
         key: &str,
@@ -295,7 +297,7 @@ impl Registries {
 
     /// An artifact verified against `expected`: from the store when an alias or the digest
     /// itself is there, otherwise fetched from `url` (never when offline).
-    async fn artifact(
+    pub(super) async fn artifact(
         &self,
         front: &Front,
         expected: &Expected,
@@ -359,254 +361,6 @@ impl Registries {
             Err(ExpectedError::Locator(f)) => Err(RegistryError::Upstream(f)),
         }
     }
-
-    async fn npm(&self, front: &Front, ask: &Ask<'_>) -> Result<Reply, RegistryError> {
-        let abbreviated = ask.accept.is_some_and(|a| a.contains(npm::ABBREVIATED));
-        match npm::parse_path(ask.path) {
-            npm::Request::Packument { name } => {
-                self.judge(front, &name)?;
-                let (variant, accept) = if abbreviated {
-                    (
-                        "abbreviated",
-                        "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8",
-                    )
-                } else {
-                    ("full", "application/json")
-                };
-                let (entry, freshness) = self
-                    .meta(
-                        front,
-                        &format!("{name}:{variant}"),
-                        &npm_path(&name),
-                        accept,
-                    )
-                    .await?;
-                if entry.status != 200 {
-                    return Err(RegistryError::NotFound(format!("package {name}")));
-                }
-                let body = npm::rewrite_packument(&entry.body, &name, ask.base)
-                    .map_err(RegistryError::BadMetadata)?;
-                Ok(Reply::Document {
-                    content_type: entry
-                        .content_type
-                        .clone()
-                        .unwrap_or_else(|| "application/json".into()),
-                    body,
-                    vary_accept: true,
-                    freshness,
-                })
-            }
-            npm::Request::Tarball { name, file } => {
-                self.judge(front, &name)?;
-                let accept = "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8";
-                let (entry, _) = self
-                    .meta(
-                        front,
-                        &format!("{name}:abbreviated"),
-                        &npm_path(&name),
-                        accept,
-                    )
-                    .await?;
-                if entry.status != 200 {
-                    return Err(RegistryError::NotFound(format!("package {name}")));
-                }
-                let dist = npm::find_dist(&entry.body, &file)
-                    .map_err(RegistryError::BadMetadata)?
-                    .ok_or_else(|| RegistryError::NotFound(format!("tarball {file} of {name}")))?;
-                let expected =
-                    Expected::from_npm_dist(dist.integrity.as_deref(), dist.shasum.as_deref())
-                        .ok_or_else(|| RegistryError::NoDigest {
-                            package: format!("{name}@{}", dist.version),
-                        })?;
-                let tarball = dist.tarball.clone();
-                self.artifact(front, &expected, || Ok(tarball), &name, &dist.version)
-                    .await
-            }
-            npm::Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),
-        }
-    }
-
-    async fn pypi(&self, front: &Front, ask: &Ask<'_>) -> Result<Reply, RegistryError> {
-        match pypi::parse_path(ask.path) {
-            pypi::Request::Project { name } => {
-                let name = self.judge(front, &name)?;
-                let path = format!("{name}/");
-                let (entry, freshness) = self
-                    .meta(front, &name, &path, "application/vnd.pypi.simple.v1+json")
-                    .await?;
-                if entry.status != 200 {
-                    return Err(RegistryError::NotFound(format!("project {name}")));
-                }
-                let page_url = front
-                    .settings
-                    .upstream
-                    .join(&path)
-                    .map_err(|e| RegistryError::BadMetadata(e.to_string()))?;
-                let page = pypi::read_page(&entry.body, &page_url, ask.base)
-                    .map_err(RegistryError::BadMetadata)?;
-                if freshness != Freshness::Fresh && freshness != Freshness::Offline {
-                    let records: Vec<(Digest, FileRecord)> = page
-                        .files
-                        .iter()
-                        .map(|f| {
-                            (
-                                f.sha256,
-                                FileRecord {
-                                    url: f.url.clone(),
-                                    label: format!("{name}/{}", f.filename),
-                                    metadata_sha256: f.metadata_sha256.map(|d| d.hex()),
-                                },
-                            )
-                        })
-                        .collect();
-                    let aliases = self.aliases.clone();
-                    tokio::task::spawn_blocking(move || aliases.set_files(&records))
-                        .await
-                        .map_err(|e| RegistryError::Cache(e.to_string()))?
-                        .map_err(RegistryError::Cache)?;
-                }
-                let (content_type, body) = if pypi::wants_json(ask.accept) {
-                    (pypi::JSON, pypi::render_json(&page))
-                } else {
-                    (pypi::HTML, pypi::render_html(&page))
-                };
-                Ok(Reply::Document {
-                    content_type: content_type.into(),
-                    body,
-                    vary_accept: true,
-                    freshness,
-                })
-            }
-            pypi::Request::File { sha256, filename } => {
-                let record = self.file_record(front, &sha256, &filename)?;
-                let expected = sha256_expected(&sha256);
-                let (project, _) = record.label.split_once('/').unwrap_or((&record.label, ""));
-                self.judge(front, project)?;
-                let url = record.url.clone();
-                self.artifact(front, &expected, || Ok(url), project, &filename)
-                    .await
-            }
-            pypi::Request::Metadata { sha256, filename } => {
-                let record = self.file_record(front, &sha256, &filename)?;
-                let (project, _) = record.label.split_once('/').unwrap_or((&record.label, ""));
-                self.judge(front, project)?;
-                let meta = record
-                    .metadata_sha256
-                    .as_deref()
-                    .and_then(|h| Digest::parse(h).ok())
-                    .ok_or_else(|| RegistryError::NotFound(format!("metadata for {filename}")))?;
-                let url = format!("{}.metadata", record.url);
-                self.artifact(
-                    front,
-                    &sha256_expected(&meta),
-                    || Ok(url),
-                    project,
-                    &format!("{filename}.metadata"),
-                )
-                .await
-            }
-            pypi::Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),
-        }
-    }
-
-    /// The upstream record of a file some project page named; unknown files are not fetched.
-    fn file_record(
-        &self,
-        _front: &Front,
-        sha256: &Digest,
-        filename: &str,
-    ) -> Result<FileRecord, RegistryError> {
-        self.aliases
-            .file(sha256)
-            .map_err(RegistryError::Cache)?
-            .filter(|r| r.label.ends_with(&format!("/{filename}")))
-            .ok_or_else(|| {
-                RegistryError::NotFound(format!(
-                    "file {filename} with sha256 {sha256} on any project page read so far"
-                ))
-            })
-    }
-
-    async fn cargo(&self, front: &Front, ask: &Ask<'_>) -> Result<Reply, RegistryError> {
-        match cargo::parse_path(ask.path) {
-            cargo::Request::Config => Ok(Reply::Document {
-                content_type: "application/json".into(),
-                body: cargo::config_json(ask.base),
-                vary_accept: false,
-                freshness: Freshness::Fresh,
-            }),
-            cargo::Request::Index { path, name } => {
-                self.judge(front, &name)?;
-                let (entry, freshness) = self.meta(front, &path, &path, "*/*").await?;
-                if entry.status != 200 {
-                    return Err(RegistryError::NotFound(format!("crate {name}")));
-                }
-                Ok(Reply::Document {
-                    content_type: entry
-                        .content_type
-                        .clone()
-                        .unwrap_or_else(|| "text/plain".into()),
-                    body: entry.body.clone(),
-                    vary_accept: false,
-                    freshness,
-                })
-            }
-            cargo::Request::Crate {
-                name,
-                version,
-                sha256,
-            } => {
-                let canonical_name = self.judge(front, &name)?;
-                let expected = sha256_expected(&sha256);
-                let store = self.fetcher.store().clone();
-                let present = tokio::task::spawn_blocking(move || store.contains(&sha256))
-                    .await
-                    .unwrap_or(false);
-                // A hit needs no index: the digest is the crate's identity.
-                if present || front.settings.offline {
-                    return self
-                        .artifact(front, &expected, unreachable_url, &name, &version)
-                        .await;
-                }
-                let path = cargo::index_path(&name);
-                let (index, _) = self.meta(front, &path, &path, "*/*").await?;
-                let listed = cargo::listed_checksum(&index.body, &name, &version);
-                match listed {
-                    Some((sum, _yanked)) if sum == sha256 => {}
-                    Some((sum, _)) => {
-                        return Err(RegistryError::NotFound(format!(
-                            "{canonical_name} {version} with checksum {sha256} (the index lists {sum})"
-                        )));
-                    }
-                    None => {
-                        return Err(RegistryError::NotFound(format!(
-                            "{canonical_name} {version} in the index"
-                        )));
-                    }
-                }
-                let (config, _) = self
-                    .meta(front, "config.json", "config.json", "application/json")
-                    .await?;
-                let dl = cargo::upstream_dl(&config.body).map_err(RegistryError::BadMetadata)?;
-                let url = cargo::download_url(&dl, &name, &version, &sha256);
-                let upstream = front.settings.upstream.clone();
-                self.artifact(
-                    front,
-                    &expected,
-                    move || {
-                        upstream
-                            .join(&url)
-                            .map(|u| u.to_string())
-                            .map_err(|e| RegistryError::BadMetadata(format!("dl: {e}")))
-                    },
-                    &name,
-                    &version,
-                )
-                .await
-            }
-            cargo::Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),
-        }
-    }
 }
 
 /// Removes a finished (or abandoned) flight from the table.
@@ -633,26 +387,16 @@ fn poisoned() -> ExpectedError {
     })
 }
 
-fn sha256_expected(d: &Digest) -> Expected {
+pub(super) fn sha256_expected(d: &Digest) -> Expected {
     Expected {
         algorithm: Algorithm::Sha256,
         bytes: d.0.to_vec(),
     }
 }
 
-/// For a crate that is already stored or an offline registry: no upstream URL is needed.
-fn unreachable_url() -> Result<String, RegistryError> {
-    Err(RegistryError::NotFound("the crate in the cache".into()))
-}
-
 /// A URL as the WHATWG parser writes it, so one resource has one key.
 fn normalised(url: &str) -> String {
     url::Url::parse(url).map_or_else(|_| url.to_string(), |u| u.to_string())
-}
-
-/// Where npm keeps a packument: scoped names with the slash encoded.
-fn npm_path(name: &str) -> String {
-    name.replace('/', "%2f")
 }
 
 fn text(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
