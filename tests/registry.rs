@@ -5,7 +5,8 @@ mod support;
 
 use support::registry::{
     Doc, FakeRegistry, Gatekeeper, Workspace, cargo, crate_file, npm, npm_tarball, pip,
-    publish_cargo, publish_npm, publish_pypi, sha256_hex, shown, sri512, wheel,
+    publish_cargo, publish_cargo_with_dl, publish_npm, publish_pypi, sha256_hex, shown, sri512,
+    wheel,
 };
 use support::upstream::CountingListener;
 
@@ -181,6 +182,11 @@ async fn npm_install_of_a_tampered_tarball_fails_with_digest_mismatch() {
     assert_eq!(j["version"], "1.0.0");
     assert_eq!(j["expected"], sri512(&good));
     assert_eq!(j["received"], sri512(&evil));
+    let metrics = fetchgate::metrics::get().encode();
+    assert!(
+        metrics.contains("fetchgate_registry_artifacts_total{kind=\"npm\",outcome=\"mismatch\"}"),
+        "{metrics}"
+    );
 }
 
 /// A denied name is refused before any upstream request; metadata naming an artifact on an
@@ -584,4 +590,77 @@ fn walk_count(dir: &std::path::Path, suffix: &str) -> usize {
             }
         })
         .sum()
+}
+
+/// An `auth-required` upstream: fetchgate sends the `credentials_file` token to the
+/// registry's own origin and nowhere else (the `.crate` host here is another origin), and a
+/// client's own `Authorization` is never forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_go_only_to_the_registry_origin_and_client_credentials_never() {
+    let reg = FakeRegistry::start().await;
+    let files = FakeRegistry::start().await;
+    let (app, line) = crate_file("fg-private", "1.0.0", &[]);
+    publish_cargo_with_dl(&reg, &files, &[("fg-private", "1.0.0", app, line)]);
+    reg.require_auth("s3cr3t-token");
+    let ws = Workspace::new();
+    ws.write("token", "# the registry token\ns3cr3t-token\n");
+    let registry = format!(
+        "{}credentials_file = {:?}\n",
+        cargo_registry(&reg),
+        ws.path().join("token").display().to_string()
+    );
+    let fg = Gatekeeper::start_trusting(&[&reg, &files], &registry).await;
+    let proj = cargo_project(&ws, "fg-private");
+    let out = cargo(
+        &proj,
+        &ws.path().join("home"),
+        &fg.url("crates"),
+        &["fetch"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    let sent = reg.authorizations.lock().unwrap().clone();
+    assert!(
+        !sent.is_empty() && sent.iter().all(|a| a == "s3cr3t-token"),
+        "{sent:?}"
+    );
+    let elsewhere = files.authorizations.lock().unwrap().clone();
+    assert_eq!(
+        elsewhere,
+        [""],
+        "the token went to another origin: {elsewhere:?}"
+    );
+
+    let got = fg
+        .get(
+            "/registry/crates/fg/-p/fg-private",
+            &[("authorization", "Bearer client-secret")],
+        )
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(
+        reg.authorizations
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|a| a != "Bearer client-secret"),
+        "a client's credential was forwarded upstream"
+    );
+}
+
+/// An offline registry never asks its upstream: what is not cached is a named 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offline_registry_serves_only_its_cache() {
+    let reg = FakeRegistry::start().await;
+    publish_npm(
+        &reg,
+        "fg-util",
+        &[("1.0.0", vec![], npm_tarball("fg-util", "1.0.0", &[]))],
+    );
+    let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "offline = true")).await;
+    let got = fg.get("/registry/npm/fg-util", &[]).await;
+    assert_eq!(got.status, 503, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.json()["code"], "registry_offline_not_cached");
+    assert_eq!(got.json()["field"], "offline");
+    assert!(reg.requests().is_empty(), "{:?}", reg.requests());
 }

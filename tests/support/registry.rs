@@ -60,6 +60,10 @@ pub struct FakeRegistry {
     down: Arc<AtomicBool>,
     /// Connections dropped unanswered while down.
     pub refused_while_down: Arc<std::sync::atomic::AtomicUsize>,
+    /// When set, requests without exactly this `Authorization` get `401`.
+    require_auth: Arc<Mutex<Option<String>>>,
+    /// Every `Authorization` value received (empty string for none).
+    pub authorizations: Arc<Mutex<Vec<String>>>,
 }
 
 impl FakeRegistry {
@@ -74,6 +78,8 @@ impl FakeRegistry {
             seen: Arc::default(),
             down: Arc::default(),
             refused_while_down: Arc::default(),
+            require_auth: Arc::default(),
+            authorizations: Arc::default(),
         };
         let r = reg.clone();
         tokio::spawn(async move {
@@ -90,7 +96,21 @@ impl FakeRegistry {
                         async move {
                             let path = req.uri().path().to_string();
                             r.seen.lock().unwrap().push(path.clone());
-                            let doc = r.docs.lock().unwrap().get(&path).cloned();
+                            let auth = req
+                                .headers()
+                                .get("authorization")
+                                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                                .unwrap_or_default();
+                            r.authorizations.lock().unwrap().push(auth.clone());
+                            let required = r.require_auth.lock().unwrap().clone();
+                            let doc = match required {
+                                Some(want) if want != auth => Some(Doc {
+                                    status: 401,
+                                    content_type: "text/plain",
+                                    body: Bytes::from_static(b"unauthorized"),
+                                }),
+                                _ => r.docs.lock().unwrap().get(&path).cloned(),
+                            };
                             let doc = doc.unwrap_or(Doc {
                                 status: 404,
                                 content_type: "text/plain",
@@ -119,6 +139,11 @@ impl FakeRegistry {
 
     pub fn put(&self, path: &str, doc: Doc) {
         self.docs.lock().unwrap().insert(path.to_string(), doc);
+    }
+
+    /// Requires exactly `value` in `Authorization` from now on.
+    pub fn require_auth(&self, value: &str) {
+        *self.require_auth.lock().unwrap() = Some(value.to_string());
     }
 
     pub fn set_down(&self, down: bool) {
@@ -319,11 +344,20 @@ pub struct Gatekeeper {
 impl Gatekeeper {
     /// Starts fetchgate trusting `upstream` (on 127.0.0.2) with `registries` (TOML).
     pub async fn start(upstream: &FakeRegistry, registries: &str) -> Self {
+        Self::start_trusting(&[upstream], registries).await
+    }
+
+    /// Starts fetchgate trusting each of `upstreams` (on 127.0.0.2) with `registries`.
+    pub async fn start_trusting(upstreams: &[&FakeRegistry], registries: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<String> = upstreams
+            .iter()
+            .map(|u| u.addr.port().to_string())
+            .collect();
         let cfg = format!(
             "[cache]\ndir = {:?}\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n\n{registries}",
             dir.path().join("cache").display().to_string(),
-            upstream.addr.port()
+            ports.join(", ")
         );
         let (proxy, mounts) = super::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
         Self { proxy, mounts, dir }
@@ -490,16 +524,29 @@ pub fn crate_file(name: &str, version: &str, deps: &[&str]) -> (Vec<u8>, String)
 /// Publishes crates on `reg` as a sparse index: `config.json` with a `dl` template, one index
 /// file per crate, and the `.crate` files under `/dl/`.
 pub fn publish_cargo(reg: &FakeRegistry, crates: &[(&str, &str, Vec<u8>, String)]) {
+    publish_cargo_with_dl(reg, reg, crates);
+}
+
+/// Like [`publish_cargo`], with the `.crate` files on `dl` (another origin, say), and the
+/// index saying `auth-required`.
+pub fn publish_cargo_with_dl(
+    reg: &FakeRegistry,
+    dl: &FakeRegistry,
+    crates: &[(&str, &str, Vec<u8>, String)],
+) {
     reg.put(
         "/index/config.json",
         Doc::json(
-            &serde_json::json!({ "dl": format!("{}dl/{{crate}}/{{version}}/download", reg.base()) }),
+            &serde_json::json!({
+                "dl": format!("{}dl/{{crate}}/{{version}}/download", dl.base()),
+                "auth-required": true,
+            }),
             "application/json",
         ),
     );
     let mut files: HashMap<String, Vec<String>> = HashMap::new();
     for (name, version, bytes, line) in crates {
-        reg.put(
+        dl.put(
             &format!("/dl/{name}/{version}/download"),
             Doc::bytes(bytes.clone()),
         );
