@@ -45,8 +45,24 @@ pub enum ExpectedError {
 }
 
 impl Fetcher {
-    /// GETs a metadata document (at most `max` bytes), with `headers` and `credential`.
+    /// GETs a metadata document (at most `max` bytes), with `headers` and `credential`,
+    /// within `[cache] fetch_timeout_ms` as a whole (a trickling upstream cannot hold it).
     pub async fn get_metadata(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        credential: Option<&Credential>,
+        max: u64,
+    ) -> Result<MetaResponse, LocatorFailure> {
+        tokio::time::timeout(
+            self.fetch_timeout,
+            self.get_metadata_untimed(url, headers, credential, max),
+        )
+        .await
+        .unwrap_or_else(|_| Err(self.timed_out(url)))
+    }
+
+    async fn get_metadata_untimed(
         &self,
         url: &str,
         headers: HeaderMap,
