@@ -135,6 +135,65 @@ async fn npm_install_and_ci_through_fetchgate_then_from_fetchgate_alone() {
         0,
         "nothing even tried to reach the upstream"
     );
+
+    // A lockfile made against another registry host: npm moves its tarball URLs onto the
+    // configured registry's origin and drops the registry's path; with one npm registry,
+    // fetchgate's proxy listener still knows what they are. (127.0.0.9:9 stands in for the
+    // public registry's host; nothing listens there.)
+    let elsewhere = lock.replace(&registry, "http://127.0.0.9:9/");
+    assert_ne!(elsewhere, lock);
+    std::fs::write(proj.join("package-lock.json"), &elsewhere).unwrap();
+    std::fs::remove_dir_all(proj.join("node_modules")).unwrap();
+    let out = npm(
+        &proj,
+        &ws.path().join("home5"),
+        &[
+            "ci",
+            "--registry",
+            &registry,
+            "--replace-registry-host=127.0.0.9:9",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_eq!(node_prints(&proj, "@fg/app").await, "@fg/app@1.0.0");
+
+    // The proxy's forward path: a GET for the upstream URL the packument tied to a digest is
+    // answered from the cache, the upstream still down.
+    let upstream_url = format!("{}fg-util/-/fg-util-1.0.0.tgz", reg.base());
+    let got = support::proxy::get(fg.proxy, &upstream_url).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == npm_tarball("fg-util", "1.0.0", &[]).as_slice());
+
+    // `fetchgate cache stats --entries` shows the sha512 aliases beside the entries.
+    let cfg = ws.write(
+        "fg.toml",
+        &format!(
+            "[cache]\ndir = {:?}\n",
+            fg.dir.path().join("cache").display().to_string()
+        ),
+    );
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
+        .args([
+            "cache",
+            "stats",
+            "--entries",
+            "--config",
+            cfg.to_str().unwrap(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", shown(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stats"]["registry_aliases"], 2, "{v}");
+    assert!(
+        v["aliases"][0]["alias"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha512:"),
+        "{v}"
+    );
 }
 
 /// Bytes changed upstream while the packument keeps its integrity: npm's install fails with

@@ -127,6 +127,19 @@ impl Registries {
         .flatten()
     }
 
+    /// The name of the npm registry, when exactly one is configured.
+    pub fn only_npm(&self) -> Option<String> {
+        let mut npm = self
+            .fronts
+            .iter()
+            .filter(|(_, f)| f.settings.kind == Kind::Npm)
+            .map(|(name, _)| name.clone());
+        match (npm.next(), npm.next()) {
+            (Some(name), None) => Some(name),
+            _ => None,
+        }
+    }
+
     /// True if any registry is configured.
     pub fn any(&self) -> bool {
         !self.fronts.is_empty()

@@ -183,9 +183,18 @@ fn registry_target<'p>(
             return Some((name.to_string(), below, format!("/registry/{name}/")));
         }
     }
-    conn.mount
-        .as_ref()
-        .map(|m| (m.to_string(), path, "/".to_string()))
+    if let Some(m) = &conn.mount {
+        return Some((m.to_string(), path, "/".to_string()));
+    }
+    // npm rewrites a lockfile's registry.npmjs.org tarball URLs onto the configured
+    // registry's origin and drops its path (`/registry/npm/`): with one npm registry, such a
+    // tarball path on the proxy listener can only be meant for it.
+    let tarball = path.contains("/-/") && path.ends_with(".tgz");
+    if tarball && let Some(name) = gate.registries.only_npm() {
+        let prefix = format!("/registry/{name}/");
+        return Some((name, path, prefix));
+    }
+    None
 }
 
 /// A `GET` or `HEAD` for a URL a registry's metadata tied to a digest whose bytes are stored:
