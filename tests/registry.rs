@@ -392,6 +392,21 @@ fn pypi_registry(upstream: &FakeRegistry) -> String {
     )
 }
 
+/// `pip install --index-url <index> --target <target> <package>`.
+async fn pip_install(
+    ws: &Workspace,
+    index: &str,
+    target: &std::path::Path,
+    package: &str,
+) -> std::process::Output {
+    let target = target.to_str().unwrap();
+    pip(
+        ws.path(),
+        &["install", "--index-url", index, "--target", target, package],
+    )
+    .await
+}
+
 async fn python_value(target: &std::path::Path, module: &str) -> String {
     let out = tokio::process::Command::new("python3")
         .args([
@@ -422,18 +437,7 @@ async fn pip_install_through_fetchgate_with_hashes_then_from_fetchgate_alone() {
     let ws = Workspace::new();
 
     let t1 = ws.path().join("t1");
-    let out = pip(
-        ws.path(),
-        &[
-            "install",
-            "--index-url",
-            &index,
-            "--target",
-            t1.to_str().unwrap(),
-            "fg-app",
-        ],
-    )
-    .await;
+    let out = pip_install(&ws, &index, &t1, "fg-app").await;
     assert!(out.status.success(), "{}", shown(&out));
     assert_eq!(python_value(&t1, "fg_app").await, "fg-app@1.0.0");
     assert_eq!(python_value(&t1, "fg_dep").await, "fg-dep@1.0.0");
@@ -492,18 +496,7 @@ async fn pip_install_through_fetchgate_with_hashes_then_from_fetchgate_alone() {
     reg.set_down(true);
     let seen_before = reg.requests().len();
     let t3 = ws.path().join("t3");
-    let out = pip(
-        ws.path(),
-        &[
-            "install",
-            "--index-url",
-            &index,
-            "--target",
-            t3.to_str().unwrap(),
-            "fg-app",
-        ],
-    )
-    .await;
+    let out = pip_install(&ws, &index, &t3, "fg-app").await;
     assert!(out.status.success(), "{}", shown(&out));
     assert_eq!(python_value(&t3, "fg_dep").await, "fg-dep@1.0.0");
     assert_eq!(
@@ -525,18 +518,7 @@ async fn pip_install_of_a_tampered_wheel_fails_with_digest_mismatch() {
     let fg = Gatekeeper::start(&reg, &pypi_registry(&reg)).await;
     let ws = Workspace::new();
     let t = ws.path().join("t");
-    let out = pip(
-        ws.path(),
-        &[
-            "install",
-            "--index-url",
-            &fg.url("pypi"),
-            "--target",
-            t.to_str().unwrap(),
-            "fg-solo",
-        ],
-    )
-    .await;
+    let out = pip_install(&ws, &fg.url("pypi"), &t, "fg-solo").await;
     assert!(!out.status.success(), "{}", shown(&out));
     let text = shown(&out);
     assert!(text.contains("digest_mismatch"), "{text}");

@@ -54,21 +54,6 @@ impl Fetcher {
         credential: Option<&Credential>,
         max: u64,
     ) -> Result<MetaResponse, LocatorFailure> {
-        tokio::time::timeout(
-            self.fetch_timeout,
-            self.get_metadata_untimed(url, headers, credential, max),
-        )
-        .await
-        .unwrap_or_else(|_| Err(self.timed_out(url)))
-    }
-
-    async fn get_metadata_untimed(
-        &self,
-        url: &str,
-        headers: HeaderMap,
-        credential: Option<&Credential>,
-        max: u64,
-    ) -> Result<MetaResponse, LocatorFailure> {
         let also = [
             StatusCode::NOT_MODIFIED,
             StatusCode::NOT_FOUND,
@@ -82,21 +67,26 @@ impl Fetcher {
             max,
             exact: None,
         };
-        let (response, last) = self.get(req).await.map_err(Failure::into_locator)?;
-        match response.status() {
-            StatusCode::NOT_MODIFIED => return Ok(MetaResponse::NotModified),
-            StatusCode::NOT_FOUND | StatusCode::GONE => return Ok(MetaResponse::NotFound),
-            _ => {}
-        }
-        let hop = (last != url).then_some(last.as_str());
-        let (parts, body) = response.into_parts();
-        let body = super::through::read_capped(IdleBody::new(body, self.body_idle), max)
+        let attempt = async {
+            let (response, last) = self.get(req).await.map_err(Failure::into_locator)?;
+            match response.status() {
+                StatusCode::NOT_MODIFIED => return Ok(MetaResponse::NotModified),
+                StatusCode::NOT_FOUND | StatusCode::GONE => return Ok(MetaResponse::NotFound),
+                _ => {}
+            }
+            let hop = (last != url).then_some(last.as_str());
+            let (parts, body) = response.into_parts();
+            let body = super::through::read_capped(IdleBody::new(body, self.body_idle), max)
+                .await
+                .map_err(|(code, detail)| locator_failure(url, hop, code, detail).into_locator())?;
+            Ok(MetaResponse::Ok {
+                headers: parts.headers,
+                body,
+            })
+        };
+        tokio::time::timeout(self.fetch_timeout, attempt)
             .await
-            .map_err(|(code, detail)| locator_failure(url, hop, code, detail).into_locator())?;
-        Ok(MetaResponse::Ok {
-            headers: parts.headers,
-            body,
-        })
+            .unwrap_or_else(|_| Err(self.timed_out(url)))
     }
 
     /// Fetches `url` and publishes it (labelled `label`) only if its bytes match `expected`.
