@@ -34,15 +34,22 @@ fn publish_app_and_util(reg: &FakeRegistry) {
     );
 }
 
-async fn node_prints(proj: &std::path::Path, module: &str) -> String {
-    let out = tokio::process::Command::new("node")
-        .current_dir(proj)
-        .args(["-e", &format!("console.log(require({module:?}))")])
+/// What `program args...` prints, run in `cwd`; the run must succeed.
+async fn prints(program: &str, cwd: &std::path::Path, args: &[&str]) -> String {
+    let out = tokio::process::Command::new(program)
+        .current_dir(cwd)
+        .args(args)
         .output()
         .await
-        .expect("run node");
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
     assert!(out.status.success(), "{}", shown(&out));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// What `require(module)` exports, as node prints it.
+async fn node_prints(proj: &std::path::Path, module: &str) -> String {
+    let script = format!("console.log(require({module:?}))");
+    prints("node", proj, &["-e", &script]).await
 }
 
 /// npm installs a scoped package and its unscoped dependency through fetchgate, `npm ci`
@@ -407,20 +414,13 @@ async fn pip_install(
     .await
 }
 
+/// The `VALUE` a module installed into `target` holds.
 async fn python_value(target: &std::path::Path, module: &str) -> String {
-    let out = tokio::process::Command::new("python3")
-        .args([
-            "-c",
-            &format!(
-                "import sys; sys.path.insert(0, {:?}); import {module}; print({module}.VALUE)",
-                target.display().to_string()
-            ),
-        ])
-        .output()
-        .await
-        .expect("run python3");
-    assert!(out.status.success(), "{}", shown(&out));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    let script = format!(
+        "import sys; sys.path.insert(0, {:?}); import {module}; print({module}.VALUE)",
+        target.display().to_string()
+    );
+    prints("python3", target, &["-c", &script]).await
 }
 
 /// pip installs a wheel with a dependency through fetchgate (JSON simple API, PEP 658
