@@ -242,13 +242,25 @@ pub fn tee<B>(inner: B, store: &Arc<Store>, expected: u64, locator: String) -> T
     } else {
         Sink::Disk(FillSink::begin(store.clone(), None, expected))
     };
+    teed(inner, store, expected, locator, sink, settings.tee_stall)
+}
+
+/// [`tee`] with its sink and stall bound chosen.
+fn teed<B>(
+    inner: B,
+    store: &Arc<Store>,
+    expected: u64,
+    locator: String,
+    sink: Sink,
+    stall: Duration,
+) -> TeeBody<B> {
     TeeBody {
         inner,
         tee: Some(Tee {
             store: store.clone(),
             locator,
             sink,
-            stall: settings.tee_stall,
+            stall,
             timer: None,
         }),
         held: None,
@@ -530,7 +542,134 @@ impl<B> Drop for TeeBody<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
     use http::HeaderValue;
+    use http_body_util::BodyExt;
+
+    /// A body of `n` chunks of `len` bytes, never pending.
+    struct Chunks(std::collections::VecDeque<Bytes>);
+
+    impl Chunks {
+        fn new(n: usize, len: usize) -> Self {
+            Self((0..n).map(|i| Bytes::from(vec![i as u8; len])).collect())
+        }
+    }
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    fn abandoned(why: Abandon) -> u64 {
+        crate::metrics::get()
+            .tee_abandoned
+            .get_or_create(&[("reason", why.label())])
+            .get()
+    }
+
+    /// A tee of 20 chunks of 1000 bytes into a writer that never reads on its own.
+    fn stuck(store: &Arc<Store>) -> (TeeBody<Chunks>, tokio::sync::mpsc::Receiver<Bytes>) {
+        let (sink, rx) = FillSink::unread(20_000);
+        let body = teed(
+            Chunks::new(20, 1000),
+            store,
+            20_000,
+            "http://example.test/a".into(),
+            Sink::Disk(sink),
+            Duration::from_secs(2),
+        );
+        (body, rx)
+    }
+
+    fn poll_once(body: &mut TeeBody<Chunks>) -> Poll<Option<Bytes>> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        Pin::new(body)
+            .poll_frame(&mut cx)
+            .map(|f| f.map(|f| f.unwrap().into_data().unwrap()))
+    }
+
+    #[tokio::test]
+    async fn a_chunk_waits_for_room_in_the_writer_instead_of_dropping_the_tee() {
+        let (_dir, store) = testing::store(1 << 30);
+        let (mut body, mut rx) = stuck(&store);
+        // The channel holds 16 chunks: they pass straight on.
+        for _ in 0..16 {
+            assert!(matches!(poll_once(&mut body), Poll::Ready(Some(_))));
+        }
+        // The 17th waits for the writer, and is not lost meanwhile.
+        assert!(poll_once(&mut body).is_pending());
+        assert!(poll_once(&mut body).is_pending());
+        assert!(body.tee.is_some() && body.held.is_some());
+        assert_eq!(rx.recv().await.map(|b| b[0]), Some(0));
+        assert_eq!(
+            poll_once(&mut body).map(|b| b.map(|b| b[0])),
+            Poll::Ready(Some(16))
+        );
+        assert!(body.tee.is_some(), "the tee goes on");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_chunk_stalled_past_the_bound_abandons_the_tee_and_goes_on() {
+        let (_dir, store) = testing::store(1 << 30);
+        let (body, _rx) = stuck(&store);
+        let before = abandoned(Abandon::Stall);
+        // The writer never reads: after 16 chunks the 17th waits 2 s (paused time moves on
+        // by itself), then the tee is given up and the client gets everything.
+        let bytes = body.collect().await.unwrap().to_bytes();
+        assert_eq!(bytes.len(), 20_000);
+        assert_eq!(bytes[16_000], 16);
+        assert!(abandoned(Abandon::Stall) > before);
+    }
+
+    #[tokio::test]
+    async fn a_writer_that_stopped_abandons_the_tee_and_the_client_goes_on() {
+        let (_dir, store) = testing::store(1 << 30);
+        let (mut body, rx) = stuck(&store);
+        let before = abandoned(Abandon::StoreError);
+        drop(rx);
+        assert!(matches!(poll_once(&mut body), Poll::Ready(Some(_))));
+        assert!(body.tee.is_none());
+        assert!(abandoned(Abandon::StoreError) > before);
+        let rest = body.collect().await.unwrap().to_bytes();
+        assert_eq!(rest.len(), 19_000);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_small_body_already_stored_begins_no_fill() {
+        let (_dir, store) = testing::store(1 << 30);
+        let small = || {
+            tee(
+                Chunks::new(4, 100),
+                &store,
+                400,
+                "http://example.test/s".into(),
+            )
+        };
+        small().collect().await.unwrap();
+        for _ in 0..100 {
+            if store.stats().entries == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(store.stats().entries, 1, "the first one is published");
+        assert_eq!(store.temp_files_created(), 1);
+        for _ in 0..10 {
+            assert_eq!(small().collect().await.unwrap().to_bytes().len(), 400);
+        }
+        assert_eq!(store.temp_files_created(), 1, "duplicates create no file");
+        // Short or left: nothing published, nothing begun.
+        let mut short = tee(Chunks::new(2, 100), &store, 400, "http://x.test/".into());
+        while short.frame().await.is_some() {}
+        drop(short);
+        assert_eq!(store.temp_files_created(), 1);
+    }
 
     fn resp(headers: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -260,6 +260,21 @@ impl FillSink {
         }
     }
 
+    /// A sink whose writer never reads, for tests of what waits on it: the test holds the
+    /// channel's other end (dropping it is a writer that stopped).
+    #[cfg(test)]
+    pub(crate) fn unread(limit: u64) -> (Self, tokio::sync::mpsc::Receiver<bytes::Bytes>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(SINK_DEPTH);
+        let sink = Self {
+            tx: tokio_util::sync::PollSender::new(tx),
+            reserved: false,
+            writer: tokio::task::spawn_blocking(|| Err(closed())),
+            count: 0,
+            limit,
+        };
+        (sink, rx)
+    }
+
     /// Bytes accepted so far.
     pub fn count(&self) -> u64 {
         self.count

@@ -27,7 +27,7 @@ mod maintenance;
 mod settings;
 mod space;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 use std::collections::HashMap;
 use std::fs;
