@@ -292,6 +292,7 @@ enum Sink {
     Disk(FillSink),
 }
 
+/// A tee in progress: where its bytes go and how long one chunk may wait for them to go.
 struct Tee {
     store: Arc<Store>,
     locator: String,
