@@ -68,6 +68,11 @@ pub struct Metrics {
     /// Proxied responses kept out of the shared cache, by reason (`authorization`, `cookie`,
     /// `query`, `no_store`, `private`, `set_cookie`, `vary`, `no_length`, `too_large`).
     pub tee_skipped: Family<Labels1, Counter>,
+    /// Teed bodies given up after they started, by reason (`stall`, `store_error`,
+    /// `client_gone`, `short`).
+    pub tee_abandoned: Family<Labels1, Counter>,
+    /// Small teed bodies whose digest was already stored: kept without touching the disk.
+    pub tee_known: Counter,
     /// CONNECT tunnel bytes by `direction` (`client_to_upstream`, `upstream_to_client`). Tunnel
     /// bytes are opaque TLS, so they are kept apart from the HTTP body counters.
     pub tunnel_bytes: Family<Labels1, Counter>,
@@ -111,6 +116,8 @@ impl Metrics {
             evictions: Counter::default(),
             verify_failures: Counter::default(),
             tee_skipped: Family::default(),
+            tee_abandoned: Family::default(),
+            tee_known: Counter::default(),
             tunnel_bytes: Family::default(),
             registry_metadata: Family::default(),
             registry_artifacts: Family::default(),
@@ -215,6 +222,16 @@ impl Metrics {
             "tee_skipped",
             "Proxied responses not published into the shared cache, by reason",
             m.tee_skipped.clone(),
+        );
+        registry.register(
+            "tee_abandoned",
+            "Proxied bodies whose tee into the cache was given up, by reason",
+            m.tee_abandoned.clone(),
+        );
+        registry.register(
+            "tee_known",
+            "Small proxied bodies already in the cache, kept without touching the disk",
+            m.tee_known.clone(),
         );
         registry.register(
             "tunnel_bytes",

@@ -485,6 +485,159 @@ async fn private_and_credentialed_responses_never_enter_the_shared_cache() {
     assert_eq!(got.status, 404, "no-store is never teed");
 }
 
+/// True once `d` is served from the cache, waiting up to `seconds` (a big body is synced and
+/// renamed after its last byte reached the client).
+async fn published_within(proxy: std::net::SocketAddr, d: &Digest, seconds: u64) -> bool {
+    for _ in 0..seconds * 50 {
+        if get_path(proxy, &format!("/sha256/{}", d.hex()), &[])
+            .await
+            .status
+            == 200
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn tee_abandoned(reason: &str) -> f64 {
+    let text = fetchgate::metrics::get().encode();
+    let series = format!("fetchgate_tee_abandoned_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_body_already_stored_is_teed_without_touching_the_disk() {
+    let known = pattern_bytes(1024);
+    let fresh: Vec<u8> = known.iter().rev().copied().collect();
+    let routes: Routes = Default::default();
+    routes
+        .lock()
+        .unwrap()
+        .insert("/known".into(), Reply::ok(known.clone()));
+    routes
+        .lock()
+        .unwrap()
+        .insert("/fresh".into(), Reply::ok(fresh.clone()));
+    let up = Upstream::router("127.0.0.2:0", routes).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, store) = support::proxy::start_proxy_with_store(&format!(
+        "{}{}",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[up.addr.port()])
+    ))
+    .await;
+    let url = |path: &str| format!("http://127.0.0.2:{}{path}", up.addr.port());
+
+    // The first sighting is new: one temp file, synced and renamed.
+    assert_eq!(support::proxy::get(proxy, &url("/known")).await.status, 200);
+    assert!(published_soon(proxy, &Digest::of(&known)).await);
+    assert_eq!(store.temp_files_created(), 1);
+
+    // Every duplicate is hashed in memory and found: no fill begins, so no file is created.
+    let mut client = Client::connect(proxy).await;
+    for _ in 0..50 {
+        let got = client.send("GET", &url("/known"), &[]).await;
+        assert_eq!(got.status, 200);
+        assert_eq!(got.body.as_ref(), known.as_slice());
+    }
+    // A new body after them does take the disk, and only once: the counter counts.
+    assert_eq!(support::proxy::get(proxy, &url("/fresh")).await.status, 200);
+    assert!(published_soon(proxy, &Digest::of(&fresh)).await);
+    assert_eq!(
+        store.temp_files_created(),
+        2,
+        "duplicates created no temp file"
+    );
+    assert_eq!(up.requests().len(), 52);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_64_mib_proxied_body_is_kept() {
+    // The whole body is ready upstream (with its Content-Length), so it comes at loopback
+    // speed: faster than the store hashes and writes.
+    let size = 64u64 << 20;
+    let bytes = pattern_bytes(size);
+    let d = Digest::of(&bytes);
+    let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(&format!(
+        "{}{}",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[up.addr.port()])
+    ))
+    .await;
+    let url = format!("http://127.0.0.2:{}/big.bin", up.addr.port());
+    let got = support::proxy::get(proxy, &url).await;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.body.as_ref() == bytes.as_slice(),
+        "the client got it all"
+    );
+    assert!(
+        published_within(proxy, &d, 60).await,
+        "the proxied body was kept"
+    );
+    let got = get_path(proxy, &format!("/sha256/{}", d.hex()), &[]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.body.as_ref() == bytes.as_slice(), "the same bytes");
+    assert_eq!(up.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_publishes_nothing_and_frees_its_reservation() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let size = 64u64 << 20;
+    let up = Streaming::start("127.0.0.2:0", size, None, true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, store) = support::proxy::start_proxy_with_store(&format!(
+        "{}{}",
+        cache_cfg(dir.path(), ""),
+        trust_all_loopback_test_ports(&[up.addr.port()])
+    ))
+    .await;
+    let gone_before = tee_abandoned("client_gone");
+    let authority = format!("127.0.0.2:{}", up.addr.port());
+    let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    s.write_all(
+        format!("GET http://{authority}/big.bin HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let head = support::proxy::read_head(&mut s).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Read a few MiB, so the fill holds more than its first step, then go away.
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut read = 0usize;
+    while read < 4 << 20 {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0);
+        read += n;
+    }
+    drop(s);
+
+    let mut freed = false;
+    for _ in 0..1000 {
+        let stats = store.stats();
+        if stats.bytes_reserved == 0 && tee_abandoned("client_gone") > gone_before {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(freed, "the reservation is given back: {:?}", store.stats());
+    assert_eq!(store.stats().entries, 0, "nothing was published");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+        0,
+        "the temp file is removed"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_pages_cannot_make_fetchgate_fetch_but_may_read() {
     let bytes = pattern_bytes(20_000);

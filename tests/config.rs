@@ -190,4 +190,24 @@ fn hardening_keys_are_checked_and_defaulted() {
     )
     .unwrap();
     assert_eq!(c.cache.tee_public_hosts, ["registry.example.com", "::1"]);
+
+    // The tee's stall bound: defaulted, and refused outside 1..=60000 by name.
+    let c = Config::from_toml("ops.toml", "").unwrap();
+    assert_eq!(c.cache.tee_stall, std::time::Duration::from_millis(2000));
+    let c = Config::from_toml(
+        "ops.toml",
+        "[cache]
+tee_stall_ms = 500
+",
+    )
+    .unwrap();
+    assert_eq!(c.cache.tee_stall, std::time::Duration::from_millis(500));
+    for bad in ["0", "60001"] {
+        let err = refused(&format!(
+            "[cache]
+tee_stall_ms = {bad}
+"
+        ));
+        assert_eq!(err.field.as_deref(), Some("cache.tee_stall_ms"), "{err}");
+    }
 }

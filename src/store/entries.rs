@@ -100,7 +100,7 @@ impl Meta {
     }
 
     /// True if `locator` is already among the remembered ones (or there is none).
-    fn knows(&self, locator: Option<&String>) -> bool {
+    pub(super) fn knows(&self, locator: Option<&String>) -> bool {
         locator.is_none_or(|l| self.notes().locators.contains(l))
     }
 

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::task::Poll;
 
 use sha2::{Digest as _, Sha256};
 
@@ -213,9 +214,13 @@ impl Drop for Fill {
 const SINK_DEPTH: usize = 16;
 
 /// A [`Fill`] driven from async code: chunks go to a blocking writer thread through a bounded
-/// channel, so file writes never block the runtime. Dropping the sink abandons the fill.
+/// channel, so file writes never block the runtime, and a reader that outpaces the disk waits
+/// for room ([`FillSink::poll_reserve`]) instead of buffering without bound. Dropping the sink
+/// abandons the fill.
 pub struct FillSink {
-    tx: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+    tx: tokio_util::sync::PollSender<bytes::Bytes>,
+    /// True between a successful [`FillSink::poll_reserve`] and the send it allows.
+    reserved: bool,
     writer: tokio::task::JoinHandle<Result<Fill, FillError>>,
     count: u64,
     limit: u64,
@@ -223,21 +228,51 @@ pub struct FillSink {
 
 impl FillSink {
     /// Starts the writer thread for `fill`.
-    pub fn start(mut fill: Fill) -> Self {
+    pub fn start(fill: Fill) -> Self {
         let limit = fill.size;
+        Self::spawn(limit, move || Ok(fill))
+    }
+
+    /// Begins a fill of `size` bytes (see [`Store::begin`]) on the writer thread itself, so
+    /// that creating the temp file and any eviction happen off the async workers. If it
+    /// cannot begin, the channel closes and [`FillSink::finish`] returns the store's error.
+    pub fn begin(store: Arc<Store>, expected: Option<Digest>, size: u64) -> Self {
+        Self::spawn(size, move || {
+            store.begin(expected, size).map_err(FillError::Store)
+        })
+    }
+
+    fn spawn(limit: u64, open: impl FnOnce() -> Result<Fill, FillError> + Send + 'static) -> Self {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(SINK_DEPTH);
         let writer = tokio::task::spawn_blocking(move || {
+            let mut fill = open()?;
             while let Some(chunk) = rx.blocking_recv() {
                 fill.write(&chunk)?;
             }
             Ok(fill)
         });
         Self {
-            tx: Some(tx),
+            tx: tokio_util::sync::PollSender::new(tx),
+            reserved: false,
             writer,
             count: 0,
             limit,
         }
+    }
+
+    /// A sink whose writer never reads, for tests of what waits on it: the test holds the
+    /// channel's other end (dropping it is a writer that stopped).
+    #[cfg(test)]
+    pub(crate) fn unread(limit: u64) -> (Self, tokio::sync::mpsc::Receiver<bytes::Bytes>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(SINK_DEPTH);
+        let sink = Self {
+            tx: tokio_util::sync::PollSender::new(tx),
+            reserved: false,
+            writer: tokio::task::spawn_blocking(|| Err(closed())),
+            count: 0,
+            limit,
+        };
+        (sink, rx)
     }
 
     /// Bytes accepted so far.
@@ -253,25 +288,42 @@ impl FillSink {
         Ok(())
     }
 
-    /// Queues a chunk, waiting while the writer is behind. Refuses (before queueing) a chunk
-    /// that would pass the limit.
-    pub async fn send(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
-        self.admit(chunk.len())?;
-        match &self.tx {
-            Some(tx) => tx.send(chunk).await.map_err(|_| writer_stopped()),
-            None => Err(writer_stopped()),
+    /// Ready once the writer has room for one more chunk; pending (with `cx` woken later)
+    /// while it is behind. An error means the writer stopped: [`FillSink::finish`] says why.
+    pub fn poll_reserve(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Result<(), FillError>> {
+        if self.reserved {
+            return Poll::Ready(Ok(()));
+        }
+        match self.tx.poll_reserve(cx) {
+            Poll::Ready(Ok(())) => {
+                self.reserved = true;
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(_)) => Poll::Ready(Err(writer_stopped())),
+            Poll::Pending => Poll::Pending,
         }
     }
 
-    /// Queues a chunk without waiting; an error means the fill should be abandoned.
-    pub fn try_send(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
-        self.admit(chunk.len())?;
-        match &self.tx {
-            Some(tx) => tx
-                .try_send(chunk)
-                .map_err(|_| FillError::Store(StoreError::Writer("the cache writer fell behind"))),
-            None => Err(writer_stopped()),
+    /// Queues a chunk into the room [`FillSink::poll_reserve`] made. Refuses (before
+    /// queueing) a chunk that would pass the limit, and a chunk sent without room.
+    pub fn send_reserved(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
+        if !std::mem::take(&mut self.reserved) {
+            return Err(FillError::Store(StoreError::Internal(
+                "a chunk was sent to a fill without room for it".into(),
+            )));
         }
+        self.admit(chunk.len())?;
+        self.tx.send_item(chunk).map_err(|_| writer_stopped())
+    }
+
+    /// Queues a chunk, waiting while the writer is behind. Refuses (before queueing) a chunk
+    /// that would pass the limit.
+    pub async fn send(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
+        if self.count + chunk.len() as u64 > self.limit {
+            return Err(FillError::TooLong { limit: self.limit });
+        }
+        std::future::poll_fn(|cx| self.poll_reserve(cx)).await?;
+        self.send_reserved(chunk)
     }
 
     /// Waits for every chunk to be written, then verifies and publishes.
@@ -280,7 +332,9 @@ impl FillSink {
         locator: Option<String>,
         label: Option<String>,
     ) -> Result<Digest, FillError> {
-        drop(self.tx.take());
+        // A room reserved and never used would keep the channel open, and the writer waiting.
+        self.tx.abort_send();
+        self.tx.close();
         let fill = (&mut self.writer).await.map_err(writer_failed)??;
         tokio::task::spawn_blocking(move || fill.commit(locator, label))
             .await

@@ -27,7 +27,7 @@ mod maintenance;
 mod settings;
 mod space;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 use std::collections::HashMap;
 use std::fs;
@@ -118,6 +118,9 @@ pub struct Store {
     memory: moka::sync::Cache<Digest, Bytes>,
     /// Makes temp file names unique within this process.
     tmp_seq: AtomicU64,
+    /// Temp files this process tried to create, i.e. fills begun: what a duplicate body
+    /// proxied through the tee must not move.
+    temp_files: AtomicU64,
     failed_verification: AtomicU64,
 }
 
@@ -165,6 +168,7 @@ impl Store {
             settings: settings.clone(),
             memory,
             tmp_seq: AtomicU64::new(0),
+            temp_files: AtomicU64::new(0),
             failed_verification: AtomicU64::new(0),
         }))
     }
@@ -272,6 +276,7 @@ impl Store {
         let first = Store::first_step(size);
         self.reserve(first)?;
         let seq = self.tmp_seq.fetch_add(1, Ordering::Relaxed);
+        self.temp_files.fetch_add(1, Ordering::Relaxed);
         let path = self
             .tmp
             .join(format!("{}-{seq}-{}.part", std::process::id(), now()));
@@ -282,6 +287,21 @@ impl Store {
                 Err(io("cannot create", &path, e))
             }
         }
+    }
+
+    /// If `digest` is a verified entry, touches its use time and says whether `locator` is
+    /// already one of its locators: `Some(true)` means nothing is left to record, `Some(false)`
+    /// that [`Store::seen_again`] should note it (a blocking index write). `None` if the
+    /// bytes are not stored. Touches memory only, so the async workers may call it.
+    pub(crate) fn touch_verified(&self, digest: &Digest, locator: &str) -> Option<bool> {
+        let meta = self.meta(digest).filter(|m| !m.is_unverified())?;
+        meta.touch(now());
+        Some(meta.knows(Some(&locator.to_string())))
+    }
+
+    /// Temp files created (fills begun) by this store since it was opened.
+    pub fn temp_files_created(&self) -> u64 {
+        self.temp_files.load(Ordering::Relaxed)
     }
 
     /// Publishes bytes already verified in memory under `digest`.

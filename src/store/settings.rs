@@ -9,6 +9,13 @@ use toml::Spanned;
 
 use crate::toml_file::{FileError, TomlSource};
 
+/// `[cache] tee_stall_ms` when unset: long enough for a busy disk, short enough that a stuck
+/// one does not hold a client for long.
+const TEE_STALL_DEFAULT_MS: u64 = 2000;
+/// The most `[cache] tee_stall_ms` may be: a client held longer than a minute on the cache's
+/// account is an outage, not back-pressure.
+const TEE_STALL_MAX_MS: u64 = 60_000;
+
 /// The `[cache]` table of the config file, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,6 +32,9 @@ pub struct CacheSection {
     pub max_object_bytes: Option<Spanned<u64>>,
     /// Time allowed for one mirror's whole fetch-through.
     pub fetch_timeout_ms: Option<Spanned<u64>>,
+    /// Longest one chunk of a teed body may wait for the store's writer before the tee is
+    /// given up.
+    pub tee_stall_ms: Option<Spanned<u64>>,
     /// `[[cache.tee]]` rules: hosts whose proxied responses count as public.
     pub tee: Option<Vec<TeeRuleSection>>,
 }
@@ -53,6 +63,9 @@ pub struct CacheSettings {
     pub max_object_bytes: u64,
     /// Time allowed for one mirror's whole fetch-through.
     pub fetch_timeout: Duration,
+    /// Longest one chunk of a teed body waits for the store's writer (the client waits with
+    /// it) before the tee is given up and the body goes on uncached.
+    pub tee_stall: Duration,
     /// Every `[[cache.tee]] hosts` entry, lower-case, without a trailing dot or brackets.
     pub tee_public_hosts: Vec<String>,
 }
@@ -66,6 +79,7 @@ impl Default for CacheSettings {
             memory_max_object_bytes: 1 << 20,
             max_object_bytes: 1 << 30,
             fetch_timeout: Duration::from_secs(600),
+            tee_stall: Duration::from_millis(TEE_STALL_DEFAULT_MS),
             tee_public_hosts: Vec::new(),
         }
     }
@@ -103,6 +117,16 @@ impl CacheSettings {
         )?;
         s.max_object_bytes = pos(&section.max_object_bytes, s.max_object_bytes, 1)?;
         s.fetch_timeout = Duration::from_millis(pos(&section.fetch_timeout_ms, 600_000, 1)?);
+        let stall = pos(&section.tee_stall_ms, TEE_STALL_DEFAULT_MS, 1)?;
+        if let Some(v) = &section.tee_stall_ms
+            && stall > TEE_STALL_MAX_MS
+        {
+            return Err(src.error_at(
+                v.span(),
+                format!("must be at most {TEE_STALL_MAX_MS} (one minute)"),
+            ));
+        }
+        s.tee_stall = Duration::from_millis(stall);
         for rule in section.tee.iter().flatten() {
             if rule.hosts.get_ref().is_empty() {
                 return Err(src.error_at(

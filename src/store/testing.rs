@@ -7,7 +7,7 @@ use tempfile::TempDir;
 use super::{CacheSettings, Digest, Store};
 
 /// A fresh store of at most `max_bytes` in a temporary directory (kept alive by the guard).
-pub(super) fn store(max_bytes: u64) -> (TempDir, Arc<Store>) {
+pub(crate) fn store(max_bytes: u64) -> (TempDir, Arc<Store>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let settings = CacheSettings {
         dir: dir.path().to_path_buf(),
@@ -19,14 +19,14 @@ pub(super) fn store(max_bytes: u64) -> (TempDir, Arc<Store>) {
 }
 
 /// `n` bytes that differ with `seed`.
-pub(super) fn bytes(n: usize, seed: u64) -> Vec<u8> {
+pub(crate) fn bytes(n: usize, seed: u64) -> Vec<u8> {
     (0..n as u64)
         .map(|i| ((i * 31 + seed * 7919) % 251) as u8)
         .collect()
 }
 
 /// Publishes `body` and returns its digest.
-pub(super) fn put(store: &Arc<Store>, body: &[u8]) -> Digest {
+pub(crate) fn put(store: &Arc<Store>, body: &[u8]) -> Digest {
     store
         .put_verified(Digest::of(body), body, None, None)
         .expect("publish")

@@ -47,6 +47,21 @@ pub async fn start_proxy_with_mounts(
     (addr, mounts)
 }
 
+/// Starts the proxy with `config` (which names its cache directory) and returns its store
+/// too, so a test can look at what the store did, not only at what the client saw.
+pub async fn start_proxy_with_store(
+    config: &str,
+) -> (SocketAddr, std::sync::Arc<fetchgate::store::Store>) {
+    let config = Config::from_toml_in("test.toml", config, Path::new(".")).expect("test config");
+    let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("bind proxy");
+    let addr = server.local_addr().unwrap();
+    let store = server.handle().store().clone();
+    tokio::spawn(server.run());
+    (addr, store)
+}
+
 /// Starts the proxy with `config`.
 pub async fn start_proxy(config: &str) -> SocketAddr {
     start_proxy_in(config, Path::new(".")).await
