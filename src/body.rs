@@ -1,6 +1,7 @@
 //! Body plumbing shared by the fetcher and the server: the empty and full bodies, and the one
 //! wrapper that watches a body's bytes go by and reports once how it ended (the request log
-//! and the cache tee are both observers of it).
+//! observes through it; the cache tee, which must hold chunks back, is its own body in
+//! `serve/tee.rs`).
 
 use std::convert::Infallible;
 use std::pin::Pin;

@@ -102,13 +102,35 @@ impl Config {
         let profile = Profile::builtin()?;
         let policy = Policy::new(profile, &raw.egress, &src)?;
         let resolver = ResolverSettings::from_section(&raw.resolver, &src)?;
+        let limits = Limits::from_sections(&raw.listen, &raw.proxy, &src)?;
+        let mut cache = CacheSettings::from_section(&raw.cache, base, &src)?;
+        // While the tee holds a chunk, the upstream body is not read: a wait as long as the
+        // body's idle time-out would cut off a healthy upstream. Unset, the stall bound gives
+        // way to a short idle time-out; set, it must stay below it.
+        if raw.cache.tee_stall_ms.is_none() && cache.tee_stall >= limits.body_idle_timeout {
+            cache.tee_stall = limits.body_idle_timeout / 2;
+        }
+        if cache.tee_stall >= limits.body_idle_timeout {
+            let message = format!(
+                "[cache] tee_stall_ms ({} ms) must be below [proxy] body_idle_timeout_ms ({} ms)",
+                cache.tee_stall.as_millis(),
+                limits.body_idle_timeout.as_millis()
+            );
+            return Err(
+                match (&raw.cache.tee_stall_ms, &raw.proxy.body_idle_timeout_ms) {
+                    (Some(v), _) => src.error_at(v.span(), message),
+                    (None, Some(v)) => src.error_at(v.span(), message),
+                    (None, None) => src.error("cache.tee_stall_ms", message),
+                },
+            );
+        }
         Ok(Self {
             policy: Arc::new(policy),
             resolver,
             tls: client_config(&raw.tls, base, &src)?,
             access: Access::from_section(&raw.access, base, &src)?,
-            limits: Limits::from_sections(&raw.listen, &raw.proxy, &src)?,
-            cache: CacheSettings::from_section(&raw.cache, base, &src)?,
+            limits,
+            cache,
             love: LoveSettings::from_section(&raw.love, &src)?,
             registries: RegistrySettings::from_sections(&raw.registry, base, &src)?,
             max_redirects: match &raw.egress.max_redirects {

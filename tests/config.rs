@@ -211,3 +211,20 @@ tee_stall_ms = {bad}
         assert_eq!(err.field.as_deref(), Some("cache.tee_stall_ms"), "{err}");
     }
 }
+
+/// The tee may hold a chunk only for less than the upstream body's idle time-out: a longer
+/// hold would cut off a healthy upstream, so such a config is refused, naming the key.
+#[test]
+fn tee_stall_must_stay_below_the_body_idle_timeout() {
+    let err = refused("[proxy]\nbody_idle_timeout_ms = 1000\n\n[cache]\ntee_stall_ms = 1000\n");
+    assert_eq!(err.field.as_deref(), Some("cache.tee_stall_ms"), "{err}");
+    assert!(err.message.contains("body_idle_timeout_ms"), "{err}");
+    // Unset, the bound gives way to a short idle time-out.
+    let c = Config::from_toml("short.toml", "[proxy]\nbody_idle_timeout_ms = 1500\n").unwrap();
+    assert_eq!(c.cache.tee_stall, std::time::Duration::from_millis(750));
+    Config::from_toml(
+        "ok.toml",
+        "[proxy]\nbody_idle_timeout_ms = 1500\n\n[cache]\ntee_stall_ms = 1000\n",
+    )
+    .unwrap();
+}
