@@ -11,9 +11,8 @@ use hyper::Response;
 use hyper::body::Incoming;
 
 use super::through::{Fetcher, LocatorFailure, NEXT_MIRROR};
-use super::upstream::{UpstreamError, exchange, upstream_request};
+use super::upstream::{exchange, upstream_request};
 use crate::body::empty;
-use crate::connect::dial::DialError;
 use crate::connect::pool::Pool;
 use crate::redact::redact_locator;
 use crate::store::StoreError;
@@ -155,7 +154,7 @@ impl Fetcher {
                 up,
             )
             .await
-            .map_err(|e| fail(hop_name, exchange_code(&e), e.to_string()))?;
+            .map_err(|e| fail(hop_name, e.mirror_code(), e.to_string()))?;
             let status = ex.response.status();
             if req.also.contains(&status) {
                 return Ok((ex.response, current));
@@ -213,20 +212,6 @@ impl Fetcher {
                 self.max_redirects
             ),
         ))
-    }
-}
-
-/// The stable code of a failed exchange.
-fn exchange_code(e: &UpstreamError) -> &'static str {
-    match e {
-        UpstreamError::ContentCoding(_) => "content_coding_rejected",
-        UpstreamError::HeadTimeout(_) => "upstream_timeout",
-        UpstreamError::Dial(DialError::Unreachable {
-            timed_out: true, ..
-        }) => "upstream_timeout",
-        UpstreamError::Dial(DialError::Tls { .. }) => "upstream_tls_failed",
-        UpstreamError::Dial(_) => "upstream_unreachable",
-        UpstreamError::Http(_) => "upstream_http_error",
     }
 }
 

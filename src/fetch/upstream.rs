@@ -16,6 +16,7 @@ use super::headers::{check_identity, strip_hop_by_hop};
 use crate::connect::dial::{DialError, dial_tcp, handshake};
 use crate::connect::pool::{Pool, PoolKey, UpstreamBody};
 use crate::decide::{Host, RequestKind, Target};
+use crate::errors::Origin;
 
 /// Time limits for one exchange.
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +38,38 @@ pub enum UpstreamError {
     Http(String),
     /// The response carried a content coding other than identity (or odd framing).
     ContentCoding(String),
+}
+
+impl UpstreamError {
+    /// The stable code the proxy reports: the one table for exchange failures.
+    pub fn code(&self) -> &'static str {
+        match self {
+            UpstreamError::Dial(d) => d.code(),
+            UpstreamError::HeadTimeout(_) => "upstream_response_timeout",
+            UpstreamError::Http(_) => "upstream_http_error",
+            UpstreamError::ContentCoding(_) => "content_coding_rejected",
+        }
+    }
+
+    /// The code in a per-mirror report ([`LocatorFailure`](super::through::LocatorFailure)):
+    /// [`code`](Self::code) with time-outs merged and a peer mismatch counted as unreachable,
+    /// because a mirror is skipped the same way either way, and registries, LOVE and the
+    /// idle-body check already speak of one `upstream_timeout`.
+    pub fn mirror_code(&self) -> &'static str {
+        match self {
+            UpstreamError::HeadTimeout(_)
+            | UpstreamError::Dial(DialError::Unreachable {
+                timed_out: true, ..
+            }) => "upstream_timeout",
+            UpstreamError::Dial(DialError::PeerMismatch { .. }) => "upstream_unreachable",
+            other => other.code(),
+        }
+    }
+
+    /// The upstream or the path to it, every time.
+    pub fn origin(&self) -> Origin {
+        Origin::Upstream
+    }
 }
 
 impl std::fmt::Display for UpstreamError {

@@ -17,7 +17,7 @@ use super::lock::LockEntry;
 use super::seen::{Conflict, Seen, Sighting};
 use crate::fetch::through::{Fetcher, LocatorFailure, ThroughError, Wanted};
 use crate::redact::redact_locator;
-use crate::store::{Digest, now};
+use crate::store::{Digest, FillError, StoreError, now};
 
 /// Default largest document (manifest, index, pointer) read.
 pub const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 1 << 20;
@@ -184,7 +184,7 @@ impl Love {
         let parsed = crate::decide::parse_url(url).map_err(|e| {
             LoveError::new(
                 "invalid_locator",
-                400,
+                403,
                 e.detail,
                 "give an absolute http(s) URL such as https://host/",
             )
@@ -193,7 +193,7 @@ impl Love {
         let Some(base) = parsed.url else {
             return Err(LoveError::new(
                 "invalid_locator",
-                400,
+                403,
                 "not a URL",
                 "give an absolute http(s) URL",
             )
@@ -328,14 +328,7 @@ impl Love {
                         .locator(shown_url)
                         .extra(json!({ "locators": list })));
                     }
-                    Err(ThroughError::Store(e)) => {
-                        return Err(LoveError::new(
-                            "cache_error",
-                            507,
-                            e.to_string(),
-                            "retry later or raise [cache] max_bytes",
-                        ));
-                    }
+                    Err(ThroughError::Store(e)) => return Err(LoveError::store(&e)),
                 }
             }
         };
@@ -358,23 +351,19 @@ impl Love {
                 publish_store
                     .set_label(&expected, &publish_label, from)
                     .map(|_| expected)
-                    .map_err(|e| e.to_string())
             } else {
                 publish_store
                     .put_verified(expected, &bytes, from, Some(publish_label))
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| match e {
+                        FillError::Store(e) => e,
+                        // The bytes were verified above: any other failure is fetchgate's own.
+                        other => StoreError::Internal(other.to_string()),
+                    })
             }
         })
         .await
         .map_err(|e| LoveError::new("internal_error", 500, e.to_string(), "retry"))?
-        .map_err(|e| {
-            LoveError::new(
-                "cache_error",
-                507,
-                e,
-                "retry later or raise [cache] max_bytes",
-            )
-        })?;
+        .map_err(|e| LoveError::store(&e))?;
 
         self.seen
             .record(

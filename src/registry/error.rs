@@ -1,18 +1,8 @@
 //! Registry failures: each has a stable code, an HTTP status and where it came from; the one
 //! conversion to a problem response lives in `serve/problem.rs`.
 
+use crate::errors::Origin;
 use crate::fetch::through::LocatorFailure;
-
-/// Where a failure came from (the same split the problem responses use).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// The client asked for something refused or absent.
-    Downstream,
-    /// The upstream registry, or the path to it.
-    Upstream,
-    /// fetchgate itself (its cache).
-    Internal,
-}
 
 /// Why a registry request failed.
 #[derive(Clone, Debug)]
@@ -96,18 +86,18 @@ impl RegistryError {
     }
 
     /// Where it came from.
-    pub fn source(&self) -> Source {
+    pub fn origin(&self) -> Origin {
         match self {
             RegistryError::UnknownRegistry(_)
             | RegistryError::NotServed(_)
             | RegistryError::NameRefused { .. }
-            | RegistryError::OfflineMiss(_) => Source::Downstream,
+            | RegistryError::OfflineMiss(_) => Origin::Downstream,
             RegistryError::NotFound(_)
             | RegistryError::Upstream(_)
             | RegistryError::BadMetadata(_)
             | RegistryError::NoDigest { .. }
-            | RegistryError::DigestMismatch { .. } => Source::Upstream,
-            RegistryError::Cache(_) => Source::Internal,
+            | RegistryError::DigestMismatch { .. } => Origin::Upstream,
+            RegistryError::Cache(_) => Origin::Internal,
         }
     }
 
