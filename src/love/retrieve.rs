@@ -181,7 +181,7 @@ impl Love {
     /// Reads `/.well-known/love-packages` at `url`'s origin (or `url` itself when it is the
     /// pointer), then the index it names. Downloads nothing else.
     pub async fn discover(&self, url: &str) -> Result<Discovery, LoveError> {
-        let parsed = crate::decide::parse_url(url).map_err(|e| {
+        let (_, base) = crate::decide::parse_fetch_url(url).map_err(|e| {
             LoveError::new(
                 "invalid_locator",
                 403,
@@ -190,15 +190,6 @@ impl Love {
             )
             .locator(redact_locator(url))
         })?;
-        let Some(base) = parsed.url else {
-            return Err(LoveError::new(
-                "invalid_locator",
-                403,
-                "not a URL",
-                "give an absolute http(s) URL",
-            )
-            .locator(redact_locator(url)));
-        };
         let well_known = if base.path() == "/.well-known/love-packages" {
             base.to_string()
         } else {

@@ -15,7 +15,7 @@ use super::request_error::RequestError;
 use super::slots::Full;
 use crate::body::full;
 use crate::connect::dial::DialError;
-use crate::decide::{Decision, Reason};
+use crate::decide::{Reason, Refusal};
 use crate::fetch::through::ThroughError;
 use crate::fetch::upstream::UpstreamError;
 use crate::love::LoveError;
@@ -433,20 +433,20 @@ impl From<RegistryError> for Problem {
 
 /// The refusal of a destination by the egress policy (`403`), at `locator` (redacted): the
 /// reason's explanation, the resolver's detail, the refused answers, and the failed field.
-pub fn refusal(decision: &Decision, locator: String) -> Problem {
-    let reason = decision.verdict.reason;
+pub fn refusal(refused: &Refusal, locator: String) -> Problem {
+    let reason = refused.verdict.reason;
     let mut detail = reason.explanation().to_string();
-    if let Some(d) = &decision.detail {
+    if let Some(d) = &refused.detail {
         detail = format!("{detail}: {d}");
     }
-    let refused: Vec<String> = decision
+    let answers: Vec<String> = refused
         .answers
         .iter()
         .filter(|(_, v)| !v.allowed())
         .map(|(ip, v)| format!("{ip} ({})", v.reason.code()))
         .collect();
-    if !refused.is_empty() && matches!(reason, Reason::AnswerRefused) {
-        detail = format!("{detail}: {}", refused.join(", "));
+    if !answers.is_empty() && matches!(reason, Reason::AnswerRefused) {
+        detail = format!("{detail}: {}", answers.join(", "));
     }
     let field = match reason {
         Reason::PortNotAllowed | Reason::InvalidPort => Some("port"),
@@ -463,17 +463,6 @@ pub fn refusal(decision: &Decision, locator: String) -> Problem {
         Some(f) => p.field(f),
         None => p,
     }
-}
-
-/// A broken invariant inside fetchgate, named by `what`.
-pub(crate) fn internal(what: &str) -> Problem {
-    Problem::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal_error",
-        crate::errors::Origin::Internal,
-        what.to_string(),
-        NEXT_INTERNAL,
-    )
 }
 
 #[cfg(test)]

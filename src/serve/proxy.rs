@@ -23,7 +23,7 @@ use super::tunnel::{TunnelEnd, splice};
 use crate::body::empty;
 use crate::connect::dial::dial_tcp;
 use crate::connect::pool::Pool;
-use crate::decide::{Decision, Target};
+use crate::decide::{Decision, Permit, Refusal};
 use crate::fetch::headers::strip_hop_by_hop;
 use crate::fetch::idle::IdleBody;
 use crate::fetch::upstream::{Timeouts, exchange, upstream_request};
@@ -158,9 +158,8 @@ fn registry_target<'p>(
 async fn registry_verified<B>(
     gate: &Gate,
     req: &Request<B>,
-    url: Option<&url::Url>,
+    url: &url::Url,
 ) -> Option<Response<ProxyBody>> {
-    let url = url?;
     if !gate.registries.any() || !(req.method() == Method::GET || req.method() == Method::HEAD) {
         return None;
     }
@@ -199,11 +198,11 @@ fn head_size<B>(req: &Request<B>) -> usize {
     line + headers + 2
 }
 
-/// The refusal of `decision`, logged as one.
-fn refusal(decision: &Decision, log: &mut RequestLog) -> Problem {
+/// The problem for `refused`, logged as a refusal.
+fn refusal(refused: &Refusal, log: &mut RequestLog) -> Problem {
     log.decision = Decided::Refused;
-    log.reason = decision.verdict.reason.code();
-    problem::refusal(decision, log.locator.clone())
+    log.reason = refused.verdict.reason.code();
+    problem::refusal(refused, log.locator.clone())
 }
 
 async fn forward(
@@ -221,40 +220,29 @@ async fn forward(
         return Err(Problem::from(e).at(log.locator.clone()));
     }
     let raw = req.uri().to_string();
-    let decision = gate.egress.decide_url(&raw).await;
-    if !decision.allowed() {
-        return Err(refusal(&decision, log));
-    }
-    log.decision = Decided::Allowed;
-    log.reason = decision.verdict.reason.code();
-    let Some(target) = decision.target.clone() else {
-        return Err(problem::internal("an allowed decision without a target"));
+    let permit = match gate.egress.resolve_and_decide_url(&raw).await {
+        Decision::Allowed(permit) => permit,
+        Decision::Refused(refused) => return Err(refusal(&refused, log)),
     };
-    if let Some(hit) = registry_verified(gate, &req, target.url.as_ref()).await {
+    log.decision = Decided::Allowed;
+    log.reason = permit.verdict().reason.code();
+    if let Some(hit) = registry_verified(gate, &req, permit.url()).await {
         log.decision = Decided::RegistryCache;
         return Ok(hit);
     }
     let (parts, body) = req.into_parts();
     let is_get = parts.method == Method::GET;
-    let has_query = target.url.as_ref().is_some_and(|u| u.query().is_some());
+    let has_query = permit.url().query().is_some();
     let request_side = RequestSide::of(&parts.headers, has_query);
-    let upstream_req = upstream_request(parts.method, &target, parts.headers, body.boxed())
+    let upstream_req = upstream_request(parts.method, &permit, parts.headers, body.boxed())
         .map_err(|e| Problem::from(RequestError::InvalidRequest(e)).at(log.locator.clone()))?;
     let timeouts = Timeouts {
         connect: gate.limits.connect_timeout,
         response_head: gate.limits.response_head_timeout,
     };
-    let addrs = decision.addresses();
-    let ex = exchange(
-        &conn.pool,
-        &gate.tls,
-        timeouts,
-        &target,
-        &addrs,
-        upstream_req,
-    )
-    .await
-    .map_err(|e| Problem::from(&e).at(log.locator.clone()))?;
+    let ex = exchange(&conn.pool, &gate.tls, timeouts, &permit, upstream_req)
+        .await
+        .map_err(|e| Problem::from(&e).at(log.locator.clone()))?;
     log.upstream = Some(ex.peer.to_string());
     let (mut parts, body) = ex.response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -262,7 +250,7 @@ async fn forward(
     parts.version = http::Version::HTTP_11;
     let body = IdleBody::new(body, gate.limits.body_idle_timeout);
     let teed = if is_get && parts.status == StatusCode::OK {
-        tee_or_pass(gate, &target, request_side, &parts.headers, body, log)
+        tee_or_pass(gate, &permit, request_side, &parts.headers, body, log)
     } else {
         body.boxed()
     };
@@ -273,7 +261,7 @@ async fn forward(
 /// it, passed through (and the reason counted) otherwise.
 fn tee_or_pass(
     gate: &Gate,
-    target: &Target,
+    permit: &Permit,
     request: RequestSide,
     headers: &http::HeaderMap,
     body: IdleBody,
@@ -282,7 +270,7 @@ fn tee_or_pass(
     let Some(fetcher) = &gate.fetcher else {
         return body.boxed();
     };
-    let host = target.host.to_string();
+    let host = permit.verify_name().to_string();
     let public = gate.tee_public_hosts.contains(&host);
     match admit(request, headers, public, gate.tee_max_bytes) {
         Ok(expected) => tee(body, fetcher.store(), expected, log.locator.clone()).boxed(),
@@ -302,18 +290,15 @@ async fn connect(
     let Some(authority) = req.uri().authority().map(|a| a.as_str().to_string()) else {
         return Err(RequestError::MissingAuthority.into());
     };
-    let decision = gate.egress.decide_authority(&authority).await;
-    if !decision.allowed() {
-        return Err(refusal(&decision, log));
-    }
-    log.decision = Decided::Allowed;
-    log.reason = decision.verdict.reason.code();
-    let Some(target) = &decision.target else {
-        return Err(problem::internal("an allowed decision without a target"));
+    let permit = match gate.egress.resolve_and_decide_authority(&authority).await {
+        Decision::Allowed(permit) => permit,
+        Decision::Refused(refused) => return Err(refusal(&refused, log)),
     };
+    log.decision = Decided::Allowed;
+    log.reason = permit.verdict().reason.code();
     let (stream, addr) = dial_tcp(
-        &decision.addresses(),
-        target.port,
+        permit.addresses(),
+        permit.port(),
         gate.limits.connect_timeout,
     )
     .await

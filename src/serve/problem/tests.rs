@@ -9,7 +9,6 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 
 use super::*;
-use crate::decide::LocatorError;
 use crate::fetch::through::LocatorFailure;
 use crate::store::Digest;
 
@@ -241,11 +240,21 @@ fn table() -> Vec<(Problem, &'static str, Origin)> {
     for code in REFUSALS {
         let reason: Reason = serde_json::from_value(json!(code)).expect("a reason code");
         assert!(!reason.allows(), "{code}");
-        let d = Decision::refused_locator(LocatorError {
-            reason,
-            detail: "x".into(),
-        });
-        rows.push((reason.code(), Origin::Policy, refusal(&d, "/x".into())));
+        let refused = Refusal {
+            target: None,
+            verdict: crate::decide::Verdict {
+                reason,
+                rule: None,
+                via: None,
+            },
+            detail: Some("x".into()),
+            answers: Vec::new(),
+        };
+        rows.push((
+            reason.code(),
+            Origin::Policy,
+            refusal(&refused, "/x".into()),
+        ));
     }
     rows.into_iter()
         .map(|(code, origin, p)| (p, code, origin))
