@@ -46,6 +46,9 @@ pub enum RegistryError {
     },
     /// The cache failed.
     Cache(String),
+    /// A broken invariant inside fetchgate (a task that panicked): not something the cache
+    /// directory's disk or permissions can explain.
+    Internal(String),
 }
 
 impl RegistryError {
@@ -65,6 +68,7 @@ impl RegistryError {
             RegistryError::NoDigest { .. } => "no_published_digest",
             RegistryError::DigestMismatch { .. } => "digest_mismatch",
             RegistryError::Cache(_) => "cache_error",
+            RegistryError::Internal(_) => "internal_error",
         }
     }
 
@@ -81,7 +85,7 @@ impl RegistryError {
             | RegistryError::BadMetadata(_)
             | RegistryError::NoDigest { .. }
             | RegistryError::DigestMismatch { .. } => 502,
-            RegistryError::Cache(_) => 500,
+            RegistryError::Cache(_) | RegistryError::Internal(_) => 500,
         }
     }
 
@@ -97,7 +101,7 @@ impl RegistryError {
             | RegistryError::BadMetadata(_)
             | RegistryError::NoDigest { .. }
             | RegistryError::DigestMismatch { .. } => Origin::Upstream,
-            RegistryError::Cache(_) => Origin::Internal,
+            RegistryError::Cache(_) | RegistryError::Internal(_) => Origin::Internal,
         }
     }
 
@@ -146,7 +150,7 @@ impl RegistryError {
             } => format!(
                 "{package} {version}: the upstream's bytes hash to {received}, but the registry's metadata published {expected}; nothing was stored"
             ),
-            RegistryError::Cache(why) => why.clone(),
+            RegistryError::Cache(why) | RegistryError::Internal(why) => why.clone(),
         }
     }
 
@@ -172,6 +176,9 @@ impl RegistryError {
                 "do not install these bytes; report the mismatch to the registry's operator"
             }
             RegistryError::Cache(_) => "retry; check the cache directory's disk and permissions",
+            RegistryError::Internal(_) => {
+                "retry; if it persists, report it with the fetchgate log line"
+            }
         }
     }
 

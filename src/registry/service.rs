@@ -342,7 +342,7 @@ impl Registries {
                     aliases.set_verified(alias.as_deref(), &url, &sha256)
                 })
                 .await
-                .map_err(|e| RegistryError::Cache(e.to_string()))?
+                .map_err(|e| RegistryError::Internal(e.to_string()))?
                 .map_err(RegistryError::Cache)?;
                 Ok(Reply::Artifact { sha256 })
             }
@@ -462,7 +462,7 @@ impl Registries {
                     let aliases = self.aliases.clone();
                     tokio::task::spawn_blocking(move || aliases.set_files(&records))
                         .await
-                        .map_err(|e| RegistryError::Cache(e.to_string()))?
+                        .map_err(|e| RegistryError::Internal(e.to_string()))?
                         .map_err(RegistryError::Cache)?;
                 }
                 let (content_type, body) = if pypi::wants_json(ask.accept) {

@@ -3,6 +3,11 @@
 //! Every problem carries a stable snake_case `code`, the redacted `locator`, the failed
 //! `field` where there is one, and `next`: a safe next action. The same code travels in a
 //! `Fetchgate-Error` header, so CONNECT clients that hide bodies still see why.
+//!
+//! Each error type names its own `code()` and `origin()`; the `From` conversions here give it
+//! its status, next action and headers. The constructors are private, so no other file can
+//! make a problem up, and the table test (`problem/tests.rs`) holds every code to one status
+//! and one origin.
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};

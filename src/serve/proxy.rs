@@ -1,6 +1,6 @@
 //! The router: every request on the proxy port goes through [`handle`], which checks access,
 //! then sends CONNECT to a tunnel and absolute-form requests to the upstream fetch. Every
-//! failure becomes a [`Problem`] here, and nowhere else.
+//! failure is answered here as a [`Problem`], which `problem.rs` alone builds from the error.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

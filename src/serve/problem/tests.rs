@@ -200,6 +200,7 @@ fn registry_errors() -> Vec<RegistryError> {
             received: "b".into(),
         },
         RegistryError::Cache("x".into()),
+        RegistryError::Internal("a task panicked".into()),
     ]
 }
 
