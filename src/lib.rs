@@ -51,6 +51,7 @@ pub mod cli;
 pub mod config;
 pub mod connect;
 pub mod decide;
+pub mod errors;
 pub mod fetch;
 pub mod love;
 pub mod metrics;

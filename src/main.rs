@@ -37,20 +37,28 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             locator,
         } => {
             let config = load(config.as_deref())?;
-            let decision = runtime(false)?.block_on(async {
-                let egress = config.egress();
-                if connect {
-                    egress.decide_authority(&locator).await
-                } else {
-                    egress.decide_url(&locator).await
-                }
-            });
-            if json {
-                println!("{}", check::to_json(&locator, &decision, &config.policy));
+            let rt = runtime(false)?;
+            let (out, allowed) = if connect {
+                let d = rt.block_on(async {
+                    let egress = config.egress();
+                    egress.resolve_and_decide_authority(&locator).await
+                });
+                (
+                    check::render(&locator, &d, &config.policy, json),
+                    d.allowed(),
+                )
             } else {
-                print!("{}", check::to_text(&locator, &decision, &config.policy));
-            }
-            Ok(if decision.allowed() {
+                let d = rt.block_on(async {
+                    let egress = config.egress();
+                    egress.resolve_and_decide_url(&locator).await
+                });
+                (
+                    check::render(&locator, &d, &config.policy, json),
+                    d.allowed(),
+                )
+            };
+            print!("{out}");
+            Ok(if allowed {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

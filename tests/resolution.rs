@@ -12,11 +12,11 @@ use support::dns::TestDns;
 
 async fn decide(config: &str, url: &str) -> Decision {
     let config = Config::from_toml("test.toml", config).expect("config");
-    config.egress().decide_url(url).await
+    config.egress().resolve_and_decide_url(url).await
 }
 
 fn codes(d: &Decision) -> Vec<(String, &'static str)> {
-    d.answers
+    d.answers()
         .iter()
         .map(|(ip, v)| (ip.to_string(), v.reason.code()))
         .collect()
@@ -32,7 +32,7 @@ async fn a_name_with_only_global_answers_is_allowed_with_every_address() {
     )
     .await;
     assert!(d.allowed(), "{d:?}");
-    assert_eq!(d.verdict.reason, Reason::GlobalAddress);
+    assert_eq!(d.verdict().reason, Reason::GlobalAddress);
     let mut addrs: Vec<String> = d.addresses().iter().map(|a| a.to_string()).collect();
     addrs.sort();
     assert_eq!(addrs, ["192.0.0.9", "2001:1::2"]);
@@ -47,7 +47,7 @@ async fn one_refused_answer_among_global_ones_refuses_the_destination() {
     );
     let d = decide(&dns.resolver_toml(), "http://mixed.fetchgate-test.net/").await;
     assert!(!d.allowed());
-    assert_eq!(d.verdict.reason, Reason::AnswerRefused);
+    assert_eq!(d.verdict().reason, Reason::AnswerRefused);
     assert!(
         d.addresses().is_empty(),
         "no address may be used from a refused decision"
@@ -77,7 +77,7 @@ async fn nxdomain_is_refused_with_its_own_code() {
     let dns = TestDns::start().await;
     let d = decide(&dns.resolver_toml(), "https://nowhere.fetchgate-test.net/").await;
     assert!(!d.allowed());
-    assert_eq!(d.verdict.reason, Reason::DnsNxdomain);
+    assert_eq!(d.verdict().reason, Reason::DnsNxdomain);
 }
 
 #[tokio::test]
@@ -86,7 +86,7 @@ async fn a_name_with_no_address_records_is_refused() {
     dns.set("empty.fetchgate-test.net", &[]);
     let d = decide(&dns.resolver_toml(), "https://empty.fetchgate-test.net/").await;
     assert!(!d.allowed());
-    assert_eq!(d.verdict.reason, Reason::DnsNoAnswer, "{d:?}");
+    assert_eq!(d.verdict().reason, Reason::DnsNoAnswer, "{d:?}");
 }
 
 #[tokio::test]
@@ -99,7 +99,7 @@ async fn a_silent_resolver_times_out() {
     );
     let d = decide(&config, "https://slow.fetchgate-test.net/").await;
     assert!(!d.allowed());
-    assert_eq!(d.verdict.reason, Reason::DnsTimeout, "{d:?}");
+    assert_eq!(d.verdict().reason, Reason::DnsTimeout, "{d:?}");
 }
 
 #[tokio::test]
@@ -117,14 +117,14 @@ async fn names_refused_before_resolution_never_reach_dns() {
         dns.set(name, &["192.0.0.9"]);
         let d = decide(&dns.resolver_toml(), &format!("http://{name}/")).await;
         assert!(!d.allowed(), "{name}");
-        assert!(d.answers.is_empty(), "{name} was resolved");
+        assert!(d.answers().is_empty(), "{name} was resolved");
         assert!(
             matches!(
-                d.verdict.reason,
+                d.verdict().reason,
                 Reason::LocalhostName | Reason::MetadataName | Reason::SpecialUseName
             ),
             "{name}: {:?}",
-            d.verdict.reason
+            d.verdict().reason
         );
     }
 }
@@ -145,7 +145,7 @@ async fn a_trust_rule_naming_a_test_host_allows_exactly_that() {
 
     let d = decide(&cfg, "http://mirror.fetchgate.test:18080/pkg.tgz").await;
     assert!(d.allowed(), "{d:?}");
-    assert_eq!(d.verdict.reason, Reason::Trusted);
+    assert_eq!(d.verdict().reason, Reason::Trusted);
     assert_eq!(
         d.addresses(),
         ["127.0.0.2".parse::<std::net::IpAddr>().unwrap()]
@@ -169,7 +169,7 @@ async fn a_trust_rule_naming_a_test_host_allows_exactly_that() {
     ] {
         let d = decide(&cfg, url).await;
         assert!(!d.allowed(), "{url} was allowed");
-        assert_eq!(d.verdict.reason.code(), code, "{url}");
+        assert_eq!(d.verdict().reason.code(), code, "{url}");
     }
 }
 
@@ -199,12 +199,12 @@ async fn deny_beats_trust() {
         dns.resolver_toml()
     );
     let d = decide(&cfg, "http://deny.fetchgate.test:18080/").await;
-    assert_eq!(d.verdict.reason, Reason::AnswerRefused, "{d:?}");
+    assert_eq!(d.verdict().reason, Reason::AnswerRefused, "{d:?}");
     assert_eq!(codes(&d), [("127.0.0.5".to_string(), "operator_denied")]);
     let d = decide(&cfg, "http://127.0.0.5:18080/").await;
-    assert_eq!(d.verdict.reason, Reason::OperatorDenied);
+    assert_eq!(d.verdict().reason, Reason::OperatorDenied);
     let d = decide(&cfg, "http://127.0.0.6:18080/").await;
-    assert_eq!(d.verdict.reason, Reason::Trusted);
+    assert_eq!(d.verdict().reason, Reason::Trusted);
 }
 
 #[tokio::test]
@@ -215,14 +215,14 @@ async fn connect_authorities_are_decided_with_connect_ports() {
     let egress = config.egress();
     assert!(
         egress
-            .decide_authority("tunnel.fetchgate-test.net:443")
+            .resolve_and_decide_authority("tunnel.fetchgate-test.net:443")
             .await
             .allowed()
     );
     let d = egress
-        .decide_authority("tunnel.fetchgate-test.net:80")
+        .resolve_and_decide_authority("tunnel.fetchgate-test.net:80")
         .await;
-    assert_eq!(d.verdict.reason, Reason::PortNotAllowed);
-    let d = egress.decide_authority("2130706433:443").await;
-    assert_eq!(d.verdict.reason, Reason::LoopbackAddress);
+    assert_eq!(d.verdict().reason, Reason::PortNotAllowed);
+    let d = egress.resolve_and_decide_authority("2130706433:443").await;
+    assert_eq!(d.verdict().reason, Reason::LoopbackAddress);
 }

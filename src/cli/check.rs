@@ -5,15 +5,24 @@ use serde_json::{Value, json};
 use crate::decide::{Decision, Host, Policy, RuleId, Verdict};
 use crate::redact::redact_locator;
 
+/// The decision as printed: one JSON object on a line of its own, or the text for people.
+pub fn render<U>(locator: &str, decision: &Decision<U>, policy: &Policy, json: bool) -> String {
+    if json {
+        format!("{}\n", to_json(locator, decision, policy))
+    } else {
+        to_text(locator, decision, policy)
+    }
+}
+
 /// The decision as one JSON object.
-pub fn to_json(locator: &str, decision: &Decision, policy: &Policy) -> Value {
-    let v = &decision.verdict;
-    let (kind, host, host_type, port) = match &decision.target {
-        Some(t) => (
-            json!(t.kind),
-            json!(t.host.to_string()),
-            json!(host_type(&t.host)),
-            json!(t.port),
+pub fn to_json<U>(locator: &str, decision: &Decision<U>, policy: &Policy) -> Value {
+    let v = &decision.verdict();
+    let (kind, host, host_type, port) = match decision.destination() {
+        Some((kind, host, port)) => (
+            json!(kind),
+            json!(host.to_string()),
+            json!(host_type(host)),
+            json!(port),
         ),
         None => (Value::Null, Value::Null, Value::Null, Value::Null),
     };
@@ -22,14 +31,14 @@ pub fn to_json(locator: &str, decision: &Decision, policy: &Policy) -> Value {
         "decision": if decision.allowed() { "allowed" } else { "refused" },
         "code": v.reason.code(),
         "reason": v.reason.explanation(),
-        "detail": decision.detail,
+        "detail": decision.detail(),
         "rule": rule_json(policy, v.rule),
         "via": rule_json(policy, v.via),
         "kind": kind,
         "host": host,
         "host_type": host_type,
         "port": port,
-        "addresses": decision.answers.iter().map(|(ip, av)| json!({
+        "addresses": decision.answers().iter().map(|(ip, av)| json!({
             "address": ip.to_string(),
             "decision": if av.allowed() { "allowed" } else { "refused" },
             "code": av.reason.code(),
@@ -41,8 +50,8 @@ pub fn to_json(locator: &str, decision: &Decision, policy: &Policy) -> Value {
 }
 
 /// The decision as text for people.
-pub fn to_text(locator: &str, decision: &Decision, policy: &Policy) -> String {
-    let v = &decision.verdict;
+pub fn to_text<U>(locator: &str, decision: &Decision<U>, policy: &Policy) -> String {
+    let v = &decision.verdict();
     let mut out = format!(
         "{}  {}\n",
         if decision.allowed() {
@@ -57,27 +66,22 @@ pub fn to_text(locator: &str, decision: &Decision, policy: &Policy) -> String {
         v.reason.code(),
         v.reason.explanation()
     ));
-    if let Some(d) = &decision.detail {
+    if let Some(d) = decision.detail() {
         out.push_str(&format!("  detail   {d}\n"));
     }
     if let Some(line) = rule_line(policy, v) {
         out.push_str(&format!("  rule     {line}\n"));
     }
-    if let Some(t) = &decision.target {
+    let destination = decision.destination();
+    if let Some((_, host, port)) = destination {
         out.push_str(&format!(
-            "  target   {} {} port {}\n",
-            host_type(&t.host),
-            t.host,
-            t.port
+            "  target   {} {host} port {port}\n",
+            host_type(host),
         ));
     }
-    if matches!(
-        decision.target.as_ref().map(|t| &t.host),
-        Some(Host::Name(_))
-    ) && !decision.answers.is_empty()
-    {
+    if matches!(destination, Some((_, Host::Name(_), _))) && !decision.answers().is_empty() {
         out.push_str("  answers\n");
-        for (ip, av) in &decision.answers {
+        for (ip, av) in decision.answers() {
             let verdict = if av.allowed() { "allowed" } else { "refused" };
             let rule = rule_line(policy, av)
                 .map(|r| format!("  {r}"))

@@ -1,9 +1,12 @@
-//! From a locator to a decision carrying validated addresses.
+//! From a locator to a decision carrying validated addresses: `connect` resolves, `decide`
+//! judges the answers.
 
 use std::sync::Arc;
 
+use url::Url;
+
 use crate::decide::{
-    Decision, Policy, Precheck, Reason, Target, Verdict, parse_authority, parse_url,
+    Decision, Lookup, Policy, Reason, Step, Target, begin, parse_authority, parse_fetch_url,
 };
 
 use super::resolve::Resolver;
@@ -33,126 +36,55 @@ impl Egress {
         }
     }
 
-    /// Decides an absolute `http(s)` URL, resolving its host if it is a name.
-    pub async fn decide_url(&self, raw: &str) -> Decision {
-        let d = match parse_url(raw) {
-            Ok(t) => self.decide_target(t).await,
+    /// Resolves an absolute `http(s)` URL's host if it is a name, and decides the URL.
+    pub async fn resolve_and_decide_url(&self, raw: &str) -> Decision<Url> {
+        let d = match parse_fetch_url(raw) {
+            Ok((target, url)) => self.resolve_and_decide(target, url).await,
             Err(e) => Decision::refused_locator(e),
         };
         count(&d);
         d
     }
 
-    /// Decides a CONNECT `host:port` authority, resolving its host if it is a name.
-    pub async fn decide_authority(&self, raw: &str) -> Decision {
+    /// Resolves a CONNECT `host:port` authority's host if it is a name, and decides it.
+    pub async fn resolve_and_decide_authority(&self, raw: &str) -> Decision<()> {
         let d = match parse_authority(raw) {
-            Ok(t) => self.decide_target(t).await,
+            Ok(target) => self.resolve_and_decide(target, ()).await,
             Err(e) => Decision::refused_locator(e),
         };
         count(&d);
         d
     }
 
-    /// Decides a validated target. For names, every answer is judged and one refused answer
-    /// refuses the destination.
-    pub async fn decide_target(&self, target: Target) -> Decision {
-        let unless_trusted = match self.policy.precheck(&target) {
-            Precheck::Refused(verdict) => return decided(target, verdict, None, Vec::new()),
-            Precheck::Address(verdict) => {
-                let answers = match &target.host {
-                    crate::decide::Host::Ip(ip) => vec![(*ip, verdict)],
-                    crate::decide::Host::Name(_) => Vec::new(),
-                };
-                return decided(target, verdict, None, answers);
-            }
-            Precheck::Resolve { unless_trusted } => unless_trusted,
+    /// Lets `decide` judge `target`, looking its name up when `decide` asks for the answers.
+    async fn resolve_and_decide<U>(&self, target: Target, url: U) -> Decision<U> {
+        let pending = match begin(&self.policy, target, url) {
+            Step::Decided(d) => return d,
+            Step::Resolve(pending) => pending,
         };
-        let crate::decide::Host::Name(name) = &target.host else {
-            return decided(
-                target,
-                failure_verdict(Reason::InvalidHost),
-                None,
-                Vec::new(),
-            );
+        let lookup = match &self.resolver {
+            None => Lookup::Failed {
+                reason: Reason::DnsFailure,
+                detail: self.resolver_error.clone(),
+            },
+            Some(resolver) => match resolver.lookup(pending.name()).await {
+                Ok(answers) => Lookup::Answers(answers),
+                Err(f) => Lookup::Failed {
+                    reason: f.reason,
+                    detail: Some(f.detail),
+                },
+            },
         };
-        let Some(resolver) = &self.resolver else {
-            let detail = self.resolver_error.clone();
-            return decided(
-                target,
-                failure_verdict(Reason::DnsFailure),
-                detail,
-                Vec::new(),
-            );
-        };
-        let addrs = match resolver.lookup(name).await {
-            Ok(a) => a,
-            Err(f) => {
-                return decided(
-                    target,
-                    failure_verdict(f.reason),
-                    Some(f.detail),
-                    Vec::new(),
-                );
-            }
-        };
-        let answers: Vec<_> = addrs
-            .into_iter()
-            .map(|ip| (ip, self.policy.judge_answer(ip, &target, unless_trusted)))
-            .collect();
-        let verdict = overall(&answers);
-        decided(target, verdict, None, answers)
+        pending.judge(&self.policy, lookup)
     }
-}
-
-/// Allowed only if every answer is. When all are trusted, the first trust rule stands for the
-/// whole; when any is refused, the destination is refused as `answer_refused` and the first
-/// refused answer's rule is named.
-fn overall(answers: &[(std::net::IpAddr, Verdict)]) -> Verdict {
-    if answers.is_empty() {
-        return failure_verdict(Reason::DnsNoAnswer);
-    }
-    if let Some((_, refused)) = answers.iter().find(|(_, v)| !v.allowed()) {
-        return Verdict {
-            reason: Reason::AnswerRefused,
-            rule: refused.rule,
-            via: refused.via,
-        };
-    }
-    answers
-        .iter()
-        .map(|(_, v)| *v)
-        .find(|v| v.reason == Reason::Trusted)
-        .unwrap_or(Verdict::GLOBAL)
 }
 
 /// Counts a refusal by its reason code.
-fn count(d: &Decision) {
+fn count<U>(d: &Decision<U>) {
     if !d.allowed() {
         crate::metrics::get()
             .refusals
-            .get_or_create(&[("reason", d.verdict.reason.code())])
+            .get_or_create(&[("reason", d.verdict().reason.code())])
             .inc();
-    }
-}
-
-fn failure_verdict(reason: Reason) -> Verdict {
-    Verdict {
-        reason,
-        rule: None,
-        via: None,
-    }
-}
-
-fn decided(
-    target: Target,
-    verdict: Verdict,
-    detail: Option<String>,
-    answers: Vec<(std::net::IpAddr, Verdict)>,
-) -> Decision {
-    Decision {
-        target: Some(target),
-        verdict,
-        detail,
-        answers,
     }
 }

@@ -12,6 +12,7 @@ use tokio_rustls::client::TlsStream;
 
 use super::tls::server_name;
 use crate::decide::Host;
+use crate::errors::Origin;
 
 /// Why no connection could be made.
 #[derive(Debug)]
@@ -39,6 +40,26 @@ pub enum DialError {
     },
     /// There was nothing to connect to (a decision with no addresses).
     NoAddress,
+}
+
+impl DialError {
+    /// The stable code. The one table for dial failures: the proxy reports it as is, and a
+    /// mirror report coarsens it (see `UpstreamError::mirror_code`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            DialError::Unreachable {
+                timed_out: true, ..
+            } => "upstream_connect_timeout",
+            DialError::Unreachable { .. } | DialError::NoAddress => "upstream_unreachable",
+            DialError::PeerMismatch { .. } => "peer_mismatch",
+            DialError::Tls { .. } => "upstream_tls_failed",
+        }
+    }
+
+    /// The path to the upstream, every time.
+    pub fn origin(&self) -> Origin {
+        Origin::Upstream
+    }
 }
 
 impl std::fmt::Display for DialError {

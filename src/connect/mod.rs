@@ -1,8 +1,8 @@
 //! Connect: reach only what was decided.
 //!
-//! [`resolve`] looks names up and hands every answer to the policy; [`destination`] turns a
-//! locator into a [`crate::decide::Decision`] carrying the validated addresses that a
-//! connection may use, and no others; [`dial`] connects to exactly those (TCP pinned to a
+//! [`resolve`] looks names up; [`destination`] hands the answers back to `decide`, whose
+//! [`crate::decide::Decision`] carries, when allowed, a [`crate::decide::Permit`] with the
+//! validated addresses that a connection may use, and no others; [`dial`] connects to exactly those (TCP pinned to a
 //! validated address, TLS verified for the original host name); [`pool`] keeps idle
 //! connections keyed by the address they were dialled to.
 

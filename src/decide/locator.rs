@@ -57,8 +57,6 @@ pub struct Target {
     pub host: Host,
     /// The port (the scheme's default when the URL names none).
     pub port: u16,
-    /// The parsed URL, for `http(s)` targets.
-    pub url: Option<Url>,
 }
 
 /// Why a locator was refused before any policy or resolution.
@@ -85,6 +83,12 @@ fn err(reason: Reason, detail: impl Into<String>) -> LocatorError {
 
 /// Validates an absolute `http://` or `https://` URL.
 pub fn parse_url(raw: &str) -> Result<Target, LocatorError> {
+    parse_fetch_url(raw).map(|(target, _)| target)
+}
+
+/// Validates an absolute `http://` or `https://` URL, and returns the parsed URL beside the
+/// target, for the request that follows an allowed decision.
+pub fn parse_fetch_url(raw: &str) -> Result<(Target, Url), LocatorError> {
     check_characters(raw)?;
     let (scheme, rest) = raw
         .split_once(':')
@@ -152,12 +156,7 @@ pub fn parse_url(raw: &str) -> Result<Target, LocatorError> {
     let port = url
         .port_or_known_default()
         .ok_or_else(|| err(Reason::InvalidPort, "the URL has no port"))?;
-    Ok(Target {
-        kind,
-        host,
-        port,
-        url: Some(url),
-    })
+    Ok((Target { kind, host, port }, url))
 }
 
 /// Validates a CONNECT authority, `host:port`, through the same host parser as URLs.
@@ -203,7 +202,6 @@ pub fn parse_authority(raw: &str) -> Result<Target, LocatorError> {
         kind: RequestKind::Connect,
         host,
         port,
-        url: None,
     })
 }
 

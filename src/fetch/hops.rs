@@ -11,10 +11,10 @@ use hyper::Response;
 use hyper::body::Incoming;
 
 use super::through::{Fetcher, LocatorFailure, NEXT_MIRROR};
-use super::upstream::{UpstreamError, exchange, upstream_request};
+use super::upstream::{exchange, upstream_request};
 use crate::body::empty;
-use crate::connect::dial::DialError;
 use crate::connect::pool::Pool;
+use crate::decide::Decision;
 use crate::redact::redact_locator;
 use crate::store::StoreError;
 
@@ -108,29 +108,18 @@ impl Fetcher {
         let mut current = mirror.to_string();
         for hop in 0..=self.max_redirects {
             let hop_name = (hop > 0).then_some(current.as_str());
-            let decision = self.egress.decide_url(&current).await;
-            if !decision.allowed() {
-                let r = decision.verdict.reason;
-                let mut detail = r.explanation().to_string();
-                if let Some(d) = &decision.detail {
-                    detail = format!("{detail}: {d}");
+            let permit = match self.egress.resolve_and_decide_url(&current).await {
+                Decision::Allowed(permit) => permit,
+                Decision::Refused(refused) => {
+                    let r = refused.verdict.reason;
+                    let mut detail = r.explanation().to_string();
+                    if let Some(d) = &refused.detail {
+                        detail = format!("{detail}: {d}");
+                    }
+                    return Err(fail(hop_name, r.code(), detail));
                 }
-                return Err(fail(hop_name, r.code(), detail));
-            }
-            let Some(target) = decision.target.clone() else {
-                return Err(fail(
-                    hop_name,
-                    "internal_error",
-                    "an allowed decision without a target".into(),
-                ));
             };
-            let Some(base) = target.url.clone() else {
-                return Err(fail(
-                    hop_name,
-                    "internal_error",
-                    "an allowed decision without a URL".into(),
-                ));
-            };
+            let base = permit.url();
             let mut headers = req.headers.clone();
             headers.insert(
                 header::USER_AGENT,
@@ -142,20 +131,13 @@ impl Fetcher {
                 headers.insert(header::AUTHORIZATION, c.value.clone());
             }
             let body = empty();
-            let up = upstream_request(Method::GET, &target, headers, body)
+            let up = upstream_request(Method::GET, &permit, headers, body)
                 .map_err(|e| fail(hop_name, "invalid_locator", e))?;
             // A fresh connection per hop: nothing is pooled across decisions.
             let pool = Pool::new(1, Duration::from_secs(1));
-            let ex = exchange(
-                &pool,
-                &self.tls,
-                self.timeouts,
-                &target,
-                &decision.addresses(),
-                up,
-            )
-            .await
-            .map_err(|e| fail(hop_name, exchange_code(&e), e.to_string()))?;
+            let ex = exchange(&pool, &self.tls, self.timeouts, &permit, up)
+                .await
+                .map_err(|e| fail(hop_name, e.mirror_code(), e.to_string()))?;
             let status = ex.response.status();
             if req.also.contains(&status) {
                 return Ok((ex.response, current));
@@ -173,7 +155,7 @@ impl Fetcher {
                         format!("HTTP {status} without a Location"),
                     ));
                 };
-                current = next_hop(&base, location, self.allow_redirect_downgrade)
+                current = next_hop(base, location, self.allow_redirect_downgrade)
                     .map_err(|(code, detail)| fail(hop_name, code, detail))?;
                 continue;
             }
@@ -213,20 +195,6 @@ impl Fetcher {
                 self.max_redirects
             ),
         ))
-    }
-}
-
-/// The stable code of a failed exchange.
-fn exchange_code(e: &UpstreamError) -> &'static str {
-    match e {
-        UpstreamError::ContentCoding(_) => "content_coding_rejected",
-        UpstreamError::HeadTimeout(_) => "upstream_timeout",
-        UpstreamError::Dial(DialError::Unreachable {
-            timed_out: true, ..
-        }) => "upstream_timeout",
-        UpstreamError::Dial(DialError::Tls { .. }) => "upstream_tls_failed",
-        UpstreamError::Dial(_) => "upstream_unreachable",
-        UpstreamError::Http(_) => "upstream_http_error",
     }
 }
 

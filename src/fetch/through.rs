@@ -16,6 +16,7 @@ use super::hops::{Failure, GetRequest, locator_failure};
 use super::idle::{BodyIdle, IdleBody};
 use super::upstream::Timeouts;
 use crate::connect::Egress;
+use crate::errors::Origin;
 use crate::redact::redact_locator;
 use crate::store::{Digest, FillError, FillSink, Store, StoreError};
 
@@ -62,6 +63,24 @@ pub enum ThroughError {
     AllFailed(Vec<LocatorFailure>),
     /// The store could not take the bytes (full, or a file-system failure).
     Store(StoreError),
+}
+
+impl ThroughError {
+    /// The stable code: `all_mirrors_failed`, or the store's own.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ThroughError::AllFailed(_) => "all_mirrors_failed",
+            ThroughError::Store(e) => e.code(),
+        }
+    }
+
+    /// The mirrors, or fetchgate's store.
+    pub fn origin(&self) -> Origin {
+        match self {
+            ThroughError::AllFailed(_) => Origin::Upstream,
+            ThroughError::Store(e) => e.origin(),
+        }
+    }
 }
 
 impl std::fmt::Display for ThroughError {

@@ -1,7 +1,7 @@
 //! One upstream exchange: pick or dial a pinned connection, send an origin-form request,
 //! wait (bounded) for the response head, and check its coding.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,8 @@ use rustls::ClientConfig;
 use super::headers::{check_identity, strip_hop_by_hop};
 use crate::connect::dial::{DialError, dial_tcp, handshake};
 use crate::connect::pool::{Pool, PoolKey, UpstreamBody};
-use crate::decide::{Host, RequestKind, Target};
+use crate::decide::{Host, Permit};
+use crate::errors::Origin;
 
 /// Time limits for one exchange.
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +40,38 @@ pub enum UpstreamError {
     ContentCoding(String),
 }
 
+impl UpstreamError {
+    /// The stable code the proxy reports: the one table for exchange failures.
+    pub fn code(&self) -> &'static str {
+        match self {
+            UpstreamError::Dial(d) => d.code(),
+            UpstreamError::HeadTimeout(_) => "upstream_response_timeout",
+            UpstreamError::Http(_) => "upstream_http_error",
+            UpstreamError::ContentCoding(_) => "content_coding_rejected",
+        }
+    }
+
+    /// The code in a per-mirror report ([`LocatorFailure`](super::through::LocatorFailure)):
+    /// [`code`](Self::code) with time-outs merged and a peer mismatch counted as unreachable,
+    /// because a mirror is skipped the same way either way, and registries, LOVE and the
+    /// idle-body check already speak of one `upstream_timeout`.
+    pub fn mirror_code(&self) -> &'static str {
+        match self {
+            UpstreamError::HeadTimeout(_)
+            | UpstreamError::Dial(DialError::Unreachable {
+                timed_out: true, ..
+            }) => "upstream_timeout",
+            UpstreamError::Dial(DialError::PeerMismatch { .. }) => "upstream_unreachable",
+            other => other.code(),
+        }
+    }
+
+    /// The upstream or the path to it, every time.
+    pub fn origin(&self) -> Origin {
+        Origin::Upstream
+    }
+}
+
 impl std::fmt::Display for UpstreamError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -60,15 +93,15 @@ pub struct Exchange {
     pub peer: SocketAddr,
 }
 
-/// The upstream request for `target`: origin-form, `Host` from the URL, client headers minus
+/// The upstream request for `permit`: origin-form, `Host` from the URL, client headers minus
 /// hop-by-hop ones, `Accept-Encoding: identity`, a `Via` entry.
 pub fn upstream_request(
     method: Method,
-    target: &Target,
+    permit: &Permit,
     mut headers: HeaderMap,
     body: UpstreamBody,
 ) -> Result<Request<UpstreamBody>, String> {
-    let url = target.url.as_ref().ok_or("not a URL target")?;
+    let url = permit.url();
     let mut path = url.path().to_string();
     if let Some(q) = url.query() {
         path.push('?');
@@ -77,15 +110,13 @@ pub fn upstream_request(
     let uri: Uri = path.parse().map_err(|e| format!("path: {e}"))?;
     strip_hop_by_hop(&mut headers);
     headers.remove(header::HOST);
-    let default_port = match target.kind {
-        RequestKind::Https => 443,
-        _ => 80,
-    };
-    let host = match (&target.host, target.port == default_port) {
+    let default_port = if permit.tls() { 443 } else { 80 };
+    let port = permit.port();
+    let host = match (permit.verify_name(), port == default_port) {
         (Host::Ip(std::net::IpAddr::V6(v6)), true) => format!("[{v6}]"),
-        (Host::Ip(std::net::IpAddr::V6(v6)), false) => format!("[{v6}]:{}", target.port),
+        (Host::Ip(std::net::IpAddr::V6(v6)), false) => format!("[{v6}]:{port}"),
         (h, true) => h.to_string(),
-        (h, false) => format!("{h}:{}", target.port),
+        (h, false) => format!("{h}:{port}"),
     };
     headers.insert(
         header::HOST,
@@ -103,24 +134,24 @@ pub fn upstream_request(
     Ok(req)
 }
 
-/// Sends `req` to `target` over a connection to one of `addrs` (pooled or new), and checks
+/// Sends `req` over a connection to one of `permit`'s addresses (pooled or new), and checks
 /// the response's coding before anything of its body is read.
 pub async fn exchange(
     pool: &Pool,
     tls: &Arc<ClientConfig>,
     timeouts: Timeouts,
-    target: &Target,
-    addrs: &[IpAddr],
+    permit: &Permit,
     req: Request<UpstreamBody>,
 ) -> Result<Exchange, UpstreamError> {
-    let use_tls = target.kind == RequestKind::Https;
-    let host = target.host.to_string();
+    let use_tls = permit.tls();
+    let host = permit.verify_name().to_string();
     let metrics = crate::metrics::get();
-    let (key, mut sender) = match pool.checkout(use_tls, &host, target.port, addrs) {
+    let checkout = pool.checkout(use_tls, &host, permit.port(), permit.addresses());
+    let (key, mut sender) = match checkout {
         Some(found) => found,
         None => {
             let started = std::time::Instant::now();
-            let conn = connect(tls, timeouts, target, addrs, use_tls, host).await?;
+            let conn = connect(tls, timeouts, permit, host).await?;
             metrics
                 .connect_seconds
                 .observe(started.elapsed().as_secs_f64());
@@ -149,24 +180,28 @@ pub async fn exchange(
 async fn connect(
     tls: &Arc<ClientConfig>,
     timeouts: Timeouts,
-    target: &Target,
-    addrs: &[IpAddr],
-    use_tls: bool,
+    permit: &Permit,
     host: String,
 ) -> Result<(PoolKey, http1::SendRequest<UpstreamBody>), UpstreamError> {
-    let (tcp, addr) = dial_tcp(addrs, target.port, timeouts.connect)
+    let (tcp, addr) = dial_tcp(permit.addresses(), permit.port(), timeouts.connect)
         .await
         .map_err(UpstreamError::Dial)?;
     let key = PoolKey {
-        tls: use_tls,
+        tls: permit.tls(),
         host,
-        port: target.port,
+        port: permit.port(),
         addr: addr.ip(),
     };
-    let sender = if use_tls {
-        let stream = handshake(tcp, addr, &target.host, tls.clone(), timeouts.connect)
-            .await
-            .map_err(UpstreamError::Dial)?;
+    let sender = if permit.tls() {
+        let stream = handshake(
+            tcp,
+            addr,
+            permit.verify_name(),
+            tls.clone(),
+            timeouts.connect,
+        )
+        .await
+        .map_err(UpstreamError::Dial)?;
         start(TokioIo::new(stream)).await?
     } else {
         start(TokioIo::new(tcp)).await?

@@ -4,6 +4,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::errors::Origin;
+use crate::store::StoreError;
+
 /// A failure in discovery, validation, retrieval or inspection.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LoveError {
@@ -61,6 +64,46 @@ impl LoveError {
     pub fn extra(mut self, extra: Value) -> Self {
         self.extra = Some(extra);
         self
+    }
+
+    /// Where it came from, by code: the one table, so no caller guesses it from the status.
+    /// Manifests, indexes, locks and pins are what the client chose to fetch; an unsafe
+    /// archive is what a mirror served.
+    pub fn origin(&self) -> Origin {
+        match self.code {
+            "all_mirrors_failed"
+            | "discovery_unavailable"
+            | "index_unavailable"
+            | "manifest_unavailable"
+            | "archive_malformed"
+            | "package_json_missing"
+            | "package_json_invalid"
+            | "package_identity_mismatch"
+            | "archive_cap_exceeded" => Origin::Upstream,
+            "invalid_locator" => Origin::Policy,
+            "internal_error" | "cache_error" | "cache_full" | "love_busy" => Origin::Internal,
+            _ => Origin::Downstream,
+        }
+    }
+
+    /// A store failure while keeping a verified artifact, under the codes the cache routes
+    /// use for the same [`StoreError`].
+    pub fn store(e: &StoreError) -> Self {
+        match e {
+            StoreError::Full { .. } => Self::new(
+                "cache_full",
+                507,
+                e.to_string(),
+                "retry later or raise [cache] max_bytes",
+            ),
+            StoreError::Internal(_) => Self::new("internal_error", 500, e.to_string(), "retry"),
+            _ => Self::new(
+                "cache_error",
+                500,
+                e.to_string(),
+                "retry; check the cache directory's disk and permissions",
+            ),
+        }
     }
 }
 

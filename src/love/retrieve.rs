@@ -17,7 +17,7 @@ use super::lock::LockEntry;
 use super::seen::{Conflict, Seen, Sighting};
 use crate::fetch::through::{Fetcher, LocatorFailure, ThroughError, Wanted};
 use crate::redact::redact_locator;
-use crate::store::{Digest, now};
+use crate::store::{Digest, FillError, StoreError, now};
 
 /// Default largest document (manifest, index, pointer) read.
 pub const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 1 << 20;
@@ -181,24 +181,15 @@ impl Love {
     /// Reads `/.well-known/love-packages` at `url`'s origin (or `url` itself when it is the
     /// pointer), then the index it names. Downloads nothing else.
     pub async fn discover(&self, url: &str) -> Result<Discovery, LoveError> {
-        let parsed = crate::decide::parse_url(url).map_err(|e| {
+        let (_, base) = crate::decide::parse_fetch_url(url).map_err(|e| {
             LoveError::new(
                 "invalid_locator",
-                400,
+                403,
                 e.detail,
                 "give an absolute http(s) URL such as https://host/",
             )
             .locator(redact_locator(url))
         })?;
-        let Some(base) = parsed.url else {
-            return Err(LoveError::new(
-                "invalid_locator",
-                400,
-                "not a URL",
-                "give an absolute http(s) URL",
-            )
-            .locator(redact_locator(url)));
-        };
         let well_known = if base.path() == "/.well-known/love-packages" {
             base.to_string()
         } else {
@@ -328,14 +319,7 @@ impl Love {
                         .locator(shown_url)
                         .extra(json!({ "locators": list })));
                     }
-                    Err(ThroughError::Store(e)) => {
-                        return Err(LoveError::new(
-                            "cache_error",
-                            507,
-                            e.to_string(),
-                            "retry later or raise [cache] max_bytes",
-                        ));
-                    }
+                    Err(ThroughError::Store(e)) => return Err(LoveError::store(&e)),
                 }
             }
         };
@@ -358,23 +342,19 @@ impl Love {
                 publish_store
                     .set_label(&expected, &publish_label, from)
                     .map(|_| expected)
-                    .map_err(|e| e.to_string())
             } else {
                 publish_store
                     .put_verified(expected, &bytes, from, Some(publish_label))
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| match e {
+                        FillError::Store(e) => e,
+                        // The bytes were verified above: any other failure is fetchgate's own.
+                        other => StoreError::Internal(other.to_string()),
+                    })
             }
         })
         .await
         .map_err(|e| LoveError::new("internal_error", 500, e.to_string(), "retry"))?
-        .map_err(|e| {
-            LoveError::new(
-                "cache_error",
-                507,
-                e,
-                "retry later or raise [cache] max_bytes",
-            )
-        })?;
+        .map_err(|e| LoveError::store(&e))?;
 
         self.seen
             .record(

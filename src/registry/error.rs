@@ -1,18 +1,8 @@
 //! Registry failures: each has a stable code, an HTTP status and where it came from; the one
 //! conversion to a problem response lives in `serve/problem.rs`.
 
+use crate::errors::Origin;
 use crate::fetch::through::LocatorFailure;
-
-/// Where a failure came from (the same split the problem responses use).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// The client asked for something refused or absent.
-    Downstream,
-    /// The upstream registry, or the path to it.
-    Upstream,
-    /// fetchgate itself (its cache).
-    Internal,
-}
 
 /// Why a registry request failed.
 #[derive(Clone, Debug)]
@@ -56,6 +46,9 @@ pub enum RegistryError {
     },
     /// The cache failed.
     Cache(String),
+    /// A broken invariant inside fetchgate (a task that panicked): not something the cache
+    /// directory's disk or permissions can explain.
+    Internal(String),
 }
 
 impl RegistryError {
@@ -75,6 +68,7 @@ impl RegistryError {
             RegistryError::NoDigest { .. } => "no_published_digest",
             RegistryError::DigestMismatch { .. } => "digest_mismatch",
             RegistryError::Cache(_) => "cache_error",
+            RegistryError::Internal(_) => "internal_error",
         }
     }
 
@@ -91,23 +85,23 @@ impl RegistryError {
             | RegistryError::BadMetadata(_)
             | RegistryError::NoDigest { .. }
             | RegistryError::DigestMismatch { .. } => 502,
-            RegistryError::Cache(_) => 500,
+            RegistryError::Cache(_) | RegistryError::Internal(_) => 500,
         }
     }
 
     /// Where it came from.
-    pub fn source(&self) -> Source {
+    pub fn origin(&self) -> Origin {
         match self {
             RegistryError::UnknownRegistry(_)
             | RegistryError::NotServed(_)
             | RegistryError::NameRefused { .. }
-            | RegistryError::OfflineMiss(_) => Source::Downstream,
+            | RegistryError::OfflineMiss(_) => Origin::Downstream,
             RegistryError::NotFound(_)
             | RegistryError::Upstream(_)
             | RegistryError::BadMetadata(_)
             | RegistryError::NoDigest { .. }
-            | RegistryError::DigestMismatch { .. } => Source::Upstream,
-            RegistryError::Cache(_) => Source::Internal,
+            | RegistryError::DigestMismatch { .. } => Origin::Upstream,
+            RegistryError::Cache(_) | RegistryError::Internal(_) => Origin::Internal,
         }
     }
 
@@ -156,7 +150,7 @@ impl RegistryError {
             } => format!(
                 "{package} {version}: the upstream's bytes hash to {received}, but the registry's metadata published {expected}; nothing was stored"
             ),
-            RegistryError::Cache(why) => why.clone(),
+            RegistryError::Cache(why) | RegistryError::Internal(why) => why.clone(),
         }
     }
 
@@ -182,6 +176,9 @@ impl RegistryError {
                 "do not install these bytes; report the mismatch to the registry's operator"
             }
             RegistryError::Cache(_) => "retry; check the cache directory's disk and permissions",
+            RegistryError::Internal(_) => {
+                "retry; if it persists, report it with the fetchgate log line"
+            }
         }
     }
 

@@ -320,7 +320,7 @@ impl Registries {
                     let aliases = self.aliases.clone();
                     tokio::task::spawn_blocking(move || aliases.set_files(&records))
                         .await
-                        .map_err(|e| RegistryError::Cache(e.to_string()))?
+                        .map_err(|e| RegistryError::Internal(e.to_string()))?
                         .map_err(RegistryError::Cache)?;
                 }
                 let (content_type, body) = if wants_json(ask.accept) {

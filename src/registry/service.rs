@@ -357,7 +357,7 @@ impl Registries {
                     aliases.set_verified(alias.as_deref(), &url, &sha256)
                 })
                 .await
-                .map_err(|e| RegistryError::Cache(e.to_string()))?
+                .map_err(|e| RegistryError::Internal(e.to_string()))?
                 .map_err(RegistryError::Cache)?;
                 Ok(Reply::Artifact { sha256 })
             }

@@ -16,6 +16,7 @@ use subtle::ConstantTimeEq;
 use toml::Spanned;
 
 use crate::decide::profile::parse_cidr;
+use crate::errors::Origin;
 use crate::toml_file::{FileError, TomlSource};
 
 /// The `[access]` table of the config file, as written.
@@ -54,6 +55,59 @@ pub enum Denied {
     MissingToken,
     /// A token that matches none configured.
     WrongToken,
+}
+
+impl Denied {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Denied::MissingToken => "proxy_token_missing",
+            Denied::WrongToken => "proxy_token_wrong",
+        }
+    }
+
+    /// Always the client: it sent no token, or the wrong one.
+    pub fn origin(&self) -> Origin {
+        Origin::Downstream
+    }
+
+    /// What happened.
+    pub fn detail(&self) -> &'static str {
+        match self {
+            Denied::MissingToken => "this proxy needs a token in Proxy-Authorization",
+            Denied::WrongToken => "the Proxy-Authorization token is not one this proxy accepts",
+        }
+    }
+}
+
+impl CrossSite {
+    /// The stable code: one for both signs of a web page, since the next action is the same.
+    pub fn code(&self) -> &'static str {
+        "cross_site_request"
+    }
+
+    /// Always the client (the browser that sent it for a page).
+    pub fn origin(&self) -> Origin {
+        Origin::Downstream
+    }
+
+    /// The header that gave the page away.
+    pub fn field(&self) -> &'static str {
+        match self {
+            CrossSite::FetchSite => "Sec-Fetch-Site",
+            CrossSite::Origin => "Origin",
+        }
+    }
+
+    /// What happened.
+    pub fn detail(&self) -> &'static str {
+        match self {
+            CrossSite::FetchSite => {
+                "a browser sent this request for a page on another site (Sec-Fetch-Site: cross-site)"
+            }
+            CrossSite::Origin => "the request's Origin is not listed in [access] origins",
+        }
+    }
 }
 
 impl Access {

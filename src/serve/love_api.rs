@@ -7,9 +7,10 @@ use http::{Method, Request, Response, StatusCode};
 
 use super::Gate;
 use super::body::{Decided, ProxyBody, RequestLog};
-use super::problem::{Origin, Problem};
+use super::problem::Problem;
+use super::request_error::RequestError;
 use crate::body::full;
-use crate::love::{FetchOptions, LoveError};
+use crate::love::FetchOptions;
 use crate::store::Digest;
 
 /// Handles `/love/v1/...`.
@@ -19,23 +20,10 @@ pub async fn handle<B>(
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {
     if req.method() != Method::GET {
-        return Err(Problem::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            Origin::Downstream,
-            "the LOVE API is read-only",
-            "use GET",
-        )
-        .header(header::ALLOW, HeaderValue::from_static("GET")));
+        return Err(RequestError::MethodOnLove.into());
     }
     let Some(love) = &gate.love else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "love_disabled",
-            Origin::Internal,
-            "this fetchgate has no cache, so no LOVE API",
-            "configure [cache] dir",
-        ));
+        return Err(RequestError::LoveDisabled.into());
     };
     match req.uri().path() {
         "/love/v1/fetch" => {
@@ -45,80 +33,38 @@ pub async fn handle<B>(
                 match k.as_ref() {
                     "manifest" => manifest = Some(v.into_owned()),
                     "pin" => {
-                        opts.pin = Some(Digest::parse(&v).map_err(|e| {
-                            Problem::new(
-                                StatusCode::BAD_REQUEST,
-                                "invalid_digest",
-                                Origin::Downstream,
-                                e.0,
-                                "pin=<64 lowercase hex>",
-                            )
-                            .field("pin")
-                        })?);
+                        opts.pin =
+                            Some(Digest::parse(&v).map_err(|e| RequestError::InvalidDigest {
+                                field: "pin",
+                                detail: e.0,
+                            })?);
                     }
                     "engine" => {
-                        let (n, ver) = v.split_once('=').ok_or_else(|| {
-                            Problem::new(
-                                StatusCode::BAD_REQUEST,
-                                "invalid_engine",
-                                Origin::Downstream,
-                                "engine is NAME=VERSION",
-                                "for example engine=node=20.11.0",
-                            )
-                            .field("engine")
-                        })?;
+                        let (n, ver) = v.split_once('=').ok_or(RequestError::InvalidEngine)?;
                         opts.engine = Some((n.to_string(), ver.to_string()));
                     }
                     _ => {}
                 }
             }
             let Some(manifest) = manifest else {
-                return Err(Problem::new(
-                    StatusCode::BAD_REQUEST,
-                    "missing_manifest",
-                    Origin::Downstream,
-                    "the manifest URL is missing",
-                    "add manifest=<URL>",
-                )
-                .field("manifest"));
+                return Err(RequestError::MissingManifest.into());
             };
             log.decision = Decided::LoveFetch;
-            let result = love.fetch(&manifest, &opts).await.map_err(problem)?;
+            let result = love.fetch(&manifest, &opts).await?;
             Ok(json(
                 StatusCode::OK,
                 &serde_json::to_value(&result).unwrap_or_default(),
             ))
         }
         "/love/v1/conflicts" => {
-            let list = love.conflicts().map_err(problem)?;
+            let list = love.conflicts()?;
             Ok(json(
                 StatusCode::OK,
                 &serde_json::json!({ "conflicts": list }),
             ))
         }
-        other => Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            Origin::Downstream,
-            format!("no LOVE endpoint at {other}"),
-            "use /love/v1/fetch?manifest=URL or /love/v1/conflicts",
-        )),
+        other => Err(RequestError::NotLoveEndpoint(other.to_string()).into()),
     }
-}
-
-/// A LOVE failure as a problem response.
-pub fn problem(e: LoveError) -> Problem {
-    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    let origin = if status.is_server_error() {
-        Origin::Upstream
-    } else {
-        Origin::Downstream
-    };
-    let mut p = Problem::new(status, e.code, origin, e.detail, e.next);
-    p.field = e.field;
-    p.locator = e.locator;
-    p.extra = e.extra;
-    p
 }
 
 fn json(status: StatusCode, v: &serde_json::Value) -> Response<ProxyBody> {

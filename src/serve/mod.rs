@@ -14,6 +14,7 @@ pub mod objects;
 pub mod problem;
 pub mod proxy;
 pub mod registry_api;
+pub(crate) mod request_error;
 pub mod slots;
 pub mod tee;
 pub mod tunnel;
@@ -41,7 +42,7 @@ use crate::store::Store;
 use access::Access;
 use arc_swap::ArcSwap;
 use limits::Limits;
-use problem::{Origin, Problem};
+use problem::Problem;
 use proxy::ClientConn;
 use slots::{Full, Slot, Slots};
 
@@ -256,32 +257,7 @@ impl Handle {
 
 /// Answers a connection over a limit with `503` and closes it, before any HTTP parsing.
 async fn turn_away(mut stream: TcpStream, full: Full) {
-    let (code, detail, field) = match full {
-        Full::Total(limit) => (
-            "too_many_connections",
-            format!("the proxy is at its limit of {limit} concurrent client connections"),
-            "max_connections",
-        ),
-        Full::PerClient(limit) => (
-            "too_many_client_connections",
-            format!(
-                "this client address already holds {limit} connections, the most one client may"
-            ),
-            "max_connections_per_client",
-        ),
-    };
-    let p = Problem::new(
-        http::StatusCode::SERVICE_UNAVAILABLE,
-        code,
-        Origin::Internal,
-        detail,
-        "retry after the time in Retry-After, or close idle connections and tunnels first",
-    )
-    .field(field)
-    .header(
-        http::header::RETRY_AFTER,
-        http::HeaderValue::from_static("1"),
-    );
+    let p = Problem::from(full);
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&p.to_raw_http())).await;
     let _ = stream.shutdown().await;
 }

@@ -8,11 +8,11 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
-use serde_json::json;
 
 use super::Gate;
 use super::body::{BoxError, Decided, ProxyBody, RequestLog};
-use super::problem::{Origin, Problem};
+use super::problem::Problem;
+use super::request_error::RequestError;
 use crate::body::{empty, full};
 use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
 use crate::store::{Body, Digest, Object, Store, StoreError};
@@ -27,35 +27,15 @@ pub async fn handle<B>(
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return Err(Problem::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            Origin::Downstream,
-            format!("{} is not allowed on cache entries", req.method()),
-            "use GET or HEAD",
-        )
-        .field("method")
-        .header(header::ALLOW, HeaderValue::from_static("GET, HEAD")));
+        return Err(RequestError::MethodOnObject(req.method().clone()).into());
     }
     let hex = req.uri().path().trim_start_matches("/sha256/");
-    let digest = Digest::parse(hex).map_err(|e| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_digest",
-            Origin::Downstream,
-            e.0,
-            "use /sha256/<64 lowercase hex characters>",
-        )
-        .field("sha256")
+    let digest = Digest::parse(hex).map_err(|e| RequestError::InvalidDigest {
+        field: "sha256",
+        detail: e.0,
     })?;
     let Some(fetcher) = &gate.fetcher else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "cache_disabled",
-            Origin::Internal,
-            "this fetchgate has no cache",
-            "configure [cache] dir",
-        ));
+        return Err(RequestError::CacheDisabled.into());
     };
     let store = fetcher.store();
     let wanted = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
@@ -68,28 +48,18 @@ pub async fn handle<B>(
         None => {
             metrics.cache_misses.inc();
             let Some(wanted) = wanted else {
-                return Err(Problem::new(
-                    StatusCode::NOT_FOUND,
-                    "not_in_cache",
-                    Origin::Downstream,
-                    format!("no verified entry for sha256 {digest}"),
-                    "add ?size=N&url=MIRROR to fetch it through, or fetch it through the proxy first",
-                ));
+                return Err(RequestError::NotInCache(digest).into());
             };
             log.decision = Decided::FetchThrough;
-            fetcher
-                .ensure(wanted)
+            fetcher.ensure(wanted).await.map_err(|e| {
+                if matches!(*e, ThroughError::Store(StoreError::Full { .. })) {
+                    metrics.cache_full.inc();
+                }
+                Problem::from(&*e)
+            })?;
+            lookup(store, digest)
                 .await
-                .map_err(|e| through_problem(&e))?;
-            lookup(store, digest).await.ok_or_else(|| {
-                Problem::new(
-                    StatusCode::NOT_FOUND,
-                    "not_in_cache",
-                    Origin::Internal,
-                    "the entry was evicted while being served",
-                    "retry",
-                )
-            })?
+                .ok_or(RequestError::Evicted(digest))?
         }
     };
     // Any web page may read an entry, but a fetch-through answer is not for pages to read.
@@ -126,16 +96,11 @@ fn mirrors(
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         match k.as_ref() {
             "size" => {
-                let n: u64 = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
-                    Problem::new(
-                        StatusCode::BAD_REQUEST,
-                        "invalid_size",
-                        Origin::Downstream,
-                        "size must be a whole number of bytes, at least 1",
-                        "pass the artifact's exact size from the manifest",
-                    )
-                    .field("size")
-                })?;
+                let n: u64 = v
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or(RequestError::InvalidSize)?;
                 size = Some(n);
             }
             "url" => urls.push(v.into_owned()),
@@ -146,36 +111,18 @@ fn mirrors(
         return Ok(None);
     }
     if urls.len() > MAX_MIRRORS {
-        return Err(Problem::new(
-            StatusCode::BAD_REQUEST,
-            "too_many_mirrors",
-            Origin::Downstream,
-            format!("at most {MAX_MIRRORS} url parameters"),
-            "list fewer mirrors",
-        )
-        .field("url"));
+        return Err(RequestError::TooManyMirrors.into());
     }
     let Some(size) = size else {
-        return Err(Problem::new(
-            StatusCode::BAD_REQUEST,
-            "missing_size",
-            Origin::Downstream,
-            "fetch-through needs the expected size",
-            "add size=N (bytes) from the manifest",
-        )
-        .field("size"));
+        return Err(RequestError::MissingSize.into());
     };
     if size > max_object_bytes {
-        return Err(Problem::new(
-            StatusCode::BAD_REQUEST,
-            "size_too_large",
-            Origin::Downstream,
-            format!(
-                "size {size} for sha256 {digest} is over [cache] max_object_bytes = {max_object_bytes}"
-            ),
-            "fetch it from a mirror directly, or ask the operator to raise [cache] max_object_bytes",
-        )
-        .field("size"));
+        return Err(RequestError::SizeTooLarge {
+            size,
+            digest,
+            max: max_object_bytes,
+        }
+        .into());
     }
     Ok(Some(Wanted {
         digest,
@@ -183,44 +130,6 @@ fn mirrors(
         mirrors: urls,
         label: None,
     }))
-}
-
-fn through_problem(e: &ThroughError) -> Problem {
-    match e {
-        ThroughError::AllFailed(list) => {
-            let mut p = Problem::new(
-                StatusCode::BAD_GATEWAY,
-                "all_mirrors_failed",
-                Origin::Upstream,
-                format!(
-                    "no mirror produced bytes matching the expected size and sha256 ({} tried)",
-                    list.len()
-                ),
-                "try another mirror of the same artifact, or check the manifest's size and sha256",
-            );
-            p.extra = Some(json!({ "locators": list }));
-            p
-        }
-        ThroughError::Store(StoreError::Full { .. }) => {
-            crate::metrics::get().cache_full.inc();
-            Problem::new(
-                StatusCode::INSUFFICIENT_STORAGE,
-                "cache_full",
-                Origin::Internal,
-                e.to_string(),
-                "retry later, unpin entries, or raise [cache] max_bytes",
-            )
-            .field("max_bytes")
-            .header(header::RETRY_AFTER, HeaderValue::from_static("30"))
-        }
-        ThroughError::Store(_) => Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "cache_error",
-            Origin::Internal,
-            e.to_string(),
-            "retry; check the cache directory's disk and permissions",
-        ),
-    }
 }
 
 /// The response for a verified entry: full, partial (`206`), `304`, or `416`. `any_origin`
@@ -288,19 +197,7 @@ pub fn respond(
             )
         }
         Some(Err(http_range_header::RangeUnsatisfiableError::Unsatisfiable)) => {
-            let mut resp = Problem::new(
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                "range_not_satisfiable",
-                Origin::Downstream,
-                format!("the entry is {size} bytes"),
-                "ask for a range inside the entry, or drop the Range header",
-            )
-            .field("Range")
-            .into_response();
-            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
-                resp.headers_mut().insert(header::CONTENT_RANGE, v);
-            }
-            return resp;
+            return Problem::from(RequestError::RangeNotSatisfiable { size }).into_response();
         }
         // No Range, several ranges, or one fetchgate may ignore: the whole entry.
         _ => (StatusCode::OK, 0, size),

@@ -3,28 +3,31 @@
 //! Every problem carries a stable snake_case `code`, the redacted `locator`, the failed
 //! `field` where there is one, and `next`: a safe next action. The same code travels in a
 //! `Fetchgate-Error` header, so CONNECT clients that hide bodies still see why.
+//!
+//! Each error type names its own `code()` and `origin()`; the `From` conversions here give it
+//! its status, next action and headers. The constructors are private, so no other file can
+//! make a problem up, and the table test (`problem/tests.rs`) holds every code to one status
+//! and one origin.
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::json;
 
+use super::access::{CrossSite, Denied};
 use super::body::ProxyBody;
+use super::request_error::RequestError;
+use super::slots::Full;
 use crate::body::full;
-use crate::decide::Reason;
+use crate::connect::dial::DialError;
+use crate::decide::{Reason, Refusal};
+use crate::fetch::through::ThroughError;
+use crate::fetch::upstream::UpstreamError;
+use crate::love::LoveError;
+use crate::registry::error::RegistryError;
+use crate::store::StoreError;
 
-/// Where a failure came from; logs and metrics group by it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// The egress policy refused.
-    Policy,
-    /// The client's request or credentials.
-    Downstream,
-    /// The upstream server or the path to it.
-    Upstream,
-    /// fetchgate itself.
-    Internal,
-}
+pub use crate::errors::Origin;
 
 /// A failure on its way to becoming a response.
 #[derive(Clone, Debug)]
@@ -52,8 +55,9 @@ pub struct Problem {
 }
 
 impl Problem {
-    /// A problem with no locator, field or extra headers.
-    pub fn new(
+    /// A problem with no locator, field or extra headers. Private: every problem comes from
+    /// one of the error conversions below, so each code has one status and origin.
+    fn new(
         status: StatusCode,
         code: &'static str,
         origin: Origin,
@@ -75,7 +79,7 @@ impl Problem {
     }
 
     /// An egress refusal (`403`) for `reason`.
-    pub fn refused(reason: Reason, detail: impl Into<String>, locator: String) -> Self {
+    fn refused(reason: Reason, detail: impl Into<String>, locator: String) -> Self {
         let mut p = Self::new(
             StatusCode::FORBIDDEN,
             reason.code(),
@@ -174,23 +178,249 @@ impl Problem {
     }
 }
 
-impl From<crate::registry::error::RegistryError> for Problem {
-    fn from(e: crate::registry::error::RegistryError) -> Self {
-        use crate::registry::error::Source;
-        let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_GATEWAY);
-        let origin = match e.source() {
-            Source::Downstream => Origin::Downstream,
-            Source::Upstream => Origin::Upstream,
-            Source::Internal => Origin::Internal,
+// The conversions: every error type fetchgate answers with, and the status, next action and
+// headers it gets. Codes and origins come from the error types themselves.
+
+/// The next action for a failure fetchgate itself cannot explain.
+const NEXT_INTERNAL: &str = "retry; if it persists, report it with the fetchgate log line";
+/// The next action for an upstream that failed or was slow.
+const NEXT_RETRY_MIRROR: &str = "retry later or use another mirror";
+
+impl From<RequestError> for Problem {
+    fn from(e: RequestError) -> Self {
+        use RequestError::*;
+        let status = match &e {
+            HeaderTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ClientNotAllowed(_) | MissingAuthority => StatusCode::FORBIDDEN,
+            NotFound { .. } | NotLoveEndpoint(_) | NotInCache(_) => StatusCode::NOT_FOUND,
+            CacheDisabled | LoveDisabled => StatusCode::NOT_FOUND,
+            MethodNotForwarded { .. } | MethodOnObject(_) | MethodOnLove | MethodOnRegistry(_) => {
+                StatusCode::METHOD_NOT_ALLOWED
+            }
+            InvalidRequest(_)
+            | InvalidDigest { .. }
+            | InvalidSize
+            | TooManyMirrors
+            | MissingSize
+            | SizeTooLarge { .. }
+            | InvalidEngine
+            | MissingManifest
+            | InvalidHostHeader => StatusCode::BAD_REQUEST,
+            // npm and pip retry a 503 with Retry-After; the entry is refetched on the retry.
+            Evicted(_) => StatusCode::SERVICE_UNAVAILABLE,
+            RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
         };
-        let mut p = Problem::new(status, e.code(), origin, e.detail(), e.next());
+        let mut p = Problem::new(status, e.code(), e.origin(), e.to_string(), e.next());
+        p.field = e.field().map(str::to_string);
+        match e {
+            NotFound { locator } => p.at(locator),
+            MethodNotForwarded { allow, .. } => {
+                let allow =
+                    HeaderValue::from_str(&allow).unwrap_or(HeaderValue::from_static("GET, HEAD"));
+                p.header(header::ALLOW, allow)
+            }
+            MethodOnObject(_) | MethodOnRegistry(_) => {
+                p.header(header::ALLOW, HeaderValue::from_static("GET, HEAD"))
+            }
+            MethodOnLove => p.header(header::ALLOW, HeaderValue::from_static("GET")),
+            Evicted(_) => p.header(header::RETRY_AFTER, HeaderValue::from_static("1")),
+            RangeNotSatisfiable { size } => match HeaderValue::from_str(&format!("bytes */{size}"))
+            {
+                Ok(v) => p.header(header::CONTENT_RANGE, v),
+                Err(_) => p,
+            },
+            _ => p,
+        }
+    }
+}
+
+impl From<Denied> for Problem {
+    fn from(e: Denied) -> Self {
+        Problem::new(
+            StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+            e.code(),
+            e.origin(),
+            e.detail(),
+            "send Proxy-Authorization: Bearer <token> (or Basic with the token as password)",
+        )
+        .field("Proxy-Authorization")
+        .header(
+            header::PROXY_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"fetchgate\""),
+        )
+        .header(
+            header::PROXY_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"fetchgate\""),
+        )
+    }
+}
+
+impl From<CrossSite> for Problem {
+    fn from(e: CrossSite) -> Self {
+        Problem::new(
+            StatusCode::FORBIDDEN,
+            e.code(),
+            e.origin(),
+            format!("{}; web pages may read cache entries but not make fetchgate fetch", e.detail()),
+            "send the request from a tool rather than a web page, or ask the operator to list the page's origin in [access] origins",
+        )
+        .field(e.field())
+    }
+}
+
+impl From<Full> for Problem {
+    fn from(e: Full) -> Self {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            e.code(),
+            e.origin(),
+            e.to_string(),
+            "retry after the time in Retry-After, or close idle connections and tunnels first",
+        )
+        .field(e.field())
+        .header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+    }
+}
+
+impl From<&DialError> for Problem {
+    fn from(e: &DialError) -> Self {
+        let (status, next) = match e {
+            DialError::Unreachable {
+                timed_out: true, ..
+            } => (StatusCode::GATEWAY_TIMEOUT, NEXT_RETRY_MIRROR),
+            DialError::Unreachable { .. } | DialError::NoAddress => {
+                (StatusCode::BAD_GATEWAY, NEXT_RETRY_MIRROR)
+            }
+            DialError::PeerMismatch { .. } => (
+                StatusCode::BAD_GATEWAY,
+                "the connection was abandoned because its peer was not a validated address; retry",
+            ),
+            DialError::Tls { .. } => (
+                StatusCode::BAD_GATEWAY,
+                "check the mirror's certificate and host name, or ask the operator to add its CA to [tls] extra_roots",
+            ),
+        };
+        let p = Problem::new(status, e.code(), e.origin(), e.to_string(), next);
+        match e {
+            DialError::Unreachable {
+                timed_out: true, ..
+            } => p.field("connect_timeout_ms"),
+            _ => p,
+        }
+    }
+}
+
+impl From<&UpstreamError> for Problem {
+    fn from(e: &UpstreamError) -> Self {
+        let (code, origin) = (e.code(), e.origin());
+        match e {
+            UpstreamError::Dial(d) => Problem::from(d),
+            UpstreamError::HeadTimeout(_) => Problem::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                code,
+                origin,
+                e.to_string(),
+                NEXT_RETRY_MIRROR,
+            )
+            .field("response_head_timeout_ms"),
+            UpstreamError::Http(_) => Problem::new(
+                StatusCode::BAD_GATEWAY,
+                code,
+                origin,
+                e.to_string(),
+                NEXT_RETRY_MIRROR,
+            ),
+            UpstreamError::ContentCoding(h) => Problem::new(
+                StatusCode::BAD_GATEWAY,
+                code,
+                origin,
+                format!(
+                    "the upstream applied an HTTP coding ({h}); only identity bytes can be verified"
+                ),
+                "use a mirror that serves the artifact without Content-Encoding (LOVE §3.3)",
+            )
+            .field("Content-Encoding"),
+        }
+    }
+}
+
+impl From<&StoreError> for Problem {
+    fn from(e: &StoreError) -> Self {
+        match e {
+            StoreError::Full { .. } => Problem::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                e.code(),
+                e.origin(),
+                e.to_string(),
+                "retry later, unpin entries, or raise [cache] max_bytes",
+            )
+            .field("max_bytes")
+            .header(header::RETRY_AFTER, HeaderValue::from_static("30")),
+            // A poisoned lock or a panicked task: no disk or permission explains it.
+            StoreError::Internal(_) => Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                e.code(),
+                e.origin(),
+                e.to_string(),
+                NEXT_INTERNAL,
+            ),
+            // `StoreError::code` says `cache_io`; clients have always seen `cache_error` here
+            // (and LOVE and the registries send it too), so the HTTP-visible code stays.
+            StoreError::Io { .. } | StoreError::Index(_) | StoreError::Writer(_) => Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cache_error",
+                e.origin(),
+                e.to_string(),
+                "retry; check the cache directory's disk and permissions",
+            ),
+        }
+    }
+}
+
+impl From<&ThroughError> for Problem {
+    fn from(e: &ThroughError) -> Self {
+        match e {
+            ThroughError::AllFailed(list) => {
+                let mut p = Problem::new(
+                    StatusCode::BAD_GATEWAY,
+                    e.code(),
+                    e.origin(),
+                    format!(
+                        "no mirror produced bytes matching the expected size and sha256 ({} tried)",
+                        list.len()
+                    ),
+                    "try another mirror of the same artifact, or check the manifest's size and sha256",
+                );
+                p.extra = Some(json!({ "locators": list }));
+                p
+            }
+            ThroughError::Store(s) => Problem::from(s),
+        }
+    }
+}
+
+impl From<LoveError> for Problem {
+    fn from(e: LoveError) -> Self {
+        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
+        let mut p = Problem::new(status, e.code, e.origin(), e.detail, e.next);
+        p.field = e.field;
+        p.locator = e.locator;
+        p.extra = e.extra;
+        p
+    }
+}
+
+impl From<RegistryError> for Problem {
+    fn from(e: RegistryError) -> Self {
+        let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_GATEWAY);
+        let mut p = Problem::new(status, e.code(), e.origin(), e.detail(), e.next());
         if let Some(f) = e.field() {
             p = p.field(f);
         }
         if let Some(l) = e.locators() {
             p.extra = Some(json!({ "locators": [l] }));
         }
-        if let crate::registry::error::RegistryError::DigestMismatch {
+        if let RegistryError::DigestMismatch {
             package,
             version,
             expected,
@@ -205,3 +435,40 @@ impl From<crate::registry::error::RegistryError> for Problem {
         p
     }
 }
+
+/// The refusal of a destination by the egress policy (`403`), at `locator` (redacted): the
+/// reason's explanation, the resolver's detail, the refused answers, and the failed field.
+pub fn refusal(refused: &Refusal, locator: String) -> Problem {
+    let reason = refused.verdict.reason;
+    let mut detail = reason.explanation().to_string();
+    if let Some(d) = &refused.detail {
+        detail = format!("{detail}: {d}");
+    }
+    let answers: Vec<String> = refused
+        .answers
+        .iter()
+        .filter(|(_, v)| !v.allowed())
+        .map(|(ip, v)| format!("{ip} ({})", v.reason.code()))
+        .collect();
+    if !answers.is_empty() && matches!(reason, Reason::AnswerRefused) {
+        detail = format!("{detail}: {}", answers.join(", "));
+    }
+    let field = match reason {
+        Reason::PortNotAllowed | Reason::InvalidPort => Some("port"),
+        Reason::SchemeNotAllowed => Some("scheme"),
+        Reason::UserinfoPresent => Some("userinfo"),
+        Reason::FragmentPresent => Some("fragment"),
+        r if r.is_name_class() || matches!(r, Reason::InvalidHost | Reason::ZoneIdPresent) => {
+            Some("host")
+        }
+        _ => None,
+    };
+    let p = Problem::refused(reason, detail, locator);
+    match field {
+        Some(f) => p.field(f),
+        None => p,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,32 +1,32 @@
 //! The router: every request on the proxy port goes through [`handle`], which checks access,
 //! then sends CONNECT to a tunnel and absolute-form requests to the upstream fetch. Every
-//! failure becomes a [`Problem`] here, and nowhere else.
+//! failure is answered here as a [`Problem`], which `problem.rs` alone builds from the error.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::header::{self, HeaderValue};
+use http::header;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::Gate;
-use super::access::{CrossSite, Denied};
 use super::body::{Decided, Kind, LoggedBody, ProxyBody, RequestLog, logged};
-use super::problem::{Origin, Problem};
+use super::problem::{self, Problem};
+use super::request_error::RequestError;
 use super::slots::Slot;
 use super::tee::{RequestSide, admit, tee};
 use super::tunnel::{TunnelEnd, splice};
 use crate::body::empty;
-use crate::connect::dial::{DialError, dial_tcp};
+use crate::connect::dial::dial_tcp;
 use crate::connect::pool::Pool;
-use crate::decide::{Decision, Reason, Target};
+use crate::decide::{Decision, Permit, Refusal};
 use crate::fetch::headers::strip_hop_by_hop;
 use crate::fetch::idle::IdleBody;
-use crate::fetch::upstream::{Timeouts, UpstreamError, exchange, upstream_request};
+use crate::fetch::upstream::{Timeouts, exchange, upstream_request};
 use crate::redact::redact_locator;
 
 /// One client connection's state: who it is and its upstream connections.
@@ -89,45 +89,14 @@ async fn route(
 ) -> Result<Response<ProxyBody>, Problem> {
     let head = head_size(&req);
     if head > gate.limits.max_header_bytes {
-        return Err(Problem::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "request_header_too_large",
-            Origin::Downstream,
-            format!(
-                "the request head is {head} bytes; the limit is {}",
-                gate.limits.max_header_bytes
-            ),
-            "send fewer or smaller headers, or ask the operator to raise [proxy] max_header_bytes",
-        )
-        .field("max_header_bytes"));
+        return Err(RequestError::HeaderTooLarge {
+            size: head,
+            limit: gate.limits.max_header_bytes,
+        }
+        .into());
     }
     if let Err(denied) = gate.access.check_token(req.headers()) {
-        let (code, detail) = match denied {
-            Denied::MissingToken => (
-                "proxy_token_missing",
-                "this proxy needs a token in Proxy-Authorization",
-            ),
-            Denied::WrongToken => (
-                "proxy_token_wrong",
-                "the Proxy-Authorization token is not one this proxy accepts",
-            ),
-        };
-        return Err(Problem::new(
-            StatusCode::PROXY_AUTHENTICATION_REQUIRED,
-            code,
-            Origin::Downstream,
-            detail,
-            "send Proxy-Authorization: Bearer <token> (or Basic with the token as password)",
-        )
-        .field("Proxy-Authorization")
-        .header(
-            header::PROXY_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"fetchgate\""),
-        )
-        .header(
-            header::PROXY_AUTHENTICATE,
-            HeaderValue::from_static("Basic realm=\"fetchgate\""),
-        ));
+        return Err(denied.into());
     }
     if req.method() == Method::CONNECT {
         log.kind = Kind::Connect;
@@ -156,14 +125,10 @@ async fn route(
         }
         return super::love_api::handle(gate, &req, log).await;
     }
-    Err(Problem::new(
-        StatusCode::NOT_FOUND,
-        "not_found",
-        Origin::Downstream,
-        format!("no resource at {}", log.locator),
-        "send proxy requests in absolute form (GET http://host/path) or CONNECT host:443",
-    )
-    .at(log.locator.clone()))
+    Err(RequestError::NotFound {
+        locator: log.locator.clone(),
+    }
+    .into())
 }
 
 /// The registry a request is for, the path below its mount, and the mount as the client sees
@@ -202,9 +167,8 @@ fn registry_target<'p>(
 async fn registry_verified<B>(
     gate: &Gate,
     req: &Request<B>,
-    url: Option<&url::Url>,
+    url: &url::Url,
 ) -> Option<Response<ProxyBody>> {
-    let url = url?;
     if !gate.registries.any() || !(req.method() == Method::GET || req.method() == Method::HEAD) {
         return None;
     }
@@ -222,28 +186,10 @@ async fn registry_verified<B>(
 /// Refuses a request a web page made a browser send to a route that changes state (fetches
 /// into the cache): `Sec-Fetch-Site: cross-site`, or an `Origin` not in `[access] origins`.
 fn same_site<B>(gate: &Gate, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
-    let Err(denied) = gate.access.check_site(req.headers()) else {
-        return Ok(());
-    };
-    let (field, detail) = match denied {
-        CrossSite::FetchSite => (
-            "Sec-Fetch-Site",
-            "a browser sent this request for a page on another site (Sec-Fetch-Site: cross-site)",
-        ),
-        CrossSite::Origin => (
-            "Origin",
-            "the request's Origin is not listed in [access] origins",
-        ),
-    };
-    Err(Problem::new(
-        StatusCode::FORBIDDEN,
-        "cross_site_request",
-        Origin::Downstream,
-        format!("{detail}; web pages may read cache entries but not make fetchgate fetch"),
-        "send the request from a tool rather than a web page, or ask the operator to list the page's origin in [access] origins",
-    )
-    .field(field)
-    .at(log.locator.clone()))
+    match gate.access.check_site(req.headers()) {
+        Ok(()) => Ok(()),
+        Err(denied) => Err(Problem::from(denied).at(log.locator.clone())),
+    }
 }
 
 /// Size of the request head as sent: request line, headers, blank line.
@@ -261,75 +207,11 @@ fn head_size<B>(req: &Request<B>) -> usize {
     line + headers + 2
 }
 
-fn refusal(decision: &Decision, log: &mut RequestLog) -> Problem {
-    let reason = decision.verdict.reason;
+/// The problem for `refused`, logged as a refusal.
+fn refusal(refused: &Refusal, log: &mut RequestLog) -> Problem {
     log.decision = Decided::Refused;
-    log.reason = reason.code();
-    let mut detail = reason.explanation().to_string();
-    if let Some(d) = &decision.detail {
-        detail = format!("{detail}: {d}");
-    }
-    let refused: Vec<String> = decision
-        .answers
-        .iter()
-        .filter(|(_, v)| !v.allowed())
-        .map(|(ip, v)| format!("{ip} ({})", v.reason.code()))
-        .collect();
-    if !refused.is_empty() && matches!(reason, Reason::AnswerRefused) {
-        detail = format!("{detail}: {}", refused.join(", "));
-    }
-    let field = match reason {
-        Reason::PortNotAllowed | Reason::InvalidPort => Some("port"),
-        Reason::SchemeNotAllowed => Some("scheme"),
-        Reason::UserinfoPresent => Some("userinfo"),
-        Reason::FragmentPresent => Some("fragment"),
-        r if r.is_name_class() || matches!(r, Reason::InvalidHost | Reason::ZoneIdPresent) => {
-            Some("host")
-        }
-        _ => None,
-    };
-    let p = Problem::refused(reason, detail, log.locator.clone());
-    match field {
-        Some(f) => p.field(f),
-        None => p,
-    }
-}
-
-fn dial_problem(e: &DialError, locator: &str) -> Problem {
-    let p = match e {
-        DialError::Unreachable {
-            timed_out: true, ..
-        } => Problem::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            "upstream_connect_timeout",
-            Origin::Upstream,
-            format!("{e}"),
-            "retry later or use another mirror",
-        )
-        .field("connect_timeout_ms"),
-        DialError::Unreachable { .. } | DialError::NoAddress => Problem::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_unreachable",
-            Origin::Upstream,
-            format!("{e}"),
-            "retry later or use another mirror",
-        ),
-        DialError::PeerMismatch { .. } => Problem::new(
-            StatusCode::BAD_GATEWAY,
-            "peer_mismatch",
-            Origin::Upstream,
-            format!("{e}"),
-            "the connection was abandoned because its peer was not a validated address; retry",
-        ),
-        DialError::Tls { .. } => Problem::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_tls_failed",
-            Origin::Upstream,
-            format!("{e}"),
-            "check the mirror's certificate and host name, or ask the operator to add its CA to [tls] extra_roots",
-        ),
-    };
-    p.at(locator.to_string())
+    log.reason = refused.verdict.reason.code();
+    problem::refusal(refused, log.locator.clone())
 }
 
 async fn forward(
@@ -340,63 +222,36 @@ async fn forward(
 ) -> Result<Response<ProxyBody>, Problem> {
     if !gate.limits.methods.contains(req.method()) {
         let allow: Vec<&str> = gate.limits.methods.iter().map(Method::as_str).collect();
-        let allow = HeaderValue::from_str(&allow.join(", "))
-            .unwrap_or(HeaderValue::from_static("GET, HEAD"));
-        return Err(Problem::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            Origin::Downstream,
-            format!("{} is not forwarded by this proxy", req.method()),
-            "use GET or HEAD, or ask the operator to list the method in [proxy] methods",
-        )
-        .field("method")
-        .at(log.locator.clone())
-        .header(header::ALLOW, allow));
+        let e = RequestError::MethodNotForwarded {
+            method: req.method().clone(),
+            allow: allow.join(", "),
+        };
+        return Err(Problem::from(e).at(log.locator.clone()));
     }
     let raw = req.uri().to_string();
-    let decision = gate.egress.decide_url(&raw).await;
-    if !decision.allowed() {
-        return Err(refusal(&decision, log));
-    }
-    log.decision = Decided::Allowed;
-    log.reason = decision.verdict.reason.code();
-    let Some(target) = decision.target.clone() else {
-        return Err(internal("an allowed decision without a target"));
+    let permit = match gate.egress.resolve_and_decide_url(&raw).await {
+        Decision::Allowed(permit) => permit,
+        Decision::Refused(refused) => return Err(refusal(&refused, log)),
     };
-    if let Some(hit) = registry_verified(gate, &req, target.url.as_ref()).await {
+    log.decision = Decided::Allowed;
+    log.reason = permit.verdict().reason.code();
+    if let Some(hit) = registry_verified(gate, &req, permit.url()).await {
         log.decision = Decided::RegistryCache;
         return Ok(hit);
     }
     let (parts, body) = req.into_parts();
     let is_get = parts.method == Method::GET;
-    let has_query = target.url.as_ref().is_some_and(|u| u.query().is_some());
+    let has_query = permit.url().query().is_some();
     let request_side = RequestSide::of(&parts.headers, has_query);
-    let upstream_req = upstream_request(parts.method, &target, parts.headers, body.boxed())
-        .map_err(|e| {
-            Problem::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                Origin::Downstream,
-                e,
-                "check the request line",
-            )
-            .at(log.locator.clone())
-        })?;
+    let upstream_req = upstream_request(parts.method, &permit, parts.headers, body.boxed())
+        .map_err(|e| Problem::from(RequestError::InvalidRequest(e)).at(log.locator.clone()))?;
     let timeouts = Timeouts {
         connect: gate.limits.connect_timeout,
         response_head: gate.limits.response_head_timeout,
     };
-    let addrs = decision.addresses();
-    let ex = exchange(
-        &conn.pool,
-        &gate.tls,
-        timeouts,
-        &target,
-        &addrs,
-        upstream_req,
-    )
-    .await
-    .map_err(|e| upstream_problem(e, &log.locator))?;
+    let ex = exchange(&conn.pool, &gate.tls, timeouts, &permit, upstream_req)
+        .await
+        .map_err(|e| Problem::from(&e).at(log.locator.clone()))?;
     log.upstream = Some(ex.peer.to_string());
     let (mut parts, body) = ex.response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -404,7 +259,7 @@ async fn forward(
     parts.version = http::Version::HTTP_11;
     let body = IdleBody::new(body, gate.limits.body_idle_timeout);
     let teed = if is_get && parts.status == StatusCode::OK {
-        tee_or_pass(gate, &target, request_side, &parts.headers, body, log)
+        tee_or_pass(gate, &permit, request_side, &parts.headers, body, log)
     } else {
         body.boxed()
     };
@@ -415,7 +270,7 @@ async fn forward(
 /// it, passed through (and the reason counted) otherwise.
 fn tee_or_pass(
     gate: &Gate,
-    target: &Target,
+    permit: &Permit,
     request: RequestSide,
     headers: &http::HeaderMap,
     body: IdleBody,
@@ -424,7 +279,7 @@ fn tee_or_pass(
     let Some(fetcher) = &gate.fetcher else {
         return body.boxed();
     };
-    let host = target.host.to_string();
+    let host = permit.verify_name().to_string();
     let public = gate.tee_public_hosts.contains(&host);
     match admit(request, headers, public, gate.tee_max_bytes) {
         Ok(expected) => tee(body, fetcher.store(), expected, log.locator.clone()).boxed(),
@@ -435,40 +290,6 @@ fn tee_or_pass(
     }
 }
 
-fn upstream_problem(e: UpstreamError, locator: &str) -> Problem {
-    match e {
-        UpstreamError::Dial(d) => dial_problem(&d, locator),
-        UpstreamError::HeadTimeout(_) => Problem::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            "upstream_response_timeout",
-            Origin::Upstream,
-            format!("{e}"),
-            "retry later or use another mirror",
-        )
-        .field("response_head_timeout_ms")
-        .at(locator.to_string()),
-        UpstreamError::Http(_) => Problem::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_http_error",
-            Origin::Upstream,
-            format!("{e}"),
-            "retry later or use another mirror",
-        )
-        .at(locator.to_string()),
-        UpstreamError::ContentCoding(h) => Problem::new(
-            StatusCode::BAD_GATEWAY,
-            "content_coding_rejected",
-            Origin::Upstream,
-            format!(
-                "the upstream applied an HTTP coding ({h}); only identity bytes can be verified"
-            ),
-            "use a mirror that serves the artifact without Content-Encoding (LOVE §3.3)",
-        )
-        .field("Content-Encoding")
-        .at(locator.to_string()),
-    }
-}
-
 async fn connect(
     gate: &Gate,
     conn: &ClientConn,
@@ -476,30 +297,21 @@ async fn connect(
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {
     let Some(authority) = req.uri().authority().map(|a| a.as_str().to_string()) else {
-        return Err(Problem::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_locator",
-            Origin::Downstream,
-            "CONNECT needs a host:port authority",
-            "send CONNECT host:443",
-        ));
+        return Err(RequestError::MissingAuthority.into());
     };
-    let decision = gate.egress.decide_authority(&authority).await;
-    if !decision.allowed() {
-        return Err(refusal(&decision, log));
-    }
+    let permit = match gate.egress.resolve_and_decide_authority(&authority).await {
+        Decision::Allowed(permit) => permit,
+        Decision::Refused(refused) => return Err(refusal(&refused, log)),
+    };
     log.decision = Decided::Allowed;
-    log.reason = decision.verdict.reason.code();
-    let Some(target) = &decision.target else {
-        return Err(internal("an allowed decision without a target"));
-    };
+    log.reason = permit.verdict().reason.code();
     let (stream, addr) = dial_tcp(
-        &decision.addresses(),
-        target.port,
+        permit.addresses(),
+        permit.port(),
         gate.limits.connect_timeout,
     )
     .await
-    .map_err(|e| dial_problem(&e, &log.locator))?;
+    .map_err(|e| Problem::from(&e).at(log.locator.clone()))?;
     log.upstream = Some(addr.to_string());
     let idle = gate.limits.tunnel_idle_timeout;
     let client = log.client;
@@ -546,16 +358,6 @@ async fn connect(
     Ok(Response::new(empty()))
 }
 
-fn internal(what: &str) -> Problem {
-    Problem::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal_error",
-        Origin::Internal,
-        what.to_string(),
-        "retry; if it persists, report it with the fetchgate log line",
-    )
-}
-
 /// The answer to every request from a client outside `[access] clients`, logged like any other.
 pub fn refuse_client<B>(
     client: SocketAddr,
@@ -577,13 +379,5 @@ pub fn refuse_client<B>(
 
 /// The problem response for a client outside `[access] clients`.
 pub fn client_not_allowed(client: SocketAddr) -> Response<ProxyBody> {
-    Problem::new(
-        StatusCode::FORBIDDEN,
-        "client_not_allowed",
-        Origin::Downstream,
-        format!("{} is not in [access] clients", client.ip()),
-        "use the proxy from an allowed network, or ask the operator to add your range to [access] clients",
-    )
-    .field("clients")
-    .into_response()
+    Problem::from(RequestError::ClientNotAllowed(client.ip())).into_response()
 }

@@ -4,12 +4,13 @@
 
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response};
 
 use super::Gate;
 use super::body::{Decided, ProxyBody, RequestLog};
 use super::objects::{lookup, respond};
-use super::problem::{Origin, Problem};
+use super::problem::Problem;
+use super::request_error::RequestError;
 use crate::body::{empty, full};
 use crate::registry::metadata::Freshness;
 use crate::registry::service::{Ask, Reply};
@@ -25,15 +26,7 @@ pub async fn handle<B>(
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return Err(Problem::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            Origin::Downstream,
-            format!("{} is not served by registry front-ends", req.method()),
-            "registries are read-only through fetchgate: use GET or HEAD; publish to the registry itself",
-        )
-        .field("method")
-        .header(header::ALLOW, HeaderValue::from_static("GET, HEAD")));
+        return Err(RequestError::MethodOnRegistry(req.method().clone()).into());
     }
     let host = req
         .headers()
@@ -45,16 +38,7 @@ pub async fn handle<B>(
                     b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']')
                 })
         })
-        .ok_or_else(|| {
-            Problem::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_host",
-                Origin::Downstream,
-                "registry requests need a Host header naming this fetchgate",
-                "send Host: <the address you reach fetchgate at>",
-            )
-            .field("Host")
-        })?;
+        .ok_or(RequestError::InvalidHostHeader)?;
     let base = format!("http://{host}{prefix}");
     let accept = req
         .headers()
@@ -93,24 +77,11 @@ pub async fn handle<B>(
         Reply::Artifact { sha256 } => {
             log.decision = Decided::RegistryArtifact;
             let Some(fetcher) = &gate.fetcher else {
-                return Err(Problem::new(
-                    StatusCode::NOT_FOUND,
-                    "cache_disabled",
-                    Origin::Internal,
-                    "this fetchgate has no cache",
-                    "configure [cache] dir",
-                ));
+                return Err(RequestError::CacheDisabled.into());
             };
-            let object = lookup(fetcher.store(), sha256).await.ok_or_else(|| {
-                Problem::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "not_in_cache",
-                    Origin::Internal,
-                    format!("sha256 {sha256} was evicted while being served"),
-                    "retry",
-                )
-                .header(header::RETRY_AFTER, HeaderValue::from_static("1"))
-            })?;
+            let object = lookup(fetcher.store(), sha256)
+                .await
+                .ok_or(RequestError::Evicted(sha256))?;
             Ok(respond(req.method(), req.headers(), object, false))
         }
     }

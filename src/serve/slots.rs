@@ -33,6 +33,44 @@ pub enum Full {
     PerClient(usize),
 }
 
+impl Full {
+    /// The stable code: which limit, since the client's next step differs.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Full::Total(_) => "too_many_connections",
+            Full::PerClient(_) => "too_many_client_connections",
+        }
+    }
+
+    /// fetchgate's own capacity, even when one client's share is what ran out.
+    pub fn origin(&self) -> crate::errors::Origin {
+        crate::errors::Origin::Internal
+    }
+
+    /// The limit's name in `[proxy]`.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Full::Total(_) => "max_connections",
+            Full::PerClient(_) => "max_connections_per_client",
+        }
+    }
+}
+
+impl std::fmt::Display for Full {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Full::Total(limit) => write!(
+                f,
+                "the proxy is at its limit of {limit} concurrent client connections"
+            ),
+            Full::PerClient(limit) => write!(
+                f,
+                "this client address already holds {limit} connections, the most one client may"
+            ),
+        }
+    }
+}
+
 impl Slots {
     /// Slots for at most `max` connections in total.
     pub fn new(max: usize) -> Self {

@@ -41,6 +41,11 @@ impl StoreError {
         }
     }
 
+    /// fetchgate's own side, every time: its disk, its index, its threads.
+    pub fn origin(&self) -> crate::errors::Origin {
+        crate::errors::Origin::Internal
+    }
+
     /// The error for a poisoned lock: a thread panicked while holding it.
     pub(crate) fn poisoned(what: &str) -> Self {
         StoreError::Internal(format!("the {what} is poisoned"))

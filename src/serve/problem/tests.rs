@@ -1,0 +1,309 @@
+//! The error mapping table: every code that reaches a client has one status and one origin,
+//! whichever error type and route produced it.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+
+use super::*;
+use crate::fetch::through::LocatorFailure;
+use crate::store::Digest;
+
+/// Every refusal reason (allowed ones excluded), by its serialized code.
+const REFUSALS: &[&str] = &[
+    "invalid_locator",
+    "scheme_not_allowed",
+    "userinfo_present",
+    "fragment_present",
+    "forbidden_character",
+    "invalid_port",
+    "port_not_allowed",
+    "zone_id_present",
+    "invalid_host",
+    "localhost_name",
+    "special_use_name",
+    "metadata_name",
+    "operator_denied",
+    "unspecified_address",
+    "private_address",
+    "shared_address",
+    "loopback_address",
+    "link_local_address",
+    "special_purpose_address",
+    "documentation_address",
+    "benchmarking_address",
+    "reserved_address",
+    "multicast_address",
+    "broadcast_address",
+    "unique_local_address",
+    "site_local_address",
+    "metadata_address",
+    "ipv4_mapped_address",
+    "ipv4_compatible_address",
+    "dns_nxdomain",
+    "dns_no_answer",
+    "dns_timeout",
+    "dns_failure",
+    "answer_refused",
+];
+
+fn request_errors() -> Vec<RequestError> {
+    use RequestError::*;
+    let d = Digest([7; 32]);
+    vec![
+        HeaderTooLarge { size: 9, limit: 8 },
+        ClientNotAllowed(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1))),
+        NotFound {
+            locator: "/x".into(),
+        },
+        NotLoveEndpoint("/love/v1/x".into()),
+        MethodNotForwarded {
+            method: Method::POST,
+            allow: "GET, HEAD".into(),
+        },
+        MethodOnObject(Method::POST),
+        MethodOnLove,
+        MethodOnRegistry(Method::PUT),
+        MissingAuthority,
+        InvalidRequest("path".into()),
+        InvalidDigest {
+            field: "sha256",
+            detail: "short".into(),
+        },
+        InvalidDigest {
+            field: "pin",
+            detail: "short".into(),
+        },
+        InvalidSize,
+        TooManyMirrors,
+        MissingSize,
+        SizeTooLarge {
+            size: 2,
+            digest: d,
+            max: 1,
+        },
+        InvalidEngine,
+        MissingManifest,
+        InvalidHostHeader,
+        NotInCache(d),
+        Evicted(d),
+        RangeNotSatisfiable { size: 3 },
+        CacheDisabled,
+        LoveDisabled,
+    ]
+}
+
+fn dial_errors() -> Vec<DialError> {
+    let addr = SocketAddr::from(([192, 0, 2, 1], 443));
+    vec![
+        DialError::Unreachable {
+            attempts: vec![(addr, "refused".into())],
+            timed_out: false,
+        },
+        DialError::Unreachable {
+            attempts: vec![(addr, "late".into())],
+            timed_out: true,
+        },
+        DialError::PeerMismatch {
+            expected: addr,
+            got: None,
+        },
+        DialError::Tls {
+            addr,
+            error: "bad certificate".into(),
+        },
+        DialError::NoAddress,
+    ]
+}
+
+fn store_errors() -> Vec<StoreError> {
+    vec![
+        StoreError::Full {
+            needed: 2,
+            limit: 1,
+        },
+        StoreError::Io {
+            what: "cannot create",
+            path: PathBuf::from("/c"),
+            source: "denied".into(),
+        },
+        StoreError::Index("index.redb".into()),
+        StoreError::Writer("the cache writer stopped"),
+        StoreError::poisoned("entry table"),
+    ]
+}
+
+/// Every LOVE code with the status its call site gives it.
+fn love_errors() -> Vec<LoveError> {
+    [
+        ("manifest_invalid", 400),
+        ("index_invalid", 400),
+        ("discovery_invalid", 400),
+        ("unsupported_protocol", 400),
+        ("wrong_document_type", 400),
+        ("too_many_mirrors", 400),
+        ("lock_invalid", 400),
+        ("invalid_locator", 403),
+        ("lock_conflict", 409),
+        ("pin_mismatch", 409),
+        ("digest_conflict", 409),
+        ("engine_incompatible", 422),
+        ("archive_cap_exceeded", 422),
+        ("archive_malformed", 422),
+        ("package_json_missing", 422),
+        ("package_json_invalid", 422),
+        ("package_identity_mismatch", 422),
+        ("all_mirrors_failed", 502),
+        ("discovery_unavailable", 502),
+        ("index_unavailable", 502),
+        ("manifest_unavailable", 502),
+        ("love_busy", 503),
+        ("internal_error", 500),
+    ]
+    .into_iter()
+    .map(|(code, status)| LoveError::new(code, status, "detail", "next"))
+    .chain(store_errors().iter().map(LoveError::store))
+    .collect()
+}
+
+fn registry_errors() -> Vec<RegistryError> {
+    let failure = |code| LocatorFailure {
+        locator: "https://r.test/x".into(),
+        hop: None,
+        code,
+        detail: "d".into(),
+        next: "n",
+    };
+    vec![
+        RegistryError::UnknownRegistry("x".into()),
+        RegistryError::NotServed("/x".into()),
+        RegistryError::NotFound("x".into()),
+        RegistryError::NameRefused {
+            name: "x".into(),
+            list: "deny",
+            pattern: Some("x*".into()),
+        },
+        RegistryError::OfflineMiss("x".into()),
+        RegistryError::Upstream(failure("upstream_timeout")),
+        RegistryError::Upstream(failure("upstream_status")),
+        RegistryError::BadMetadata("x".into()),
+        RegistryError::NoDigest {
+            package: "x@1".into(),
+        },
+        RegistryError::DigestMismatch {
+            package: "x".into(),
+            version: "1".into(),
+            expected: "a".into(),
+            received: "b".into(),
+        },
+        RegistryError::Cache("x".into()),
+        RegistryError::Internal("a task panicked".into()),
+    ]
+}
+
+/// Each error converted, with the code and origin its own type reports.
+fn table() -> Vec<(Problem, &'static str, Origin)> {
+    let mut rows = Vec::new();
+    for e in request_errors() {
+        rows.push((e.code(), e.origin(), Problem::from(e)));
+    }
+    for e in [Denied::MissingToken, Denied::WrongToken] {
+        rows.push((e.code(), e.origin(), Problem::from(e)));
+    }
+    for e in [CrossSite::FetchSite, CrossSite::Origin] {
+        rows.push((e.code(), e.origin(), Problem::from(e)));
+    }
+    for e in [Full::Total(1), Full::PerClient(1)] {
+        rows.push((e.code(), e.origin(), Problem::from(e)));
+    }
+    let mut upstream: Vec<UpstreamError> =
+        dial_errors().into_iter().map(UpstreamError::Dial).collect();
+    upstream.push(UpstreamError::HeadTimeout(Duration::from_secs(1)));
+    upstream.push(UpstreamError::Http("reset".into()));
+    upstream.push(UpstreamError::ContentCoding("gzip".into()));
+    for e in &upstream {
+        rows.push((e.code(), e.origin(), Problem::from(e)));
+    }
+    let mut through = vec![ThroughError::AllFailed(Vec::new())];
+    through.extend(store_errors().into_iter().map(ThroughError::Store));
+    for e in &through {
+        rows.push((e.code(), e.origin(), Problem::from(e)));
+    }
+    for e in love_errors() {
+        rows.push((e.code, e.origin(), Problem::from(e)));
+    }
+    for e in registry_errors() {
+        rows.push((e.code(), e.origin(), Problem::from(e)));
+    }
+    for code in REFUSALS {
+        let reason: Reason = serde_json::from_value(json!(code)).expect("a reason code");
+        assert!(!reason.allows(), "{code}");
+        let refused = Refusal {
+            target: None,
+            verdict: crate::decide::Verdict {
+                reason,
+                rule: None,
+                via: None,
+            },
+            detail: Some("x".into()),
+            answers: Vec::new(),
+        };
+        rows.push((
+            reason.code(),
+            Origin::Policy,
+            refusal(&refused, "/x".into()),
+        ));
+    }
+    rows.into_iter()
+        .map(|(code, origin, p)| (p, code, origin))
+        .collect()
+}
+
+#[test]
+fn every_code_has_one_status_and_one_origin() {
+    let mut seen: HashMap<&'static str, (StatusCode, Origin, String)> = HashMap::new();
+    for (p, own_code, own_origin) in table() {
+        // The HTTP code is the type's own, except the store's `cache_io`, which clients have
+        // always seen as `cache_error`.
+        let expected = if own_code == "cache_io" {
+            "cache_error"
+        } else {
+            own_code
+        };
+        assert_eq!(p.code, expected, "{p:?}");
+        assert_eq!(p.origin, own_origin, "{p:?}");
+        assert_eq!(p.body()["code"], p.code);
+        let this = (p.status, p.origin, p.detail.clone());
+        if let Some(first) = seen.get(p.code) {
+            assert_eq!(
+                (first.0, first.1),
+                (this.0, this.1),
+                "{} maps to two statuses or origins: {:?} and {:?}",
+                p.code,
+                first,
+                this
+            );
+        } else {
+            seen.insert(p.code, this);
+        }
+    }
+    assert!(seen.len() > 80, "{} codes", seen.len());
+}
+
+#[test]
+fn refusals_are_403_and_every_problem_says_what_to_do() {
+    for (p, _, _) in table() {
+        if p.origin == Origin::Policy {
+            assert_eq!(p.status, StatusCode::FORBIDDEN, "{}", p.code);
+        }
+        assert!(!p.next.is_empty(), "{} has no next action", p.code);
+        assert!(
+            !p.next.contains("disable"),
+            "{} suggests disabling something",
+            p.code
+        );
+    }
+}
