@@ -1,0 +1,165 @@
+//! Shared-cache manners (RFC 9111 §3 and §3.5): which proxied responses the tee may publish,
+//! and why the others are skipped.
+
+use http::HeaderMap;
+use http::header;
+
+/// Why a proxied response was not teed; the label of `fetchgate_tee_skipped_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// The request carried `Authorization`.
+    Authorization,
+    /// The request carried `Cookie`.
+    Cookie,
+    /// The URL had a query.
+    Query,
+    /// `Cache-Control: no-store`.
+    NoStore,
+    /// `Cache-Control: private` (with or without a field list).
+    Private,
+    /// The response set a cookie.
+    SetCookie,
+    /// The response varies by a request header the client chose.
+    Vary,
+    /// No `Content-Length`, so completeness cannot be proved.
+    NoLength,
+    /// Larger than `[cache] max_object_bytes`.
+    TooLarge,
+}
+
+impl Skip {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Skip::Authorization => "authorization",
+            Skip::Cookie => "cookie",
+            Skip::Query => "query",
+            Skip::NoStore => "no_store",
+            Skip::Private => "private",
+            Skip::SetCookie => "set_cookie",
+            Skip::Vary => "vary",
+            Skip::NoLength => "no_length",
+            Skip::TooLarge => "too_large",
+        }
+    }
+
+    /// Counts the skip in `/metrics`.
+    pub fn count(self) {
+        crate::metrics::get()
+            .tee_skipped
+            .get_or_create(&[("reason", self.label())])
+            .inc();
+    }
+}
+
+/// What the client's request says about sharing its response, taken before it goes upstream.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestSide {
+    authorization: bool,
+    cookie: bool,
+    query: bool,
+}
+
+impl RequestSide {
+    /// Reads the request's headers; `query` is whether its URL has a query.
+    pub fn of(headers: &HeaderMap, query: bool) -> Self {
+        Self {
+            authorization: headers.contains_key(header::AUTHORIZATION),
+            cookie: headers.contains_key(header::COOKIE),
+            query,
+        }
+    }
+}
+
+/// Decides whether a `200` to a `GET` may be teed into the shared cache, and if so, its
+/// expected length. `public_host` is true when `[[cache.tee]] hosts` lists the request's host:
+/// then the request side and `private` no longer block it, but `no-store` still does.
+pub fn admit(
+    request: RequestSide,
+    response: &HeaderMap,
+    public_host: bool,
+    max: u64,
+) -> Result<u64, Skip> {
+    let directives = cache_control(response);
+    let has = |name: &str| directives.iter().any(|d| d == name);
+    if has("no-store") {
+        return Err(Skip::NoStore);
+    }
+    if !public_host {
+        if request.authorization {
+            return Err(Skip::Authorization);
+        }
+        if request.cookie {
+            return Err(Skip::Cookie);
+        }
+        if request.query {
+            return Err(Skip::Query);
+        }
+        if has("private") {
+            return Err(Skip::Private);
+        }
+    }
+    if response.contains_key(header::SET_COOKIE) {
+        return Err(Skip::SetCookie);
+    }
+    if varies(response) {
+        return Err(Skip::Vary);
+    }
+    let length = response
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .ok_or(Skip::NoLength)?;
+    if length > max {
+        return Err(Skip::TooLarge);
+    }
+    Ok(length)
+}
+
+/// The directive names of every `Cache-Control` field line, lower-case. Commas inside a quoted
+/// argument (`private="set-cookie, x"`) do not split directives.
+fn cache_control(headers: &HeaderMap) -> Vec<String> {
+    let mut names = Vec::new();
+    for value in headers.get_all(header::CACHE_CONTROL) {
+        let text = String::from_utf8_lossy(value.as_bytes());
+        for element in split_outside_quotes(&text) {
+            let name = element.split('=').next().unwrap_or("").trim();
+            if !name.is_empty() {
+                names.push(name.to_ascii_lowercase());
+            }
+        }
+    }
+    names
+}
+
+/// Splits a field value at commas that are not inside a quoted string.
+fn split_outside_quotes(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// True if `Vary` names any request header (`*` included). `Accept-Encoding` alone does not
+/// count: fetchgate always sends `Accept-Encoding: identity` upstream, whatever the client
+/// sent, so the client could not choose that variant.
+fn varies(headers: &HeaderMap) -> bool {
+    headers.get_all(header::VARY).iter().any(|v| {
+        String::from_utf8_lossy(v.as_bytes())
+            .split(',')
+            .map(str::trim)
+            .any(|f| !f.is_empty() && !f.eq_ignore_ascii_case("accept-encoding"))
+    })
+}
