@@ -14,7 +14,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::config::Config;
-use crate::fetch::through::Flights;
+use crate::fetch::flight::Flights;
 use crate::love::Love;
 use crate::love::seen::Seen;
 use crate::registry::aliases::Aliases;

@@ -9,6 +9,7 @@
 //! listener.
 
 pub mod expected;
+pub mod flight;
 pub mod headers;
 pub mod hops;
 pub mod idle;
