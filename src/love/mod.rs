@@ -7,6 +7,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod archive;
+pub mod discover;
 pub mod document;
 pub mod engine;
 pub mod error;

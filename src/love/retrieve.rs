@@ -1,4 +1,4 @@
-//! The LOVE retrieval algorithm (§6) and read-only discovery (§5), composed from fetchgate's
+//! The LOVE retrieval algorithm (§6; discovery, §5, is in [`super::discover`]), composed from fetchgate's
 //! own parts: every document and artifact request goes through the egress policy and the
 //! pinned connector (via the fetch-through [`Fetcher`]), carries no credentials, and archive
 //! bytes are inspected only after size and SHA-256 matched. Nothing is ever installed.
@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::LoveSettings;
 use super::archive::{Caps, Inspection, inspect};
-use super::document::{Index, Manifest, PROTOCOL, WellKnown};
+use super::document::{Manifest, PROTOCOL};
 use super::engine::{Compat, check};
 use super::error::LoveError;
 use super::lock::LockEntry;
@@ -73,42 +73,18 @@ pub struct FetchResult {
     pub manifest: Manifest,
 }
 
-/// What discovery found.
-#[derive(Clone, Debug, Serialize)]
-pub struct Discovery {
-    /// The pointer read.
-    pub well_known: String,
-    /// Its doctrine URL.
-    pub doctrine: String,
-    /// The index it names.
-    pub index_url: String,
-    /// Packages, versions and manifest URLs, as the index lists them (hints, not authority).
-    pub packages: Vec<DiscoveredPackage>,
-}
-
-/// One package found by discovery.
-#[derive(Clone, Debug, Serialize)]
-pub struct DiscoveredPackage {
-    /// Name.
-    pub name: String,
-    /// The index's convenience pointer.
-    pub latest: String,
-    /// `(version, manifest_url)`.
-    pub versions: Vec<(String, String)>,
-}
-
 /// The LOVE consumer.
 pub struct Love {
-    fetcher: Arc<Fetcher>,
+    pub(super) fetcher: Arc<Fetcher>,
     seen: Arc<Seen>,
     caps: Caps,
-    max_document_bytes: u64,
+    pub(super) max_document_bytes: u64,
     /// Room, in KiB, for artifact bytes held in memory by fetches in progress.
     memory: Arc<tokio::sync::Semaphore>,
     max_inflight_bytes: u64,
 }
 
-fn unavailable(code: &'static str, url: &str, f: LocatorFailure) -> LoveError {
+pub(super) fn unavailable(code: &'static str, url: &str, f: LocatorFailure) -> LoveError {
     let detail = format!("{}: {}", f.code, f.detail);
     LoveError::new(
         code,
@@ -176,59 +152,6 @@ impl Love {
             Ok(Ok(permit)) => Ok(permit),
             _ => Err(busy()),
         }
-    }
-
-    /// Reads `/.well-known/love-packages` at `url`'s origin (or `url` itself when it is the
-    /// pointer), then the index it names. Downloads nothing else.
-    pub async fn discover(&self, url: &str) -> Result<Discovery, LoveError> {
-        let (_, base) = crate::decide::parse_fetch_url(url).map_err(|e| {
-            LoveError::new(
-                "invalid_locator",
-                403,
-                e.detail,
-                "give an absolute http(s) URL such as https://host/",
-            )
-            .locator(redact_locator(url))
-        })?;
-        let well_known = if base.path() == "/.well-known/love-packages" {
-            base.to_string()
-        } else {
-            base.join("/.well-known/love-packages")
-                .map(|u| u.to_string())
-                .unwrap_or_default()
-        };
-        let bytes = self
-            .fetcher
-            .get_document(&well_known, self.max_document_bytes)
-            .await
-            .map_err(|f| unavailable("discovery_unavailable", &well_known, f))?;
-        let pointer =
-            WellKnown::parse(&bytes).map_err(|e| e.locator(redact_locator(&well_known)))?;
-        let bytes = self
-            .fetcher
-            .get_document(&pointer.index_url, self.max_document_bytes)
-            .await
-            .map_err(|f| unavailable("index_unavailable", &pointer.index_url, f))?;
-        let index =
-            Index::parse(&bytes).map_err(|e| e.locator(redact_locator(&pointer.index_url)))?;
-        Ok(Discovery {
-            well_known: redact_locator(&well_known),
-            doctrine: pointer.doctrine,
-            index_url: redact_locator(&pointer.index_url),
-            packages: index
-                .packages
-                .into_iter()
-                .map(|p| DiscoveredPackage {
-                    name: p.name,
-                    latest: p.latest,
-                    versions: p
-                        .versions
-                        .into_iter()
-                        .map(|v| (v.version, v.manifest_url))
-                        .collect(),
-                })
-                .collect(),
-        })
     }
 
     /// Every `(name, version)` seen with more than one digest.
