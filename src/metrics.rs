@@ -89,6 +89,14 @@ fn latency() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
 
+/// Registers each listed field of `$m` under its name and help text (one line per metric,
+/// rather than one call of five lines each).
+macro_rules! register {
+    ($registry:expr, $m:expr, $( $field:ident: $name:literal, $help:literal; )*) => {
+        $( $registry.register($name, $help, $m.$field.clone()); )*
+    };
+}
+
 impl Metrics {
     fn new() -> Self {
         let mut registry = Registry::with_prefix("fetchgate");
@@ -124,134 +132,38 @@ impl Metrics {
             registry_names_refused: Family::default(),
             registry: Registry::default(),
         };
-        registry.register(
-            "requests",
-            "Requests by kind and outcome",
-            m.requests.clone(),
-        );
-        registry.register(
-            "egress_refusals",
-            "Egress refusals by reason code",
-            m.refusals.clone(),
-        );
-        registry.register(
-            "upstream_connect_seconds",
-            "Upstream TCP and TLS connect time",
-            m.connect_seconds.clone(),
-        );
-        registry.register(
-            "upstream_response_head_seconds",
-            "Upstream response-head time",
-            m.response_head_seconds.clone(),
-        );
-        registry.register(
-            "upstream_body_bytes",
-            "Body bytes received from upstreams",
-            m.bytes_in.clone(),
-        );
-        registry.register(
-            "client_body_bytes",
-            "Body bytes sent to clients",
-            m.bytes_out.clone(),
-        );
-        registry.register("cache_hits", "Cache hits on /sha256/", m.cache_hits.clone());
-        registry.register(
-            "cache_misses",
-            "Cache misses on /sha256/",
-            m.cache_misses.clone(),
-        );
-        registry.register("cache_fills", "Entries published", m.cache_fills.clone());
-        registry.register(
-            "cache_fill_failures",
-            "Failed fill attempts by reason",
-            m.fill_failures.clone(),
-        );
-        registry.register(
-            "cache_full",
-            "Answers of 507: nothing evictable",
-            m.cache_full.clone(),
-        );
-        registry.register(
-            "fetches_in_flight",
-            "Fetch-through fetches in flight",
-            m.inflight_fetches.clone(),
-        );
-        registry.register(
-            "fetch_waiters",
-            "Requests waiting on a shared fetch",
-            m.fetch_waiters.clone(),
-        );
-        registry.register("tunnels", "CONNECT tunnels opened", m.tunnels.clone());
-        registry.register(
-            "tunnels_open",
-            "CONNECT tunnels open now",
-            m.tunnels_open.clone(),
-        );
-        registry.register(
-            "tunnel_seconds",
-            "CONNECT tunnel lifetime",
-            m.tunnel_seconds.clone(),
-        );
-        registry.register(
-            "reloads",
-            "Configuration reloads by outcome",
-            m.reloads.clone(),
-        );
-        registry.register(
-            "cache_bytes",
-            "Bytes stored in the cache",
-            m.cache_bytes.clone(),
-        );
-        registry.register(
-            "cache_max_bytes",
-            "The cache's size limit",
-            m.cache_max_bytes.clone(),
-        );
-        registry.register(
-            "cache_entries",
-            "Entries in the cache",
-            m.cache_entries.clone(),
-        );
-        registry.register("cache_evictions", "Entries evicted", m.evictions.clone());
-        registry.register(
-            "verify_failures",
-            "Entries that failed verification or vanished from disk",
-            m.verify_failures.clone(),
-        );
-        registry.register(
-            "tee_skipped",
-            "Proxied responses not published into the shared cache, by reason",
-            m.tee_skipped.clone(),
-        );
-        registry.register(
-            "tee_abandoned",
-            "Proxied bodies whose tee into the cache was given up, by reason",
-            m.tee_abandoned.clone(),
-        );
-        registry.register(
-            "tee_known",
-            "Small proxied bodies already in the cache, kept without touching the disk",
-            m.tee_known.clone(),
-        );
-        registry.register(
-            "tunnel_bytes",
-            "CONNECT tunnel bytes by direction",
-            m.tunnel_bytes.clone(),
-        );
-        registry.register(
-            "registry_metadata",
-            "Registry metadata answers by kind and freshness",
-            m.registry_metadata.clone(),
-        );
-        registry.register(
-            "registry_artifacts",
-            "Registry artifact requests by kind and outcome",
-            m.registry_artifacts.clone(),
-        );
-        registry.register(
-            "registry_names_refused",
-            "Package names refused by allow/deny, by registry kind",
-            m.registry_names_refused.clone(),
+        register!(
+            registry,
+            m,
+            requests: "requests", "Requests by kind and outcome";
+            refusals: "egress_refusals", "Egress refusals by reason code";
+            connect_seconds: "upstream_connect_seconds", "Upstream TCP and TLS connect time";
+            response_head_seconds: "upstream_response_head_seconds", "Upstream response-head time";
+            bytes_in: "upstream_body_bytes", "Body bytes received from upstreams";
+            bytes_out: "client_body_bytes", "Body bytes sent to clients";
+            cache_hits: "cache_hits", "Cache hits on /sha256/";
+            cache_misses: "cache_misses", "Cache misses on /sha256/";
+            cache_fills: "cache_fills", "Entries published";
+            fill_failures: "cache_fill_failures", "Failed fill attempts by reason";
+            cache_full: "cache_full", "Answers of 507: nothing evictable";
+            inflight_fetches: "fetches_in_flight", "Fetch-through fetches in flight";
+            fetch_waiters: "fetch_waiters", "Requests waiting on a shared fetch";
+            tunnels: "tunnels", "CONNECT tunnels opened";
+            tunnels_open: "tunnels_open", "CONNECT tunnels open now";
+            tunnel_seconds: "tunnel_seconds", "CONNECT tunnel lifetime";
+            reloads: "reloads", "Configuration reloads by outcome";
+            cache_bytes: "cache_bytes", "Bytes stored in the cache";
+            cache_max_bytes: "cache_max_bytes", "The cache's size limit";
+            cache_entries: "cache_entries", "Entries in the cache";
+            evictions: "cache_evictions", "Entries evicted";
+            verify_failures: "verify_failures", "Entries that failed verification or vanished from disk";
+            tee_skipped: "tee_skipped", "Proxied responses not published into the shared cache, by reason";
+            tee_abandoned: "tee_abandoned", "Proxied bodies whose tee into the cache was given up, by reason";
+            tee_known: "tee_known", "Small proxied bodies already in the cache, kept without touching the disk";
+            tunnel_bytes: "tunnel_bytes", "CONNECT tunnel bytes by direction";
+            registry_metadata: "registry_metadata", "Registry metadata answers by kind and freshness";
+            registry_artifacts: "registry_artifacts", "Registry artifact requests by kind and outcome";
+            registry_names_refused: "registry_names_refused", "Package names refused by allow/deny, by registry kind";
         );
         Self { registry, ..m }
     }
