@@ -151,20 +151,28 @@ impl Config {
             connect: self.limits.connect_timeout,
             response_head: self.limits.response_head_timeout,
         };
+        let limits = crate::fetch::through::FetchLimits {
+            timeouts,
+            max_redirects: self.max_redirects,
+            fetch_timeout: self.cache.fetch_timeout,
+            body_idle: self.limits.body_idle_timeout,
+        };
         crate::fetch::through::Fetcher::new(
             self.egress(),
             self.tls.clone(),
-            timeouts,
             store,
-            self.max_redirects,
-            self.cache.fetch_timeout,
-            self.limits.body_idle_timeout,
+            limits,
+            crate::metrics::get(),
         )
         .allow_redirect_downgrade(self.allow_redirect_downgrade)
     }
 
     /// The policy with a resolver built from these settings. Must run inside a Tokio runtime.
     pub fn egress(&self) -> Egress {
-        Egress::new(self.policy.clone(), Resolver::new(&self.resolver))
+        Egress::new(
+            self.policy.clone(),
+            Resolver::new(&self.resolver),
+            crate::metrics::get(),
+        )
     }
 }

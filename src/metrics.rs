@@ -18,6 +18,7 @@ pub type Labels2 = [(&'static str, &'static str); 2];
 pub type Labels1 = [(&'static str, &'static str); 1];
 
 /// Every metric fetchgate exports.
+#[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     /// Requests by kind (`forward`, `connect`, `object`, `love`, `other`) and outcome.

@@ -1,6 +1,7 @@
 //! From a locator to a decision carrying validated addresses: `connect` resolves, `decide`
 //! judges the answers.
 
+use crate::metrics::Metrics;
 use std::sync::Arc;
 
 use url::Url;
@@ -19,12 +20,18 @@ pub struct Egress {
     pub policy: Arc<Policy>,
     resolver: Option<Resolver>,
     resolver_error: Option<String>,
+    /// Where refusals are counted (handed in, so connect reaches no global).
+    metrics: &'static Metrics,
 }
 
 impl Egress {
     /// Wraps a policy and a resolver. If the resolver could not be built, literal addresses
     /// are still decided and every name is refused with `dns_failure` naming `resolver_error`.
-    pub fn new(policy: Arc<Policy>, resolver: Result<Resolver, String>) -> Self {
+    pub fn new(
+        policy: Arc<Policy>,
+        resolver: Result<Resolver, String>,
+        metrics: &'static Metrics,
+    ) -> Self {
         let (resolver, resolver_error) = match resolver {
             Ok(r) => (Some(r), None),
             Err(e) => (None, Some(e)),
@@ -33,6 +40,7 @@ impl Egress {
             policy,
             resolver,
             resolver_error,
+            metrics,
         }
     }
 
@@ -42,7 +50,7 @@ impl Egress {
             Ok((target, url)) => self.resolve_and_decide(target, url).await,
             Err(e) => Decision::refused_locator(e),
         };
-        count(&d);
+        count(self.metrics, &d);
         d
     }
 
@@ -52,7 +60,7 @@ impl Egress {
             Ok(target) => self.resolve_and_decide(target, ()).await,
             Err(e) => Decision::refused_locator(e),
         };
-        count(&d);
+        count(self.metrics, &d);
         d
     }
 
@@ -80,9 +88,9 @@ impl Egress {
 }
 
 /// Counts a refusal by its reason code.
-fn count<U>(d: &Decision<U>) {
+fn count<U>(metrics: &Metrics, d: &Decision<U>) {
     if !d.allowed() {
-        crate::metrics::get()
+        metrics
             .refusals
             .get_or_create(&[("reason", d.verdict().reason.code())])
             .inc();

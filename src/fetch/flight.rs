@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::through::{Fetcher, ThroughError, Wanted};
+use crate::metrics::Metrics;
 use crate::store::{Digest, StoreError};
 
 /// How a shared fetch ended, as the requests waiting for it see it.
@@ -57,18 +58,18 @@ enum Flown {
 }
 
 /// Counts a request waiting on another's fetch for as long as it waits (even if it leaves).
-struct Waiting;
+struct Waiting(&'static Metrics);
 
 impl Waiting {
-    fn start() -> Self {
-        crate::metrics::get().fetch_waiters.inc();
-        Self
+    fn start(metrics: &'static Metrics) -> Self {
+        metrics.fetch_waiters.inc();
+        Self(metrics)
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        crate::metrics::get().fetch_waiters.dec();
+        self.0.fetch_waiters.dec();
     }
 }
 
@@ -129,7 +130,7 @@ impl Fetcher {
             }
             Boarding::Aboard { rx, flight, led } => (rx, flight, led),
         };
-        let waiting = (!led).then(Waiting::start);
+        let waiting = (!led).then(|| Waiting::start(self.metrics));
         let landed = rx
             .wait_for(Option::is_some)
             .await
@@ -200,7 +201,7 @@ impl Fetcher {
     /// drops its fill and frees the space it reserved.
     fn lead(self: Arc<Self>, key: FlightKey, flight: Arc<Flight>, wanted: Wanted) {
         tokio::spawn(async move {
-            let metrics = crate::metrics::get();
+            let metrics = self.metrics;
             metrics.inflight_fetches.inc();
             let landed = tokio::select! {
                 result = self.fetch(&wanted) => Landed::Done(result.map_err(Arc::new)),

@@ -16,6 +16,7 @@ use super::idle::{BodyIdle, IdleBody};
 use super::upstream::Timeouts;
 use crate::connect::Egress;
 use crate::errors::Origin;
+use crate::metrics::Metrics;
 use crate::redact::redact_locator;
 use crate::store::{Digest, FillError, FillSink, Store, StoreError};
 
@@ -109,6 +110,19 @@ pub struct Verified {
     pub failures: Vec<LocatorFailure>,
 }
 
+/// The time and hop limits a fetcher works within.
+#[derive(Clone, Copy, Debug)]
+pub struct FetchLimits {
+    /// Connect and response-head time-outs.
+    pub timeouts: Timeouts,
+    /// Redirects followed per locator (`[egress] max_redirects`).
+    pub max_redirects: usize,
+    /// One locator's whole fetch (`[cache] fetch_timeout_ms`).
+    pub fetch_timeout: Duration,
+    /// Silence allowed inside a body (`[proxy] body_idle_timeout_ms`).
+    pub body_idle: Duration,
+}
+
 /// Fetches by digest into the store.
 pub struct Fetcher {
     pub(super) egress: Egress,
@@ -120,6 +134,8 @@ pub struct Fetcher {
     pub(super) body_idle: Duration,
     pub(super) allow_redirect_downgrade: bool,
     pub(super) inflight: Arc<Flights>,
+    /// Where fetches are counted (handed in, so fetching reaches no global).
+    pub(super) metrics: &'static Metrics,
 }
 
 pub(super) const NEXT_MIRROR: &str =
@@ -132,22 +148,21 @@ impl Fetcher {
     pub fn new(
         egress: Egress,
         tls: Arc<rustls::ClientConfig>,
-        timeouts: Timeouts,
         store: Arc<Store>,
-        max_redirects: usize,
-        fetch_timeout: Duration,
-        body_idle: Duration,
+        limits: FetchLimits,
+        metrics: &'static Metrics,
     ) -> Self {
         Self {
             egress,
             tls,
-            timeouts,
+            timeouts: limits.timeouts,
             store,
-            max_redirects,
-            fetch_timeout,
-            body_idle,
+            max_redirects: limits.max_redirects,
+            fetch_timeout: limits.fetch_timeout,
+            body_idle: limits.body_idle,
             allow_redirect_downgrade: false,
             inflight: Arc::default(),
+            metrics,
         }
     }
 
@@ -171,7 +186,7 @@ impl Fetcher {
     }
 
     pub(super) async fn fetch(&self, wanted: &Wanted) -> Result<(), ThroughError> {
-        let metrics = crate::metrics::get();
+        let metrics = self.metrics;
         let mut failures = Vec::new();
         for mirror in &wanted.mirrors {
             let outcome =

@@ -17,6 +17,7 @@ use crate::connect::dial::{DialError, dial_tcp, handshake};
 use crate::connect::pool::{Pool, PoolKey, UpstreamBody};
 use crate::decide::{Host, Permit};
 use crate::errors::Origin;
+use crate::metrics::Metrics;
 
 /// Time limits for one exchange.
 #[derive(Clone, Copy, Debug)]
@@ -142,10 +143,10 @@ pub async fn exchange(
     timeouts: Timeouts,
     permit: &Permit,
     req: Request<UpstreamBody>,
+    metrics: &Metrics,
 ) -> Result<Exchange, UpstreamError> {
     let use_tls = permit.tls();
     let host = permit.verify_name().to_string();
-    let metrics = crate::metrics::get();
     let checkout = pool.checkout(use_tls, &host, permit.port(), permit.addresses());
     let (key, mut sender) = match checkout {
         Some(found) => found,

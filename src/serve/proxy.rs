@@ -249,9 +249,16 @@ async fn forward(
         connect: gate.limits.connect_timeout,
         response_head: gate.limits.response_head_timeout,
     };
-    let ex = exchange(&conn.pool, &gate.tls, timeouts, &permit, upstream_req)
-        .await
-        .map_err(|e| Problem::from(&e).at(log.locator.clone()))?;
+    let ex = exchange(
+        &conn.pool,
+        &gate.tls,
+        timeouts,
+        &permit,
+        upstream_req,
+        crate::metrics::get(),
+    )
+    .await
+    .map_err(|e| Problem::from(&e).at(log.locator.clone()))?;
     log.upstream = Some(ex.peer.to_string());
     let (mut parts, body) = ex.response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
