@@ -11,20 +11,9 @@ use std::time::Duration;
 
 use fetchgate::store::Digest;
 
+use support::config::Toml;
 use support::proxy::{Client, Got, start_proxy, start_proxy_in};
 use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes, tls_for};
-
-fn trust_all_loopback_test_ports(ports: &[u16]) -> String {
-    let list: Vec<String> = ports.iter().map(|p| p.to_string()).collect();
-    format!(
-        "[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
-        list.join(", ")
-    )
-}
-
-fn cache_cfg(dir: &std::path::Path, extra: &str) -> String {
-    format!("[cache]\ndir = {:?}\n{extra}\n", dir.display().to_string())
-}
 
 async fn get_path(proxy: std::net::SocketAddr, path: &str, headers: &[(&str, &str)]) -> Got {
     let mut h = vec![("host", "fetchgate")];
@@ -46,11 +35,12 @@ async fn fetch_through_returns_exact_bytes_then_hits_without_upstream() {
     for size in [1u64 << 20, 64 << 20] {
         let up = Streaming::start("127.0.0.2:0", size, None, true).await;
         let dir = tempfile::tempdir().unwrap();
-        let proxy = start_proxy(&format!(
-            "{}{}",
-            cache_cfg(dir.path(), ""),
-            trust_all_loopback_test_ports(&[up.addr.port()])
-        ))
+        let proxy = start_proxy(
+            &Toml::new()
+                .cache(dir.path(), "")
+                .trust_ports("127.0.0.2", &[up.addr.port()])
+                .build(),
+        )
         .await;
         let bytes = pattern_bytes(size);
         let d = Digest::of(&bytes);
@@ -122,11 +112,12 @@ async fn each_bad_mirror_publishes_nothing_and_is_reported_then_a_good_one_is_us
         .chain([long_chunked.addr.port()])
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}{}",
-        cache_cfg(dir.path(), ""),
-        trust_all_loopback_test_ports(&ports)
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "")
+            .trust_ports("127.0.0.2", &ports)
+            .build(),
+    )
     .await;
     let url = |p: u16| format!("http://127.0.0.2:{p}/pkg.tgz");
     let bad = [
@@ -173,11 +164,12 @@ async fn fifty_concurrent_requests_share_one_upstream_fetch() {
     let size = 4u64 << 20;
     let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(2)), true).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}{}",
-        cache_cfg(dir.path(), ""),
-        trust_all_loopback_test_ports(&[up.addr.port()])
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "")
+            .trust_ports("127.0.0.2", &[up.addr.port()])
+            .build(),
+    )
     .await;
     let bytes = pattern_bytes(size);
     let d = Digest::of(&bytes);
@@ -207,11 +199,12 @@ async fn serving_rules_range_head_conditional_and_errors() {
     let d = Digest::of(&bytes);
     let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}{}",
-        cache_cfg(dir.path(), ""),
-        trust_all_loopback_test_ports(&[up.addr.port()])
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "")
+            .trust_ports("127.0.0.2", &[up.addr.port()])
+            .build(),
+    )
     .await;
     let got = get_path(
         proxy,
@@ -299,11 +292,12 @@ async fn a_completed_proxied_get_is_then_served_by_digest() {
     let d = Digest::of(&bytes);
     let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}{}",
-        cache_cfg(dir.path(), ""),
-        trust_all_loopback_test_ports(&[up.addr.port()])
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "")
+            .trust_ports("127.0.0.2", &[up.addr.port()])
+            .build(),
+    )
     .await;
     let url = format!("http://127.0.0.2:{}/pkg-1.0.0.tgz", up.addr.port());
     let got = support::proxy::get(proxy, &url).await;
@@ -390,12 +384,14 @@ async fn private_and_credentialed_responses_never_enter_the_shared_cache() {
     let plain = Upstream::router("127.0.0.2:0", routes.clone()).await;
     let public = Upstream::router("127.0.0.3:0", routes).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}\n[[cache.tee]]\nhosts = [\"127.0.0.3\"]\n\n{}[[egress.trust]]\ncidrs = [\"127.0.0.3/32\"]\nports = [{}]\n",
-        cache_cfg(dir.path(), ""),
-        trust_all_loopback_test_ports(&[plain.addr.port()]),
-        public.addr.port()
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache_dir(dir.path())
+            .raw("[[cache.tee]]\nhosts = [\"127.0.0.3\"]")
+            .trust(plain.addr)
+            .trust(public.addr)
+            .build(),
+    )
     .await;
     let before: Vec<f64> = [
         "authorization",
@@ -525,11 +521,12 @@ async fn a_small_body_already_stored_is_teed_without_touching_the_disk() {
         .insert("/fresh".into(), Reply::ok(fresh.clone()));
     let up = Upstream::router("127.0.0.2:0", routes).await;
     let dir = tempfile::tempdir().unwrap();
-    let (proxy, store) = support::proxy::start_proxy_with_store(&format!(
-        "{}{}",
-        cache_cfg(dir.path(), ""),
-        trust_all_loopback_test_ports(&[up.addr.port()])
-    ))
+    let (proxy, store) = support::proxy::start_proxy_with_store(
+        &Toml::new()
+            .cache(dir.path(), "")
+            .trust_ports("127.0.0.2", &[up.addr.port()])
+            .build(),
+    )
     .await;
     let url = |path: &str| format!("http://127.0.0.2:{}{path}", up.addr.port());
 
@@ -565,11 +562,12 @@ async fn a_fast_64_mib_proxied_body_is_kept() {
     let d = Digest::of(&bytes);
     let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}{}",
-        cache_cfg(dir.path(), ""),
-        trust_all_loopback_test_ports(&[up.addr.port()])
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "")
+            .trust_ports("127.0.0.2", &[up.addr.port()])
+            .build(),
+    )
     .await;
     let url = format!("http://127.0.0.2:{}/big.bin", up.addr.port());
     let got = support::proxy::get(proxy, &url).await;
@@ -594,11 +592,12 @@ async fn a_client_that_stops_reading_publishes_nothing_and_frees_its_reservation
     let size = 64u64 << 20;
     let up = Streaming::start("127.0.0.2:0", size, None, true).await;
     let dir = tempfile::tempdir().unwrap();
-    let (proxy, store) = support::proxy::start_proxy_with_store(&format!(
-        "{}{}",
-        cache_cfg(dir.path(), ""),
-        trust_all_loopback_test_ports(&[up.addr.port()])
-    ))
+    let (proxy, store) = support::proxy::start_proxy_with_store(
+        &Toml::new()
+            .cache(dir.path(), "")
+            .trust_ports("127.0.0.2", &[up.addr.port()])
+            .build(),
+    )
     .await;
     let gone_before = tee_abandoned("client_gone");
     let authority = format!("127.0.0.2:{}", up.addr.port());
@@ -649,9 +648,9 @@ async fn web_pages_cannot_make_fetchgate_fetch_but_may_read() {
         "/love/v1/fetch?manifest={}",
         url::form_urlencoded::byte_serialize(mirror.as_bytes()).collect::<String>()
     );
-    let trust = trust_all_loopback_test_ports(&[up.addr.port()]);
+    let trusted = |dir: &std::path::Path| Toml::new().cache_dir(dir).trust(up.addr);
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!("{}{trust}", cache_cfg(dir.path(), ""))).await;
+    let proxy = start_proxy(&trusted(dir.path()).build()).await;
 
     // Refused on both state-changing routes, before any fetch: by Sec-Fetch-Site, and by any
     // Origin at all while [access] origins is empty (`null` included).
@@ -701,10 +700,11 @@ async fn web_pages_cannot_make_fetchgate_fetch_but_may_read() {
 
     // An origin the operator listed may fetch; one that merely starts like it may not.
     let dir2 = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "[access]\norigins = [\"https://ci.example.com\"]\n\n{}{trust}",
-        cache_cfg(dir2.path(), "")
-    ))
+    let proxy = start_proxy(
+        &trusted(dir2.path())
+            .section("access", "origins = [\"https://ci.example.com\"]")
+            .build(),
+    )
     .await;
     let got = get_path(
         proxy,
@@ -779,11 +779,10 @@ async fn verify_quarantines_a_corrupted_entry_which_is_then_never_served() {
     let d = Digest::of(&bytes);
     let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = format!(
-        "{}{}",
-        cache_cfg(dir.path(), "memory_bytes = 0"),
-        trust_all_loopback_test_ports(&[up.addr.port()])
-    );
+    let cfg = Toml::new()
+        .cache(dir.path(), "memory_bytes = 0")
+        .trust_ports("127.0.0.2", &[up.addr.port()])
+        .build();
     let proxy = start_proxy(&cfg).await;
     let got = get_path(
         proxy,
@@ -805,7 +804,7 @@ async fn verify_quarantines_a_corrupted_entry_which_is_then_never_served() {
     std::fs::write(&file, &corrupted).unwrap();
     // `cache verify` in another process finds and quarantines it.
     let cfg_file = dir.path().join("fetchgate.toml");
-    std::fs::write(&cfg_file, cache_cfg(dir.path(), "")).unwrap();
+    std::fs::write(&cfg_file, Toml::new().cache_dir(dir.path()).build()).unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
         .args(["cache", "verify", "--config", cfg_file.to_str().unwrap()])
         .output()
@@ -865,11 +864,11 @@ async fn redirects_resolve_relative_locations_and_refuse_downgrades() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("ca.pem"), ca_pem).unwrap();
-    let cfg = format!(
-        "[tls]\nextra_roots = [\"ca.pem\"]\n\n{}{}",
-        cache_cfg(&dir.path().join("cache"), ""),
-        trust_all_loopback_test_ports(&[plain.addr.port(), secure.addr.port()])
-    );
+    let cfg = Toml::new()
+        .section("tls", "extra_roots = [\"ca.pem\"]")
+        .cache_dir(dir.path().join("cache"))
+        .trust_ports("127.0.0.2", &[plain.addr.port(), secure.addr.port()])
+        .build();
     let proxy = start_proxy_in(&cfg, dir.path()).await;
 
     let downgrade = format!("https://127.0.0.2:{}/pkg.tgz", secure.addr.port());
@@ -988,14 +987,16 @@ async fn a_mirror_that_announces_max_bytes_and_stalls_evicts_nothing() {
     let good = Upstream::router("127.0.0.2:0", routes).await;
     let stall = Stalling::start(max).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}[proxy]\nbody_idle_timeout_ms = 300\n\n{}",
-        cache_cfg(
-            dir.path(),
-            &format!("max_bytes = {max}\nfetch_timeout_ms = 3000")
-        ),
-        trust_all_loopback_test_ports(&[good.addr.port(), stall.addr.port()])
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(
+                dir.path(),
+                &format!("max_bytes = {max}\nfetch_timeout_ms = 3000"),
+            )
+            .section("proxy", "body_idle_timeout_ms = 300")
+            .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
+            .build(),
+    )
     .await;
     let url = |p: &str| format!("http://127.0.0.2:{}{p}", good.addr.port());
     for (i, b) in entries.iter().enumerate() {
@@ -1026,7 +1027,12 @@ async fn a_mirror_that_announces_max_bytes_and_stalls_evicts_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_size_over_max_object_bytes_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&cache_cfg(dir.path(), "max_object_bytes = 1000")).await;
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "max_object_bytes = 1000")
+            .build(),
+    )
+    .await;
     let d = Digest::of(b"x");
     let got = get_path(
         proxy,
@@ -1050,11 +1056,13 @@ async fn a_fetch_whose_clients_all_left_is_abandoned() {
     use tokio::io::AsyncWriteExt;
     let stall = Stalling::start(2 << 20).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}[proxy]\nbody_idle_timeout_ms = 60000\n\n{}",
-        cache_cfg(dir.path(), "fetch_timeout_ms = 60000"),
-        trust_all_loopback_test_ports(&[stall.addr.port()])
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "fetch_timeout_ms = 60000")
+            .section("proxy", "body_idle_timeout_ms = 60000")
+            .trust_ports("127.0.0.2", &[stall.addr.port()])
+            .build(),
+    )
     .await;
     let d = Digest::of(b"never sent either");
     let path = through(&d, 2 << 20, &[stall.url()]);
@@ -1105,11 +1113,13 @@ async fn a_victim_joining_a_stalled_flight_gets_its_bytes_from_its_own_mirror() 
     let good = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let stall = Stalling::start(100_000).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}[proxy]\nbody_idle_timeout_ms = 500\n\n{}",
-        cache_cfg(dir.path(), "fetch_timeout_ms = 5000"),
-        trust_all_loopback_test_ports(&[good.addr.port(), stall.addr.port()])
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "fetch_timeout_ms = 5000")
+            .section("proxy", "body_idle_timeout_ms = 500")
+            .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
+            .build(),
+    )
     .await;
     let attack = through(&d, 100_000, &[stall.url()]);
     let attacker = tokio::spawn(async move { get_path(proxy, &attack, &[]).await });
@@ -1136,11 +1146,13 @@ async fn a_request_with_another_size_does_not_join_the_flight() {
     let good = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let stall = Stalling::start(100_001).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}[proxy]\nbody_idle_timeout_ms = 30000\n\n{}",
-        cache_cfg(dir.path(), "fetch_timeout_ms = 30000"),
-        trust_all_loopback_test_ports(&[good.addr.port(), stall.addr.port()])
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "fetch_timeout_ms = 30000")
+            .section("proxy", "body_idle_timeout_ms = 30000")
+            .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
+            .build(),
+    )
     .await;
     let attack = through(&d, 100_001, &[stall.url()]);
     let attacker = tokio::spawn(async move { get_path(proxy, &attack, &[]).await });
@@ -1185,7 +1197,7 @@ async fn planted_files_are_served_only_after_their_bytes_match_their_name() {
     // Found at start-up (adopted by reconciliation) ...
     plant(dir.path(), &Digest::of(&good_before), &good_before);
     let bad_before_file = plant(dir.path(), &lie_before, &bad_before);
-    let proxy = start_proxy(&cache_cfg(dir.path(), "")).await;
+    let proxy = start_proxy(&Toml::new().cache_dir(dir.path()).build()).await;
     // ... and published behind the running server's back.
     plant(dir.path(), &Digest::of(&good_after), &good_after);
     let bad_after_file = plant(dir.path(), &lie_after, &bad_after);
@@ -1230,11 +1242,12 @@ async fn a_published_entry_replaced_by_a_symlink_is_never_served() {
     let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(&format!(
-        "{}{}",
-        cache_cfg(dir.path(), ""),
-        trust_all_loopback_test_ports(&[up.addr.port()])
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "")
+            .trust_ports("127.0.0.2", &[up.addr.port()])
+            .build(),
+    )
     .await;
     let url = format!("http://127.0.0.2:{}/big", up.addr.port());
     let got = get_path(proxy, &through(&d, 3 << 20, &[url]), &[]).await;
@@ -1260,11 +1273,11 @@ async fn fetches_in_flight_survive_a_reload() {
     let d = Digest::of(&bytes);
     let stall = Stalling::start(50_000).await;
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "{}[proxy]\nbody_idle_timeout_ms = 1500\n\n{}",
-        cache_cfg(dir.path(), ""),
-        trust_all_loopback_test_ports(&[stall.addr.port()])
-    );
+    let text = Toml::new()
+        .cache(dir.path(), "")
+        .section("proxy", "body_idle_timeout_ms = 1500")
+        .trust_ports("127.0.0.2", &[stall.addr.port()])
+        .build();
     let config = fetchgate::config::Config::from_toml("test.toml", &text).unwrap();
     let server = fetchgate::serve::Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
         .await

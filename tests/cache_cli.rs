@@ -4,6 +4,7 @@ mod support;
 
 use fetchgate::store::Digest;
 use serde_json::Value;
+use support::config::Toml;
 use support::upstream::{Reply, Upstream, pattern_bytes};
 
 async fn run(args: &[&str]) -> std::process::Output {
@@ -24,11 +25,10 @@ async fn fetch_verifies_writes_the_file_and_reports_each_failed_locator() {
     let cfg = dir.path().join("fetchgate.toml");
     std::fs::write(
         &cfg,
-        format!(
-            "[cache]\ndir = \"cache\"\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}, {}]\n",
-            good.addr.port(),
-            bad.addr.port()
-        ),
+        Toml::new()
+            .cache_dir("cache")
+            .trust_ports("127.0.0.2", &[good.addr.port(), bad.addr.port()])
+            .build(),
     )
     .unwrap();
     let cfg = cfg.to_str().unwrap();

@@ -6,6 +6,7 @@ mod support;
 use std::time::Duration;
 
 use fetchgate::store::Digest;
+use support::config::Toml;
 use support::proxy::Client;
 use support::serve::{free_port, start};
 use support::upstream::{Reply, Streaming, Upstream, pattern_bytes};
@@ -38,11 +39,11 @@ async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
     let config = dir.path().join("fetchgate.toml");
     std::fs::write(
         &config,
-        format!(
-            "[listen]\nproxy = \"127.0.0.1:{port}\"\n\n[cache]\ndir = \"cache\"\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}, {}]\n",
-            small_up.addr.port(),
-            big_up.addr.port()
-        ),
+        Toml::new()
+            .section("listen", &format!("proxy = \"127.0.0.1:{port}\""))
+            .cache_dir("cache")
+            .trust_ports("127.0.0.2", &[small_up.addr.port(), big_up.addr.port()])
+            .build(),
     )
     .unwrap();
     let proxy: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();

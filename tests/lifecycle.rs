@@ -5,6 +5,7 @@ mod support;
 
 use std::time::Duration;
 
+use support::config::Toml;
 use support::proxy::{Client, get};
 use support::serve::{free_port, start};
 use support::upstream::{Reply, Streaming, Upstream, pattern_bytes};
@@ -26,16 +27,17 @@ fn config(
     dir: &std::path::Path,
     trust_port: Option<u16>,
 ) -> String {
-    let mut c = format!(
-        "[listen]\nproxy = \"127.0.0.1:{proxy_port}\"\nadmin = \"127.0.0.1:{admin_port}\"\n\n[proxy]\ndrain_seconds = 20\n\n[cache]\ndir = {:?}\n",
-        dir.join("cache").display().to_string()
-    );
+    let mut c = Toml::new()
+        .section(
+            "listen",
+            &format!("proxy = \"127.0.0.1:{proxy_port}\"\nadmin = \"127.0.0.1:{admin_port}\""),
+        )
+        .section("proxy", "drain_seconds = 20")
+        .cache_dir(dir.join("cache"));
     if let Some(p) = trust_port {
-        c.push_str(&format!(
-            "\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{p}]\n"
-        ));
+        c = c.trust_ports("127.0.0.2", &[p]);
     }
-    c
+    c.build()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,7 +67,7 @@ async fn sighup_swaps_a_valid_config_and_refuses_an_invalid_one() {
     // ...then invalid (trusting metadata): refused, logged, and nothing changes.
     std::fs::write(
         &path,
-        "[[egress.trust]]\ncidrs = [\"169.254.0.0/16\"]\nports = [80]\n",
+        Toml::new().trust_cidr("169.254.0.0/16", &[80]).build(),
     )
     .unwrap();
     signal(&s.child, "-HUP");

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use fetchgate::store::Digest;
 use serde_json::{Value, json};
+use support::config::Toml;
 use support::proxy::{Client, Got, start_proxy};
 use support::tarball::{Member, good, gzip, header_with_size, package_json, tar_blocks, tgz};
 use support::upstream::{Reply, Routes, Upstream};
@@ -33,11 +34,15 @@ impl Site {
         let routes: Routes = Arc::new(Mutex::new(HashMap::new()));
         let up = Upstream::router("127.0.0.2:0", routes.clone()).await;
         let dir = tempfile::tempdir().unwrap();
-        let cfg = format!(
-            "[cache]\ndir = {:?}\n\n[love]\nmax_members = 1000\nmax_member_bytes = 1048576\nmax_expanded_bytes = 8388608\n{love}\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n{extra_config}",
-            dir.path().display().to_string(),
-            up.addr.port()
+        let love = format!(
+            "max_members = 1000\nmax_member_bytes = 1048576\nmax_expanded_bytes = 8388608\n{love}"
         );
+        let cfg = Toml::new()
+            .cache_dir(dir.path())
+            .section("love", &love)
+            .trust(up.addr)
+            .raw(extra_config)
+            .build();
         let proxy = start_proxy(&cfg).await;
         Self {
             up,
@@ -721,14 +726,7 @@ async fn discovery_reads_pointer_and_index_and_nothing_else() {
     );
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("f.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[cache]\ndir = \"c\"\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
-            site.up.addr.port()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&cfg, Toml::new().cache_dir("c").trust(site.up.addr).build()).unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
         .args([
             "love",
@@ -799,14 +797,7 @@ async fn a_lock_keeps_the_digest_and_a_changed_manifest_is_a_conflict() {
     );
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("f.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[cache]\ndir = \"c\"\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
-            site.up.addr.port()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&cfg, Toml::new().cache_dir("c").trust(site.up.addr).build()).unwrap();
     let lock = dir.path().join("love.lock.json");
     let run = |extra: Vec<String>| {
         let mut args = vec![

@@ -10,6 +10,7 @@ use fetchgate::config::Config;
 use fetchgate::serve::Server;
 use fetchgate::serve::admin::Admin;
 use fetchgate::store::Digest;
+use support::config::Toml;
 use support::proxy::{Client, connect, get, start_proxy};
 use support::upstream::{Reply, Upstream, pattern_bytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -41,12 +42,10 @@ async fn metrics_after_known_traffic_and_readyz_on_an_unwritable_cache() {
     // The forwarded GET comes from another upstream, so its tee does not pre-fill `d`.
     let fwd = Upstream::http("127.0.0.2:0", Reply::ok("forwarded bytes")).await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = format!(
-        "[cache]\ndir = {:?}\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}, {}]\n",
-        dir.path().display().to_string(),
-        up.addr.port(),
-        fwd.addr.port()
-    );
+    let cfg = Toml::new()
+        .cache_dir(dir.path())
+        .trust_ports("127.0.0.2", &[up.addr.port(), fwd.addr.port()])
+        .build();
     let config = Config::from_toml("t.toml", &cfg).unwrap();
     let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
         .await
@@ -171,10 +170,12 @@ async fn tunnel_bytes_are_counted_in_the_direction_they_moved() {
         s.write_all(&[7u8; DOWN]).await.unwrap();
         let _ = s.shutdown().await;
     });
-    let proxy = start_proxy(&format!(
-        "[egress]\nconnect_ports = [{p}]\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{p}]\n",
-        p = upstream.port()
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .section("egress", &format!("connect_ports = [{}]", upstream.port()))
+            .trust(upstream)
+            .build(),
+    )
     .await;
     let (status, head, mut s) = connect(proxy, &upstream.to_string(), "").await;
     assert_eq!(status, 200, "{head}");

@@ -7,25 +7,23 @@ mod support;
 
 use std::time::Duration;
 
+use support::config::Toml;
 use support::dns::TestDns;
 use support::proxy::{Client, connect, get, read_head, start_proxy, start_proxy_in};
 use support::upstream::{CountingListener, Reply, Upstream, echo, tls_for};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn trust(addr: std::net::SocketAddr) -> String {
-    format!(
-        "[[egress.trust]]\ncidrs = [\"{}/32\"]\nports = [{}]\n",
-        addr.ip(),
-        addr.port()
-    )
+    Toml::new().trust(addr).build()
 }
 
-fn trust_host(addr: std::net::SocketAddr, host: &str) -> String {
-    format!(
-        "[[egress.trust]]\ncidrs = [\"{}/32\"]\nports = [{}]\nhosts = [\"{host}\"]\n",
-        addr.ip(),
-        addr.port()
-    )
+/// The test resolver, then one rule trusting `addr` for `host`.
+fn trust_host(dns: &TestDns, addr: std::net::SocketAddr, host: &str) -> String {
+    Toml::new()
+        .raw(&dns.resolver_toml())
+        .trust(addr)
+        .host(host)
+        .build()
 }
 
 #[tokio::test]
@@ -34,12 +32,7 @@ async fn plain_http_fetch_returns_the_exact_bytes() {
     let up = Upstream::http("127.0.0.2:0", Reply::ok(body.clone())).await;
     let dns = TestDns::start().await;
     dns.set("plain.fetchgate.test", &["127.0.0.2"]);
-    let proxy = start_proxy(&format!(
-        "{}\n{}",
-        dns.resolver_toml(),
-        trust_host(up.addr, "plain.fetchgate.test")
-    ))
-    .await;
+    let proxy = start_proxy(&trust_host(&dns, up.addr, "plain.fetchgate.test")).await;
     let url = format!(
         "http://plain.fetchgate.test:{}/pkg/a.tgz?x=1",
         up.addr.port()
@@ -66,12 +59,14 @@ async fn https_fetch_verifies_the_hostname_while_tcp_goes_to_the_pinned_address(
     dns.set("wrongname.fetchgate.test", &["127.0.0.2"]);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("ca.pem"), ca_pem).unwrap();
-    let cfg = format!(
-        "{}\n[tls]\nextra_roots = [\"ca.pem\"]\n\n{}\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\nhosts = [\"wrongname.fetchgate.test\"]\n",
-        dns.resolver_toml(),
-        trust_host(up.addr, "secure.fetchgate.test"),
-        up.addr.port()
-    );
+    let cfg = Toml::new()
+        .raw(&dns.resolver_toml())
+        .section("tls", "extra_roots = [\"ca.pem\"]")
+        .trust(up.addr)
+        .host("secure.fetchgate.test")
+        .trust_ports("127.0.0.2", &[up.addr.port()])
+        .host("wrongname.fetchgate.test")
+        .build();
     let proxy = start_proxy_in(&cfg, dir.path()).await;
 
     let got = get(
@@ -135,13 +130,15 @@ async fn dns_rebinding_never_reaches_the_refused_address() {
     let trap_tunnel = CountingListener::start(&format!("127.0.0.3:{}", echo_addr.port())).await;
     let dns = TestDns::start().await;
     dns.set_sequence("rebind.fetchgate.test", &[&["127.0.0.2"], &["127.0.0.3"]]);
-    let cfg = format!(
-        "{}\n[egress]\nconnect_ports = [443, {}]\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}, {}]\nhosts = [\"rebind.fetchgate.test\"]\n",
-        dns.resolver_toml(),
-        echo_addr.port(),
-        up.addr.port(),
-        echo_addr.port()
-    );
+    let cfg = Toml::new()
+        .raw(&dns.resolver_toml())
+        .section(
+            "egress",
+            &format!("connect_ports = [443, {}]", echo_addr.port()),
+        )
+        .trust_ports("127.0.0.2", &[up.addr.port(), echo_addr.port()])
+        .host("rebind.fetchgate.test")
+        .build();
     let proxy = start_proxy(&cfg).await;
     let url = format!("http://rebind.fetchgate.test:{}/", up.addr.port());
     let mut client = Client::connect(proxy).await;
@@ -191,12 +188,7 @@ async fn a_name_with_mixed_answers_is_refused() {
     let up = Upstream::http("127.0.0.2:0", Reply::ok("x")).await;
     let dns = TestDns::start().await;
     dns.set("mixed.fetchgate.test", &["127.0.0.2", "127.0.0.3"]);
-    let proxy = start_proxy(&format!(
-        "{}\n{}",
-        dns.resolver_toml(),
-        trust_host(up.addr, "mixed.fetchgate.test")
-    ))
-    .await;
+    let proxy = start_proxy(&trust_host(&dns, up.addr, "mixed.fetchgate.test")).await;
     let got = get(
         proxy,
         &format!("http://mixed.fetchgate.test:{}/", up.addr.port()),
@@ -243,12 +235,17 @@ async fn content_codings_are_refused_and_no_byte_reaches_the_client() {
 async fn connect_tunnels_bytes_both_ways_and_refuses_what_policy_refuses() {
     let echo_addr = echo("127.0.0.2:0").await;
     let trap = CountingListener::start("127.0.0.3:0").await;
-    let cfg = format!(
-        "[egress]\nconnect_ports = [443, {}, {}]\n\n{}",
-        echo_addr.port(),
-        trap.addr.port(),
-        trust(echo_addr)
-    );
+    let cfg = Toml::new()
+        .section(
+            "egress",
+            &format!(
+                "connect_ports = [443, {}, {}]",
+                echo_addr.port(),
+                trap.addr.port()
+            ),
+        )
+        .trust(echo_addr)
+        .build();
     let proxy = start_proxy(&cfg).await;
     let (status, head, mut s) = connect(proxy, &echo_addr.to_string(), "").await;
     assert_eq!(status, 200, "{head}");
@@ -295,10 +292,12 @@ async fn access_clients_and_tokens() {
     let url = format!("http://127.0.0.2:{}/", up.addr.port());
 
     // A client outside [access] clients.
-    let proxy = start_proxy(&format!(
-        "[access]\nclients = [\"127.0.0.9/32\"]\n\n{}",
-        trust(up.addr)
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .section("access", "clients = [\"127.0.0.9/32\"]")
+            .trust(up.addr)
+            .build(),
+    )
     .await;
     let got = get(proxy, &url).await;
     assert_eq!(got.status, 403);
@@ -307,7 +306,10 @@ async fn access_clients_and_tokens() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tokens"), "# CI fleet\nci-token-1\n").unwrap();
     let proxy = start_proxy_in(
-        &format!("[access]\ntokens_file = \"tokens\"\n\n{}", trust(up.addr)),
+        &Toml::new()
+            .section("access", "tokens_file = \"tokens\"")
+            .trust(up.addr)
+            .build(),
         dir.path(),
     )
     .await;
@@ -338,7 +340,10 @@ async fn hop_by_hop_headers_and_proxy_credentials_never_reach_the_upstream() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tokens"), "tok\n").unwrap();
     let proxy = start_proxy_in(
-        &format!("[access]\ntokens_file = \"tokens\"\n\n{}", trust(up.addr)),
+        &Toml::new()
+            .section("access", "tokens_file = \"tokens\"")
+            .trust(up.addr)
+            .build(),
         dir.path(),
     )
     .await;
@@ -468,10 +473,7 @@ async fn unreachable_upstream_is_502_with_a_next_action() {
         let l = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let proxy = start_proxy(&format!(
-        "[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{port}]\n"
-    ))
-    .await;
+    let proxy = start_proxy(&Toml::new().trust_ports("127.0.0.2", &[port]).build()).await;
     let got = get(proxy, &format!("http://127.0.0.2:{port}/")).await;
     assert_eq!(got.status, 502);
     assert_eq!(got.code(), "upstream_unreachable");

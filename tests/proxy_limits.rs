@@ -7,6 +7,7 @@ use std::time::Duration;
 use fetchgate::config::Config;
 use fetchgate::serve::Server;
 use fetchgate::serve::admin::Admin;
+use support::config::Toml;
 use support::proxy::{Client, connect, get, read_head, start_proxy};
 use support::serve::{free_port, start};
 use support::upstream::{Reply, Upstream, echo, silent};
@@ -16,10 +17,12 @@ use tokio::net::TcpStream;
 #[tokio::test]
 async fn an_upstream_that_never_answers_gets_504_naming_the_limit() {
     let addr = silent("127.0.0.2:0").await;
-    let proxy = start_proxy(&format!(
-        "[proxy]\nresponse_head_timeout_ms = 300\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
-        addr.port()
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .section("proxy", "response_head_timeout_ms = 300")
+            .trust(addr)
+            .build(),
+    )
     .await;
     let got = get(proxy, &format!("http://127.0.0.2:{}/", addr.port())).await;
     assert_eq!(got.status, 504);
@@ -30,11 +33,7 @@ async fn an_upstream_that_never_answers_gets_504_naming_the_limit() {
 #[tokio::test]
 async fn an_idle_tunnel_is_closed() {
     let echo_addr = echo("127.0.0.2:0").await;
-    let proxy = start_proxy(&format!(
-        "[proxy]\ntunnel_idle_timeout_ms = 200\n\n[egress]\nconnect_ports = [{p}]\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{p}]\n",
-        p = echo_addr.port()
-    ))
-    .await;
+    let proxy = start_proxy(&tunnel_cfg(echo_addr, "tunnel_idle_timeout_ms = 200")).await;
     let (status, _, mut s) = connect(proxy, &echo_addr.to_string(), "").await;
     assert_eq!(status, 200);
     s.write_all(b"hi").await.unwrap();
@@ -49,10 +48,12 @@ async fn an_idle_tunnel_is_closed() {
 #[tokio::test]
 async fn connections_past_the_limit_get_503_with_retry_after() {
     let up = Upstream::http("127.0.0.2:0", Reply::ok("x")).await;
-    let proxy = start_proxy(&format!(
-        "[proxy]\nmax_connections = 1\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
-        up.addr.port()
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .section("proxy", "max_connections = 1")
+            .trust(up.addr)
+            .build(),
+    )
     .await;
     let mut first = Client::connect(proxy).await;
     let got = first
@@ -73,10 +74,11 @@ async fn connections_past_the_limit_get_503_with_retry_after() {
 
 /// The tunnel config: CONNECT allowed to `echo`'s port on 127.0.0.2, plus `proxy` keys.
 fn tunnel_cfg(echo: std::net::SocketAddr, proxy: &str) -> String {
-    format!(
-        "[proxy]\n{proxy}\n\n[egress]\nconnect_ports = [{p}]\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{p}]\n",
-        p = echo.port()
-    )
+    Toml::new()
+        .section("proxy", proxy)
+        .section("egress", &format!("connect_ports = [{}]", echo.port()))
+        .trust(echo)
+        .build()
 }
 
 /// Opens a CONNECT tunnel to `echo` from the client address `from`; returns the status, the
@@ -332,10 +334,11 @@ async fn serve_binary_logs_one_json_line_per_request_without_credentials() {
     let cfg = dir.path().join("fetchgate.toml");
     std::fs::write(
         &cfg,
-        format!(
-            "[listen]\nproxy = \"127.0.0.1:{port}\"\n\n[cache]\ndir = \"cache\"\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
-            up.addr.port()
-        ),
+        Toml::new()
+            .section("listen", &format!("proxy = \"127.0.0.1:{port}\""))
+            .cache_dir("cache")
+            .trust(up.addr)
+            .build(),
     )
     .unwrap();
     let mut running = start(&cfg, &["--log-format", "json"]).await;
@@ -385,10 +388,12 @@ async fn an_upstream_body_that_stalls_is_cut_off_never_completed() {
         true,
     )
     .await;
-    let proxy = start_proxy(&format!(
-        "[proxy]\nbody_idle_timeout_ms = 300\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n",
-        up.addr.port()
-    ))
+    let proxy = start_proxy(
+        &Toml::new()
+            .section("proxy", "body_idle_timeout_ms = 300")
+            .trust(up.addr)
+            .build(),
+    )
     .await;
     let got = tokio::time::timeout(
         Duration::from_secs(20),

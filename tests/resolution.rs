@@ -8,6 +8,7 @@ mod support;
 
 use fetchgate::config::Config;
 use fetchgate::decide::{Decision, Reason};
+use support::config::Toml;
 use support::dns::TestDns;
 
 async fn decide(config: &str, url: &str) -> Decision {
@@ -130,10 +131,12 @@ async fn names_refused_before_resolution_never_reach_dns() {
 }
 
 fn trust_config(dns: &TestDns) -> String {
-    format!(
-        "{}\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [18080]\nhosts = [\"mirror.fetchgate.test\", \"stray.fetchgate.test\"]\n",
-        dns.resolver_toml()
-    )
+    Toml::new()
+        .raw(&dns.resolver_toml())
+        .trust_ports("127.0.0.2", &[18080])
+        .host("mirror.fetchgate.test")
+        .host("stray.fetchgate.test")
+        .build()
 }
 
 #[tokio::test]
@@ -194,10 +197,13 @@ async fn a_trusted_name_that_resolves_outside_the_rule_is_refused() {
 async fn deny_beats_trust() {
     let dns = TestDns::start().await;
     dns.set("deny.fetchgate.test", &["127.0.0.5"]);
-    let cfg = format!(
-        "{}\n[[egress.trust]]\ncidrs = [\"127.0.0.0/8\"]\nports = [18080]\nhosts = [\"*.fetchgate.test\"]\n\n[[egress.trust]]\ncidrs = [\"127.0.0.0/8\"]\nports = [18080]\n\n[[egress.deny]]\ncidrs = [\"127.0.0.5/32\"]\n",
-        dns.resolver_toml()
-    );
+    let cfg = Toml::new()
+        .raw(&dns.resolver_toml())
+        .trust_cidr("127.0.0.0/8", &[18080])
+        .host("*.fetchgate.test")
+        .trust_cidr("127.0.0.0/8", &[18080])
+        .raw("[[egress.deny]]\ncidrs = [\"127.0.0.5/32\"]")
+        .build();
     let d = decide(&cfg, "http://deny.fetchgate.test:18080/").await;
     assert_eq!(d.verdict().reason, Reason::AnswerRefused, "{d:?}");
     assert_eq!(codes(&d), [("127.0.0.5".to_string(), "operator_denied")]);

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod config;
 pub mod dns;
 pub mod proxy;
 pub mod registry;

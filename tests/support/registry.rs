@@ -22,6 +22,7 @@ use hyper_util::rt::TokioIo;
 use sha2::{Digest as _, Sha256, Sha512};
 use tokio::net::TcpListener;
 
+use super::config::Toml;
 use super::tarball::{Member, tgz};
 
 /// A reply: status, content type, body.
@@ -350,15 +351,12 @@ impl Gatekeeper {
     /// Starts fetchgate trusting each of `upstreams` (on 127.0.0.2) with `registries`.
     pub async fn start_trusting(upstreams: &[&FakeRegistry], registries: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let ports: Vec<String> = upstreams
-            .iter()
-            .map(|u| u.addr.port().to_string())
-            .collect();
-        let cfg = format!(
-            "[cache]\ndir = {:?}\n\n[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [{}]\n\n{registries}",
-            dir.path().join("cache").display().to_string(),
-            ports.join(", ")
-        );
+        let ports: Vec<u16> = upstreams.iter().map(|u| u.addr.port()).collect();
+        let cfg = Toml::new()
+            .cache_dir(dir.path().join("cache"))
+            .trust_ports("127.0.0.2", &ports)
+            .raw(registries)
+            .build();
         let (proxy, mounts) = super::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
         Self { proxy, mounts, dir }
     }
