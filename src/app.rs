@@ -4,7 +4,7 @@
 //! What lives as long as the process (the store, the databases and caches beside it, the
 //! table of fetches in flight) is opened once, in [`Shared`]. What a reload may change (policy,
 //! resolver, TLS, access, limits, the fetcher, LOVE and the registry front-ends) is built as a
-//! [`Gate`] and swapped in whole, so a request never sees half of an old configuration. The
+//! [`AppContext`] and swapped in whole, so a request never sees half of an old configuration. The
 //! settings that cannot change while running are named when a reload changes them.
 
 use std::io;
@@ -20,7 +20,7 @@ use crate::love::seen::Seen;
 use crate::registry::aliases::Aliases;
 use crate::registry::metadata::MetadataCache;
 use crate::registry::service::Registries;
-use crate::serve::{Gate, SharedGate};
+use crate::serve::{AppContext, SharedContext};
 use crate::store::{CacheSettings, Store};
 
 /// What outlives reloads: the store and the databases and caches beside it, opened once.
@@ -68,7 +68,7 @@ impl Shared {
 
 /// The request context for `config` over `shared`: resolver and egress, the fetcher (on the
 /// shared flight table), LOVE and the registry front-ends.
-pub fn gate(config: &Config, shared: &Shared) -> Gate {
+pub fn gate(config: &Config, shared: &Shared) -> AppContext {
     let fetcher = Arc::new(
         config
             .fetcher(shared.store.clone())
@@ -81,7 +81,7 @@ pub fn gate(config: &Config, shared: &Shared) -> Gate {
         shared.aliases.clone(),
         fetcher.clone(),
     );
-    Gate {
+    AppContext {
         egress: config.egress(),
         tls: config.tls.clone(),
         access: config.access.clone(),
@@ -157,7 +157,7 @@ impl Fixed {
 /// A running fetchgate's state: what is shared for the process, and the gate in force.
 pub struct App {
     shared: Shared,
-    gate: SharedGate,
+    gate: SharedContext,
     fixed: Fixed,
 }
 
@@ -180,12 +180,12 @@ impl App {
     }
 
     /// The swappable gate, for the listeners.
-    pub fn shared_gate(&self) -> SharedGate {
+    pub fn shared_gate(&self) -> SharedContext {
         self.gate.clone()
     }
 
     /// The gate in force.
-    pub fn gate(&self) -> Arc<Gate> {
+    pub fn gate(&self) -> Arc<AppContext> {
         self.gate.load_full()
     }
 

@@ -9,7 +9,7 @@
 pub mod archive;
 pub mod discover;
 pub mod document;
-pub mod engine;
+pub mod engine_compat;
 pub mod error;
 pub mod lock;
 pub mod retrieve;

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::LoveSettings;
 use super::archive::{Caps, Inspection, inspect};
 use super::document::{Manifest, PROTOCOL};
-use super::engine::{Compat, check};
+use super::engine_compat::{Compat, check};
 use super::error::LoveError;
 use super::lock::LockEntry;
 use super::seen::{Conflict, Seen, Sighting};

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 
-use super::Gate;
+use super::AppContext;
 use super::body::{Decided, ProxyBody, RequestLog};
 use super::problem::Problem;
 use super::request_error::RequestError;
@@ -15,7 +15,7 @@ use crate::store::Digest;
 
 /// Handles `/love/v1/...`.
 pub async fn handle<B>(
-    gate: &Gate,
+    gate: &AppContext,
     req: &Request<B>,
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {

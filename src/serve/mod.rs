@@ -51,8 +51,10 @@ const POOL_MAX_IDLE: usize = 8;
 /// How long an idle upstream connection is kept.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Everything a request needs, shared by all connections.
-pub struct Gate {
+/// The application context: everything a request needs (policy, resolver, TLS, access,
+/// limits, the fetcher, LOVE, the registries), built by [`crate::app`] from one config and
+/// shared by all connections.
+pub struct AppContext {
     /// Policy and resolver.
     pub egress: Egress,
     /// TLS client configuration for upstreams.
@@ -73,9 +75,9 @@ pub struct Gate {
     pub registries: Arc<Registries>,
 }
 
-/// The gate in force, swapped whole on reload: each request reads it once, so a request never
+/// The context in force, swapped whole on reload: each request reads it once, so a request never
 /// sees half of an old policy and half of a new one.
-pub type SharedGate = Arc<ArcSwap<Gate>>;
+pub type SharedContext = Arc<ArcSwap<AppContext>>;
 
 /// A bound proxy listener, ready to run.
 pub struct Server {
@@ -240,7 +242,7 @@ impl Handle {
     }
 
     /// The gate in force.
-    pub fn gate(&self) -> Arc<Gate> {
+    pub fn gate(&self) -> Arc<AppContext> {
         self.app.gate()
     }
 
@@ -267,7 +269,7 @@ async fn turn_away(mut stream: TcpStream, full: Full) {
 /// the request in flight finishes and the connection closes; an idle one closes at once. The
 /// connection's `slot` goes to its state, so a tunnel it becomes keeps holding it.
 async fn serve_client(
-    gate: SharedGate,
+    gate: SharedContext,
     stream: TcpStream,
     peer: SocketAddr,
     slot: Arc<Slot>,

@@ -9,7 +9,7 @@ use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 
-use super::Gate;
+use super::AppContext;
 use super::body::{BoxError, Decided, ProxyBody, RequestLog};
 use super::problem::Problem;
 use super::request_error::RequestError;
@@ -22,7 +22,7 @@ const FILE_CHUNK: usize = 256 * 1024;
 
 /// Handles a request whose path starts with `/sha256/`.
 pub async fn handle<B>(
-    gate: &Gate,
+    gate: &AppContext,
     req: &Request<B>,
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {

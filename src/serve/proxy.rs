@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use super::Gate;
+use super::AppContext;
 use super::body::{Decided, Kind, LoggedBody, ProxyBody, RequestLog, logged};
 use super::problem::{self, Problem};
 use super::request_error::RequestError;
@@ -43,7 +43,7 @@ pub struct ClientConn {
 
 /// Handles one request; never fails (failures are problem responses).
 pub async fn handle(
-    gate: Arc<Gate>,
+    gate: Arc<AppContext>,
     conn: Arc<ClientConn>,
     req: Request<Incoming>,
 ) -> Result<Response<LoggedBody>, Infallible> {
@@ -82,7 +82,7 @@ pub async fn handle(
 }
 
 async fn route(
-    gate: &Gate,
+    gate: &AppContext,
     conn: &ClientConn,
     req: Request<Incoming>,
     log: &mut RequestLog,
@@ -135,7 +135,7 @@ async fn route(
 /// it: `/registry/<name>/...` on any listener, or any other path on a `[[registry]] listen`
 /// address (clients that drop path prefixes, as npm does when it rewrites lockfile hosts).
 fn registry_target<'p>(
-    gate: &Gate,
+    gate: &AppContext,
     conn: &ClientConn,
     path: &'p str,
 ) -> Option<(String, &'p str, String)> {
@@ -165,7 +165,7 @@ fn registry_target<'p>(
 /// A `GET` or `HEAD` for a URL a registry's metadata tied to a digest whose bytes are stored:
 /// answered from the cache, with no upstream request.
 async fn registry_verified<B>(
-    gate: &Gate,
+    gate: &AppContext,
     req: &Request<B>,
     url: &url::Url,
 ) -> Option<Response<ProxyBody>> {
@@ -185,7 +185,7 @@ async fn registry_verified<B>(
 
 /// Refuses a request a web page made a browser send to a route that changes state (fetches
 /// into the cache): `Sec-Fetch-Site: cross-site`, or an `Origin` not in `[access] origins`.
-fn same_site<B>(gate: &Gate, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
+fn same_site<B>(gate: &AppContext, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
     match gate.access.check_site(req.headers()) {
         Ok(()) => Ok(()),
         Err(denied) => Err(Problem::from(denied).at(log.locator.clone())),
@@ -215,7 +215,7 @@ fn refusal(refused: &Refusal, log: &mut RequestLog) -> Problem {
 }
 
 async fn forward(
-    gate: &Gate,
+    gate: &AppContext,
     conn: &ClientConn,
     req: Request<Incoming>,
     log: &mut RequestLog,
@@ -276,7 +276,7 @@ async fn forward(
 /// The body of a proxied `200` to a `GET`: teed into the shared cache when [`admit`] allows
 /// it, passed through (and the reason counted) otherwise.
 fn tee_or_pass(
-    gate: &Gate,
+    gate: &AppContext,
     permit: &Permit,
     request: RequestSide,
     headers: &http::HeaderMap,
@@ -298,7 +298,7 @@ fn tee_or_pass(
 }
 
 async fn connect(
-    gate: &Gate,
+    gate: &AppContext,
     conn: &ClientConn,
     mut req: Request<Incoming>,
     log: &mut RequestLog,

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
 
-use super::Gate;
+use super::AppContext;
 use super::body::{Decided, ProxyBody, RequestLog};
 use super::objects::{lookup, respond};
 use super::problem::Problem;
@@ -18,7 +18,7 @@ use crate::registry::service::{Ask, Reply};
 /// Handles one registry request: `name` is the registry, `path` the part below its mount,
 /// `prefix` the mount as the client sees it (`/registry/<name>/` or `/`).
 pub async fn handle<B>(
-    gate: &Gate,
+    gate: &AppContext,
     name: &str,
     path: &str,
     prefix: &str,
