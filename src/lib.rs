@@ -28,17 +28,19 @@
 //! [`app`] wires them together from a [`config`] and owns reload; [`cli`] is the command
 //! line. [`body`] is the HTTP body plumbing [`fetch`] and [`serve`] share, [`metrics`] the
 //! process's counters, [`redact`] what keeps credentials out of logs and errors, and
-//! [`toml_file`] the span-precise reading of the profile and config files.
+//! [`toml_file`] the span-precise reading of the profile and config files, and [`errors`]
+//! the side every failure comes from (each error type has `code()` and `origin()`; only
+//! `serve/problem.rs` turns one into a response).
 //!
 //! # Layout
 //!
 //! ```text
-//! decide/    locator, profile, classifier, names, operator rules, the verdict (pure)
+//! decide/    locator, profile, classifier, names, operator rules, Decision = Refused | Allowed(Permit)
 //! connect/   resolution (every answer judged), pinned dialing, TLS, the upstream pool
-//! fetch/     one exchange, redirect hops, fetch-through by digest, registry-digest checks
+//! fetch/     one exchange, redirect hops, fetch-through by digest, single flight, registry digests
 //! store/     fills, space, entries, maintenance, the redb index
-//! serve/     listeners, access, slots, router, tunnels, objects, tee, registry API, problems
-//! love/      LOVE documents, schemas, inspection, retrieval, locks, sightings
+//! serve/     listeners, access, slots, router, tunnels, objects, tee/, registry API, problems
+//! love/      LOVE documents, schemas, inspection, discovery, retrieval, locks, sightings
 //! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service
 //! ```
 
