@@ -22,9 +22,7 @@ pub async fn handle<B>(
     if req.method() != Method::GET {
         return Err(RequestError::MethodOnLove.into());
     }
-    let Some(love) = &gate.love else {
-        return Err(RequestError::LoveDisabled.into());
-    };
+    let love = &gate.love;
     match req.uri().path() {
         "/love/v1/fetch" => {
             let mut manifest = None;

@@ -63,10 +63,10 @@ pub struct AppContext {
     pub access: Access,
     /// Limits.
     pub limits: Limits,
-    /// Fetch-through into the content cache (absent when the cache is off).
-    pub fetcher: Option<Arc<Fetcher>>,
-    /// The LOVE consumer (absent when the cache is off).
-    pub love: Option<Arc<Love>>,
+    /// Fetch-through into the content cache (there is always a cache).
+    pub fetcher: Arc<Fetcher>,
+    /// The LOVE consumer.
+    pub love: Arc<Love>,
     /// Largest proxied body the tee publishes.
     pub tee_max_bytes: u64,
     /// Hosts whose proxied responses count as public (`[[cache.tee]] hosts`).

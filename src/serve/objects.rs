@@ -34,9 +34,7 @@ pub async fn handle<B>(
         field: "sha256",
         detail: e.0,
     })?;
-    let Some(fetcher) = &gate.fetcher else {
-        return Err(RequestError::CacheDisabled.into());
-    };
+    let fetcher = &gate.fetcher;
     let store = fetcher.store();
     let wanted = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
     let metrics = crate::metrics::get();

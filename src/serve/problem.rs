@@ -193,7 +193,6 @@ impl From<RequestError> for Problem {
             HeaderTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ClientNotAllowed(_) | MissingAuthority => StatusCode::FORBIDDEN,
             NotFound { .. } | NotLoveEndpoint(_) | NotInCache(_) => StatusCode::NOT_FOUND,
-            CacheDisabled | LoveDisabled => StatusCode::NOT_FOUND,
             MethodNotForwarded { .. } | MethodOnObject(_) | MethodOnLove | MethodOnRegistry(_) => {
                 StatusCode::METHOD_NOT_ALLOWED
             }

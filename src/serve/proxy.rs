@@ -173,7 +173,7 @@ async fn registry_verified<B>(
         return None;
     }
     let sha256 = gate.registries.verified_url(url.as_str()).await?;
-    let store = gate.fetcher.as_ref()?.store();
+    let store = gate.fetcher.store();
     let object = super::objects::lookup(store, sha256).await?;
     Some(super::objects::respond(
         req.method(),
@@ -283,9 +283,7 @@ fn tee_or_pass(
     body: IdleBody,
     log: &RequestLog,
 ) -> ProxyBody {
-    let Some(fetcher) = &gate.fetcher else {
-        return body.boxed();
-    };
+    let fetcher = &gate.fetcher;
     let host = permit.verify_name().to_string();
     let public = gate.tee_public_hosts.contains(&host);
     match admit(request, headers, public, gate.tee_max_bytes) {

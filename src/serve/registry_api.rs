@@ -76,10 +76,7 @@ pub async fn handle<B>(
         }
         Reply::Artifact { sha256 } => {
             log.decision = Decided::RegistryArtifact;
-            let Some(fetcher) = &gate.fetcher else {
-                return Err(RequestError::CacheDisabled.into());
-            };
-            let object = lookup(fetcher.store(), sha256)
+            let object = lookup(gate.fetcher.store(), sha256)
                 .await
                 .ok_or(RequestError::Evicted(sha256))?;
             Ok(respond(req.method(), req.headers(), object, false))

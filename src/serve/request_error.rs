@@ -57,10 +57,6 @@ pub(crate) enum RequestError {
     Evicted(Digest),
     /// A `Range` outside an entry of `size` bytes.
     RangeNotSatisfiable { size: u64 },
-    /// No `[cache] dir`, so nothing to serve from.
-    CacheDisabled,
-    /// No `[cache] dir`, so no LOVE API.
-    LoveDisabled,
 }
 
 impl RequestError {
@@ -88,8 +84,6 @@ impl RequestError {
             NotInCache(_) => "not_in_cache",
             Evicted(_) => "entry_evicted",
             RangeNotSatisfiable { .. } => "range_not_satisfiable",
-            CacheDisabled => "cache_disabled",
-            LoveDisabled => "love_disabled",
         }
     }
 
@@ -98,7 +92,7 @@ impl RequestError {
         use RequestError::*;
         match self {
             MissingAuthority => Origin::Policy,
-            Evicted(_) | CacheDisabled | LoveDisabled => Origin::Internal,
+            Evicted(_) => Origin::Internal,
             _ => Origin::Downstream,
         }
     }
@@ -163,7 +157,6 @@ impl RequestError {
             RangeNotSatisfiable { .. } => {
                 "ask for a range inside the entry, or drop the Range header"
             }
-            CacheDisabled | LoveDisabled => "configure [cache] dir",
         }
     }
 }
@@ -204,8 +197,6 @@ impl fmt::Display for RequestError {
             NotInCache(digest) => write!(f, "no verified entry for sha256 {digest}"),
             Evicted(digest) => write!(f, "sha256 {digest} was evicted while being served"),
             RangeNotSatisfiable { size } => write!(f, "the entry is {size} bytes"),
-            CacheDisabled => f.write_str("this fetchgate has no cache"),
-            LoveDisabled => f.write_str("this fetchgate has no cache, so no LOVE API"),
         }
     }
 }

@@ -91,8 +91,6 @@ fn request_errors() -> Vec<RequestError> {
         NotInCache(d),
         Evicted(d),
         RangeNotSatisfiable { size: 3 },
-        CacheDisabled,
-        LoveDisabled,
     ]
 }
 
