@@ -1106,66 +1106,85 @@ async fn evictions_are_counted() {
     assert_eq!(store.evictions(), 1);
 }
 
+/// An attacker's request for `d` whose mirror announces `announced` bytes and stalls, beside
+/// a good mirror of the real 100 000 bytes. `idle_ms` bounds a body's silence; a mirror's
+/// whole fetch gets at least 5 s.
+struct FlightRig {
+    bytes: Vec<u8>,
+    d: Digest,
+    good: Upstream,
+    stall: Stalling,
+    proxy: std::net::SocketAddr,
+    attacker: tokio::task::JoinHandle<Got>,
+    _dir: tempfile::TempDir,
+}
+
+impl FlightRig {
+    async fn start(announced: u64, idle_ms: u64) -> Self {
+        let bytes = pattern_bytes(100_000);
+        let d = Digest::of(&bytes);
+        let good = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+        let stall = Stalling::start(announced).await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = start_proxy(
+            &Toml::new()
+                .cache(
+                    dir.path(),
+                    &format!("fetch_timeout_ms = {}", idle_ms.max(5000)),
+                )
+                .section("proxy", &format!("body_idle_timeout_ms = {idle_ms}"))
+                .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
+                .build(),
+        )
+        .await;
+        let attack = through(&d, announced, &[stall.url()]);
+        let attacker = tokio::spawn(async move { get_path(proxy, &attack, &[]).await });
+        assert!(eventually(|| stall.requests() == 1).await);
+        Self {
+            bytes,
+            d,
+            good,
+            stall,
+            proxy,
+            attacker,
+            _dir: dir,
+        }
+    }
+
+    /// The victim's request: the real size, from the good mirror.
+    async fn victim(&self) -> Got {
+        let good_url = format!("http://127.0.0.2:{}/pkg.tgz", self.good.addr.port());
+        let got = get_path(self.proxy, &through(&self.d, 100_000, &[good_url]), &[]).await;
+        assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+        assert_eq!(got.body.as_ref(), self.bytes.as_slice());
+        got
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_victim_joining_a_stalled_flight_gets_its_bytes_from_its_own_mirror() {
-    let bytes = pattern_bytes(100_000);
-    let d = Digest::of(&bytes);
-    let good = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
-    let stall = Stalling::start(100_000).await;
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(dir.path(), "fetch_timeout_ms = 5000")
-            .section("proxy", "body_idle_timeout_ms = 500")
-            .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
-            .build(),
-    )
-    .await;
-    let attack = through(&d, 100_000, &[stall.url()]);
-    let attacker = tokio::spawn(async move { get_path(proxy, &attack, &[]).await });
-    assert!(eventually(|| stall.requests() == 1).await);
     // Same digest and size: the victim joins the attacker's flight, sees it fail, and then
     // tries its own mirror.
-    let good_url = format!("http://127.0.0.2:{}/pkg.tgz", good.addr.port());
-    let got = get_path(proxy, &through(&d, 100_000, &[good_url]), &[]).await;
-    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
-    assert_eq!(got.body.as_ref(), bytes.as_slice());
-    assert_eq!(attacker.await.unwrap().status, 502);
+    let rig = FlightRig::start(100_000, 500).await;
+    rig.victim().await;
+    assert_eq!(rig.attacker.await.unwrap().status, 502);
     assert_eq!(
-        stall.requests(),
+        rig.stall.requests(),
         1,
         "the victim's fallback skips the mirror that failed"
     );
-    assert_eq!(good.requests().len(), 1);
+    assert_eq!(rig.good.requests().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_with_another_size_does_not_join_the_flight() {
-    let bytes = pattern_bytes(100_000);
-    let d = Digest::of(&bytes);
-    let good = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
-    let stall = Stalling::start(100_001).await;
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(dir.path(), "fetch_timeout_ms = 30000")
-            .section("proxy", "body_idle_timeout_ms = 30000")
-            .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
-            .build(),
-    )
-    .await;
-    let attack = through(&d, 100_001, &[stall.url()]);
-    let attacker = tokio::spawn(async move { get_path(proxy, &attack, &[]).await });
-    assert!(eventually(|| stall.requests() == 1).await);
-    let good_url = format!("http://127.0.0.2:{}/pkg.tgz", good.addr.port());
-    let got = get_path(proxy, &through(&d, 100_000, &[good_url]), &[]).await;
-    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
-    assert_eq!(got.body.as_ref(), bytes.as_slice());
+    let rig = FlightRig::start(100_001, 30_000).await;
+    rig.victim().await;
     assert!(
-        !attacker.is_finished(),
+        !rig.attacker.is_finished(),
         "the victim did not wait for the other size's flight"
     );
-    attacker.abort();
+    rig.attacker.abort();
 }
 
 /// Writes `bytes` where the cache keeps the entry named `name`, behind fetchgate's back.
