@@ -6,11 +6,22 @@
 # in release mode, and only ever touches loopback (127.0.0.1). Everything it starts, it stops.
 #
 # Usage: benches/compare.sh            (ROUNDS=3 DURATION=5 by default; override via env)
+#
+# Pinning: on a machine with two cores or more, every server under test (fetchgate, Squid,
+# tinyproxy, and the reference nginx for hits) runs alone on core 1, and the load generator and
+# the upstream nginx on core 0, so the ratios compare per-core work. PIN=0 turns it off.
+# fetchgate runs its default configuration (the tee on) for the headline rows; the tee-off
+# instance is the second row.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
+PIN=${PIN:-1}
+SUT=(); LOAD=()
+if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  SUT=(taskset -c 1); LOAD=(taskset -c 0)
+fi
 
 need=()
 for b in nginx squid tinyproxy wrk curl python3; do command -v "$b" >/dev/null || need+=("$b"); done
@@ -29,6 +40,7 @@ PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
+  [ -f "$W/nginx-ref.pid" ] && kill "$(cat "$W/nginx-ref.pid")" 2>/dev/null || true
   sleep 0.5
   rm -rf "$W"
 }
@@ -36,13 +48,14 @@ trap cleanup EXIT
 fail_logs() { echo "--- fetchgate logs" >&2; for f in "$W"/fg-*.log; do tail -n 5 "$f"; done >&2 || true; }
 trap fail_logs ERR
 
-UP=127.0.0.1:18080        # nginx: the upstream, and the direct-serving baseline
+UP=127.0.0.1:18080        # nginx: the upstream (on the load core)
+REF=127.0.0.1:18081       # nginx: the reference for cache hits (on the server core)
 SQUID=127.0.0.1:13128
 TINY=127.0.0.1:13129
 FGT=127.0.0.1:13130       # fetchgate, cache tee on
 FGN=127.0.0.1:13131       # fetchgate, cache tee off
 
-for a in $UP $SQUID $TINY $FGT $FGN 127.0.0.1:19130 127.0.0.1:19131; do
+for a in $UP $REF $SQUID $TINY $FGT $FGN 127.0.0.1:19130 127.0.0.1:19131; do
   if (exec 3<>"/dev/tcp/${a%:*}/${a##*:}") 2>/dev/null; then
     echo "something already listens on $a; stop it and run again" >&2; exit 1
   fi
@@ -53,23 +66,30 @@ mkdir -p "$W/www"
 head -c 1024 /dev/urandom > "$W/www/1k"
 head -c $((1 << 20)) /dev/urandom > "$W/www/1m"
 head -c $((256 << 20)) /dev/urandom > "$W/www/256m"
+head -c $((256 << 20)) /dev/urandom > "$W/www/256m-kept"
 truncate -s 1G "$W/www/1g"
 chmod 755 "$W" "$W/www"; chmod 644 "$W"/www/*   # nginx workers run unprivileged
 SHA_1K=$(sha256sum "$W/www/1k" | cut -d' ' -f1)
 SHA_256M=$(sha256sum "$W/www/256m" | cut -d' ' -f1)
+SHA_KEPT=$(sha256sum "$W/www/256m-kept" | cut -d' ' -f1)
 
-cat > "$W/nginx.conf" <<EOF
-worker_processes auto;
-pid $W/nginx.pid;
+nginx_conf() { # listen, pid file
+  cat <<EOF
+worker_processes 1;
+pid $2;
 error_log $W/nginx-error.log crit;
 events { worker_connections 4096; }
 http {
   access_log off;
   sendfile on; tcp_nopush on; keepalive_requests 100000;
-  server { listen $UP; root $W/www; }
+  server { listen $1; root $W/www; }
 }
 EOF
-nginx -c "$W/nginx.conf"
+}
+nginx_conf "$UP" "$W/nginx.pid" > "$W/nginx.conf"
+nginx_conf "$REF" "$W/nginx-ref.pid" > "$W/nginx-ref.conf"
+"${LOAD[@]}" nginx -c "$W/nginx.conf"
+"${SUT[@]}" nginx -c "$W/nginx-ref.conf"
 
 cat > "$W/squid.conf" <<EOF
 http_port $SQUID
@@ -87,7 +107,7 @@ http_access deny all
 max_filedescriptors 8192
 shutdown_lifetime 0 seconds
 EOF
-squid -N -f "$W/squid.conf" >/dev/null 2>&1 & PIDS+=($!)
+"${SUT[@]}" squid -N -f "$W/squid.conf" >/dev/null 2>&1 & PIDS+=($!)
 
 cat > "$W/tinyproxy.conf" <<EOF
 User nobody
@@ -100,7 +120,7 @@ LogLevel Critical
 PidFile "$W/tinyproxy.pid"
 Allow 127.0.0.1
 EOF
-tinyproxy -d -c "$W/tinyproxy.conf" >/dev/null 2>&1 & PIDS+=($!)
+"${SUT[@]}" tinyproxy -d -c "$W/tinyproxy.conf" >/dev/null 2>&1 & PIDS+=($!)
 
 fg_config() { # listen, admin, cache dir, tee max bytes
   cat <<EOF
@@ -120,11 +140,11 @@ EOF
 }
 fg_config "$FGT" 127.0.0.1:19130 "$W/cache-tee" 1073741824 > "$W/fg-tee.toml"
 fg_config "$FGN" 127.0.0.1:19131 "$W/cache-notee" 1 > "$W/fg-notee.toml"
-"$FG" serve --config "$W/fg-tee.toml" 2>"$W/fg-tee.log" & PIDS+=($!); FG_TEE_PID=$!
-"$FG" serve --config "$W/fg-notee.toml" 2>"$W/fg-notee.log" & PIDS+=($!); FG_NOTEE_PID=$!
+"${SUT[@]}" "$FG" serve --config "$W/fg-tee.toml" 2>"$W/fg-tee.log" & PIDS+=($!); FG_TEE_PID=$!
+"${SUT[@]}" "$FG" serve --config "$W/fg-notee.toml" 2>"$W/fg-notee.log" & PIDS+=($!); FG_NOTEE_PID=$!
 
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null && return 0; sleep 0.1; done; echo "nothing listens on $1" >&2; exit 1; }
-for a in $UP $SQUID $TINY $FGT $FGN; do wait_port "$a"; done
+for a in $UP $REF $SQUID $TINY $FGT $FGN; do wait_port "$a"; done
 
 # Warm fetchgate's cache: 1 KiB (memory tier) and 256 MiB (disk) by digest.
 curl -fsS -o /dev/null "http://$FGT/sha256/$SHA_1K?size=1024&url=http%3A%2F%2F$UP%2F1k"
@@ -143,9 +163,9 @@ record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$RES"; }
 wrk_rps() { # proxy-or-server, connections, mode(abs|direct|hit) -> "rps p50_ms p99_ms"
   local target=$1 conns=$2 mode=$3 out
   case $mode in
-    abs) out=$(wrk -t2 -c"$conns" -d"${DURATION}s" --latency -s "$W/absolute.lua" "http://$target/" 2>/dev/null) ;;
-    direct) out=$(wrk -t2 -c"$conns" -d"${DURATION}s" --latency "http://$target/1k" 2>/dev/null) ;;
-    hit) out=$(wrk -t2 -c"$conns" -d"${DURATION}s" --latency "http://$target/sha256/$SHA_1K" 2>/dev/null) ;;
+    abs) out=$("${LOAD[@]}" wrk -t1 -c"$conns" -d"${DURATION}s" --latency -s "$W/absolute.lua" "http://$target/" 2>/dev/null) ;;
+    direct) out=$("${LOAD[@]}" wrk -t1 -c"$conns" -d"${DURATION}s" --latency "http://$target/1k" 2>/dev/null) ;;
+    hit) out=$("${LOAD[@]}" wrk -t1 -c"$conns" -d"${DURATION}s" --latency "http://$target/sha256/$SHA_1K" 2>/dev/null) ;;
   esac
   python3 - "$out" <<'PY'
 import re, sys
@@ -164,7 +184,7 @@ PY
 mib_s() { # url [proxy] -> MiB/s
   local args=(-fsS -o /dev/null -w '%{speed_download}')
   [ -n "${2:-}" ] && args+=(-x "http://$2")
-  curl "${args[@]}" "$1" | awk '{printf "%.1f", $1 / 1048576}'
+  "${LOAD[@]}" curl "${args[@]}" "$1" | awk '{printf "%.1f", $1 / 1048576}'
 }
 
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
@@ -172,8 +192,8 @@ rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 echo "# measuring: $ROUNDS rounds, interleaved"
 for round in $(seq "$ROUNDS"); do
   for c in 32 256; do
-    for who in fetchgate squid tinyproxy; do
-      case $who in fetchgate) t=$FGN ;; squid) t=$SQUID ;; tinyproxy) t=$TINY ;; esac
+    for who in fetchgate fetchgate-notee squid tinyproxy; do
+      case $who in fetchgate) t=$FGT ;; fetchgate-notee) t=$FGN ;; squid) t=$SQUID ;; tinyproxy) t=$TINY ;; esac
       read -r rps p50 p99 bad < <(wrk_rps "$t" "$c" abs)
       [ "$bad" = 0 ] || echo "warning: $who returned $bad non-2xx responses at c=$c" >&2
       record "small_rps_c$c" "$who" "$rps"; record "small_p50_ms_c$c" "$who" "$p50"; record "small_p99_ms_c$c" "$who" "$p99"
@@ -184,10 +204,16 @@ for round in $(seq "$ROUNDS"); do
     record stream_256m_mib_s "$who" "$(mib_s "http://$UP/256m" "$t")"
   done
   read -r rps _ _ _ < <(wrk_rps "$FGT" 32 hit); record hit_1k_rps fetchgate "$rps"
-  read -r rps _ _ _ < <(wrk_rps "$UP" 32 direct); record hit_1k_rps nginx "$rps"
+  read -r rps _ _ _ < <(wrk_rps "$REF" 32 direct); record hit_1k_rps nginx "$rps"
   record hit_256m_mib_s fetchgate "$(mib_s "http://$FGT/sha256/$SHA_256M")"
-  record hit_256m_mib_s nginx "$(mib_s "http://$UP/256m")"
+  record hit_256m_mib_s nginx "$(mib_s "http://$REF/256m")"
 done
+
+# A 256 MiB artifact proxied once at full speed with the default config is kept: afterwards
+# it is served by digest.
+record stream_256m_kept_mib_s fetchgate-tee "$(mib_s "http://$UP/256m-kept" "$FGT")"
+sleep 1
+KEPT=$(curl -s -o /dev/null -w '%{http_code}' "http://$FGT/sha256/$SHA_KEPT")
 
 echo "# memory"
 record rss_idle_mib fetchgate "$(( $(rss_kib "$FG_NOTEE_PID") / 1024 ))"
@@ -220,7 +246,7 @@ while kill -0 "$STREAM" 2>/dev/null; do r=$(rss_kib "$FG_TEE_PID"); ((r > peak))
 record rss_stream_1g_growth_mib fetchgate-tee "$(( (peak - before) / 1024 ))"
 record rss_stream_1g_peak_mib fetchgate-tee "$(( peak / 1024 ))"
 
-python3 - "$RES" "$ROUNDS" <<'PY'
+python3 - "$RES" "$ROUNDS" "${KEPT:-?}" "${#SUT[@]}" <<'PY'
 import sys, statistics, collections
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
@@ -231,19 +257,23 @@ med = {k: statistics.median(v) for k, v in rows.items() if v}
 def m(k, who): return med.get((k, who), float('nan'))
 def ratio(a, b): return a / b if b else float('nan')
 print()
-print(f"fetchgate side-by-side, median of {sys.argv[2]} interleaved rounds, 2-core machine, loopback only")
+pinned = "servers under test on core 1, load and upstream on core 0" if sys.argv[4] != "0" else "not pinned"
+print(f"fetchgate side-by-side, median of {sys.argv[2]} interleaved rounds, 2-core machine, loopback only, {pinned}")
 print()
 print("| measurement | fetchgate | Squid | tinyproxy | nginx | fetchgate/Squid | fetchgate/tinyproxy | fetchgate-hit/nginx |")
 print("|---|---|---|---|---|---|---|---|")
 for c in (32, 256):
     f, s, t = m(f"small_rps_c{c}", "fetchgate"), m(f"small_rps_c{c}", "squid"), m(f"small_rps_c{c}", "tinyproxy")
-    print(f"| 1 KiB via proxy, {c} conns (req/s) | {f:.0f} | {s:.0f} | {t:.0f} | | {ratio(f,s):.2f} | {ratio(f,t):.2f} | |")
+    print(f"| 1 KiB via proxy, {c} conns, default config (tee on) (req/s) | {f:.0f} | {s:.0f} | {t:.0f} | | {ratio(f,s):.2f} | {ratio(f,t):.2f} | |")
+    f = m(f"small_rps_c{c}", "fetchgate-notee")
+    print(f"| 1 KiB via proxy, {c} conns, tee off (req/s) | {f:.0f} | {s:.0f} | {t:.0f} | | {ratio(f,s):.2f} | {ratio(f,t):.2f} | |")
     for q in ("p50", "p99"):
         f, s, t = (m(f"small_{q}_ms_c{c}", w) for w in ("fetchgate", "squid", "tinyproxy"))
         print(f"| 1 KiB via proxy, {c} conns, {q} (ms) | {f:.2f} | {s:.2f} | {t:.2f} | | {ratio(s,f):.2f} (Squid/fetchgate) | {ratio(t,f):.2f} (tinyproxy/fetchgate) | |")
 ft, fn, s, t = (m("stream_256m_mib_s", w) for w in ("fetchgate-tee", "fetchgate-notee", "squid", "tinyproxy"))
 print(f"| 256 MiB miss via proxy, tee on (MiB/s) | {ft:.0f} | {s:.0f} | {t:.0f} | | {ratio(ft,s):.2f} | {ratio(ft,t):.2f} | |")
 print(f"| 256 MiB miss via proxy, tee off (MiB/s) | {fn:.0f} | {s:.0f} | {t:.0f} | | {ratio(fn,s):.2f} | {ratio(fn,t):.2f} | |")
+print(f"| 256 MiB proxied once, tee on, then GET /sha256/<hex> (status) | {sys.argv[3]} | | | | | | |")
 f, n = m("hit_1k_rps", "fetchgate"), m("hit_1k_rps", "nginx")
 print(f"| 1 KiB hit, 32 conns (req/s) | {f:.0f} | | | {n:.0f} | | | {ratio(f,n):.2f} |")
 f, n = m("hit_256m_mib_s", "fetchgate"), m("hit_256m_mib_s", "nginx")
