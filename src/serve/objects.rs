@@ -74,6 +74,9 @@ pub fn fetches_through(query: Option<&str>) -> bool {
 /// [`Store::get`] on a blocking thread: it opens files, may hash an adopted one, and reads
 /// small ones into memory.
 pub(crate) async fn lookup(store: &std::sync::Arc<Store>, digest: Digest) -> Option<Object> {
+    if let Some(hot) = store.memory_hit(&digest) {
+        return Some(hot);
+    }
     let store = store.clone();
     tokio::task::spawn_blocking(move || store.get(&digest))
         .await

@@ -25,6 +25,9 @@ pub(crate) struct Meta {
     pinned: AtomicBool,
     /// Adopted from disk and not hashed yet: never served until it is.
     unverified: AtomicBool,
+    /// Unix seconds when its file was last seen in place (0: never), so memory hits need
+    /// not look at the disk every time.
+    seen_on_disk: AtomicU64,
     notes: Mutex<Notes>,
 }
 
@@ -44,6 +47,7 @@ impl Meta {
             uses: AtomicU64::new(r.use_count),
             pinned: AtomicBool::new(r.pinned),
             unverified: AtomicBool::new(r.unverified),
+            seen_on_disk: AtomicU64::new(0),
             notes: Mutex::new(Notes {
                 locators: r.locators,
                 label: r.label,
@@ -121,6 +125,16 @@ impl Meta {
     pub(super) fn hit(&self, t: u64) {
         self.touch(t);
         self.uses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Notes that the entry's file was just seen in place.
+    pub(super) fn seen_on_disk(&self, t: u64) {
+        self.seen_on_disk.store(t, Ordering::Relaxed);
+    }
+
+    /// True if the file was seen in place this second or the one before.
+    pub(super) fn seen_on_disk_since(&self, t: u64) -> bool {
+        t.saturating_sub(self.seen_on_disk.load(Ordering::Relaxed)) <= 1
     }
 
     pub(super) fn is_pinned(&self) -> bool {
@@ -309,6 +323,29 @@ impl Store {
 mod tests {
     use super::super::testing::{bytes, put, store};
     use super::*;
+
+    #[test]
+    fn memory_hits_skip_the_disk_only_for_verified_entries_seen_in_place() {
+        let (_dir, s) = store(1 << 20);
+        let d = put(&s, &bytes(100, 3));
+        // Not read through the store yet: the quick path does not apply.
+        assert!(s.memory_hit(&d).is_none());
+        // A read loads it into memory and sees its file in place.
+        assert!(s.get(&d).is_some());
+        let hot = s.memory_hit(&d).expect("served from memory");
+        assert_eq!(hot.size, 100);
+        // An entry whose file was last seen long ago goes back to the checked path.
+        s.meta(&d).unwrap().seen_on_disk(0);
+        assert!(s.memory_hit(&d).is_none());
+        // So does one not verified.
+        assert!(s.get(&d).is_some());
+        s.meta(&d)
+            .unwrap()
+            .unverified
+            .store(true, Ordering::Release);
+        assert!(s.memory_hit(&d).is_none());
+        assert!(s.memory_hit(&Digest::of(b"absent")).is_none());
+    }
 
     #[test]
     fn a_use_recorded_during_an_update_is_kept() {

@@ -214,6 +214,7 @@ impl Store {
                 self.forget(digest);
                 return None;
             }
+            meta.seen_on_disk(now());
             return found(Body::Memory(bytes));
         }
         let mut file = self.open_entry(digest, &path)?;
@@ -223,9 +224,30 @@ impl Store {
         if size <= self.settings.memory_max_object_bytes && self.settings.memory_bytes > 0 {
             let bytes = read_exactly(&file, size)?;
             self.memory.insert(*digest, bytes.clone());
+            meta.seen_on_disk(now());
             return found(Body::Memory(bytes));
         }
         found(Body::File(file))
+    }
+
+    /// A verified entry held in memory whose file was seen in place within the last second,
+    /// served without touching the disk, so it needs no blocking thread. `None` means only
+    /// that this quick path does not apply: ask [`Store::get`] (on a blocking thread). An
+    /// entry quarantined by another process is therefore served from memory for at most a
+    /// second more.
+    pub fn memory_hit(&self, digest: &Digest) -> Option<Object> {
+        let meta = self.table().ok()?.get(digest).cloned()?;
+        let t = now();
+        if meta.is_unverified() || !meta.seen_on_disk_since(t) {
+            return None;
+        }
+        let bytes = self.memory.get(digest)?;
+        meta.hit(t);
+        Some(Object {
+            digest: *digest,
+            size: meta.size,
+            body: Body::Memory(bytes),
+        })
     }
 
     /// Opens an entry's file for reading. A file that has gone is forgotten; a symbolic link
