@@ -320,26 +320,21 @@ async fn a_completed_proxied_get_is_then_served_by_digest() {
 
 /// True once `d` is served from the cache (the tee publishes just after the body ends).
 async fn published_soon(proxy: std::net::SocketAddr, d: &Digest) -> bool {
-    for _ in 0..100 {
-        if get_path(proxy, &format!("/sha256/{}", d.hex()), &[])
-            .await
-            .status
-            == 200
-        {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
+    published_within(proxy, d, 2).await
 }
 
-fn tee_skipped(reason: &str) -> f64 {
+/// The value of `fetchgate_<family>_total{reason="<reason>"}` (0 before its first count).
+fn reason_count(family: &str, reason: &str) -> f64 {
     let text = fetchgate::metrics::get().encode();
-    let series = format!("fetchgate_tee_skipped_total{{reason=\"{reason}\"}} ");
+    let series = format!("fetchgate_{family}_total{{reason=\"{reason}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&series))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0)
+}
+
+fn tee_skipped(reason: &str) -> f64 {
+    reason_count("tee_skipped", reason)
 }
 
 /// A path, its query, and the request's headers.
@@ -498,12 +493,7 @@ async fn published_within(proxy: std::net::SocketAddr, d: &Digest, seconds: u64)
 }
 
 fn tee_abandoned(reason: &str) -> f64 {
-    let text = fetchgate::metrics::get().encode();
-    let series = format!("fetchgate_tee_abandoned_total{{reason=\"{reason}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&series))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    reason_count("tee_abandoned", reason)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use fetchgate::config::Config;
 use fetchgate::serve::Server;
 use fetchgate::serve::admin::Admin;
 use support::config::Toml;
-use support::proxy::{Client, connect, get, read_head, start_proxy};
+use support::proxy::{Client, connect, connect_on, get, read_head, start_proxy};
 use support::serve::{free_port, start};
 use support::upstream::{Reply, Upstream, echo, silent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -90,17 +90,8 @@ async fn tunnel_from(
 ) -> (u16, String, TcpStream) {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
-    let mut s = socket.connect(proxy).await.expect("connect to proxy");
-    s.write_all(format!("CONNECT {echo} HTTP/1.1\r\nHost: {echo}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let head = read_head(&mut s).await;
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, head, s)
+    let s = socket.connect(proxy).await.expect("connect to proxy");
+    connect_on(s, &echo.to_string(), "").await
 }
 
 /// Sends a few bytes through an open tunnel and reads them back from the echo server.

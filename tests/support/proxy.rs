@@ -137,7 +137,17 @@ pub async fn get(proxy: SocketAddr, url: &str) -> Got {
 /// Sends a CONNECT and reads the response head. Returns the status, the head text and the
 /// stream (positioned after the head).
 pub async fn connect(proxy: SocketAddr, authority: &str, extra: &str) -> (u16, String, TcpStream) {
-    let mut s = TcpStream::connect(proxy).await.expect("connect to proxy");
+    let s = TcpStream::connect(proxy).await.expect("connect to proxy");
+    connect_on(s, authority, extra).await
+}
+
+/// Sends a CONNECT on an open connection to the proxy and reads the response head, as
+/// [`connect`] does.
+pub async fn connect_on(
+    mut s: TcpStream,
+    authority: &str,
+    extra: &str,
+) -> (u16, String, TcpStream) {
     let req = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{extra}\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let head = read_head(&mut s).await;
