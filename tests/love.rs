@@ -109,6 +109,34 @@ impl Site {
             .await
     }
 
+    /// Serves `artifact` under a manifest named `label`, fetches it through LOVE, and asserts
+    /// it is refused with `422 code`, naming a field and a safe next step, and never published.
+    async fn assert_refused_unpublished(&self, label: &str, artifact: &[u8], code: &str) {
+        let path = format!("/{label}.tgz");
+        self.serve(&path, artifact.to_vec());
+        let m = self.manifest_for(artifact, &[&path]);
+        self.serve(&format!("/{label}.json"), m.to_string());
+        let got = self.love_fetch(&format!("/{label}.json"), "").await;
+        assert_eq!(
+            got.status,
+            422,
+            "{label}: {}",
+            String::from_utf8_lossy(&got.body)
+        );
+        let j = body(&got);
+        assert_eq!(j["code"], code, "{label}: {j}");
+        assert!(
+            j["field"].is_string(),
+            "{label}: the error names the member or cap: {j}"
+        );
+        assert!(!j["next"].as_str().unwrap().contains("disable"), "{label}");
+        let cached = self.cached(&Digest::of(artifact).hex()).await;
+        assert_eq!(
+            cached.status, 404,
+            "{label}: a hostile artifact was published"
+        );
+    }
+
     async fn cached(&self, sha: &str) -> Got {
         Client::connect(self.proxy)
             .await
@@ -240,30 +268,8 @@ async fn hostile_archives_are_refused_by_name_and_nothing_is_published() {
         ),
     ];
     for (label, members, code) in cases {
-        let artifact = tgz(&members);
-        let path = format!("/{label}.tgz");
-        site.serve(&path, artifact.clone());
-        let m = site.manifest_for(&artifact, &[&path]);
-        site.serve(&format!("/{label}.json"), m.to_string());
-        let got = site.love_fetch(&format!("/{label}.json"), "").await;
-        assert_eq!(
-            got.status,
-            422,
-            "{label}: {}",
-            String::from_utf8_lossy(&got.body)
-        );
-        let j = body(&got);
-        assert_eq!(j["code"], code, "{label}: {j}");
-        assert!(
-            j["field"].is_string(),
-            "{label}: the error names the member or cap: {j}"
-        );
-        assert!(!j["next"].as_str().unwrap().contains("disable"), "{label}");
-        let cached = site.cached(&Digest::of(&artifact).hex()).await;
-        assert_eq!(
-            cached.status, 404,
-            "{label}: a hostile artifact was published"
-        );
+        site.assert_refused_unpublished(label, &tgz(&members), code)
+            .await;
     }
 }
 
@@ -373,25 +379,8 @@ async fn archives_that_npm_reads_differently_are_refused_and_never_published() {
         ),
     ];
     for (label, artifact, code) in cases {
-        let path = format!("/{label}.tgz");
-        site.serve(&path, artifact.clone());
-        let m = site.manifest_for(&artifact, &[&path]);
-        site.serve(&format!("/{label}.json"), m.to_string());
-        let got = site.love_fetch(&format!("/{label}.json"), "").await;
-        assert_eq!(
-            got.status,
-            422,
-            "{label}: {}",
-            String::from_utf8_lossy(&got.body)
-        );
-        let j = body(&got);
-        assert_eq!(j["code"], code, "{label}: {j}");
-        assert!(j["field"].is_string(), "{label}: {j}");
-        let cached = site.cached(&Digest::of(&artifact).hex()).await;
-        assert_eq!(
-            cached.status, 404,
-            "{label}: a hostile artifact was published"
-        );
+        site.assert_refused_unpublished(label, &artifact, code)
+            .await;
     }
     // The directory-merging twin: two spellings of one directory are not a collision.
     let fine = with(vec![
