@@ -49,7 +49,8 @@ pub async fn handle<B>(
                 return Err(RequestError::NotInCache(digest).into());
             };
             log.decision = Decided::FetchThrough;
-            fetcher.ensure(wanted).await.map_err(|e| {
+            // Boxed so that the hit path's future stays small (see `proxy::route`).
+            Box::pin(fetcher.ensure(wanted)).await.map_err(|e| {
                 if matches!(*e, ThroughError::Store(StoreError::Full { .. })) {
                     metrics.cache_full.inc();
                 }

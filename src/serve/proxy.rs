@@ -98,18 +98,24 @@ async fn route(
     if let Err(denied) = gate.access.check_token(req.headers()) {
         return Err(denied.into());
     }
+    // Every route but the cache hit is boxed: hyper keeps a slot the size of this future for
+    // each connection, idle keep-alive ones included, and moves it in for each request, so
+    // the rarer routes' large state lives on the heap only while such a request runs.
     if req.method() == Method::CONNECT {
         log.kind = Kind::Connect;
-        return connect(gate, conn, req, log).await;
+        return Box::pin(connect(gate, conn, req, log)).await;
     }
     if req.uri().scheme().is_some() {
         log.kind = Kind::Forward;
-        return forward(gate, conn, req, log).await;
+        return Box::pin(forward(gate, conn, req, log)).await;
     }
     if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
         log.kind = Kind::Registry;
         same_site(gate, &req, log)?;
-        return super::registry_api::handle(gate, &name, path, &prefix, &req, log).await;
+        return Box::pin(super::registry_api::handle(
+            gate, &name, path, &prefix, &req, log,
+        ))
+        .await;
     }
     if req.uri().path().starts_with("/sha256/") {
         log.kind = Kind::Object;
@@ -123,7 +129,7 @@ async fn route(
         if req.uri().path() == "/love/v1/fetch" {
             same_site(gate, &req, log)?;
         }
-        return super::love_api::handle(gate, &req, log).await;
+        return Box::pin(super::love_api::handle(gate, &req, log)).await;
     }
     Err(RequestError::NotFound {
         locator: log.locator.clone(),

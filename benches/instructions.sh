@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Instructions per request, counted by valgrind's callgrind: a figure that does not drift with
+# machine noise, for the two paths benches/compare.sh times.
+#
+#   proxy: 1,000 sequential 1 KiB GETs through the proxy on one keep-alive connection,
+#          fetchgate (default config, tee on) against Squid (caching off);
+#   hit:   1,000 sequential 1 KiB GETs of a cached object, fetchgate `/sha256/<hex>` against
+#          nginx serving the same file.
+#
+# Each server runs twice under callgrind, once with a 20-request warm-up only and once with the
+# warm-up and then N requests; the difference over N is the per-request figure, so start-up,
+# shut-down and the warm-up cancel out. Every thread of the process is counted.
+#
+# Usage: benches/instructions.sh   (N=1000 by default). Installs valgrind, nginx and squid with
+# apt-get if missing; only ever touches 127.0.0.1; stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+N=${N:-1000}
+export PATH="/usr/sbin:$PATH"
+
+need=()
+for b in valgrind nginx squid python3; do command -v "$b" >/dev/null || need+=("$b"); done
+if ((${#need[@]})); then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+cargo build --release -q
+FG="$ROOT/target/release/fetchgate"
+
+W=$(mktemp -d /tmp/fetchgate-instructions.XXXXXX)
+UP=127.0.0.1:18180        # nginx upstream (not measured)
+SUT=127.0.0.1:18181       # the server under callgrind
+ADMIN=127.0.0.1:18182
+cleanup() {
+  [ -f "$W/up.pid" ] && kill "$(cat "$W/up.pid")" 2>/dev/null || true
+  [ -n "${SUT_PID:-}" ] && kill "$SUT_PID" 2>/dev/null || true
+  sleep 0.3
+  [ -n "${KEEP:-}" ] || rm -rf "$W"
+}
+trap cleanup EXIT
+
+mkdir -p "$W/www" "$W/cg"
+chmod 777 "$W/cg"   # Squid runs as its own user here: its pid, log and counts go there
+head -c 1024 /dev/urandom > "$W/www/1k"
+chmod 755 "$W" "$W/www"; chmod 644 "$W/www/1k"
+SHA=$(sha256sum "$W/www/1k" | cut -d' ' -f1)
+
+nginx_conf() { # listen, pid file, master_process
+  cat <<EOF
+worker_processes 1;
+master_process $3;
+daemon $3;
+pid $2;
+error_log $W/nginx-error.log crit;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on; tcp_nopush on; keepalive_requests 100000;
+  server { listen $1; root $W/www; }
+}
+EOF
+}
+nginx_conf "$UP" "$W/up.pid" on > "$W/up.conf"
+nginx -c "$W/up.conf"
+
+cat > "$W/squid.conf" <<EOF
+http_port $SUT
+pid_filename $W/cg/squid.pid
+cache deny all
+cache_mem 8 MB
+cache_dir null /tmp
+access_log none
+cache_log $W/cg/squid-cache.log
+cache_store_log none
+visible_hostname fetchgate-instructions
+acl localnet src 127.0.0.0/8
+http_access allow localnet
+http_access deny all
+shutdown_lifetime 0 seconds
+pinger_enable off
+EOF
+cat > "$W/fetchgate.toml" <<EOF
+[listen]
+proxy = "$SUT"
+admin = "$ADMIN"
+[cache]
+dir = "$W/cache"
+[[egress.trust]]
+cidrs = ["127.0.0.1/32"]
+ports = [${UP##*:}]
+EOF
+nginx_conf "$SUT" "$W/sut-nginx.pid" off > "$W/sut-nginx.conf"
+
+# Sends `count` GETs for `target` (absolute-form when `host` is given) over one connection
+# and checks each answer is a 200 with 1,024 bytes.
+client() { # count, request-target
+  python3 - "$1" "$2" "${SUT%:*}" "${SUT##*:}" <<'PY'
+import socket, sys
+count, target, host, port = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+s = socket.create_connection((host, port))
+f = s.makefile("rb")
+req = f"GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+for _ in range(count):
+    s.sendall(req)
+    status = f.readline()
+    length = None
+    while True:
+        line = f.readline()
+        if line in (b"\r\n", b""):
+            break
+        k, _, v = line.decode("latin-1").partition(":")
+        if k.strip().lower() == "content-length":
+            length = int(v)
+    body = f.read(length or 0)
+    if b" 200 " not in status or len(body) != 1024:
+        sys.exit(f"unexpected answer: {status!r}, {len(body)} bytes")
+PY
+}
+
+wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null && return 0; sleep 0.1; done; echo "nothing listens on $1" >&2; exit 1; }
+wait_gone() { for _ in $(seq 600); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done; kill -9 "$1" 2>/dev/null || true; }
+
+# Runs one server under callgrind, warms it up, sends `count` requests, stops it and prints
+# the process's total instruction count.
+instructions() { # name, count, request-target, stop-signal
+  local name=$1 count=$2 target=$3 sig=$4 out="$W/cg/callgrind.$1.$2"
+  case $name in
+    fetchgate) rm -rf "$W/cache"
+       valgrind --tool=callgrind --callgrind-out-file="$out" "$FG" serve --config "$W/fetchgate.toml" 2>"$W/$name.log" & ;;
+    squid) runuser -u proxy -- valgrind --tool=callgrind --callgrind-out-file="$out" squid -N -f "$W/squid.conf" 2>"$W/$name.log" & ;;
+    nginx) valgrind --tool=callgrind --callgrind-out-file="$out" nginx -c "$W/sut-nginx.conf" 2>"$W/$name.log" & ;;
+  esac
+  SUT_PID=$!
+  wait_port "$SUT"
+  if [ "$name" = fetchgate ] && [[ $target == /sha256/* ]]; then
+    curl -fsS -o /dev/null "http://$SUT/sha256/$SHA?size=1024&url=http%3A%2F%2F$UP%2F1k"
+  fi
+  client 20 "$target"
+  ((count > 0)) && client "$count" "$target"
+  kill -"$sig" "$SUT_PID"; wait_gone "$SUT_PID"; SUT_PID=
+  awk '/^(summary|totals):/ {print $2; exit}' "$out"
+}
+
+per_request() { # name, request-target, stop-signal
+  local base full
+  base=$(instructions "$1" 0 "$2" "$3")
+  full=$(instructions "$1" "$N" "$2" "$3")
+  echo $(( (full - base) / N ))
+}
+
+echo "# callgrind: $N requests per server (this takes a few minutes)" >&2
+FG_PROXY=$(per_request fetchgate "http://$UP/1k" TERM)
+SQUID_PROXY=$(per_request squid "http://$UP/1k" TERM)
+FG_HIT=$(per_request fetchgate "/sha256/$SHA" TERM)
+NGINX_HIT=$(per_request nginx "/1k" QUIT)
+
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+echo
+echo "Instructions per request (callgrind, every thread, $N sequential requests on one connection, difference over a warm-up-only run):"
+echo
+echo "| path | fetchgate | peer | fetchgate/peer |"
+echo "|---|---|---|---|"
+echo "| 1 KiB via proxy, default config (tee on) vs Squid | $FG_PROXY | $SQUID_PROXY | $(ratio "$FG_PROXY" "$SQUID_PROXY") |"
+echo "| 1 KiB cache hit vs nginx | $FG_HIT | $NGINX_HIT | $(ratio "$FG_HIT" "$NGINX_HIT") |"
