@@ -7,9 +7,9 @@
 #   hit:   1,000 sequential 1 KiB GETs of a cached object, fetchgate `/sha256/<hex>` against
 #          nginx serving the same file.
 #
-# Each server runs twice under callgrind, once with a 20-request warm-up only and once with the
-# warm-up and then N requests; the difference over N is the per-request figure, so start-up,
-# shut-down and the warm-up cancel out. Every thread of the process is counted.
+# Each server runs under callgrind with instrumentation off through start-up and a 20-request
+# warm-up, on for exactly the N requests, and off again before it stops. Every thread of the
+# process is counted.
 #
 # Usage: benches/instructions.sh   (N=1000 by default). Installs valgrind, nginx and squid with
 # apt-get if missing; only ever touches 127.0.0.1; stops everything it started.
@@ -120,15 +120,16 @@ PY
 wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null && return 0; sleep 0.1; done; echo "nothing listens on $1" >&2; exit 1; }
 wait_gone() { for _ in $(seq 600); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done; kill -9 "$1" 2>/dev/null || true; }
 
-# Runs one server under callgrind, warms it up, sends `count` requests, stops it and prints
-# the process's total instruction count.
-instructions() { # name, count, request-target, stop-signal
-  local name=$1 count=$2 target=$3 sig=$4 out="$W/cg/callgrind.$1.$2"
+# Runs one server under callgrind with instrumentation off, warms it up, counts only while
+# the N requests run (callgrind_control turns instrumentation on and off), stops it and prints
+# the instructions per request.
+per_request() { # name, request-target, stop-signal
+  local name=$1 target=$2 sig=$3 out="$W/cg/callgrind.$1" vg=(valgrind --tool=callgrind --instr-atstart=no)
   case $name in
     fetchgate) rm -rf "$W/cache"
-       valgrind --tool=callgrind --callgrind-out-file="$out" "$FG" serve --config "$W/fetchgate.toml" 2>"$W/$name.log" & ;;
-    squid) runuser -u proxy -- valgrind --tool=callgrind --callgrind-out-file="$out" squid -N -f "$W/squid.conf" 2>"$W/$name.log" & ;;
-    nginx) valgrind --tool=callgrind --callgrind-out-file="$out" nginx -c "$W/sut-nginx.conf" 2>"$W/$name.log" & ;;
+       "${vg[@]}" --callgrind-out-file="$out" "$FG" serve --config "$W/fetchgate.toml" 2>"$W/$name.log" & ;;
+    squid) runuser -u proxy -- "${vg[@]}" --callgrind-out-file="$out" squid -N -f "$W/squid.conf" 2>"$W/$name.log" & ;;
+    nginx) "${vg[@]}" --callgrind-out-file="$out" nginx -c "$W/sut-nginx.conf" 2>"$W/$name.log" & ;;
   esac
   SUT_PID=$!
   wait_port "$SUT"
@@ -136,27 +137,24 @@ instructions() { # name, count, request-target, stop-signal
     curl -fsS -o /dev/null "http://$SUT/sha256/$SHA?size=1024&url=http%3A%2F%2F$UP%2F1k"
   fi
   client 20 "$target"
-  ((count > 0)) && client "$count" "$target"
-  kill -"$sig" "$SUT_PID"; wait_gone "$SUT_PID"; SUT_PID=
-  awk '/^(summary|totals):/ {print $2; exit}' "$out"
-}
-
-per_request() { # name, request-target, stop-signal
-  local base full
-  base=$(instructions "$1" 0 "$2" "$3")
-  full=$(instructions "$1" "$N" "$2" "$3")
-  echo $(( (full - base) / N ))
+  local vpid; vpid=$(pgrep -f -n -- "--callgrind-out-file=$out")
+  local ctl=(callgrind_control); [ "$name" = squid ] && ctl=(runuser -u proxy -- callgrind_control)
+  "${ctl[@]}" -i on "$vpid" >/dev/null
+  client "$N" "$target"
+  "${ctl[@]}" -i off "$vpid" >/dev/null
+  kill -"$sig" "$vpid"; wait_gone "$vpid"; SUT_PID=
+  awk -v n="$N" '/^totals:/ {printf "%d\n", $2 / n; exit}' "$out"
 }
 
 echo "# callgrind: $N requests per server (this takes a few minutes)" >&2
 FG_PROXY=$(per_request fetchgate "http://$UP/1k" TERM)
 SQUID_PROXY=$(per_request squid "http://$UP/1k" TERM)
 FG_HIT=$(per_request fetchgate "/sha256/$SHA" TERM)
-NGINX_HIT=$(per_request nginx "/1k" QUIT)
+NGINX_HIT=$(per_request nginx "/1k" TERM)
 
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 echo
-echo "Instructions per request (callgrind, every thread, $N sequential requests on one connection, difference over a warm-up-only run):"
+echo "Instructions per request (callgrind, every thread, $N sequential requests on one connection, counted only while they ran):"
 echo
 echo "| path | fetchgate | peer | fetchgate/peer |"
 echo "|---|---|---|---|"
