@@ -21,7 +21,7 @@ pub type Labels1 = [(&'static str, &'static str); 1];
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    /// Requests by kind (`forward`, `connect`, `object`, `love`, `other`) and outcome.
+    /// Requests by kind (`forward`, `connect`, `object`, `love`, `pack`, `registry`, `other`) and outcome.
     pub requests: Family<Labels2, Counter>,
     /// Egress refusals by reason code.
     pub refusals: Family<Labels1, Counter>,

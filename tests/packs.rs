@@ -1,0 +1,769 @@
+//! Format profiles end to end over loopback: packages built in the test (good and hostile),
+//! served by an upstream the test controls, fetched through the real proxy's `/pack/v1/fetch`.
+//! Every hostile fixture must be refused with its code and never published.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use ed25519_dalek::{Signer, SigningKey};
+use fetchgate::store::Digest;
+use serde_json::{Value, json};
+use support::config::Toml;
+use support::proxy::{Client, Got, start_proxy};
+use support::tarball::{Member, tgz};
+use support::upstream::{Reply, Routes, Upstream};
+
+struct Site {
+    up: Upstream,
+    routes: Routes,
+    proxy: std::net::SocketAddr,
+    dir: tempfile::TempDir,
+    config: String,
+}
+
+impl Site {
+    async fn start(extra: &str) -> Self {
+        let routes: Routes = Arc::new(Mutex::new(HashMap::new()));
+        let up = Upstream::router("127.0.0.2:0", routes.clone()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = Toml::new()
+            .cache_dir(dir.path())
+            .section("love", "max_members = 1000\nmax_expanded_bytes = 8388608")
+            .trust(up.addr)
+            .raw(&extra.replace("{UP}", &format!("http://127.0.0.2:{}", up.addr.port())))
+            .build();
+        let proxy = start_proxy(&config).await;
+        Self {
+            up,
+            routes,
+            proxy,
+            dir,
+            config,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.2:{}{path}", self.up.addr.port())
+    }
+
+    fn serve(&self, path: &str, body: impl Into<bytes::Bytes>) {
+        self.routes
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), Reply::ok(body));
+    }
+
+    async fn pack(&self, format: &str, params: &[(&str, String)]) -> Got {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        q.append_pair("format", format);
+        for (k, v) in params {
+            q.append_pair(k, v);
+        }
+        Client::connect(self.proxy)
+            .await
+            .send(
+                "GET",
+                &format!("/pack/v1/fetch?{}", q.finish()),
+                &[("host", "fetchgate")],
+            )
+            .await
+    }
+
+    async fn cached(&self, bytes: &[u8]) -> Got {
+        let sha = Digest::of(bytes).hex();
+        Client::connect(self.proxy)
+            .await
+            .send("GET", &format!("/sha256/{sha}"), &[("host", "fetchgate")])
+            .await
+    }
+
+    /// Asserts a fetch was refused with `code` (naming a field and a safe next step) and that
+    /// `artifact` was never published.
+    async fn assert_refused_unpublished(
+        &self,
+        label: &str,
+        got: &Got,
+        artifact: &[u8],
+        code: &str,
+    ) {
+        let j = body(got);
+        assert_eq!(j["code"], code, "{label}: {j}");
+        assert!(
+            got.status.is_client_error() || got.status.is_server_error(),
+            "{label}"
+        );
+        assert!(
+            j["field"].is_string(),
+            "{label}: the error names where: {j}"
+        );
+        let next = j["next"].as_str().unwrap_or("");
+        assert!(
+            !next.is_empty() && !next.contains("disable"),
+            "{label}: {j}"
+        );
+        let cached = self.cached(artifact).await;
+        assert_eq!(
+            cached.status, 404,
+            "{label}: a refused package was published"
+        );
+    }
+
+    /// `fetchgate cache stats --entries` against this site's cache, as JSON text.
+    fn cache_stats(&self) -> String {
+        let cfg = self.dir.path().join("fetchgate.toml");
+        std::fs::write(&cfg, &self.config).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
+            .args(["cache", "stats", "--entries", "--config"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+fn body(got: &Got) -> Value {
+    serde_json::from_slice(&got.body)
+        .unwrap_or_else(|_| panic!("JSON: {}", String::from_utf8_lossy(&got.body)))
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_bytes(&[seed; 32])
+}
+
+// ---------------------------------------------------------------- LGFlow
+
+const ROOT: &str = "customer-support";
+
+fn lgflow_files() -> Vec<(String, Vec<u8>)> {
+    let solution = json!({
+        "schemaVersion": "1.0", "id": "customer-support", "name": "Customer Support Agent",
+        "version": "1.0.0", "kind": "solution", "publisher": "LGFlow",
+        "agents": [{ "id": "support-agent", "flow": "agents/support-agent/flow.json", "primary": true }]
+    });
+    [
+        ("solution.json", solution.to_string().into_bytes()),
+        ("README.md", b"# Customer support\n".to_vec()),
+        ("docs/getting-started.md", b"Start here.\r\n".to_vec()),
+        (
+            "agents/support-agent/flow.json",
+            br#"{"nodes":[]}"#.to_vec(),
+        ),
+        ("tests/support.test.json", b"{}".to_vec()),
+        ("evals/support.eval.json", b"{}".to_vec()),
+        ("assets/logo.png", vec![0x89, b'P', b'N', b'G', 0, 1, 2]),
+    ]
+    .into_iter()
+    .map(|(p, b)| (p.to_string(), b))
+    .collect()
+}
+
+fn integrity_for(files: &[(String, Vec<u8>)]) -> Value {
+    let listed: serde_json::Map<String, Value> = files
+        .iter()
+        .map(|(p, b)| (p.clone(), json!(Digest::of(b).hex())))
+        .collect();
+    json!({ "schemaVersion": "1.0", "algorithm": "sha256", "inventory": "exhaustive", "files": listed })
+}
+
+fn signature_for(integrity: &[u8], signer: &SigningKey, key_id: &str) -> Vec<u8> {
+    json!({
+        "schemaVersion": "1.0", "algorithm": "ed25519", "keyId": key_id,
+        "signedAt": "2026-10-12T09:00:00.000Z",
+        "value": b64(&signer.sign(integrity).to_bytes()),
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A package: `files` plus `integrity` (and `signature`), all under `customer-support/`.
+fn lgflow_tgz(
+    files: &[(String, Vec<u8>)],
+    integrity: &[u8],
+    signature: Option<Vec<u8>>,
+) -> Vec<u8> {
+    let mut members = vec![Member::dir(&format!("{ROOT}/"))];
+    let mut dirs = std::collections::BTreeSet::new();
+    for (p, _) in files {
+        let mut acc = String::new();
+        for seg in p.split('/').collect::<Vec<_>>().iter().rev().skip(1).rev() {
+            acc = if acc.is_empty() {
+                seg.to_string()
+            } else {
+                format!("{acc}/{seg}")
+            };
+            if dirs.insert(acc.clone()) {
+                members.push(Member::dir(&format!("{ROOT}/{acc}/")));
+            }
+        }
+    }
+    for (p, b) in files {
+        members.push(Member::file(&format!("{ROOT}/{p}"), b.clone()));
+    }
+    members.push(Member::file(
+        &format!("{ROOT}/integrity.json"),
+        integrity.to_vec(),
+    ));
+    if let Some(s) = signature {
+        members.push(Member::file(&format!("{ROOT}/signature.json"), s));
+    }
+    tgz(&members)
+}
+
+fn lgflow_trust() -> String {
+    let k = |seed: u8| b64(key(seed).verifying_key().as_bytes());
+    format!(
+        "[lgflow]\n\n[[lgflow.key]]\nkey_id = \"vendor-2026a\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2026-01-01T00:00:00Z\"\n\n[[lgflow.key]]\nkey_id = \"old\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2025-01-01T00:00:00Z\"\nrevoked_at = \"2026-11-01T00:00:00Z\"\n",
+        k(1),
+        k(2)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_lgflow_package_is_verified_published_labelled_and_served() {
+    let site = Site::start(&lgflow_trust()).await;
+    let files = lgflow_files();
+    let integrity = integrity_for(&files).to_string().into_bytes();
+    let artifact = lgflow_tgz(
+        &files,
+        &integrity,
+        Some(signature_for(&integrity, &key(1), "vendor-2026a")),
+    );
+    site.serve("/cs.tar.gz", artifact.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/cs.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(r["label"], "lgflow:customer-support@1.0.0");
+    assert_eq!(r["sha256"], Digest::of(&artifact).hex());
+    assert_eq!(r["inspection"]["trust"]["verdict"], "TRUSTED");
+    assert_eq!(r["inspection"]["trust"]["publisher"], "LGFlow");
+    let served = site.cached(&artifact).await;
+    assert_eq!(served.status, 200);
+    assert_eq!(served.body.as_ref(), artifact.as_slice());
+    assert!(site.cache_stats().contains("lgflow:customer-support@1.0.0"));
+
+    // The same label with other bytes is a conflict, not an update.
+    let mut other = lgflow_files();
+    other[1].1 = b"# Changed\n".to_vec();
+    let integrity = integrity_for(&other).to_string().into_bytes();
+    let changed = lgflow_tgz(&other, &integrity, None);
+    site.serve("/cs2.tar.gz", changed.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/cs2.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 409);
+    assert_eq!(body(&got)["code"], "digest_conflict");
+    assert_eq!(site.cached(&changed).await.status, 404);
+    let pinned = site
+        .pack(
+            "lgflow",
+            &[
+                ("url", site.url("/cs2.tar.gz")),
+                ("sha256", Digest::of(&changed).hex()),
+            ],
+        )
+        .await;
+    assert_eq!(
+        pinned.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&pinned.body)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_lgflow_packages_are_refused_by_code_and_never_published() {
+    let site = Site::start(&lgflow_trust()).await;
+    let with = |path: &str, bytes: &[u8]| {
+        let mut f = lgflow_files();
+        f.push((path.to_string(), bytes.to_vec()));
+        f
+    };
+    let listed = |files: &[(String, Vec<u8>)]| integrity_for(files).to_string().into_bytes();
+    let plain = |files: Vec<(String, Vec<u8>)>| {
+        let i = listed(&files);
+        lgflow_tgz(&files, &i, None)
+    };
+    let tweak = |f: &dyn Fn(&mut Value)| {
+        let files = lgflow_files();
+        let mut i = integrity_for(&files);
+        f(&mut i);
+        lgflow_tgz(&files, i.to_string().as_bytes(), None)
+    };
+    let signed_by = |seed: u8, key_id: &str, over: &dyn Fn(&[u8]) -> Vec<u8>| {
+        let files = lgflow_files();
+        let i = listed(&files);
+        let s = signature_for(&over(&i), &key(seed), key_id);
+        lgflow_tgz(&files, &i, Some(s))
+    };
+    let files = lgflow_files();
+    let pem = b"notes\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n";
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "missing-one-file",
+            tweak(&|i| {
+                i["files"]["docs/absent.md"] = json!(Digest::of(b"x").hex());
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "extra-unlisted-file",
+            {
+                let mut members = files.clone();
+                let i = listed(&members);
+                members.push(("docs/extra.md".into(), b"unlisted".to_vec()));
+                lgflow_tgz(&members, &i, None)
+            },
+            "pack_integrity_failure",
+        ),
+        (
+            "listed-by-other-case",
+            tweak(&|i| {
+                let d = i["files"]["README.md"].take();
+                i["files"].as_object_mut().unwrap().remove("README.md");
+                i["files"]["readme.md"] = d;
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "dot-slash-prefix",
+            tweak(&|i| {
+                let d = i["files"]["README.md"].take();
+                i["files"].as_object_mut().unwrap().remove("README.md");
+                i["files"]["./README.md"] = d;
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "lists-itself",
+            tweak(&|i| {
+                i["files"]["integrity.json"] = json!(Digest::of(b"x").hex());
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "solution-unlisted",
+            {
+                let mut members = files.clone();
+                let mut i = integrity_for(&members);
+                i["files"].as_object_mut().unwrap().remove("solution.json");
+                members.retain(|(p, _)| p != "solution.json");
+                let mut all = members.clone();
+                all.insert(0, files[0].clone());
+                lgflow_tgz(&all, i.to_string().as_bytes(), None)
+            },
+            "pack_integrity_failure",
+        ),
+        (
+            "wrong-digest",
+            tweak(&|i| {
+                i["files"]["README.md"] = json!(Digest::of(b"other").hex());
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "short-digest",
+            tweak(&|i| {
+                i["files"]["README.md"] = json!(&Digest::of(b"x").hex()[..16]);
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "duplicate-member",
+            {
+                let i = listed(&files);
+                let text = String::from_utf8(i).unwrap().replacen(
+                    "\"files\":{",
+                    &format!("\"files\":{{\"README.md\":\"{}\",", Digest::of(b"x").hex()),
+                    1,
+                );
+                lgflow_tgz(&files, text.as_bytes(), None)
+            },
+            "pack_integrity_failure",
+        ),
+        (
+            "executable",
+            plain(with("agents/support-agent/tool.js", b"x")),
+            "pack_path_refused",
+        ),
+        (
+            "svg-asset",
+            plain(with("assets/logo.svg", b"<svg/>")),
+            "pack_path_refused",
+        ),
+        (
+            "package-json",
+            plain(with("package.json", b"{}")),
+            "pack_path_refused",
+        ),
+        (
+            "dotfile",
+            plain(with("docs/.env", b"A=1")),
+            "pack_path_refused",
+        ),
+        (
+            "device-name",
+            plain(with("assets/CON.png", b"x")),
+            "pack_path_refused",
+        ),
+        (
+            "trailing-dot",
+            plain(with("docs/a.md.", b"x")),
+            "pack_path_refused",
+        ),
+        (
+            "bad-signature",
+            signed_by(1, "vendor-2026a", &|i| {
+                let mut v = i.to_vec();
+                v.push(b' ');
+                v
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "signed-tarball-not-integrity",
+            signed_by(1, "vendor-2026a", &|_| b"the tarball".to_vec()),
+            "pack_signature_invalid",
+        ),
+        (
+            "revoked-key",
+            signed_by(2, "old", &|i| i.to_vec()),
+            "pack_key_revoked",
+        ),
+        (
+            "private-key",
+            plain(with("docs/keys.md", pem)),
+            "pack_credential_found",
+        ),
+        (
+            "no-id",
+            {
+                let mut f = lgflow_files();
+                f[0].1 = br#"{"schemaVersion":"1.0","version":"1.0.0"}"#.to_vec();
+                plain(f)
+            },
+            "pack_manifest_invalid",
+        ),
+        (
+            "symlink",
+            {
+                let i = listed(&files);
+                let mut t = lgflow_tgz(&files, &i, None);
+                // Rebuild with a link member added.
+                let mut m: Vec<Member> = vec![Member::dir(&format!("{ROOT}/"))];
+                m.push(Member::symlink(&format!("{ROOT}/README.md"), "/etc/passwd"));
+                t.clear();
+                t.extend(tgz(&m));
+                t
+            },
+            "archive_member_type",
+        ),
+    ];
+    for (label, artifact, code) in cases {
+        let path = format!("/{label}.tar.gz");
+        site.serve(&path, artifact.clone());
+        let got = site.pack("lgflow", &[("url", site.url(&path))]).await;
+        site.assert_refused_unpublished(label, &got, &artifact, code)
+            .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lgflow_require_trusted_refuses_unsigned_and_untrusted_packages() {
+    let site =
+        Site::start(&lgflow_trust().replace("[lgflow]\n", "[lgflow]\nrequire_trusted = true\n"))
+            .await;
+    let files = lgflow_files();
+    let i = integrity_for(&files).to_string().into_bytes();
+    for (label, artifact) in [
+        ("unsigned", lgflow_tgz(&files, &i, None)),
+        (
+            "untrusted",
+            lgflow_tgz(&files, &i, Some(signature_for(&i, &key(9), "stranger"))),
+        ),
+    ] {
+        let path = format!("/{label}.tar.gz");
+        site.serve(&path, artifact.clone());
+        let got = site.pack("lgflow", &[("url", site.url(&path))]).await;
+        site.assert_refused_unpublished(label, &got, &artifact, "pack_untrusted")
+            .await;
+    }
+}
+
+// ---------------------------------------------------------------- Agent Package
+
+fn agent_files(name: &str) -> Vec<(String, Vec<u8>)> {
+    let descriptor = br#"{"offerings":[]}"#.to_vec();
+    let install = br#"{"format":"agent-install-v1"}"#.to_vec();
+    let plugin = json!({
+        "name": name, "version": "1.0.0",
+        "extensions": { "net.agentdoc.package": {
+            "descriptor": { "path": "descriptor.json", "sha256": Digest::of(&descriptor).hex() },
+            "install": { "path": "install.json", "sha256": Digest::of(&install).hex() },
+            "built": true, "draft": true
+        } }
+    });
+    vec![
+        ("plugin.json".into(), plugin.to_string().into_bytes()),
+        ("descriptor.json".into(), descriptor),
+        ("install.json".into(), install),
+        (
+            "skills/triage/SKILL.md".into(),
+            "# Triage\n\nSort the queue — politely.\n"
+                .as_bytes()
+                .to_vec(),
+        ),
+        (
+            "skills/triage/scripts/run.py".into(),
+            b"print('ok')\n".to_vec(),
+        ),
+        ("net.agentdoc.package/NOT.md".into(), b"Nothing.\n".to_vec()),
+    ]
+}
+
+fn agent_tgz(name: &str, files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut m = vec![Member::dir(&format!("{name}/"))];
+    m.extend(
+        files
+            .iter()
+            .map(|(p, b)| Member::file(&format!("{name}/{p}"), b.clone())),
+    );
+    tgz(&m)
+}
+
+impl Site {
+    /// Publishes `archive` on the test depot as `name@1.0.0`, with a build record naming
+    /// `recorded` (the archive's own digest unless given), after `tweak` edits the document.
+    fn depot(&self, name: &str, archive: &[u8], tweak: &dyn Fn(&mut Value)) {
+        let mut doc = json!({
+            "name": name, "version": "1.0.0", "withdrawn": false,
+            "archive": { "url": format!("../../archives/{name}.tgz"), "sha256": Digest::of(archive).hex() },
+            "build_record": { "package": { "sha256": Digest::of(archive).hex() }, "checks": [] },
+        });
+        tweak(&mut doc);
+        self.serve(&format!("/depot/packages/{name}/1.0.0"), doc.to_string());
+        self.serve(&format!("/depot/archives/{name}.tgz"), archive.to_vec());
+    }
+
+    async fn agent(&self, name: &str, extra: &[(&str, String)]) -> Got {
+        let mut p = vec![
+            ("depot", self.url("/depot/")),
+            ("name", name.to_string()),
+            ("version", "1.0.0".to_string()),
+        ];
+        p.extend(extra.iter().cloned());
+        self.pack("agent-package", &p).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_package_from_a_depot_is_verified_published_and_labelled() {
+    let site = Site::start("").await;
+    let archive = agent_tgz("triage-agent", &agent_files("triage-agent"));
+    site.depot("triage-agent", &archive, &|_| {});
+    let got = site.agent("triage-agent", &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(r["label"], "agent-package:triage-agent@1.0.0");
+    assert_eq!(r["inspection"]["text_files"], 6);
+    assert_eq!(
+        site.cached(&archive).await.body.as_ref(),
+        archive.as_slice()
+    );
+    assert!(
+        site.cache_stats()
+            .contains("agent-package:triage-agent@1.0.0")
+    );
+
+    // Withdrawn: refused for a new install, admitted when pinned by its digest.
+    let w = agent_tgz("old-agent", &agent_files("old-agent"));
+    site.depot("old-agent", &w, &|d| d["withdrawn"] = json!(true));
+    let got = site.agent("old-agent", &[]).await;
+    site.assert_refused_unpublished("withdrawn", &got, &w, "pack_withdrawn")
+        .await;
+    let pinned = site
+        .agent("old-agent", &[("sha256", Digest::of(&w).hex())])
+        .await;
+    assert_eq!(
+        pinned.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&pinned.body)
+    );
+    assert_eq!(body(&pinned)["resolution"]["withdrawn"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
+    let site = Site::start("").await;
+    let gh = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    type Case = (&'static str, Vec<(String, Vec<u8>)>, &'static str);
+    let with = |name: &str, path: &str, bytes: Vec<u8>| {
+        let mut f = agent_files(name);
+        f.retain(|(p, _)| p != path);
+        f.push((path.to_string(), bytes));
+        f
+    };
+    let cases: Vec<Case> = vec![
+        (
+            "bidi-md",
+            with(
+                "bidi-md",
+                "skills/triage/SKILL.md",
+                "# T\n\nok\nif admin \u{202E} }".as_bytes().to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "zero-width",
+            with(
+                "zero-width",
+                "skills/triage/SKILL.md",
+                "a\u{200B}b\n".as_bytes().to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "tag-block",
+            with(
+                "tag-block",
+                "skills/triage/references/notes.json",
+                "{\"x\":\"\u{E0041}\"}".as_bytes().to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "bom-then-bidi",
+            with(
+                "bom-then-bidi",
+                "net.agentdoc.package/NOT.md",
+                "\u{FEFF}a\r\n\u{2067}b".as_bytes().to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "utf16-md",
+            with(
+                "utf16-md",
+                "skills/triage/SKILL.md",
+                vec![0xFF, 0xFE, b'#', 0, 0x2E, 0x20],
+            ),
+            "pack_text_encoding",
+        ),
+        (
+            "invalid-utf8-md",
+            with(
+                "invalid-utf8-md",
+                "skills/triage/SKILL.md",
+                vec![b'#', b'\n', 0xC0, 0xAF],
+            ),
+            "pack_text_encoding",
+        ),
+        (
+            "private-key",
+            with(
+                "private-key",
+                "skills/triage/scripts/key.pem",
+                b"-----BEGIN EC PRIVATE KEY-----\nMHcC\n".to_vec(),
+            ),
+            "pack_credential_found",
+        ),
+        (
+            "token",
+            with(
+                "token",
+                "skills/triage/scripts/run.py",
+                format!("TOKEN = '{gh}'\n").into_bytes(),
+            ),
+            "pack_credential_found",
+        ),
+        (
+            "split-token",
+            with(
+                "split-token",
+                "skills/triage/scripts/run.py",
+                format!("T = '{}\\\n  {}'\n", &gh[..15], &gh[15..]).into_bytes(),
+            ),
+            "pack_credential_found",
+        ),
+        (
+            "name-mismatch",
+            with(
+                "name-mismatch",
+                "plugin.json",
+                br#"{"name":"someone-else"}"#.to_vec(),
+            ),
+            "pack_identity_mismatch",
+        ),
+        (
+            "descriptor-digest",
+            with(
+                "descriptor-digest",
+                "descriptor.json",
+                br#"{"offerings":[1]}"#.to_vec(),
+            ),
+            "pack_integrity_failure",
+        ),
+    ];
+    for (name, files, code) in cases {
+        let archive = agent_tgz(name, &files);
+        site.depot(name, &archive, &|_| {});
+        let got = site.agent(name, &[]).await;
+        site.assert_refused_unpublished(name, &got, &archive, code)
+            .await;
+    }
+    let base = |name: &str| agent_tgz(name, &agent_files(name));
+    type Tweak<'t> = &'t dyn Fn(&mut Value);
+    let archive_cases: Vec<(&str, Vec<u8>, Tweak<'_>, &str)> = vec![
+        (
+            "record-mismatch",
+            base("record-mismatch"),
+            &|d| {
+                d["build_record"]["package"]["sha256"] = json!(Digest::of(b"other").hex());
+                d["archive"]["sha256"] = d["build_record"]["package"]["sha256"].clone();
+            },
+            "pack_integrity_failure",
+        ),
+        (
+            "no-build-record",
+            base("no-build-record"),
+            &|d| {
+                d.as_object_mut().unwrap().remove("build_record");
+            },
+            "pack_build_record_missing",
+        ),
+        (
+            "symlink",
+            tgz(&[
+                Member::dir("symlink/"),
+                Member::file("symlink/plugin.json", r#"{"name":"symlink"}"#),
+                Member::symlink("symlink/x.md", "/etc/passwd"),
+            ]),
+            &|_| {},
+            "archive_member_type",
+        ),
+        (
+            "traversal",
+            tgz(&[
+                Member::file("plugin.json", r#"{"name":"traversal"}"#),
+                Member::file("../evil.md", "x"),
+            ]),
+            &|_| {},
+            "archive_path",
+        ),
+    ];
+    for (name, archive, tweak, code) in archive_cases {
+        site.depot(name, &archive, tweak);
+        let got = site.agent(name, &[]).await;
+        site.assert_refused_unpublished(name, &got, &archive, code)
+            .await;
+    }
+}
