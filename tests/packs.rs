@@ -767,3 +767,282 @@ async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
             .await;
     }
 }
+
+// ---------------------------------------------------------------- OpenWOP
+
+const TREE: &str = "/mirror/tree/v2";
+
+fn openwop_config() -> String {
+    let k = |seed: u8| b64(key(seed).verifying_key().as_bytes());
+    format!(
+        "[[openwop.registry]]\nname = \"acme\"\nurl = \"{{UP}}/\"\n\n[[openwop.registry.key]]\nkey_id = \"acme-2026\"\npublic_key = \"{}\"\npermitted_namespaces = [\"@acme/*\"]\n\n[[openwop.registry.key]]\nkey_id = \"other-2026\"\npublic_key = \"{}\"\npermitted_namespaces = [\"@other/*\"]\n",
+        k(3),
+        k(4)
+    )
+}
+
+/// One pack version to publish, with every part a hostile fixture may change.
+struct Wop {
+    name: String,
+    version: String,
+    /// `pack.json` as it sits in the tarball (any order, any whitespace).
+    pack_json: String,
+    /// The RFC 8785 form of `pack_json`, written out by hand: what a signer signs.
+    canonical: String,
+    signer: u8,
+    signing: Value,
+    manifest_extra: Value,
+    sign_tarball_instead: bool,
+    extra_member: Option<Member>,
+}
+
+fn wop(name: &str, version: &str, engine: &str) -> Wop {
+    let pack_json = format!(
+        "{{\n  \"version\": \"{version}\",\n  \"name\": \"{name}\",\n  \"kind\": \"node-pack\",\n  \"engines\": {{ \"openwop\": \"{engine}\" }},\n  \"description\": \"Outils \\u00e9 \"\n}}\n"
+    );
+    let canonical = format!(
+        "{{\"description\":\"Outils é \",\"engines\":{{\"openwop\":\"{engine}\"}},\"kind\":\"node-pack\",\"name\":\"{name}\",\"version\":\"{version}\"}}"
+    );
+    Wop {
+        name: name.into(),
+        version: version.into(),
+        pack_json,
+        canonical,
+        signer: 3,
+        signing: json!({ "keyId": "acme-2026", "scheme": "ed25519-canonical-json" }),
+        manifest_extra: json!({}),
+        sign_tarball_instead: false,
+        extra_member: None,
+    }
+}
+
+impl Site {
+    /// Serves the well-known document naming the v2 tree somewhere no client could guess.
+    fn openwop_registry(&self, versions: &[(&str, &[&str])]) {
+        self.serve(
+            "/.well-known/openwop-registry.json",
+            json!({ "endpoints": { "v1": "/registry/v1/", "v2": format!("{TREE}/") } }).to_string(),
+        );
+        for (name, list) in versions {
+            self.serve(
+                &format!("{TREE}/packs/{name}/index.json"),
+                json!({ "name": name, "versions": list }).to_string(),
+            );
+        }
+    }
+
+    /// Publishes `w`; returns its tarball.
+    fn publish_wop(&self, w: &Wop) -> Vec<u8> {
+        let mut members = vec![
+            Member::dir("package/"),
+            Member::file("package/pack.json", w.pack_json.clone()),
+            Member::file("package/README.md", "# pack\n"),
+        ];
+        members.extend(w.extra_member.clone());
+        let tarball = tgz(&members);
+        let signed: &[u8] = if w.sign_tarball_instead {
+            &tarball
+        } else {
+            w.canonical.as_bytes()
+        };
+        let sig = key(w.signer).sign(signed).to_bytes();
+        let mut manifest = json!({
+            "kind": "node-pack", "name": w.name, "version": w.version,
+            "signing": w.signing, "dist": { "sha256": Digest::of(&tarball).hex() },
+        });
+        for (k, v) in w.manifest_extra.as_object().unwrap() {
+            if v.is_null() {
+                manifest.as_object_mut().unwrap().remove(k);
+            } else {
+                manifest[k] = v.clone();
+            }
+        }
+        let base = format!("{TREE}/packs/{}/-/{}", w.name, w.version);
+        self.serve(&format!("{base}.json"), manifest.to_string());
+        self.serve(&format!("{base}.sig"), b64(&sig));
+        self.serve(&format!("{base}.tgz"), tarball.clone());
+        tarball
+    }
+
+    async fn openwop(&self, name: &str, select: (&str, &str)) -> Got {
+        let p = [
+            ("registry", "acme".to_string()),
+            ("name", name.to_string()),
+            (select.0, select.1.to_string()),
+        ];
+        self.pack("openwop", &p).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openwop_range_skips_yanked_versions_and_a_pin_may_resolve_one() {
+    let site = Site::start(&openwop_config()).await;
+    site.openwop_registry(&[("@acme/tools", &["0.9.0", "1.0.0", "1.1.0", "2.0.0"])]);
+    let good = site.publish_wop(&wop("@acme/tools", "1.0.0", ">=2.0 <3.0.0"));
+    let mut yanked = wop("@acme/tools", "1.1.0", ">=2 <3.0.0");
+    yanked.manifest_extra = json!({ "yanked": true });
+    let yanked_tgz = site.publish_wop(&yanked);
+
+    let got = site.openwop("@acme/tools", ("range", "^1.0.0")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(r["version"], "1.0.0", "the range skipped the yanked 1.1.0");
+    assert_eq!(r["label"], "openwop:@acme/tools@1.0.0");
+    assert_eq!(r["inspection"]["keyId"], "acme-2026");
+    assert_eq!(site.cached(&good).await.body.as_ref(), good.as_slice());
+    assert_eq!(site.cached(&yanked_tgz).await.status, 404);
+    assert!(site.cache_stats().contains("openwop:@acme/tools@1.0.0"));
+
+    let pinned = site.openwop("@acme/tools", ("version", "1.1.0")).await;
+    assert_eq!(
+        pinned.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&pinned.body)
+    );
+    assert_eq!(body(&pinned)["resolution"]["yanked"], true);
+
+    // Every registry path went through endpoints.v2; none was constructed from the host.
+    let paths: Vec<String> = site.up.requests().iter().map(|s| s.uri.clone()).collect();
+    assert!(paths.iter().any(|p| p.starts_with(TREE)), "{paths:?}");
+    assert!(
+        !paths.iter().any(|p| p.starts_with("/registry/")),
+        "{paths:?}"
+    );
+
+    let none = site.openwop("@acme/tools", ("range", "^3.0.0")).await;
+    assert_eq!(body(&none)["code"], "pack_version_not_found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_openwop_packs_are_refused_by_code_and_never_published() {
+    let site = Site::start(&openwop_config()).await;
+    site.openwop_registry(&[]);
+    let ok = ">=2.0 <3.0.0";
+    let case = |n: &str, engine: &str, f: &dyn Fn(&mut Wop)| {
+        let mut w = wop(&format!("@acme/{n}"), "1.0.0", engine);
+        f(&mut w);
+        w
+    };
+    let cases: Vec<(&str, Wop, &str)> = vec![
+        (
+            "outside-namespace",
+            case("outside-namespace", ok, &|w| {
+                w.signer = 4;
+                w.signing["keyId"] = json!("other-2026");
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "tarball-signed",
+            case("tarball-signed", ok, &|w| w.sign_tarball_instead = true),
+            "pack_signature_invalid",
+        ),
+        (
+            "unknown-key",
+            case("unknown-key", ok, &|w| {
+                w.signer = 9;
+                w.signing["keyId"] = json!("nobody");
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "signed-by-stranger",
+            case("signed-by-stranger", ok, &|w| w.signer = 9),
+            "pack_signature_invalid",
+        ),
+        (
+            "non-canonical-signed",
+            case("non-canonical-signed", ok, &|w| {
+                w.canonical = w.pack_json.clone()
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "signing-extra-member",
+            case("signing-extra-member", ok, &|w| {
+                w.signing["publicKeyRef"] = json!("https://example.invalid/key");
+            }),
+            "pack_validation_failed",
+        ),
+        (
+            "wrong-scheme",
+            case("wrong-scheme", ok, &|w| {
+                w.signing["scheme"] = json!("ed25519-tarball")
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "unsigned",
+            case("unsigned", ok, &|w| {
+                w.manifest_extra = json!({ "signing": null })
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "no-upper-bound",
+            case("no-upper-bound", ">=1.0", &|_| {}),
+            "pack_engine_unsupported",
+        ),
+        (
+            "caret-range",
+            case("caret-range", "^2.0.0", &|_| {}),
+            "pack_engine_unsupported",
+        ),
+        (
+            "v1-only",
+            case("v1-only", ">=1 <2.0.0", &|_| {}),
+            "pack_engine_unsupported",
+        ),
+        (
+            "tgz-digest",
+            case("tgz-digest", ok, &|w| {
+                w.manifest_extra = json!({ "dist": { "sha256": Digest::of(b"other").hex() } });
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "no-digest",
+            case("no-digest", ok, &|w| {
+                w.manifest_extra = json!({ "dist": null })
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "manifest-no-kind",
+            case("manifest-no-kind", ok, &|w| {
+                w.manifest_extra = json!({ "kind": null })
+            }),
+            "pack_validation_failed",
+        ),
+        (
+            "symlink",
+            case("symlink", ok, &|w| {
+                w.extra_member = Some(Member::symlink("package/x", "/etc/passwd"))
+            }),
+            "archive_member_type",
+        ),
+    ];
+    for (label, w, code) in cases {
+        let tarball = site.publish_wop(&w);
+        let got = site.openwop(&w.name, ("version", "1.0.0")).await;
+        site.assert_refused_unpublished(label, &got, &tarball, code)
+            .await;
+    }
+    // pack.json that is not the pack the manifest names, validly signed over its own bytes.
+    let mut w = wop("@acme/renamed", "1.0.0", ok);
+    w.pack_json = w.pack_json.replace("@acme/renamed", "@acme/other");
+    w.canonical = w.canonical.replace("@acme/renamed", "@acme/other");
+    let tarball = site.publish_wop(&w);
+    let got = site.openwop("@acme/renamed", ("version", "1.0.0")).await;
+    site.assert_refused_unpublished("renamed", &got, &tarball, "pack_integrity_failure")
+        .await;
+    // pack.json without kind, validly signed.
+    let mut w = wop("@acme/no-kind", "1.0.0", ok);
+    w.pack_json = w.pack_json.replace("\"kind\": \"node-pack\",", "");
+    w.canonical = w.canonical.replace("\"kind\":\"node-pack\",", "");
+    let tarball = site.publish_wop(&w);
+    let got = site.openwop("@acme/no-kind", ("version", "1.0.0")).await;
+    site.assert_refused_unpublished("no-kind", &got, &tarball, "pack_validation_failed")
+        .await;
+}

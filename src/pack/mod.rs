@@ -21,7 +21,7 @@ mod love;
 mod openwop;
 mod profile;
 mod secrets;
-mod settings;
+pub(crate) mod settings;
 
 use std::sync::Arc;
 

@@ -70,7 +70,6 @@ struct LgflowKeySection {
 
 /// A trusted OpenWOP registry.
 #[derive(Clone, Debug)]
-#[allow(dead_code)] // read by the openwop profile, which lands in the next commit
 pub(crate) struct OpenwopRegistry {
     /// Its name in requests.
     pub(crate) name: String,
@@ -82,7 +81,6 @@ pub(crate) struct OpenwopRegistry {
 
 /// A key that may sign packs in some namespaces.
 #[derive(Clone, Debug)]
-#[allow(dead_code)] // read by the openwop profile, which lands in the next commit
 pub(crate) struct OpenwopKey {
     /// `keyId`.
     pub(crate) key_id: String,
