@@ -139,6 +139,8 @@ pub enum PackAction {
         #[arg(value_name = "NAME=VALUE")]
         params: Vec<String>,
     },
+    /// List every label (any format) seen with more than one digest.
+    Conflicts,
 }
 
 /// `fetchgate cache` actions.

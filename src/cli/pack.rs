@@ -1,5 +1,5 @@
-//! `fetchgate pack fetch --format F NAME=VALUE...`: the same driver and profile table as
-//! `/pack/v1/fetch`.
+//! `fetchgate pack fetch --format F NAME=VALUE...` and `fetchgate pack conflicts`: the same
+//! driver and profile table as `/pack/v1/fetch`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -11,7 +11,19 @@ use crate::pack::{Packs, Params};
 
 /// Runs one `pack` action. `Err` is a usage or config error (exit 2).
 pub async fn run(config: &Config, action: PackAction) -> Result<ExitCode, String> {
-    let PackAction::Fetch { format, params } = action;
+    let store = super::cache::open(config)?;
+    let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
+    let fetcher = Arc::new(config.fetcher(store));
+    let packs = Packs::new(fetcher, seen, &config.love, config.packs.clone());
+    let (format, params) = match action {
+        PackAction::Fetch { format, params } => (format, params),
+        PackAction::Conflicts => {
+            let list = packs.conflicts().map_err(|e| e.to_string())?;
+            let v = serde_json::json!({ "conflicts": list });
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let mut map = Params::new();
     for p in params {
         let (k, v) = p
@@ -21,10 +33,6 @@ pub async fn run(config: &Config, action: PackAction) -> Result<ExitCode, String
             return Err(format!("{k} is given twice"));
         }
     }
-    let store = super::cache::open(config)?;
-    let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
-    let fetcher = Arc::new(config.fetcher(store));
-    let packs = Packs::new(fetcher, seen, &config.love, config.packs.clone());
     let (value, code) = match packs.fetch(&format, &map).await {
         Ok(r) => (serde_json::to_value(&r), ExitCode::SUCCESS),
         Err(e) => (serde_json::to_value(&e), ExitCode::from(1)),

@@ -123,7 +123,7 @@ impl PackError {
             "pack_request_invalid" | "pack_format_unknown" | "digest_conflict" | "pin_mismatch" => {
                 Origin::Downstream
             }
-            "internal_error" | "cache_error" | "cache_full" => Origin::Internal,
+            "internal_error" | "cache_error" | "cache_full" | "pack_busy" => Origin::Internal,
             _ => Origin::Upstream,
         }
     }

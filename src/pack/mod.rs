@@ -35,7 +35,7 @@ pub use settings::{LgflowSection, OpenwopSection};
 
 use crate::archive::Limits;
 use crate::fetch::through::Fetcher;
-use crate::love::seen::{Seen, Sighting};
+use crate::love::seen::{Conflict, Seen, Sighting};
 use crate::love::{Caps, LoveSettings};
 use crate::store::{FillError, StoreError, now};
 
@@ -91,11 +91,18 @@ pub(crate) struct PackResult {
     pub(crate) cache_path: String,
 }
 
+/// Most pack fetches in progress at once: each may hold an archive and its files in memory.
+const MAX_CONCURRENT: usize = 4;
+/// How long a fetch waits for a turn before it is turned away.
+const TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The pack service: the fetcher, the sightings shared with LOVE, and the settings.
 pub struct Packs {
     pub(crate) fetcher: Arc<Fetcher>,
     seen: Arc<Seen>,
     pub(crate) settings: PackSettings,
+    /// Turns for fetches in progress (bounds the memory they hold together).
+    turns: Arc<tokio::sync::Semaphore>,
 }
 
 impl Packs {
@@ -114,7 +121,13 @@ impl Packs {
                 max_document_bytes: love.max_document_bytes,
                 config,
             },
+            turns: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT)),
         }
+    }
+
+    /// Every label (any format) seen with more than one digest.
+    pub(crate) fn conflicts(&self) -> Result<Vec<Conflict>, PackError> {
+        self.seen.conflicts().map_err(PackError::internal)
     }
 
     /// Locates, verifies, inspects and only then publishes a package of `format`.
@@ -136,6 +149,18 @@ impl Packs {
                 ),
             ));
         }
+        let _turn = tokio::time::timeout(TURN_WAIT, self.turns.clone().acquire_owned())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or_else(|| {
+                PackError::new(
+                    "pack_busy",
+                    503,
+                    format!("{MAX_CONCURRENT} pack fetches are already in progress"),
+                    "retry in a few seconds",
+                )
+            })?;
         let cand = (profile.locate)(self, params).await?;
         let settings = self.settings.clone();
         let inspect = profile.inspect;

@@ -1,5 +1,5 @@
 //! The pack API: `GET /pack/v1/fetch?format=F&<the profile's parameters>` returns the
-//! verification result as JSON. The route knows no format: it hands the parameters to
+//! verification result as JSON; `GET /pack/v1/conflicts` lists labels seen with two digests. The route knows no format: it hands the parameters to
 //! [`crate::pack::Packs::fetch`], which dispatches through the profile table.
 
 use bytes::Bytes;
@@ -21,8 +21,16 @@ pub async fn handle<B>(
     if req.method() != Method::GET {
         return Err(PackError::request("method", "the pack API is read-only: use GET").into());
     }
+    if req.uri().path() == "/pack/v1/conflicts" {
+        let list = gate.packs.conflicts()?;
+        return Ok(json(&serde_json::json!({ "conflicts": list })));
+    }
     if req.uri().path() != "/pack/v1/fetch" {
-        return Err(PackError::request("path", "use /pack/v1/fetch?format=<format>&...").into());
+        return Err(PackError::request(
+            "path",
+            "use /pack/v1/fetch?format=<format>&... or /pack/v1/conflicts",
+        )
+        .into());
     }
     let mut format = None;
     let mut params = Params::new();
@@ -43,7 +51,12 @@ pub async fn handle<B>(
     };
     log.decision = Decided::PackFetch;
     let result = gate.packs.fetch(&format, &params).await?;
-    let body = Bytes::from(serde_json::to_vec(&result).unwrap_or_default());
+    Ok(json(&serde_json::to_value(&result).unwrap_or_default()))
+}
+
+/// A `200` JSON response that no cache keeps.
+fn json(v: &serde_json::Value) -> Response<ProxyBody> {
+    let body = Bytes::from(v.to_string());
     let mut resp = Response::new(full(body));
     *resp.status_mut() = StatusCode::OK;
     resp.headers_mut().insert(
@@ -52,5 +65,5 @@ pub async fn handle<B>(
     );
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(resp)
+    resp
 }
