@@ -711,6 +711,15 @@ async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
             "pack_credential_found",
         ),
         (
+            "bidi-in-a-file-name",
+            with(
+                "bidi-in-a-file-name",
+                "skills/triage/references/evil\u{202E}dm.txt",
+                b"plain".to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
             "name-mismatch",
             with(
                 "name-mismatch",

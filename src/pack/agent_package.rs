@@ -178,6 +178,17 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             ));
         }
     }
+    for path in files.files.keys().chain(files.dirs.iter()) {
+        if let Some((at, code_point, what)) = agent_text::hidden_in_name(path) {
+            return Err(PackError::refused(
+                "pack_hidden_character",
+                files.field(path),
+                format!(
+                    "the path {path:?}, character {at}: U+{code_point:04X} {what}; a hidden character in a name misleads every reader of it"
+                ),
+            ));
+        }
+    }
     let mut text_files = 0;
     for (path, bytes) in &files.files {
         let at = files.field(path);

@@ -54,6 +54,13 @@ fn hidden(c: char) -> Option<&'static str> {
     })
 }
 
+/// The first hidden character in a name (a path), with its 1-based position and what it is.
+pub(crate) fn hidden_in_name(name: &str) -> Option<(usize, u32, &'static str)> {
+    name.chars()
+        .enumerate()
+        .find_map(|(i, c)| hidden(c).map(|what| (i + 1, u32::from(c), what)))
+}
+
 /// Whether `path` names a text file by its extension.
 fn text_named(path: &str) -> bool {
     let base = path.rsplit('/').next().unwrap_or(path);

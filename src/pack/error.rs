@@ -116,15 +116,17 @@ impl PackError {
         self
     }
 
-    /// Where it came from, by code: the one table. A request or a choice the client must make
-    /// is downstream; a package or document a server published is upstream.
+    /// Where it came from, by code: the one table. A request the client must fix is
+    /// downstream; a package or document a server published is upstream; a code LOVE also
+    /// raises (the shared archive reader's, conflicts, pins) keeps LOVE's origin, so one code
+    /// never has two.
     pub fn origin(&self) -> Origin {
         match self.code {
-            "pack_request_invalid" | "pack_format_unknown" | "digest_conflict" | "pin_mismatch" => {
-                Origin::Downstream
-            }
-            "internal_error" | "cache_error" | "cache_full" | "pack_busy" => Origin::Internal,
-            _ => Origin::Upstream,
+            "pack_request_invalid" | "pack_format_unknown" => Origin::Downstream,
+            "pack_busy" => Origin::Internal,
+            "depot_unavailable" | "registry_unavailable" => Origin::Upstream,
+            code if code.starts_with("pack_") => Origin::Upstream,
+            code => crate::love::LoveError::new(code, self.status, "", "").origin(),
         }
     }
 

@@ -40,8 +40,15 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
         let bytes = packs.document("manifest_unavailable", url).await?;
         let manifest =
             Manifest::parse(&bytes).map_err(|e| PackError::from(e).locator(shown.clone()))?;
-        let declared = Digest::parse(&manifest.artifact.sha256)
-            .map_err(|e| PackError::refused("manifest_invalid", "/artifact/sha256", e.0))?;
+        let declared = Digest::parse(&manifest.artifact.sha256).map_err(|e| {
+            PackError::new(
+                "manifest_invalid",
+                400,
+                e.0,
+                crate::love::error::NEXT_MANIFEST,
+            )
+            .field("/artifact/sha256")
+        })?;
         let pinned = pin(params, "sha256")?;
         if let Some(p) = pinned
             && p != declared
