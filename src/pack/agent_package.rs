@@ -28,6 +28,14 @@ pub(crate) const PROFILE: Profile = Profile {
 /// The depot's version document: `<depot>/packages/<name>/<version>` (each a single
 /// percent-encoded segment).
 fn version_url(depot: &str, name: &str, version: &str) -> Result<url::Url, PackError> {
+    for (field, v) in [("name", name), ("version", version)] {
+        if v.is_empty() || v == "." || v == ".." || v.chars().any(char::is_control) {
+            return Err(PackError::request(
+                field,
+                format!("{field} cannot be a path segment"),
+            ));
+        }
+    }
     let mut u = url::Url::parse(depot)
         .map_err(|e| PackError::request("depot", format!("depot is not a URL: {e}")))?;
     u.path_segments_mut()
@@ -37,6 +45,8 @@ fn version_url(depot: &str, name: &str, version: &str) -> Result<url::Url, PackE
     Ok(u)
 }
 
+/// Reads the depot's version document, checks the build record, withdrawal and pin, and
+/// fetches the archive against the build record's digest.
 fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
     Box::pin(async move {
         let (name, version) = (required(params, "name")?, required(params, "version")?);
@@ -128,6 +138,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
     })
 }
 
+/// `plugin.json`, the manifest's pointer digests, hidden characters and credentials.
 fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackError> {
     let files = collect(&cand.bytes, &settings.limits(), "plugin.json")?;
     let field = files.field("plugin.json");

@@ -26,14 +26,17 @@ pub(crate) const PROFILE: Profile = Profile {
     inspect,
 };
 
-/// Ceilings from the seed's LIMITS.
+/// Most entries (the seed's LIMITS, as the other two below).
 const MAX_ENTRIES: u64 = 2000;
+/// Largest file.
 const MAX_FILE_BYTES: u64 = 8 << 20;
+/// Most bytes of files together.
 const MAX_UNPACKED_BYTES: u64 = 64 << 20;
 
 /// Package schema versions this reader understands.
 const SCHEMA_VERSIONS: &[&str] = &["1.0", "1.1", "1.2"];
 
+/// Fetches the `.tar.gz` (against `sha256` when given).
 fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
     Box::pin(async move {
         let url = required(params, "url")?;
@@ -52,6 +55,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
     })
 }
 
+/// Ceilings, allowlist, `solution.json`, `integrity.json`, trust and credentials.
 fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackError> {
     let mut limits = settings.limits();
     limits.max_members = limits.max_members.min(MAX_ENTRIES);

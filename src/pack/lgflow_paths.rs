@@ -23,6 +23,7 @@ const ASSET: &[&str] = &[
 /// Windows device names, refused with or without an extension.
 const DEVICES: &[&str] = &["con", "prn", "aux", "nul", "conin$", "conout$"];
 
+/// The lowercase extension of a segment (`""` when it has none).
 fn extension(seg: &str) -> String {
     seg.rsplit_once('.')
         .map(|(_, e)| e.to_ascii_lowercase())

@@ -33,6 +33,7 @@ impl From<LoveError> for PackError {
     }
 }
 
+/// Reads the manifest, settles the pin, and fetches the artifact through its mirrors.
 fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
     Box::pin(async move {
         let url = required(params, "manifest")?;
@@ -116,6 +117,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
     })
 }
 
+/// LOVE's archive rules, `package/package.json` bound to the manifest.
 fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackError> {
     let found =
         crate::love::archive::inspect(&cand.bytes, &settings.caps, &cand.name, &cand.version)?;

@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 pub use error::PackError;
 pub(crate) use profile::Params;
 pub(crate) use settings::PackConfig;
-pub use settings::{LgflowSection, OpenwopSection};
+pub(crate) use settings::{LgflowSection, OpenwopSection};
 
 use crate::archive::Limits;
 use crate::fetch::through::Fetcher;

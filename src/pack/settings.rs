@@ -12,7 +12,7 @@ use crate::toml_file::{FileError, TomlSource};
 /// `[openwop]`, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OpenwopSection {
+pub(crate) struct OpenwopSection {
     /// `[[openwop.registry]]`.
     #[serde(default)]
     registry: Vec<RegistrySection>,
@@ -35,6 +35,7 @@ struct RegistrySection {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OpenwopKeySection {
+    /// The `keyId` signatures name.
     key_id: Spanned<String>,
     /// The Ed25519 public key, 32 bytes in standard base64.
     public_key: Spanned<String>,
@@ -45,7 +46,7 @@ struct OpenwopKeySection {
 /// `[lgflow]`, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LgflowSection {
+pub(crate) struct LgflowSection {
     /// Refuse packages that are not signed by a trusted, unrevoked key (default false).
     require_trusted: Option<bool>,
     /// `[[lgflow.key]]`: the local trust store.
@@ -57,8 +58,11 @@ pub struct LgflowSection {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LgflowKeySection {
+    /// The `keyId` a `signature.json` names.
     key_id: Spanned<String>,
+    /// The publisher of record for what it signs.
     publisher: Spanned<String>,
+    /// The Ed25519 public key, 32 bytes in standard base64.
     public_key: Spanned<String>,
     /// RFC 3339 UTC (`2026-01-01T00:00:00Z`): signatures made before it are not its.
     not_before: Spanned<String>,
@@ -118,6 +122,7 @@ pub(crate) struct PackConfig {
     pub(crate) lgflow_require_trusted: bool,
 }
 
+/// An Ed25519 public key from base64 config text.
 fn public_key(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<VerifyingKey, FileError> {
     let bad = |why: String| src.error_at(v.span(), why);
     let raw = base64::engine::general_purpose::STANDARD
@@ -129,6 +134,7 @@ fn public_key(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<VerifyingKey,
     VerifyingKey::from_bytes(&arr).map_err(|e| bad(format!("not an Ed25519 public key: {e}")))
 }
 
+/// An RFC 3339 UTC time from config text, checked.
 fn time(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<String, FileError> {
     utc_key(v.get_ref())
         .map(|_| v.get_ref().clone())
@@ -222,6 +228,38 @@ impl PackConfig {
 #[cfg(test)]
 mod tests {
     use super::utc_key;
+    use crate::config::Config;
+
+    #[test]
+    fn pack_sections_are_checked_where_they_are_written() {
+        let key = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        let ok = format!(
+            "[[openwop.registry]]\nname = \"a\"\nurl = \"https://r.example/\"\n[[openwop.registry.key]]\nkey_id = \"k\"\npublic_key = \"{key}\"\npermitted_namespaces = [\"@a/*\"]\n"
+        );
+        let c = Config::from_toml("t.toml", &ok).unwrap();
+        assert_eq!(
+            c.packs.openwop[0].well_known,
+            "https://r.example/.well-known/openwop-registry.json"
+        );
+        for (bad, line) in [
+            (ok.replace("key_id", "keyid"), 5),
+            (ok.replace(key, "c2hvcnQ="), 6),
+            (ok.replace("[\"@a/*\"]", "[]"), 5),
+            (
+                "[lgflow]\nrequire_trusted = true\nextra = 1\n".to_string(),
+                3,
+            ),
+            (
+                format!(
+                    "[[lgflow.key]]\nkey_id = \"k\"\npublisher = \"p\"\npublic_key = \"{key}\"\nnot_before = \"yesterday\"\n"
+                ),
+                5,
+            ),
+        ] {
+            let e = Config::from_toml("t.toml", &bad).unwrap_err();
+            assert_eq!(e.line, Some(line), "{bad}: {e:?}");
+        }
+    }
 
     #[test]
     fn utc_times_sort_as_times() {

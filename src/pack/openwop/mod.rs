@@ -41,6 +41,7 @@ fn signature_bytes(body: &[u8]) -> Option<Vec<u8>> {
     (raw.len() == 64).then_some(raw)
 }
 
+/// Resolves the version through the registry tree and fetches its manifest, `.sig` and `.tgz`.
 fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
     Box::pin(async move {
         let reg_name = required(params, "registry")?;
@@ -127,6 +128,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
     })
 }
 
+/// `pack.json` against the manifest, the signature, the namespace and the engine range.
 fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackError> {
     let files = collect(&cand.bytes, &settings.limits(), "pack.json")?;
     let field = files.field("pack.json");
