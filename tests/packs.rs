@@ -1123,6 +1123,14 @@ async fn love_is_the_first_profile_and_keeps_its_label_and_archive_rules() {
     site.assert_refused_unpublished("love-symlink", &got, &hostile, "archive_member_type")
         .await;
 
+    let metrics = fetchgate::metrics::get().encode();
+    assert!(
+        metrics.contains(
+            r#"fetchgate_pack_fetches_total{format="love",outcome="archive_member_type"}"#
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains(r#"fetchgate_pack_fetches_total{format="love",outcome="published"}"#));
     let unknown = site.pack("npm", &[]).await;
     assert_eq!(body(&unknown)["code"], "pack_format_unknown");
     let stray = site.pack("love", &[("url", "x".into())]).await;

@@ -130,13 +130,34 @@ impl Packs {
         self.seen.conflicts().map_err(PackError::internal)
     }
 
-    /// Locates, verifies, inspects and only then publishes a package of `format`.
+    /// Locates, verifies, inspects and only then publishes a package of `format`, counting
+    /// the outcome in `fetchgate_pack_fetches_total`.
     pub(crate) async fn fetch(
         &self,
         format: &str,
         params: &Params,
     ) -> Result<PackResult, PackError> {
-        let profile = profile::find(format)?;
+        let profile = profile::find(format);
+        let label = profile.as_ref().map_or("unknown", |p| p.name);
+        let result = match profile {
+            Ok(p) => self.fetch_with(p, params).await,
+            Err(e) => Err(e),
+        };
+        let outcome = result.as_ref().map_or_else(|e| e.code, |_| "published");
+        crate::metrics::get()
+            .pack_fetches
+            .get_or_create(&[("format", label), ("outcome", outcome)])
+            .inc();
+        result
+    }
+
+    /// [`Packs::fetch`] for one profile.
+    async fn fetch_with(
+        &self,
+        profile: &'static profile::Profile,
+        params: &Params,
+    ) -> Result<PackResult, PackError> {
+        let format = profile.name;
         if let Some(k) = params
             .keys()
             .find(|k| !profile.params.contains(&k.as_str()))
