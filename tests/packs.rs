@@ -720,6 +720,24 @@ async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
             "pack_hidden_character",
         ),
         (
+            "json-escaped-bidi",
+            with(
+                "json-escaped-bidi",
+                "skills/triage/references/notes.json",
+                br#"{"refusals":["never \u202e delete"]}"#.to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "markdown-reference",
+            with(
+                "markdown-reference",
+                "skills/triage/SKILL.md",
+                b"# T\n\nadmin &#x202E; check\n".to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
             "name-mismatch",
             with(
                 "name-mismatch",

@@ -8,6 +8,7 @@
 
 use serde_json::{Value, json};
 
+use super::agent_escapes;
 use super::agent_text::{self, TextFault};
 use super::error::PackError;
 use super::files::collect;
@@ -204,7 +205,10 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     for (path, bytes) in &files.files {
         let at = files.field(path);
         match agent_text::check(path, bytes) {
-            Ok(true) => text_files += 1,
+            Ok(true) => {
+                text_files += 1;
+                escaped(path, bytes, &at)?;
+            }
             Ok(false) => {}
             Err(TextFault::Hidden {
                 line,
@@ -252,4 +256,32 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             "expanded_bytes": files.expanded_bytes,
         }),
     })
+}
+
+/// Rule 8 through escapes: a hidden character in a JSON string (`.json` files) or behind a
+/// character reference (`.md`, `.markdown`, `.html`, `.htm` files).
+fn escaped(path: &str, bytes: &[u8], at: &str) -> Result<(), PackError> {
+    let text = std::str::from_utf8(bytes).unwrap_or_default();
+    let lower = path.to_ascii_lowercase();
+    let found = if lower.ends_with(".json") {
+        agent_escapes::in_json(text.strip_prefix('\u{FEFF}').unwrap_or(text))
+    } else if [".md", ".markdown", ".html", ".htm"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+    {
+        agent_escapes::in_references(text)
+    } else {
+        None
+    };
+    match found {
+        None => Ok(()),
+        Some(e) => Err(PackError::refused(
+            "pack_hidden_character",
+            format!("{at}#{}", e.at),
+            format!(
+                "{path} {}: an escape that decodes to U+{:04X} {}; rule 8 refuses hidden characters in text files",
+                e.at, e.code_point, e.what
+            ),
+        )),
+    }
 }

@@ -28,6 +28,11 @@ const TEXT_EXTENSIONS: &[&str] = &[
 ];
 
 /// What a hidden code point is, or `None` if it is not one.
+pub(crate) fn hidden_char(c: char) -> Option<&'static str> {
+    hidden(c)
+}
+
+/// What a hidden code point is, or `None` if it is not one.
 fn hidden(c: char) -> Option<&'static str> {
     Some(match c {
         '\u{200B}' => "ZERO WIDTH SPACE",
