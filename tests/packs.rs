@@ -1120,11 +1120,21 @@ async fn love_is_the_first_profile_and_keeps_its_label_and_archive_rules() {
         "/m.json",
         love_manifest(&site, &artifact, "/demo.tgz").to_string(),
     );
-    let got = site
-        .pack("love", &[("manifest", site.url("/m.json"))])
+    let old_node = [
+        ("manifest", site.url("/m.json")),
+        ("engine", "node=18.0.0".to_string()),
+    ];
+    let got = site.pack("love", &old_node).await;
+    site.assert_refused_unpublished("love-engine", &got, &artifact, "engine_incompatible")
         .await;
+    let node = [
+        ("manifest", site.url("/m.json")),
+        ("engine", "node=20.11.0".to_string()),
+    ];
+    let got = site.pack("love", &node).await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     assert_eq!(body(&got)["label"], "@fg/demo@1.0.0");
+    assert_eq!(body(&got)["resolution"]["engine"]["status"], "compatible");
     assert_eq!(site.cached(&artifact).await.status, 200);
 
     let mut members = support::tarball::good("@fg/demo", "1.0.0");

@@ -11,6 +11,7 @@ use super::{PackSettings, Packs};
 use crate::fetch::through::{ThroughError, Wanted};
 use crate::love::LoveError;
 use crate::love::document::Manifest;
+use crate::love::engine_compat::{Compat, check};
 use crate::redact::redact_locator;
 use crate::store::Digest;
 
@@ -18,7 +19,7 @@ use crate::store::Digest;
 pub(crate) const PROFILE: Profile = Profile {
     name: "love",
     label_prefix: None,
-    params: &["manifest", "sha256"],
+    params: &["manifest", "sha256", "engine"],
     locate,
     inspect,
 };
@@ -50,6 +51,29 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             )
             .field("/artifact/sha256")
         })?;
+        let engine = match params.get("engine") {
+            None => None,
+            Some(e) => {
+                let (n, v) = e.split_once('=').ok_or_else(|| {
+                    PackError::request(
+                        "engine",
+                        "engine takes NAME=VERSION, for example node=20.11.0",
+                    )
+                })?;
+                let compat = check(&manifest.runtime.engines, n, v);
+                if let Compat::Incompatible { constraint } = &compat {
+                    return Err(PackError::new(
+                        "engine_incompatible",
+                        422,
+                        format!("{n} {v} does not satisfy the declared constraint {constraint:?}"),
+                        "choose a compatible runtime, or another version of the package",
+                    )
+                    .field(format!("/runtime/engines/{n}"))
+                    .locator(shown));
+                }
+                Some(compat)
+            }
+        };
         let pinned = pin(params, "sha256")?;
         if let Some(p) = pinned
             && p != declared
@@ -112,7 +136,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             from,
             named_by: shown,
             pinned: pinned == Some(declared),
-            facts: json!({ "protocol": "love-package/v1" }),
+            facts: json!({ "protocol": "love-package/v1", "engine": engine }),
         })
     })
 }

@@ -177,6 +177,7 @@ fn pack_errors() -> Vec<PackError> {
         ("pin_mismatch", 409),
         ("digest_conflict", 409),
         ("pack_version_not_found", 404),
+        ("engine_incompatible", 422),
         ("archive_cap_exceeded", 422),
         ("pack_busy", 503),
         ("internal_error", 500),
