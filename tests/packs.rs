@@ -601,7 +601,9 @@ async fn an_agent_package_from_a_depot_is_verified_published_and_labelled() {
 
     // Withdrawn: refused for a new install, admitted when pinned by its digest.
     let w = agent_tgz("old-agent", &agent_files("old-agent"));
-    site.depot("old-agent", &w, &|d| d["withdrawn"] = json!(true));
+    site.depot("old-agent", &w, &|d| {
+        d["withdrawn"] = json!("2026-11-01: superseded")
+    });
     let got = site.agent("old-agent", &[]).await;
     site.assert_refused_unpublished("withdrawn", &got, &w, "pack_withdrawn")
         .await;
@@ -923,7 +925,7 @@ async fn an_openwop_range_skips_yanked_versions_and_a_pin_may_resolve_one() {
     site.openwop_registry(&[("@acme/tools", &["0.9.0", "1.0.0", "1.1.0", "2.0.0"])]);
     let good = site.publish_wop(&wop("@acme/tools", "1.0.0", ">=2.0 <3.0.0"));
     let mut yanked = wop("@acme/tools", "1.1.0", ">=2 <3.0.0");
-    yanked.manifest_extra = json!({ "yanked": true });
+    yanked.manifest_extra = json!({ "yanked": "advisory GHSA-0000" });
     let yanked_tgz = site.publish_wop(&yanked);
 
     let got = site.openwop("@acme/tools", ("range", "^1.0.0")).await;

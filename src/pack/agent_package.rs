@@ -100,10 +100,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             .field("sha256")
             .locator(shown));
         }
-        let withdrawn = doc
-            .get("withdrawn")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let withdrawn = strict::flag(&doc, "withdrawn");
         if withdrawn && pinned.is_none() {
             return Err(PackError::refused(
                 "pack_withdrawn",

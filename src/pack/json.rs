@@ -77,6 +77,15 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Value, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Whether the flag `key` is set, read as a careful consumer reads a lifecycle mark: absent,
+/// `null` and `false` are unset; anything else (`true`, a date, a reason) is set.
+pub(crate) fn flag(v: &Value, key: &str) -> bool {
+    !matches!(
+        v.get(key),
+        None | Some(Value::Null) | Some(Value::Bool(false))
+    )
+}
+
 /// The string member `key` of `obj`, if it is one.
 pub(crate) fn str_at<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
     v.get(key).and_then(Value::as_str)
@@ -93,5 +102,12 @@ mod tests {
         assert!(parse(br#"{"x":[{"c":1,"c":1}]}"#).is_err());
         assert!(parse(b"{\"a\":1} x").is_err());
         assert!(parse(b"\xff").is_err());
+    }
+
+    #[test]
+    fn a_flag_is_set_by_anything_but_absence_null_and_false() {
+        let v: Value = serde_json::json!({ "a": true, "b": "2026-01-01", "c": false, "d": null });
+        assert!(flag(&v, "a") && flag(&v, "b"));
+        assert!(!flag(&v, "c") && !flag(&v, "d") && !flag(&v, "e"));
     }
 }

@@ -128,11 +128,8 @@ pub(crate) async fn version_manifest(
         url: shown.clone(),
         kind: kind.to_string(),
         key_id,
-        yanked: doc.get("yanked").and_then(Value::as_bool).unwrap_or(false),
-        deprecated: doc
-            .get("versionDeprecated")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+        yanked: strict::flag(&doc, "yanked"),
+        deprecated: strict::flag(&doc, "versionDeprecated"),
         expected,
         signing,
     })
@@ -182,8 +179,14 @@ pub(crate) async fn resolve(
     range: Option<&str>,
 ) -> Result<(String, VersionManifest), PackError> {
     if let Some(v) = version {
-        Version::parse(v)
+        let parsed = Version::parse(v)
             .map_err(|e| PackError::request("version", format!("not a version: {e}")))?;
+        if parsed.to_string() != v {
+            return Err(PackError::request(
+                "version",
+                format!("write the version as {parsed}, exactly as the registry names it"),
+            ));
+        }
         let m = version_manifest(packs, root, name, v).await?;
         return Ok((v.to_string(), m));
     }
