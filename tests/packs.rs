@@ -1082,6 +1082,27 @@ async fn hostile_openwop_packs_are_refused_by_code_and_never_published() {
     let got = site.openwop("@acme/renamed", ("version", "1.0.0")).await;
     site.assert_refused_unpublished("renamed", &got, &tarball, "pack_integrity_failure")
         .await;
+    // pack.json whose own signing block names another key than the version manifest's.
+    let mut w = wop("@acme/bare-signing", "1.0.0", ok);
+    let block = r#""signing": { "keyId": "other-2026", "scheme": "ed25519-canonical-json" },"#;
+    w.pack_json = w.pack_json.replacen('{', &format!("{{ {block}"), 1);
+    w.canonical = w.canonical.replace(
+        "\"version\":",
+        "\"signing\":{\"keyId\":\"other-2026\",\"scheme\":\"ed25519-canonical-json\"},\"version\":",
+    );
+    let tarball = site.publish_wop(&w);
+    let got = site
+        .openwop("@acme/bare-signing", ("version", "1.0.0"))
+        .await;
+    site.assert_refused_unpublished("bare-signing", &got, &tarball, "pack_signature_invalid")
+        .await;
+    // pack.json with a repeated member: two parsers would keep different names.
+    let mut w = wop("@acme/repeated", "1.0.0", ok);
+    w.pack_json = w.pack_json.replacen('{', "{ \"name\": \"@acme/other\",", 1);
+    let tarball = site.publish_wop(&w);
+    let got = site.openwop("@acme/repeated", ("version", "1.0.0")).await;
+    site.assert_refused_unpublished("repeated", &got, &tarball, "pack_validation_failed")
+        .await;
     // pack.json without kind, validly signed.
     let mut w = wop("@acme/no-kind", "1.0.0", ok);
     w.pack_json = w.pack_json.replace("\"kind\": \"node-pack\",", "");
