@@ -219,9 +219,10 @@ fn lgflow_tgz(
 fn lgflow_trust() -> String {
     let k = |seed: u8| b64(key(seed).verifying_key().as_bytes());
     format!(
-        "[lgflow]\n\n[[lgflow.key]]\nkey_id = \"vendor-2026a\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2026-01-01T00:00:00Z\"\n\n[[lgflow.key]]\nkey_id = \"old\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2025-01-01T00:00:00Z\"\nrevoked_at = \"2026-11-01T00:00:00Z\"\n",
+        "[lgflow]\n\n[[lgflow.key]]\nkey_id = \"vendor-2026a\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2026-01-01T00:00:00Z\"\n\n[[lgflow.key]]\nkey_id = \"old\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2025-01-01T00:00:00Z\"\nrevoked_at = \"2026-11-01T00:00:00Z\"\n\n[[lgflow.key]]\nkey_id = \"next\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2027-01-01T00:00:00Z\"\n",
         k(1),
-        k(2)
+        k(2),
+        k(5)
     )
 }
 
@@ -453,6 +454,11 @@ async fn hostile_lgflow_packages_are_refused_by_code_and_never_published() {
             "revoked-key",
             signed_by(2, "old", &|i| i.to_vec()),
             "pack_key_revoked",
+        ),
+        (
+            "signed-before-the-key-was-valid",
+            signed_by(5, "next", &|i| i.to_vec()),
+            "pack_signature_invalid",
         ),
         (
             "private-key",
@@ -691,6 +697,19 @@ async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
                 "private-key",
                 "skills/triage/scripts/key.pem",
                 b"-----BEGIN EC PRIVATE KEY-----\nMHcC\n".to_vec(),
+            ),
+            "pack_credential_found",
+        ),
+        (
+            "key-in-a-binary-file",
+            with(
+                "key-in-a-binary-file",
+                "assets/logo.png",
+                [
+                    &[0x89u8, b'P', b'N', b'G', 0, 0xff][..],
+                    b"-----BEGIN PRIVATE KEY-----\nMIIE",
+                ]
+                .concat(),
             ),
             "pack_credential_found",
         ),
