@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::fetch::flight::Flights;
 use crate::love::Love;
 use crate::love::seen::Seen;
+use crate::pack::Packs;
 use crate::registry::aliases::Aliases;
 use crate::registry::metadata::MetadataCache;
 use crate::registry::service::Registries;
@@ -75,6 +76,12 @@ pub fn gate(config: &Config, shared: &Shared) -> AppContext {
             .with_flights(shared.flights.clone()),
     );
     let love = Love::with_seen(fetcher.clone(), shared.seen.clone(), &config.love);
+    let packs = Packs::new(
+        fetcher.clone(),
+        shared.seen.clone(),
+        &config.love,
+        config.packs.clone(),
+    );
     let registries = Registries::new(
         &config.registries,
         shared.metadata.clone(),
@@ -88,6 +95,7 @@ pub fn gate(config: &Config, shared: &Shared) -> AppContext {
         limits: config.limits.clone(),
         fetcher,
         love: Arc::new(love),
+        packs: Arc::new(packs),
         tee_max_bytes: config.cache.max_object_bytes,
         tee_public_hosts: config.cache.tee_public_hosts.clone(),
         registries: Arc::new(registries),

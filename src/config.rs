@@ -13,6 +13,7 @@ use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
 use crate::fetch::through::DEFAULT_MAX_REDIRECTS;
 use crate::love::{LoveSection, LoveSettings};
+use crate::pack::{LgflowSection, OpenwopSection, PackConfig};
 use crate::registry::{RegistrySection, RegistrySettings};
 use crate::serve::access::{Access, AccessSection};
 use crate::serve::limits::{Limits, ListenSection, ProxySection};
@@ -40,6 +41,10 @@ struct ConfigFile {
     love: LoveSection,
     #[serde(default)]
     registry: Vec<RegistrySection>,
+    #[serde(default)]
+    openwop: OpenwopSection,
+    #[serde(default)]
+    lgflow: LgflowSection,
 }
 
 /// Everything fetchgate runs with, checked.
@@ -65,6 +70,8 @@ pub struct Config {
     pub love: LoveSettings,
     /// Registry front-ends (`[[registry]]`).
     pub registries: Vec<RegistrySettings>,
+    /// Trusted OpenWOP registries and LGFlow keys (`[[openwop.registry]]`, `[lgflow]`).
+    pub(crate) packs: PackConfig,
 }
 
 impl Config {
@@ -133,6 +140,7 @@ impl Config {
             cache,
             love: LoveSettings::from_section(&raw.love, &src)?,
             registries: RegistrySettings::from_sections(&raw.registry, base, &src)?,
+            packs: PackConfig::from_sections(&raw.openwop, &raw.lgflow, &src)?,
             max_redirects: match &raw.egress.max_redirects {
                 None => DEFAULT_MAX_REDIRECTS,
                 Some(m) if *m.get_ref() > 20 => {

@@ -19,8 +19,9 @@
 //! - [`serve`] is the listeners and the router: access, limits, CONNECT tunnels, forwarding,
 //!   `/sha256/`, and the one place failures become `application/problem+json`.
 //!
-//! Three consumers compose those jobs without adding a fifth: [`love`] (LOVE
-//! `love-package/v1` manifests, verified and inspected), [`registry`] (npm, PyPI and cargo
+//! Four consumers compose those jobs without adding a fifth: [`love`] (LOVE
+//! `love-package/v1` manifests, verified and inspected), [`pack`] (the format profiles:
+//! LOVE, Agent Package, OpenWOP and LGFlow packages judged before publication), [`registry`] (npm, PyPI and cargo
 //! front-ends whose metadata is rewritten and whose artifacts are verified against the digests
 //! the registries publish) and [`archive`] (the one tar.gz reader every package format uses,
 //! reading what npm reads).
@@ -41,6 +42,7 @@
 //! store/     fills, space, entries, maintenance, the redb index
 //! serve/     listeners, access, slots, router, tunnels, objects, tee/, registry API, problems
 //! love/      LOVE documents, schemas, inspection, discovery, retrieval, locks, sightings
+//! pack/      format profiles (love, agent-package, openwop, lgflow): one table, one driver
 //! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service
 //! ```
 
@@ -57,6 +59,7 @@ pub mod errors;
 pub mod fetch;
 pub mod love;
 pub mod metrics;
+pub mod pack;
 pub mod redact;
 pub mod registry;
 pub mod serve;

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use fetchgate::cli::{Cli, Command, LogFormat, cache, check, love};
+use fetchgate::cli::{Cli, Command, LogFormat, cache, check, love, pack};
 use fetchgate::config::Config;
 use fetchgate::decide::profile::{BUILTIN_TEXT, Profile};
 use fetchgate::serve::Server;
@@ -88,6 +88,10 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Love { config, action } => {
             let config = load(config.as_deref())?;
             runtime(true)?.block_on(love::run(&config, action))
+        }
+        Command::Pack { config, action } => {
+            let config = load(config.as_deref())?;
+            runtime(true)?.block_on(pack::run(&config, action))
         }
         Command::Cache { config, action } => cache::run(&load(config.as_deref())?, &action),
         Command::Profile => {

@@ -21,7 +21,7 @@ pub type Labels1 = [(&'static str, &'static str); 1];
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    /// Requests by kind (`forward`, `connect`, `object`, `love`, `other`) and outcome.
+    /// Requests by kind (`forward`, `connect`, `object`, `love`, `pack`, `registry`, `other`) and outcome.
     pub requests: Family<Labels2, Counter>,
     /// Egress refusals by reason code.
     pub refusals: Family<Labels1, Counter>,
@@ -84,6 +84,8 @@ pub struct Metrics {
     pub registry_artifacts: Family<Labels2, Counter>,
     /// Package names refused by a registry's allow/deny lists, by kind.
     pub registry_names_refused: Family<Labels1, Counter>,
+    /// Pack fetches by `format` and `outcome` (`published`, or the failure's code).
+    pub pack_fetches: Family<Labels2, Counter>,
 }
 
 fn latency() -> Histogram {
@@ -131,6 +133,7 @@ impl Metrics {
             registry_metadata: Family::default(),
             registry_artifacts: Family::default(),
             registry_names_refused: Family::default(),
+            pack_fetches: Family::default(),
             registry: Registry::default(),
         };
         register!(
@@ -165,6 +168,7 @@ impl Metrics {
             registry_metadata: "registry_metadata", "Registry metadata answers by kind and freshness";
             registry_artifacts: "registry_artifacts", "Registry artifact requests by kind and outcome";
             registry_names_refused: "registry_names_refused", "Package names refused by allow/deny, by registry kind";
+            pack_fetches: "pack_fetches", "Pack fetches by format and outcome (published, or the failure's code)";
         );
         Self { registry, ..m }
     }

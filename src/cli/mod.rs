@@ -3,6 +3,7 @@
 pub mod cache;
 pub mod check;
 pub mod love;
+pub mod pack;
 
 use std::path::PathBuf;
 
@@ -75,6 +76,16 @@ pub enum Command {
         #[command(subcommand)]
         action: LoveAction,
     },
+    /// Packages of any format profile (love, agent-package, openwop, lgflow): fetch, verify,
+    /// inspect, and only then publish in the cache.
+    Pack {
+        /// Config file (TOML); the embedded defaults when absent.
+        #[arg(long, value_name = "FILE", global = true)]
+        config: Option<PathBuf>,
+        /// What to do.
+        #[command(subcommand)]
+        action: PackAction,
+    },
     /// Look after the content cache.
     Cache {
         /// Config file (TOML); the embedded defaults when absent.
@@ -112,6 +123,23 @@ pub enum LoveAction {
         pin: Option<String>,
     },
     /// List every name and version seen with more than one digest.
+    Conflicts,
+}
+
+/// `fetchgate pack` actions.
+#[derive(Debug, Subcommand)]
+pub enum PackAction {
+    /// Fetch a package through its profile. Exit 0 verified and published, 1 refused or failed
+    /// (with a JSON report), 2 usage or config error.
+    Fetch {
+        /// The format profile: love, agent-package, openwop or lgflow.
+        #[arg(long, value_name = "FORMAT")]
+        format: String,
+        /// The profile's parameters, NAME=VALUE (for example url=https://host/p.tar.gz).
+        #[arg(value_name = "NAME=VALUE")]
+        params: Vec<String>,
+    },
+    /// List every label (any format) seen with more than one digest.
     Conflicts,
 }
 

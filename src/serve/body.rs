@@ -26,6 +26,8 @@ pub enum Kind {
     Love,
     /// A registry front-end request (`/registry/<name>/` or a registry's own listener).
     Registry,
+    /// A `/pack/v1/` API call.
+    Pack,
     /// Anything else, including requests refused before they were routed.
     Other,
 }
@@ -39,6 +41,7 @@ impl Kind {
             Kind::Object => "object",
             Kind::Love => "love",
             Kind::Registry => "registry",
+            Kind::Pack => "pack",
             Kind::Other => "other",
         }
     }
@@ -57,6 +60,8 @@ pub enum Decided {
     FetchThrough,
     /// A LOVE fetch: its manifest and mirrors are decided on their own, inside the fetch.
     LoveFetch,
+    /// A pack fetch: its documents and artifact are decided on their own, inside the fetch.
+    PackFetch,
     /// Registry metadata: its upstream requests are decided inside the front-end.
     RegistryMetadata,
     /// A registry artifact: a hit, or a fetch decided hop by hop inside the front-end.
@@ -74,6 +79,7 @@ impl Decided {
             Decided::Refused => "refused",
             Decided::FetchThrough => "fetch_through",
             Decided::LoveFetch => "love_fetch",
+            Decided::PackFetch => "pack_fetch",
             Decided::RegistryMetadata => "registry_metadata",
             Decided::RegistryArtifact => "registry_artifact",
             Decided::RegistryCache => "registry_cache",
@@ -184,12 +190,14 @@ mod tests {
             (Kind::Object.as_str(), "object"),
             (Kind::Love.as_str(), "love"),
             (Kind::Registry.as_str(), "registry"),
+            (Kind::Pack.as_str(), "pack"),
             (Kind::Other.as_str(), "other"),
             (Decided::Nothing.as_str(), "-"),
             (Decided::Allowed.as_str(), "allowed"),
             (Decided::Refused.as_str(), "refused"),
             (Decided::FetchThrough.as_str(), "fetch_through"),
             (Decided::LoveFetch.as_str(), "love_fetch"),
+            (Decided::PackFetch.as_str(), "pack_fetch"),
         ] {
             assert_eq!(got, want);
         }

@@ -11,6 +11,7 @@ pub mod body;
 pub mod limits;
 pub mod love_api;
 pub mod objects;
+pub mod pack_api;
 pub mod problem;
 pub mod proxy;
 pub mod registry_api;
@@ -37,6 +38,7 @@ use crate::connect::Egress;
 use crate::connect::pool::Pool;
 use crate::fetch::through::Fetcher;
 use crate::love::Love;
+use crate::pack::Packs;
 use crate::registry::service::Registries;
 use crate::store::Store;
 use access::Access;
@@ -67,6 +69,8 @@ pub struct AppContext {
     pub fetcher: Arc<Fetcher>,
     /// The LOVE consumer.
     pub love: Arc<Love>,
+    /// The format profiles (`/pack/v1/fetch`).
+    pub packs: Arc<Packs>,
     /// Largest proxied body the tee publishes.
     pub tee_max_bytes: u64,
     /// Hosts whose proxied responses count as public (`[[cache.tee]] hosts`).

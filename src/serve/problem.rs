@@ -24,6 +24,7 @@ use crate::decide::{Reason, Refusal};
 use crate::fetch::through::ThroughError;
 use crate::fetch::upstream::UpstreamError;
 use crate::love::LoveError;
+use crate::pack::PackError;
 use crate::registry::error::RegistryError;
 use crate::store::StoreError;
 
@@ -402,6 +403,18 @@ impl From<LoveError> for Problem {
     fn from(e: LoveError) -> Self {
         let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
         let mut p = Problem::new(status, e.code, e.origin(), e.detail, e.next);
+        p.field = e.field;
+        p.locator = e.locator;
+        p.extra = e.extra;
+        p
+    }
+}
+
+impl From<PackError> for Problem {
+    fn from(e: PackError) -> Self {
+        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
+        let origin = e.origin();
+        let mut p = Problem::new(status, e.code, origin, e.detail, e.next);
         p.field = e.field;
         p.locator = e.locator;
         p.extra = e.extra;

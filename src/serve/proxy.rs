@@ -131,6 +131,11 @@ async fn route(
         }
         return Box::pin(super::love_api::handle(gate, &req, log)).await;
     }
+    if req.uri().path().starts_with("/pack/v1/") {
+        log.kind = Kind::Pack;
+        same_site(gate, &req, log)?;
+        return super::pack_api::handle(gate, &req, log).await;
+    }
     Err(RequestError::NotFound {
         locator: log.locator.clone(),
     }

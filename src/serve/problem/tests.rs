@@ -167,6 +167,54 @@ fn love_errors() -> Vec<LoveError> {
     .collect()
 }
 
+/// Every code a pack profile raises, with the status it raises it with, and what the shared
+/// archive reader's refusals become.
+fn pack_errors() -> Vec<PackError> {
+    let mut out: Vec<PackError> = [
+        ("pack_request_invalid", 400),
+        ("pack_format_unknown", 400),
+        ("manifest_invalid", 400),
+        ("pin_mismatch", 409),
+        ("digest_conflict", 409),
+        ("pack_version_not_found", 404),
+        ("engine_incompatible", 422),
+        ("archive_cap_exceeded", 422),
+        ("pack_busy", 503),
+        ("internal_error", 500),
+        ("all_mirrors_failed", 502),
+        ("manifest_unavailable", 502),
+        ("depot_unavailable", 502),
+        ("registry_unavailable", 502),
+        ("pack_artifact_unavailable", 502),
+    ]
+    .into_iter()
+    .map(|(code, status)| PackError::new(code, status, "detail", "next"))
+    .collect();
+    for code in [
+        "pack_integrity_failure",
+        "pack_signature_invalid",
+        "pack_engine_unsupported",
+        "pack_validation_failed",
+        "pack_build_record_missing",
+        "pack_withdrawn",
+        "pack_hidden_character",
+        "pack_text_encoding",
+        "pack_credential_found",
+        "pack_identity_mismatch",
+        "pack_manifest_invalid",
+        "pack_layout_invalid",
+        "pack_path_refused",
+        "pack_key_revoked",
+        "pack_untrusted",
+        "pack_registry_invalid",
+        "archive_malformed",
+    ] {
+        out.push(PackError::refused(code, "archive:x", "detail"));
+    }
+    out.extend(store_errors().iter().map(PackError::store));
+    out
+}
+
 fn registry_errors() -> Vec<RegistryError> {
     let failure = |code| LocatorFailure {
         locator: "https://r.test/x".into(),
@@ -235,6 +283,9 @@ fn table() -> Vec<(Problem, &'static str, Origin)> {
     }
     for e in registry_errors() {
         rows.push((e.code(), e.origin(), Problem::from(e)));
+    }
+    for e in pack_errors() {
+        rows.push((e.code, e.origin(), Problem::from(e)));
     }
     for code in REFUSALS {
         let reason: Reason = serde_json::from_value(json!(code)).expect("a reason code");

@@ -1,0 +1,100 @@
+//! An archive's files in memory, read once by the shared [`crate::archive`] reader (so every
+//! profile gets its layout rules and caps), with the package root found by a marker file.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use super::error::PackError;
+use crate::archive::{self, ArchiveError, Kind, Limits};
+
+/// Every regular file of a package, by path relative to its root, and its directories.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Files {
+    /// The root directory inside the archive (`""` when files sit at the top).
+    pub(crate) root: String,
+    /// Files by path relative to the root.
+    pub(crate) files: BTreeMap<String, Vec<u8>>,
+    /// Directories, relative to the root.
+    pub(crate) dirs: Vec<String>,
+    /// Members the archive held (files and directories).
+    pub(crate) members: u64,
+    /// Bytes after decompression.
+    pub(crate) expanded_bytes: u64,
+}
+
+/// Reads every member of `tgz` within `limits`, then finds the root: `marker` at the top, or
+/// every member under one directory that holds `marker`.
+pub(crate) fn collect(tgz: &[u8], limits: &Limits, marker: &str) -> Result<Files, PackError> {
+    let mut all: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut dirs = Vec::new();
+    let summary = archive::read(tgz, limits, None, |member, data| {
+        if member.kind == Kind::Directory {
+            dirs.push(member.path.clone());
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity(usize::try_from(member.size).unwrap_or(0));
+        data.take(member.size)
+            .read_to_end(&mut buf)
+            .map_err(|e| ArchiveError {
+                code: "archive_malformed",
+                field: member.field(),
+                detail: format!("cannot read {:?}: {e}", member.shown),
+                cap: None,
+            })?;
+        all.insert(member.path.clone(), buf);
+        Ok(())
+    })?;
+    let root = if all.contains_key(marker) {
+        String::new()
+    } else {
+        let tops: std::collections::BTreeSet<&str> = all
+            .keys()
+            .chain(dirs.iter())
+            .map(|p| p.split('/').next().unwrap_or(""))
+            .collect();
+        match tops.into_iter().collect::<Vec<_>>().as_slice() {
+            [top] if all.contains_key(&format!("{top}/{marker}")) => (*top).to_string(),
+            _ => {
+                return Err(PackError::refused(
+                    "pack_layout_invalid",
+                    format!("archive:{marker}"),
+                    format!(
+                        "the archive has no {marker} at its top, nor one directory holding every member and {marker}"
+                    ),
+                ));
+            }
+        }
+    };
+    let strip = |p: &str| -> Option<String> {
+        if root.is_empty() {
+            Some(p.to_string())
+        } else {
+            p.strip_prefix(&root)
+                .and_then(|r| r.strip_prefix('/'))
+                .map(str::to_string)
+        }
+    };
+    let files = all
+        .into_iter()
+        .filter_map(|(p, b)| strip(&p).map(|p| (p, b)))
+        .collect();
+    let dirs = dirs.iter().filter_map(|d| strip(d)).collect();
+    Ok(Files {
+        root,
+        files,
+        dirs,
+        members: summary.files + summary.directories,
+        expanded_bytes: summary.expanded_bytes,
+    })
+}
+
+impl Files {
+    /// `archive:<root>/<path>`, the field naming a file.
+    pub(crate) fn field(&self, path: &str) -> String {
+        if self.root.is_empty() {
+            format!("archive:{path}")
+        } else {
+            format!("archive:{}/{path}", self.root)
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The LGFlow allowlist ("The shape of a package"): a path that matches no shape is refused,
+//! and the named refusals (executables, `.svg`, npm files, dotfiles, Windows-hostile names)
+//! say why. Paths are relative to the package root; the shared archive reader has already
+//! refused links, `..`, absolute paths, backslashes, control characters and collisions.
+
+/// Most characters in a path.
+pub(crate) const MAX_PATH_CHARS: usize = 180;
+/// Most segments in a path.
+pub(crate) const MAX_SEGMENTS: usize = 8;
+
+/// Extensions of files that run.
+const EXECUTABLE: &[&str] = &[
+    "js", "mjs", "cjs", "ts", "mts", "cts", "jsx", "tsx", "sh", "bash", "ps1", "psm1", "bat",
+    "cmd", "com", "exe", "py", "pyw", "rb", "pl", "php", "vbs", "wsf", "msi", "dll", "so", "dylib",
+    "jar", "wasm",
+];
+
+/// Extensions an asset may have: images, documents and text that only display.
+const ASSET: &[&str] = &[
+    "png", "jpg", "jpeg", "gif", "webp", "avif", "bmp", "ico", "pdf", "txt", "md", "json",
+];
+
+/// Windows device names, refused with or without an extension.
+const DEVICES: &[&str] = &["con", "prn", "aux", "nul", "conin$", "conout$"];
+
+/// The lowercase extension of a segment (`""` when it has none).
+fn extension(seg: &str) -> String {
+    seg.rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// Why one segment is refused, if it is.
+fn segment(seg: &str) -> Option<String> {
+    if seg.starts_with('.') {
+        return Some(format!("{seg:?} is a dotfile; dotfiles are refused"));
+    }
+    if seg.ends_with(' ') || seg.ends_with('.') {
+        return Some(format!(
+            "{seg:?} ends with a space or a dot, which Windows strips"
+        ));
+    }
+    if seg.contains(':') {
+        return Some(format!("{seg:?} has a colon (a drive letter or a stream)"));
+    }
+    if seg.eq_ignore_ascii_case("node_modules") {
+        return Some("node_modules is refused: dependencies are declared, not shipped".into());
+    }
+    let stem = seg
+        .split('.')
+        .next()
+        .unwrap_or(seg)
+        .trim_end()
+        .to_ascii_lowercase();
+    let numbered = (stem.starts_with("com") || stem.starts_with("lpt"))
+        && stem.len() == 4
+        && stem[3..]
+            .chars()
+            .all(|c| c.is_ascii_digit() || "¹²³".contains(c));
+    if DEVICES.contains(&stem.as_str()) || numbered {
+        return Some(format!("{seg:?} is a reserved Windows device name"));
+    }
+    None
+}
+
+/// Checks a member path (a file, or a directory when `dir`); `Err` says why it is refused.
+pub(crate) fn check(path: &str, dir: bool) -> Result<(), String> {
+    if path.chars().count() > MAX_PATH_CHARS {
+        return Err(format!(
+            "the path is longer than {MAX_PATH_CHARS} characters"
+        ));
+    }
+    let segs: Vec<&str> = path.split('/').collect();
+    if segs.len() > MAX_SEGMENTS {
+        return Err(format!("the path has more than {MAX_SEGMENTS} segments"));
+    }
+    if let Some(why) = segs.iter().find_map(|s| segment(s)) {
+        return Err(why);
+    }
+    let top = segs[0];
+    if dir {
+        return match (top, segs.len()) {
+            ("docs" | "assets", _) | ("agents", 1 | 2) | ("tests" | "evals", 1) => Ok(()),
+            _ => Err("no directory of this shape belongs in a package".into()),
+        };
+    }
+    let base = segs[segs.len() - 1];
+    let ext = extension(base);
+    if base.eq_ignore_ascii_case("package.json") || base.eq_ignore_ascii_case("package-lock.json") {
+        return Err(format!("{base} is refused: it can carry install scripts"));
+    }
+    if EXECUTABLE.contains(&ext.as_str()) {
+        return Err(format!(
+            "a .{ext} file is executable; nothing in a package is ever run"
+        ));
+    }
+    if ext == "svg" {
+        return Err("an .svg can carry script; assets are images that only display".into());
+    }
+    let ok = match segs.as_slice() {
+        ["solution.json" | "integrity.json" | "signature.json" | "README.md"] => true,
+        ["docs", .., _] => ext == "md",
+        ["agents", _, "flow.json"] => true,
+        ["tests", name] => name.ends_with(".test.json"),
+        ["evals", name] => name.ends_with(".eval.json"),
+        ["assets", .., _] => ASSET.contains(&ext.as_str()),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err("the path matches no shape a package may hold (solution.json, integrity.json, signature.json, README.md, docs/**/*.md, agents/<id>/flow.json, tests/*.test.json, evals/*.eval.json, assets/**)".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check;
+
+    #[test]
+    fn the_allowlist_and_its_refusals() {
+        for ok in [
+            "solution.json",
+            "README.md",
+            "docs/a/b.md",
+            "agents/x/flow.json",
+            "tests/s.test.json",
+            "evals/s.eval.json",
+            "assets/logo.png",
+        ] {
+            assert_eq!(check(ok, false), Ok(()), "{ok}");
+        }
+        for bad in [
+            "run.sh",
+            "agents/x/tool.js",
+            "assets/logo.svg",
+            "package.json",
+            "docs/.env",
+            ".env",
+            "assets/CON.png",
+            "assets/com1",
+            "docs/a.md ",
+            "docs/a.md.",
+            "docs/c:a.md",
+            "node_modules/x/index.md",
+            "other.md",
+            "agents/x/y/flow.json",
+            "docs/a/b/c/d/e/f/g/h.md",
+        ] {
+            assert!(check(bad, false).is_err(), "{bad}");
+        }
+        assert!(check(&format!("docs/{}.md", "a".repeat(180)), false).is_err());
+        assert!(check("agents/x", true).is_ok());
+        assert!(check("lib", true).is_err());
+    }
+}

@@ -1,0 +1,111 @@
+//! LGFlow `signature.json`: a detached Ed25519 signature over `integrity.json`'s exact bytes,
+//! judged against the operator's trust store (`[[lgflow.key]]`). Unsigned, signed by an
+//! untrusted key and signed by a revoked key are different verdicts; a signature that is
+//! present and does not verify is always refused.
+
+use base64::Engine;
+use ed25519_dalek::Signature;
+use serde_json::{Value, json};
+
+use super::error::PackError;
+use super::files::Files;
+use super::json as strict;
+use super::settings::{PackConfig, utc_key};
+
+/// The trust verdict for a package that may be published, or the refusal.
+pub(crate) fn verdict(files: &Files, config: &PackConfig) -> Result<Value, PackError> {
+    let field = files.field("signature.json");
+    let invalid = |member: &str, why: String| {
+        PackError::refused("pack_signature_invalid", format!("{field}#/{member}"), why)
+    };
+    let untrusted = |verdict: &str, why: String| {
+        PackError::refused("pack_untrusted", field.clone(), format!("{verdict}: {why}"))
+    };
+    let Some(bytes) = files.files.get("signature.json") else {
+        if config.lgflow_require_trusted {
+            return Err(untrusted(
+                "UNSIGNED",
+                "the package has no signature.json and [lgflow] require_trusted is set".into(),
+            ));
+        }
+        return Ok(json!({ "verdict": "UNSIGNED" }));
+    };
+    let doc = strict::parse(bytes).map_err(|e| invalid("", format!("signature.json: {e}")))?;
+    for (member, want) in [("schemaVersion", "1.0"), ("algorithm", "ed25519")] {
+        if strict::str_at(&doc, member) != Some(want) {
+            return Err(invalid(
+                member,
+                format!("signature.json {member} must be {want:?}"),
+            ));
+        }
+    }
+    let key_id = strict::str_at(&doc, "keyId")
+        .ok_or_else(|| invalid("keyId", "keyId must be a string".into()))?;
+    let signed_at = strict::str_at(&doc, "signedAt")
+        .and_then(utc_key)
+        .ok_or_else(|| invalid("signedAt", "signedAt must be an RFC 3339 UTC time".into()))?;
+    let value = strict::str_at(&doc, "value")
+        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+        .and_then(|v| <[u8; 64]>::try_from(v).ok())
+        .ok_or_else(|| {
+            invalid(
+                "value",
+                "value must be a base64 64-byte Ed25519 signature".into(),
+            )
+        })?;
+    let Some(key) = config.lgflow_keys.iter().find(|k| k.key_id == key_id) else {
+        if config.lgflow_require_trusted {
+            return Err(untrusted(
+                "KEY_NOT_TRUSTED",
+                format!("keyId {key_id:?} is not in [[lgflow.key]]"),
+            ));
+        }
+        return Ok(json!({ "verdict": "KEY_NOT_TRUSTED", "keyId": key_id }));
+    };
+    if let Some(at) = &key.revoked_at {
+        return Err(PackError::refused(
+            "pack_key_revoked",
+            format!("{field}#/keyId"),
+            format!(
+                "KEY_REVOKED: keyId {key_id:?} was revoked at {at}; revocation voids every package it signed"
+            ),
+        ));
+    }
+    let before = utc_key(&key.not_before).is_some_and(|nb| signed_at < nb);
+    let after = key
+        .not_after
+        .as_deref()
+        .and_then(utc_key)
+        .is_some_and(|na| signed_at > na);
+    if before || after {
+        return Err(invalid(
+            "signedAt",
+            format!("signedAt is outside keyId {key_id:?}'s validity"),
+        ));
+    }
+    let integrity = files
+        .files
+        .get("integrity.json")
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    key.key
+        .verify_strict(integrity, &Signature::from_bytes(&value))
+        .map_err(|_| {
+            invalid(
+                "value",
+                format!("the signature does not verify over integrity.json's exact bytes with keyId {key_id:?}"),
+            )
+        })?;
+    let label = files
+        .files
+        .get("solution.json")
+        .and_then(|b| strict::parse(b).ok())
+        .and_then(|d| strict::str_at(&d, "publisher").map(str::to_string));
+    Ok(json!({
+        "verdict": "TRUSTED",
+        "keyId": key_id,
+        "publisher": key.publisher,
+        "publisher_label": label,
+        "publisher_label_matches": label.as_deref() == Some(key.publisher.as_str()),
+    }))
+}

@@ -1,0 +1,214 @@
+//! The `openwop` profile (OpenWOP packs: "The registry tree", "Signing", "Version
+//! manifests", "The engine range"). Resolution goes through the operator-trusted registry's
+//! well-known `endpoints`; the version manifest, its detached `.sig` and the `.tgz` are fetched
+//! through the fetcher; the tarball must match the manifest's digest. Inspection then checks,
+//! each with its own code, that `pack.json` is the pack the manifest names, that the signature
+//! verifies over its RFC 8785 bytes with a trusted key whose namespaces admit the name, and that
+//! `engines.openwop` admits protocol major 2.
+
+mod engine;
+mod registry;
+mod verify;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use super::error::PackError;
+use super::files::collect;
+use super::profile::{Candidate, Judged, Located, Params, Profile, pin, required};
+use super::{PackSettings, Packs, json as strict};
+use crate::fetch::integrity::{Expected, Hasher};
+use crate::redact::redact_locator;
+
+/// The `openwop` row of the profile table.
+pub(crate) const PROFILE: Profile = Profile {
+    name: "openwop",
+    label_prefix: Some("openwop"),
+    params: &["registry", "name", "version", "range", "sha256"],
+    locate,
+    inspect,
+};
+
+/// A detached signature as served: 64 raw bytes, or their base64 (text, whitespace trimmed).
+fn signature_bytes(body: &[u8]) -> Option<Vec<u8>> {
+    if body.len() == 64 {
+        return Some(body.to_vec());
+    }
+    let text = std::str::from_utf8(body).ok()?.trim();
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()?;
+    (raw.len() == 64).then_some(raw)
+}
+
+/// Resolves the version through the registry tree and fetches its manifest, `.sig` and `.tgz`.
+fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
+    Box::pin(async move {
+        let reg_name = required(params, "registry")?;
+        let registry = packs
+            .settings
+            .config
+            .openwop
+            .iter()
+            .find(|r| r.name == reg_name)
+            .ok_or_else(|| {
+                PackError::request(
+                    "registry",
+                    format!("no [[openwop.registry]] is named {reg_name:?}"),
+                )
+            })?;
+        let name = required(params, "name")?;
+        if !registry::valid_name(name) {
+            return Err(PackError::request(
+                "name",
+                "a pack name is name or @scope/name, lowercase",
+            ));
+        }
+        let root = registry::tree(packs, registry).await?;
+        let (version, manifest) = registry::resolve(
+            packs,
+            &root,
+            name,
+            params.get("version").map(String::as_str),
+            params.get("range").map(String::as_str),
+        )
+        .await?;
+        let sig_url = registry::version_file(&root, name, &version, "sig")?;
+        let sig = packs
+            .document("registry_unavailable", sig_url.as_str())
+            .await?;
+        let sig = signature_bytes(&sig).ok_or_else(|| {
+            PackError::refused(
+                "pack_signature_invalid",
+                format!("{version}.sig"),
+                "the .sig is not a 64-byte Ed25519 signature (raw, or base64)",
+            )
+            .locator(redact_locator(sig_url.as_str()))
+        })?;
+        let tgz_url = registry::version_file(&root, name, &version, "tgz")?;
+        let pinned = pin(params, "sha256")?;
+        let got = packs.artifact(tgz_url.as_str(), pinned, "sha256").await?;
+        let mut h = Hasher::new(manifest.expected.algorithm);
+        h.update(&got.bytes);
+        let found = Expected {
+            algorithm: manifest.expected.algorithm,
+            bytes: h.finish(),
+        };
+        if found != manifest.expected {
+            return Err(PackError::refused(
+                "pack_integrity_failure",
+                "/dist",
+                format!(
+                    "the tarball hashes to {}; the version manifest declares {}",
+                    found.sri(),
+                    manifest.expected.sri()
+                ),
+            )
+            .locator(redact_locator(tgz_url.as_str())));
+        }
+        Ok(Candidate {
+            name: name.to_string(),
+            version: version.clone(),
+            bytes: got.bytes,
+            digest: got.digest,
+            from: got.from,
+            named_by: manifest.url.clone(),
+            pinned: pinned.is_some(),
+            facts: json!({
+                "registry": registry.name,
+                "tree": redact_locator(root.as_str()),
+                "kind": manifest.kind,
+                "keyId": manifest.key_id,
+                "signing": manifest.signing,
+                "signature": base64::engine::general_purpose::STANDARD.encode(&sig),
+                "yanked": manifest.yanked,
+                "versionDeprecated": manifest.deprecated,
+            }),
+        })
+    })
+}
+
+/// `pack.json` against the manifest, the signature, the namespace and the engine range.
+fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackError> {
+    let files = collect(&cand.bytes, &settings.limits(), "pack.json")?;
+    let field = files.field("pack.json");
+    let bytes = files
+        .files
+        .get("pack.json")
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let invalid = |member: &str, why: String| {
+        PackError::refused("pack_validation_failed", format!("{field}#/{member}"), why)
+    };
+    let pack = strict::parse(bytes).map_err(|e| invalid("", format!("pack.json: {e}")))?;
+    if strict::str_at(&pack, "kind").is_none() {
+        return Err(invalid(
+            "kind",
+            "kind is REQUIRED on every bare manifest".into(),
+        ));
+    }
+    for (member, want) in [("name", &cand.name), ("version", &cand.version)] {
+        if strict::str_at(&pack, member) != Some(want.as_str()) {
+            return Err(PackError::refused(
+                "pack_integrity_failure",
+                format!("{field}#/{member}"),
+                format!("pack.json {member} is not the version manifest's {want:?}"),
+            ));
+        }
+    }
+    let signing = cand.facts.get("signing").cloned().unwrap_or(Value::Null);
+    if let Some(bare) = pack.get("signing") {
+        registry::signing_block(bare)
+            .map_err(|(code, why)| PackError::refused(code, format!("{field}#/signing"), why))?;
+        if *bare != signing {
+            return Err(PackError::refused(
+                "pack_signature_invalid",
+                format!("{field}#/signing"),
+                "pack.json's signing block is not the version manifest's",
+            ));
+        }
+    }
+    let reg = strict::str_at(&cand.facts, "registry").unwrap_or("");
+    let keys = settings
+        .config
+        .openwop
+        .iter()
+        .find(|r| r.name == reg)
+        .map(|r| r.keys.as_slice())
+        .unwrap_or_default();
+    let key_id = strict::str_at(&cand.facts, "keyId").unwrap_or("");
+    let sig = strict::str_at(&cand.facts, "signature")
+        .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
+        .unwrap_or_default();
+    verify::verify(keys, key_id, &cand.name, &pack, &sig).map_err(|why| {
+        PackError::refused(
+            "pack_signature_invalid",
+            format!("{}.sig", cand.version),
+            why,
+        )
+    })?;
+    let range = pack
+        .pointer("/engines/openwop")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    engine::admits(range).map_err(|why| {
+        PackError::refused(
+            "pack_engine_unsupported",
+            format!("{field}#/engines/openwop"),
+            why,
+        )
+    })?;
+    Ok(Judged {
+        name: cand.name.clone(),
+        version: cand.version.clone(),
+        report: json!({
+            "kind": strict::str_at(&pack, "kind"),
+            "keyId": key_id,
+            "signature": "verified over the RFC 8785 bytes of pack.json",
+            "engine": { "range": range, "host_major": engine::HOST_MAJOR },
+            "yanked": cand.facts.get("yanked"),
+            "versionDeprecated": cand.facts.get("versionDeprecated"),
+            "files": files.files.len(),
+        }),
+    })
+}

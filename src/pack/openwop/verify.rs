@@ -1,0 +1,69 @@
+//! "Signing": a detached 64-byte Ed25519 signature over the RFC 8785 (JCS) bytes of the
+//! `pack.json` inside the tarball, verified against the operator-trusted key for `keyId`, whose
+//! `permittedNamespaces` must admit the pack name. JCS comes from `serde_json_canonicalizer`;
+//! nothing here canonicalises by hand.
+
+use ed25519_dalek::Signature;
+use serde_json::Value;
+
+use crate::pack::settings::OpenwopKey;
+
+/// Whether `namespaces` admits `name`: `*`, `@scope/*` (any pack in the scope), or the name.
+pub(crate) fn namespace_admits(namespaces: &[String], name: &str) -> bool {
+    namespaces.iter().any(|ns| match ns.strip_suffix("/*") {
+        _ if ns == "*" => true,
+        Some(scope) => name
+            .strip_prefix(scope)
+            .is_some_and(|rest| rest.starts_with('/') && rest.len() > 1),
+        None => ns == name,
+    })
+}
+
+/// Verifies `signature` over the JCS bytes of `pack_json` with the key named `key_id` among
+/// `keys`, for the pack `name`. `Err` says which check failed.
+pub(crate) fn verify(
+    keys: &[OpenwopKey],
+    key_id: &str,
+    name: &str,
+    pack_json: &Value,
+    signature: &[u8],
+) -> Result<(), String> {
+    let key = keys.iter().find(|k| k.key_id == key_id).ok_or_else(|| {
+        format!(
+            "keyId {key_id:?} is not a key this registry is trusted with ([[openwop.registry.key]])"
+        )
+    })?;
+    if !namespace_admits(&key.namespaces, name) {
+        return Err(format!(
+            "keyId {key_id:?} may sign only {:?}; {name:?} is outside its permittedNamespaces",
+            key.namespaces
+        ));
+    }
+    let sig = <[u8; 64]>::try_from(signature)
+        .map_err(|_| format!("the signature is {} bytes, not 64", signature.len()))?;
+    let canonical = serde_json_canonicalizer::to_vec(pack_json)
+        .map_err(|e| format!("pack.json has no RFC 8785 form: {e}"))?;
+    key.key
+        .verify_strict(&canonical, &Signature::from_bytes(&sig))
+        .map_err(|_| {
+            format!(
+                "the signature does not verify over the RFC 8785 bytes of pack.json with keyId {key_id:?} (a signature over tarball bytes is not a v2 signature)"
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::namespace_admits;
+
+    #[test]
+    fn namespaces() {
+        let ns = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(namespace_admits(&ns(&["@acme/*"]), "@acme/tools"));
+        assert!(!namespace_admits(&ns(&["@acme/*"]), "@acme-evil/tools"));
+        assert!(!namespace_admits(&ns(&["@acme/*"]), "@acme/"));
+        assert!(!namespace_admits(&ns(&["@acme/*"]), "tools"));
+        assert!(namespace_admits(&ns(&["tools"]), "tools"));
+        assert!(namespace_admits(&ns(&["*"]), "anything"));
+    }
+}

@@ -1,0 +1,271 @@
+//! Operator configuration for the pack profiles: `[[openwop.registry]]` (trusted registries and
+//! the keys that may sign for them) and `[lgflow]` (trusted signing keys). Unknown keys are
+//! errors, and every key is checked where it is written.
+
+use base64::Engine;
+use ed25519_dalek::VerifyingKey;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::toml_file::{FileError, TomlSource};
+
+/// `[openwop]`, as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OpenwopSection {
+    /// `[[openwop.registry]]`.
+    #[serde(default)]
+    registry: Vec<RegistrySection>,
+}
+
+/// One `[[openwop.registry]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegistrySection {
+    /// The name requests use (`registry=`).
+    name: Spanned<String>,
+    /// Where `.well-known/openwop-registry.json` is: the registry's origin (`https://host/`).
+    url: Spanned<String>,
+    /// `[[openwop.registry.key]]`: the keys that may sign for it.
+    #[serde(default)]
+    key: Vec<OpenwopKeySection>,
+}
+
+/// One `[[openwop.registry.key]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenwopKeySection {
+    /// The `keyId` signatures name.
+    key_id: Spanned<String>,
+    /// The Ed25519 public key, 32 bytes in standard base64.
+    public_key: Spanned<String>,
+    /// Pack names it may sign: `@scope/*`, an exact name, or `*`.
+    permitted_namespaces: Vec<Spanned<String>>,
+}
+
+/// `[lgflow]`, as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LgflowSection {
+    /// Refuse packages that are not signed by a trusted, unrevoked key (default false).
+    require_trusted: Option<bool>,
+    /// `[[lgflow.key]]`: the local trust store.
+    #[serde(default)]
+    key: Vec<LgflowKeySection>,
+}
+
+/// One `[[lgflow.key]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LgflowKeySection {
+    /// The `keyId` a `signature.json` names.
+    key_id: Spanned<String>,
+    /// The publisher of record for what it signs.
+    publisher: Spanned<String>,
+    /// The Ed25519 public key, 32 bytes in standard base64.
+    public_key: Spanned<String>,
+    /// RFC 3339 UTC (`2026-01-01T00:00:00Z`): signatures made before it are not its.
+    not_before: Spanned<String>,
+    /// RFC 3339 UTC: signatures made after it are not its.
+    not_after: Option<Spanned<String>>,
+    /// RFC 3339 UTC: revoked; every package it signed is refused, whenever signed.
+    revoked_at: Option<Spanned<String>>,
+}
+
+/// A trusted OpenWOP registry.
+#[derive(Clone, Debug)]
+pub(crate) struct OpenwopRegistry {
+    /// Its name in requests.
+    pub(crate) name: String,
+    /// The URL of its `.well-known/openwop-registry.json`.
+    pub(crate) well_known: String,
+    /// Its signing keys.
+    pub(crate) keys: Vec<OpenwopKey>,
+}
+
+/// A key that may sign packs in some namespaces.
+#[derive(Clone, Debug)]
+pub(crate) struct OpenwopKey {
+    /// `keyId`.
+    pub(crate) key_id: String,
+    /// The public key.
+    pub(crate) key: VerifyingKey,
+    /// `permittedNamespaces`.
+    pub(crate) namespaces: Vec<String>,
+}
+
+/// A trusted LGFlow signing key.
+#[derive(Clone, Debug)]
+pub(crate) struct LgflowKey {
+    /// `keyId`.
+    pub(crate) key_id: String,
+    /// The publisher of record for what it signs.
+    pub(crate) publisher: String,
+    /// The public key.
+    pub(crate) key: VerifyingKey,
+    /// Validity, as RFC 3339 UTC text (compared after [`utc_key`]).
+    pub(crate) not_before: String,
+    /// End of validity, if any.
+    pub(crate) not_after: Option<String>,
+    /// When revoked, if it was.
+    pub(crate) revoked_at: Option<String>,
+}
+
+/// Checked pack settings.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PackConfig {
+    /// Trusted OpenWOP registries.
+    pub(crate) openwop: Vec<OpenwopRegistry>,
+    /// LGFlow trust store.
+    pub(crate) lgflow_keys: Vec<LgflowKey>,
+    /// Refuse LGFlow packages not signed by a trusted key.
+    pub(crate) lgflow_require_trusted: bool,
+}
+
+/// An Ed25519 public key from base64 config text.
+fn public_key(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<VerifyingKey, FileError> {
+    let bad = |why: String| src.error_at(v.span(), why);
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(v.get_ref().trim())
+        .map_err(|e| bad(format!("public_key is not base64: {e}")))?;
+    let arr: [u8; 32] = raw
+        .try_into()
+        .map_err(|_| bad("public_key must be 32 bytes (an Ed25519 public key)".into()))?;
+    VerifyingKey::from_bytes(&arr).map_err(|e| bad(format!("not an Ed25519 public key: {e}")))
+}
+
+/// An RFC 3339 UTC time from config text, checked.
+fn time(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<String, FileError> {
+    utc_key(v.get_ref())
+        .map(|_| v.get_ref().clone())
+        .ok_or_else(|| {
+            src.error_at(
+                v.span(),
+                "must be an RFC 3339 UTC time such as 2026-01-01T00:00:00Z",
+            )
+        })
+}
+
+/// A sortable key for an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, or `None`.
+pub(crate) fn utc_key(t: &str) -> Option<String> {
+    let body = t.strip_suffix('Z')?;
+    let (secs, frac) = body.split_once('.').unwrap_or((body, ""));
+    let b = secs.as_bytes();
+    let shape = b.len() == 19
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b'T',
+            13 | 16 => *c == b':',
+            _ => c.is_ascii_digit(),
+        });
+    if !shape || !frac.bytes().all(|c| c.is_ascii_digit()) || frac.len() > 9 {
+        return None;
+    }
+    Some(format!("{secs}.{frac:0<9}"))
+}
+
+impl PackConfig {
+    /// Checks `[openwop]` and `[lgflow]`.
+    pub(crate) fn from_sections(
+        openwop: &OpenwopSection,
+        lgflow: &LgflowSection,
+        src: &TomlSource<'_>,
+    ) -> Result<Self, FileError> {
+        let mut out = Self::default();
+        for r in &openwop.registry {
+            if out.openwop.iter().any(|o| o.name == *r.name.get_ref()) {
+                return Err(src.error_at(
+                    r.name.span(),
+                    "a registry of this name is already configured",
+                ));
+            }
+            let base = url::Url::parse(r.url.get_ref())
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .ok_or_else(|| src.error_at(r.url.span(), "url must be an http or https URL"))?;
+            let well_known = base
+                .join("/.well-known/openwop-registry.json")
+                .map_err(|e| src.error_at(r.url.span(), e.to_string()))?;
+            let mut keys = Vec::new();
+            for k in &r.key {
+                if k.permitted_namespaces.is_empty() {
+                    return Err(src.error_at(
+                        k.key_id.span(),
+                        "permitted_namespaces must name at least one namespace",
+                    ));
+                }
+                keys.push(OpenwopKey {
+                    key_id: k.key_id.get_ref().clone(),
+                    key: public_key(&k.public_key, src)?,
+                    namespaces: k
+                        .permitted_namespaces
+                        .iter()
+                        .map(|n| n.get_ref().clone())
+                        .collect(),
+                });
+            }
+            out.openwop.push(OpenwopRegistry {
+                name: r.name.get_ref().clone(),
+                well_known: well_known.to_string(),
+                keys,
+            });
+        }
+        for k in &lgflow.key {
+            out.lgflow_keys.push(LgflowKey {
+                key_id: k.key_id.get_ref().clone(),
+                publisher: k.publisher.get_ref().clone(),
+                key: public_key(&k.public_key, src)?,
+                not_before: time(&k.not_before, src)?,
+                not_after: k.not_after.as_ref().map(|t| time(t, src)).transpose()?,
+                revoked_at: k.revoked_at.as_ref().map(|t| time(t, src)).transpose()?,
+            });
+        }
+        out.lgflow_require_trusted = lgflow.require_trusted.unwrap_or(false);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc_key;
+    use crate::config::Config;
+
+    #[test]
+    fn pack_sections_are_checked_where_they_are_written() {
+        let key = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        let ok = format!(
+            "[[openwop.registry]]\nname = \"a\"\nurl = \"https://r.example/\"\n[[openwop.registry.key]]\nkey_id = \"k\"\npublic_key = \"{key}\"\npermitted_namespaces = [\"@a/*\"]\n"
+        );
+        let c = Config::from_toml("t.toml", &ok).unwrap();
+        assert_eq!(
+            c.packs.openwop[0].well_known,
+            "https://r.example/.well-known/openwop-registry.json"
+        );
+        for (bad, line) in [
+            (ok.replace("key_id", "keyid"), 5),
+            (ok.replace(key, "c2hvcnQ="), 6),
+            (ok.replace("[\"@a/*\"]", "[]"), 5),
+            (
+                "[lgflow]\nrequire_trusted = true\nextra = 1\n".to_string(),
+                3,
+            ),
+            (
+                format!(
+                    "[[lgflow.key]]\nkey_id = \"k\"\npublisher = \"p\"\npublic_key = \"{key}\"\nnot_before = \"yesterday\"\n"
+                ),
+                5,
+            ),
+        ] {
+            let e = Config::from_toml("t.toml", &bad).unwrap_err();
+            assert_eq!(e.line, Some(line), "{bad}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn utc_times_sort_as_times() {
+        assert!(utc_key("2026-10-12T09:00:00.000Z") < utc_key("2026-10-12T09:00:00.5Z"));
+        assert!(utc_key("2026-10-12T09:00:00Z") < utc_key("2026-10-12T09:00:01Z"));
+        assert!(utc_key("2026-10-12T09:00:00+01:00").is_none());
+        assert!(utc_key("2026-10-12 09:00:00Z").is_none());
+    }
+}

@@ -1,0 +1,1275 @@
+//! Format profiles end to end over loopback: packages built in the test (good and hostile),
+//! served by an upstream the test controls, fetched through the real proxy's `/pack/v1/fetch`.
+//! Every hostile fixture must be refused with its code and never published.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use ed25519_dalek::{Signer, SigningKey};
+use fetchgate::store::Digest;
+use serde_json::{Value, json};
+use support::config::Toml;
+use support::proxy::{Client, Got, start_proxy};
+use support::tarball::{Member, tgz};
+use support::upstream::{Reply, Routes, Upstream};
+
+struct Site {
+    up: Upstream,
+    routes: Routes,
+    proxy: std::net::SocketAddr,
+    dir: tempfile::TempDir,
+    config: String,
+}
+
+impl Site {
+    async fn start(extra: &str) -> Self {
+        let routes: Routes = Arc::new(Mutex::new(HashMap::new()));
+        let up = Upstream::router("127.0.0.2:0", routes.clone()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = Toml::new()
+            .cache_dir(dir.path())
+            .section("love", "max_members = 1000\nmax_expanded_bytes = 8388608")
+            .trust(up.addr)
+            .raw(&extra.replace("{UP}", &format!("http://127.0.0.2:{}", up.addr.port())))
+            .build();
+        let proxy = start_proxy(&config).await;
+        Self {
+            up,
+            routes,
+            proxy,
+            dir,
+            config,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.2:{}{path}", self.up.addr.port())
+    }
+
+    fn serve(&self, path: &str, body: impl Into<bytes::Bytes>) {
+        self.routes
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), Reply::ok(body));
+    }
+
+    async fn pack(&self, format: &str, params: &[(&str, String)]) -> Got {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        q.append_pair("format", format);
+        for (k, v) in params {
+            q.append_pair(k, v);
+        }
+        Client::connect(self.proxy)
+            .await
+            .send(
+                "GET",
+                &format!("/pack/v1/fetch?{}", q.finish()),
+                &[("host", "fetchgate")],
+            )
+            .await
+    }
+
+    async fn cached(&self, bytes: &[u8]) -> Got {
+        let sha = Digest::of(bytes).hex();
+        Client::connect(self.proxy)
+            .await
+            .send("GET", &format!("/sha256/{sha}"), &[("host", "fetchgate")])
+            .await
+    }
+
+    /// Asserts a fetch was refused with `code` (naming a field and a safe next step) and that
+    /// `artifact` was never published.
+    async fn assert_refused_unpublished(
+        &self,
+        label: &str,
+        got: &Got,
+        artifact: &[u8],
+        code: &str,
+    ) {
+        let j = body(got);
+        assert_eq!(j["code"], code, "{label}: {j}");
+        assert!(
+            got.status.is_client_error() || got.status.is_server_error(),
+            "{label}"
+        );
+        assert!(
+            j["field"].is_string(),
+            "{label}: the error names where: {j}"
+        );
+        let next = j["next"].as_str().unwrap_or("");
+        assert!(
+            !next.is_empty() && !next.contains("disable"),
+            "{label}: {j}"
+        );
+        let cached = self.cached(artifact).await;
+        assert_eq!(
+            cached.status, 404,
+            "{label}: a refused package was published"
+        );
+    }
+
+    /// `fetchgate cache stats --entries` against this site's cache, as JSON text.
+    fn cache_stats(&self) -> String {
+        let cfg = self.dir.path().join("fetchgate.toml");
+        std::fs::write(&cfg, &self.config).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
+            .args(["cache", "stats", "--entries", "--config"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+fn body(got: &Got) -> Value {
+    serde_json::from_slice(&got.body)
+        .unwrap_or_else(|_| panic!("JSON: {}", String::from_utf8_lossy(&got.body)))
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_bytes(&[seed; 32])
+}
+
+// ---------------------------------------------------------------- LGFlow
+
+const ROOT: &str = "customer-support";
+
+fn lgflow_files() -> Vec<(String, Vec<u8>)> {
+    let solution = json!({
+        "schemaVersion": "1.0", "id": "customer-support", "name": "Customer Support Agent",
+        "version": "1.0.0", "kind": "solution", "publisher": "LGFlow",
+        "agents": [{ "id": "support-agent", "flow": "agents/support-agent/flow.json", "primary": true }]
+    });
+    [
+        ("solution.json", solution.to_string().into_bytes()),
+        ("README.md", b"# Customer support\n".to_vec()),
+        ("docs/getting-started.md", b"Start here.\r\n".to_vec()),
+        (
+            "agents/support-agent/flow.json",
+            br#"{"nodes":[]}"#.to_vec(),
+        ),
+        ("tests/support.test.json", b"{}".to_vec()),
+        ("evals/support.eval.json", b"{}".to_vec()),
+        ("assets/logo.png", vec![0x89, b'P', b'N', b'G', 0, 1, 2]),
+    ]
+    .into_iter()
+    .map(|(p, b)| (p.to_string(), b))
+    .collect()
+}
+
+fn integrity_for(files: &[(String, Vec<u8>)]) -> Value {
+    let listed: serde_json::Map<String, Value> = files
+        .iter()
+        .map(|(p, b)| (p.clone(), json!(Digest::of(b).hex())))
+        .collect();
+    json!({ "schemaVersion": "1.0", "algorithm": "sha256", "inventory": "exhaustive", "files": listed })
+}
+
+fn signature_for(integrity: &[u8], signer: &SigningKey, key_id: &str) -> Vec<u8> {
+    json!({
+        "schemaVersion": "1.0", "algorithm": "ed25519", "keyId": key_id,
+        "signedAt": "2026-10-12T09:00:00.000Z",
+        "value": b64(&signer.sign(integrity).to_bytes()),
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A package: `files` plus `integrity` (and `signature`), all under `customer-support/`.
+fn lgflow_tgz(
+    files: &[(String, Vec<u8>)],
+    integrity: &[u8],
+    signature: Option<Vec<u8>>,
+) -> Vec<u8> {
+    let mut members = vec![Member::dir(&format!("{ROOT}/"))];
+    let mut dirs = std::collections::BTreeSet::new();
+    for (p, _) in files {
+        let mut acc = String::new();
+        for seg in p.split('/').collect::<Vec<_>>().iter().rev().skip(1).rev() {
+            acc = if acc.is_empty() {
+                seg.to_string()
+            } else {
+                format!("{acc}/{seg}")
+            };
+            if dirs.insert(acc.clone()) {
+                members.push(Member::dir(&format!("{ROOT}/{acc}/")));
+            }
+        }
+    }
+    for (p, b) in files {
+        members.push(Member::file(&format!("{ROOT}/{p}"), b.clone()));
+    }
+    members.push(Member::file(
+        &format!("{ROOT}/integrity.json"),
+        integrity.to_vec(),
+    ));
+    if let Some(s) = signature {
+        members.push(Member::file(&format!("{ROOT}/signature.json"), s));
+    }
+    tgz(&members)
+}
+
+fn lgflow_trust() -> String {
+    let k = |seed: u8| b64(key(seed).verifying_key().as_bytes());
+    format!(
+        "[lgflow]\n\n[[lgflow.key]]\nkey_id = \"vendor-2026a\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2026-01-01T00:00:00Z\"\n\n[[lgflow.key]]\nkey_id = \"old\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2025-01-01T00:00:00Z\"\nrevoked_at = \"2026-11-01T00:00:00Z\"\n\n[[lgflow.key]]\nkey_id = \"next\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2027-01-01T00:00:00Z\"\n",
+        k(1),
+        k(2),
+        k(5)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_lgflow_package_is_verified_published_labelled_and_served() {
+    let site = Site::start(&lgflow_trust()).await;
+    let files = lgflow_files();
+    let integrity = integrity_for(&files).to_string().into_bytes();
+    let artifact = lgflow_tgz(
+        &files,
+        &integrity,
+        Some(signature_for(&integrity, &key(1), "vendor-2026a")),
+    );
+    site.serve("/cs.tar.gz", artifact.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/cs.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(r["label"], "lgflow:customer-support@1.0.0");
+    assert_eq!(r["sha256"], Digest::of(&artifact).hex());
+    assert_eq!(r["inspection"]["trust"]["verdict"], "TRUSTED");
+    assert_eq!(r["inspection"]["trust"]["publisher"], "LGFlow");
+    let served = site.cached(&artifact).await;
+    assert_eq!(served.status, 200);
+    assert_eq!(served.body.as_ref(), artifact.as_slice());
+    assert!(site.cache_stats().contains("lgflow:customer-support@1.0.0"));
+
+    // The same label with other bytes is a conflict, not an update.
+    let mut other = lgflow_files();
+    other[1].1 = b"# Changed\n".to_vec();
+    let integrity = integrity_for(&other).to_string().into_bytes();
+    let changed = lgflow_tgz(&other, &integrity, None);
+    site.serve("/cs2.tar.gz", changed.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/cs2.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 409);
+    assert_eq!(body(&got)["code"], "digest_conflict");
+    assert_eq!(site.cached(&changed).await.status, 404);
+    let pinned = site
+        .pack(
+            "lgflow",
+            &[
+                ("url", site.url("/cs2.tar.gz")),
+                ("sha256", Digest::of(&changed).hex()),
+            ],
+        )
+        .await;
+    assert_eq!(
+        pinned.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&pinned.body)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_lgflow_packages_are_refused_by_code_and_never_published() {
+    let site = Site::start(&lgflow_trust()).await;
+    let with = |path: &str, bytes: &[u8]| {
+        let mut f = lgflow_files();
+        f.push((path.to_string(), bytes.to_vec()));
+        f
+    };
+    let listed = |files: &[(String, Vec<u8>)]| integrity_for(files).to_string().into_bytes();
+    let plain = |files: Vec<(String, Vec<u8>)>| {
+        let i = listed(&files);
+        lgflow_tgz(&files, &i, None)
+    };
+    let tweak = |f: &dyn Fn(&mut Value)| {
+        let files = lgflow_files();
+        let mut i = integrity_for(&files);
+        f(&mut i);
+        lgflow_tgz(&files, i.to_string().as_bytes(), None)
+    };
+    let signed_by = |seed: u8, key_id: &str, over: &dyn Fn(&[u8]) -> Vec<u8>| {
+        let files = lgflow_files();
+        let i = listed(&files);
+        let s = signature_for(&over(&i), &key(seed), key_id);
+        lgflow_tgz(&files, &i, Some(s))
+    };
+    let files = lgflow_files();
+    let pem = b"notes\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n";
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "missing-one-file",
+            tweak(&|i| {
+                i["files"]["docs/absent.md"] = json!(Digest::of(b"x").hex());
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "extra-unlisted-file",
+            {
+                let mut members = files.clone();
+                let i = listed(&members);
+                members.push(("docs/extra.md".into(), b"unlisted".to_vec()));
+                lgflow_tgz(&members, &i, None)
+            },
+            "pack_integrity_failure",
+        ),
+        (
+            "listed-by-other-case",
+            tweak(&|i| {
+                let d = i["files"]["README.md"].take();
+                i["files"].as_object_mut().unwrap().remove("README.md");
+                i["files"]["readme.md"] = d;
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "dot-slash-prefix",
+            tweak(&|i| {
+                let d = i["files"]["README.md"].take();
+                i["files"].as_object_mut().unwrap().remove("README.md");
+                i["files"]["./README.md"] = d;
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "listed-in-another-normal-form",
+            {
+                let mut members = files.clone();
+                members.push(("docs/caf\u{e9}.md".into(), b"cafe".to_vec()));
+                let mut i = integrity_for(&members);
+                let d = i["files"]["docs/caf\u{e9}.md"].take();
+                i["files"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("docs/caf\u{e9}.md");
+                i["files"]["docs/cafe\u{301}.md"] = d;
+                lgflow_tgz(&members, i.to_string().as_bytes(), None)
+            },
+            "pack_integrity_failure",
+        ),
+        (
+            "lists-itself",
+            tweak(&|i| {
+                i["files"]["integrity.json"] = json!(Digest::of(b"x").hex());
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "solution-unlisted",
+            {
+                let mut members = files.clone();
+                let mut i = integrity_for(&members);
+                i["files"].as_object_mut().unwrap().remove("solution.json");
+                members.retain(|(p, _)| p != "solution.json");
+                let mut all = members.clone();
+                all.insert(0, files[0].clone());
+                lgflow_tgz(&all, i.to_string().as_bytes(), None)
+            },
+            "pack_integrity_failure",
+        ),
+        (
+            "wrong-digest",
+            tweak(&|i| {
+                i["files"]["README.md"] = json!(Digest::of(b"other").hex());
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "short-digest",
+            tweak(&|i| {
+                i["files"]["README.md"] = json!(&Digest::of(b"x").hex()[..16]);
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "duplicate-member",
+            {
+                let i = listed(&files);
+                let text = String::from_utf8(i).unwrap().replacen(
+                    "\"files\":{",
+                    &format!("\"files\":{{\"README.md\":\"{}\",", Digest::of(b"x").hex()),
+                    1,
+                );
+                lgflow_tgz(&files, text.as_bytes(), None)
+            },
+            "pack_integrity_failure",
+        ),
+        (
+            "executable",
+            plain(with("agents/support-agent/tool.js", b"x")),
+            "pack_path_refused",
+        ),
+        (
+            "svg-asset",
+            plain(with("assets/logo.svg", b"<svg/>")),
+            "pack_path_refused",
+        ),
+        (
+            "package-json",
+            plain(with("package.json", b"{}")),
+            "pack_path_refused",
+        ),
+        (
+            "dotfile",
+            plain(with("docs/.env", b"A=1")),
+            "pack_path_refused",
+        ),
+        (
+            "device-name",
+            plain(with("assets/CON.png", b"x")),
+            "pack_path_refused",
+        ),
+        (
+            "trailing-dot",
+            plain(with("docs/a.md.", b"x")),
+            "pack_path_refused",
+        ),
+        (
+            "bad-signature",
+            signed_by(1, "vendor-2026a", &|i| {
+                let mut v = i.to_vec();
+                v.push(b' ');
+                v
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "signed-tarball-not-integrity",
+            signed_by(1, "vendor-2026a", &|_| b"the tarball".to_vec()),
+            "pack_signature_invalid",
+        ),
+        (
+            "revoked-key",
+            signed_by(2, "old", &|i| i.to_vec()),
+            "pack_key_revoked",
+        ),
+        (
+            "signed-before-the-key-was-valid",
+            signed_by(5, "next", &|i| i.to_vec()),
+            "pack_signature_invalid",
+        ),
+        (
+            "private-key",
+            plain(with("docs/keys.md", pem)),
+            "pack_credential_found",
+        ),
+        (
+            "no-id",
+            {
+                let mut f = lgflow_files();
+                f[0].1 = br#"{"schemaVersion":"1.0","version":"1.0.0"}"#.to_vec();
+                plain(f)
+            },
+            "pack_manifest_invalid",
+        ),
+        (
+            "symlink",
+            {
+                let i = listed(&files);
+                let mut t = lgflow_tgz(&files, &i, None);
+                // Rebuild with a link member added.
+                let mut m: Vec<Member> = vec![Member::dir(&format!("{ROOT}/"))];
+                m.push(Member::symlink(&format!("{ROOT}/README.md"), "/etc/passwd"));
+                t.clear();
+                t.extend(tgz(&m));
+                t
+            },
+            "archive_member_type",
+        ),
+    ];
+    for (label, artifact, code) in cases {
+        let path = format!("/{label}.tar.gz");
+        site.serve(&path, artifact.clone());
+        let got = site.pack("lgflow", &[("url", site.url(&path))]).await;
+        site.assert_refused_unpublished(label, &got, &artifact, code)
+            .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lgflow_require_trusted_refuses_unsigned_and_untrusted_packages() {
+    let site =
+        Site::start(&lgflow_trust().replace("[lgflow]\n", "[lgflow]\nrequire_trusted = true\n"))
+            .await;
+    let files = lgflow_files();
+    let i = integrity_for(&files).to_string().into_bytes();
+    for (label, artifact) in [
+        ("unsigned", lgflow_tgz(&files, &i, None)),
+        (
+            "untrusted",
+            lgflow_tgz(&files, &i, Some(signature_for(&i, &key(9), "stranger"))),
+        ),
+    ] {
+        let path = format!("/{label}.tar.gz");
+        site.serve(&path, artifact.clone());
+        let got = site.pack("lgflow", &[("url", site.url(&path))]).await;
+        site.assert_refused_unpublished(label, &got, &artifact, "pack_untrusted")
+            .await;
+    }
+}
+
+// ---------------------------------------------------------------- Agent Package
+
+fn agent_files(name: &str) -> Vec<(String, Vec<u8>)> {
+    let descriptor = br#"{"offerings":[]}"#.to_vec();
+    let install = br#"{"format":"agent-install-v1"}"#.to_vec();
+    let plugin = json!({
+        "name": name, "version": "1.0.0",
+        "extensions": { "net.agentdoc.package": {
+            "descriptor": { "path": "descriptor.json", "sha256": Digest::of(&descriptor).hex() },
+            "install": { "path": "install.json", "sha256": Digest::of(&install).hex() },
+            "built": true, "draft": true
+        } }
+    });
+    vec![
+        ("plugin.json".into(), plugin.to_string().into_bytes()),
+        ("descriptor.json".into(), descriptor),
+        ("install.json".into(), install),
+        (
+            "skills/triage/SKILL.md".into(),
+            "# Triage\n\nSort the queue — politely.\n"
+                .as_bytes()
+                .to_vec(),
+        ),
+        (
+            "skills/triage/scripts/run.py".into(),
+            b"print('ok')\n".to_vec(),
+        ),
+        ("net.agentdoc.package/NOT.md".into(), b"Nothing.\n".to_vec()),
+    ]
+}
+
+fn agent_tgz(name: &str, files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut m = vec![Member::dir(&format!("{name}/"))];
+    m.extend(
+        files
+            .iter()
+            .map(|(p, b)| Member::file(&format!("{name}/{p}"), b.clone())),
+    );
+    tgz(&m)
+}
+
+impl Site {
+    /// Publishes `archive` on the test depot as `name@1.0.0`, with a build record naming
+    /// `recorded` (the archive's own digest unless given), after `tweak` edits the document.
+    fn depot(&self, name: &str, archive: &[u8], tweak: &dyn Fn(&mut Value)) {
+        let mut doc = json!({
+            "name": name, "version": "1.0.0", "withdrawn": false,
+            "archive": { "url": format!("../../archives/{name}.tgz"), "sha256": Digest::of(archive).hex() },
+            "build_record": { "package": { "sha256": Digest::of(archive).hex() }, "checks": [] },
+        });
+        tweak(&mut doc);
+        self.serve(&format!("/depot/packages/{name}/1.0.0"), doc.to_string());
+        self.serve(&format!("/depot/archives/{name}.tgz"), archive.to_vec());
+    }
+
+    async fn agent(&self, name: &str, extra: &[(&str, String)]) -> Got {
+        let mut p = vec![
+            ("depot", self.url("/depot/")),
+            ("name", name.to_string()),
+            ("version", "1.0.0".to_string()),
+        ];
+        p.extend(extra.iter().cloned());
+        self.pack("agent-package", &p).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_package_from_a_depot_is_verified_published_and_labelled() {
+    let site = Site::start("").await;
+    let archive = agent_tgz("triage-agent", &agent_files("triage-agent"));
+    site.depot("triage-agent", &archive, &|_| {});
+    let got = site.agent("triage-agent", &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(r["label"], "agent-package:triage-agent@1.0.0");
+    assert_eq!(r["inspection"]["text_files"], 6);
+    assert_eq!(
+        site.cached(&archive).await.body.as_ref(),
+        archive.as_slice()
+    );
+    assert!(
+        site.cache_stats()
+            .contains("agent-package:triage-agent@1.0.0")
+    );
+
+    // Withdrawn: refused for a new install, admitted when pinned by its digest.
+    let w = agent_tgz("old-agent", &agent_files("old-agent"));
+    site.depot("old-agent", &w, &|d| {
+        d["withdrawn"] = json!("2026-11-01: superseded")
+    });
+    let got = site.agent("old-agent", &[]).await;
+    site.assert_refused_unpublished("withdrawn", &got, &w, "pack_withdrawn")
+        .await;
+    let pinned = site
+        .agent("old-agent", &[("sha256", Digest::of(&w).hex())])
+        .await;
+    assert_eq!(
+        pinned.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&pinned.body)
+    );
+    assert_eq!(body(&pinned)["resolution"]["withdrawn"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
+    let site = Site::start("").await;
+    let gh = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    type Case = (&'static str, Vec<(String, Vec<u8>)>, &'static str);
+    let with = |name: &str, path: &str, bytes: Vec<u8>| {
+        let mut f = agent_files(name);
+        f.retain(|(p, _)| p != path);
+        f.push((path.to_string(), bytes));
+        f
+    };
+    let cases: Vec<Case> = vec![
+        (
+            "bidi-md",
+            with(
+                "bidi-md",
+                "skills/triage/SKILL.md",
+                "# T\n\nok\nif admin \u{202E} }".as_bytes().to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "zero-width",
+            with(
+                "zero-width",
+                "skills/triage/SKILL.md",
+                "a\u{200B}b\n".as_bytes().to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "tag-block",
+            with(
+                "tag-block",
+                "skills/triage/references/notes.json",
+                "{\"x\":\"\u{E0041}\"}".as_bytes().to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "bom-then-bidi",
+            with(
+                "bom-then-bidi",
+                "net.agentdoc.package/NOT.md",
+                "\u{FEFF}a\r\n\u{2067}b".as_bytes().to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "utf16-md",
+            with(
+                "utf16-md",
+                "skills/triage/SKILL.md",
+                vec![0xFF, 0xFE, b'#', 0, 0x2E, 0x20],
+            ),
+            "pack_text_encoding",
+        ),
+        (
+            "invalid-utf8-md",
+            with(
+                "invalid-utf8-md",
+                "skills/triage/SKILL.md",
+                vec![b'#', b'\n', 0xC0, 0xAF],
+            ),
+            "pack_text_encoding",
+        ),
+        (
+            "private-key",
+            with(
+                "private-key",
+                "skills/triage/scripts/key.pem",
+                b"-----BEGIN EC PRIVATE KEY-----\nMHcC\n".to_vec(),
+            ),
+            "pack_credential_found",
+        ),
+        (
+            "key-in-a-binary-file",
+            with(
+                "key-in-a-binary-file",
+                "assets/logo.png",
+                [
+                    &[0x89u8, b'P', b'N', b'G', 0, 0xff][..],
+                    b"-----BEGIN PRIVATE KEY-----\nMIIE",
+                ]
+                .concat(),
+            ),
+            "pack_credential_found",
+        ),
+        (
+            "token",
+            with(
+                "token",
+                "skills/triage/scripts/run.py",
+                format!("TOKEN = '{gh}'\n").into_bytes(),
+            ),
+            "pack_credential_found",
+        ),
+        (
+            "split-token",
+            with(
+                "split-token",
+                "skills/triage/scripts/run.py",
+                format!("T = '{}\\\n  {}'\n", &gh[..15], &gh[15..]).into_bytes(),
+            ),
+            "pack_credential_found",
+        ),
+        (
+            "bidi-in-a-file-name",
+            with(
+                "bidi-in-a-file-name",
+                "skills/triage/references/evil\u{202E}dm.txt",
+                b"plain".to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "json-escaped-bidi",
+            with(
+                "json-escaped-bidi",
+                "skills/triage/references/notes.json",
+                br#"{"refusals":["never \u202e delete"]}"#.to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "markdown-reference",
+            with(
+                "markdown-reference",
+                "skills/triage/SKILL.md",
+                b"# T\n\nadmin &#x202E; check\n".to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "name-mismatch",
+            with(
+                "name-mismatch",
+                "plugin.json",
+                br#"{"name":"someone-else"}"#.to_vec(),
+            ),
+            "pack_identity_mismatch",
+        ),
+        (
+            "descriptor-digest",
+            with(
+                "descriptor-digest",
+                "descriptor.json",
+                br#"{"offerings":[1]}"#.to_vec(),
+            ),
+            "pack_integrity_failure",
+        ),
+    ];
+    for (name, files, code) in cases {
+        let archive = agent_tgz(name, &files);
+        site.depot(name, &archive, &|_| {});
+        let got = site.agent(name, &[]).await;
+        site.assert_refused_unpublished(name, &got, &archive, code)
+            .await;
+    }
+    let base = |name: &str| agent_tgz(name, &agent_files(name));
+    type Tweak<'t> = &'t dyn Fn(&mut Value);
+    let archive_cases: Vec<(&str, Vec<u8>, Tweak<'_>, &str)> = vec![
+        (
+            "record-mismatch",
+            base("record-mismatch"),
+            &|d| {
+                d["build_record"]["package"]["sha256"] = json!(Digest::of(b"other").hex());
+                d["archive"]["sha256"] = d["build_record"]["package"]["sha256"].clone();
+            },
+            "pack_integrity_failure",
+        ),
+        (
+            "no-build-record",
+            base("no-build-record"),
+            &|d| {
+                d.as_object_mut().unwrap().remove("build_record");
+            },
+            "pack_build_record_missing",
+        ),
+        (
+            "symlink",
+            tgz(&[
+                Member::dir("symlink/"),
+                Member::file("symlink/plugin.json", r#"{"name":"symlink"}"#),
+                Member::symlink("symlink/x.md", "/etc/passwd"),
+            ]),
+            &|_| {},
+            "archive_member_type",
+        ),
+        (
+            "traversal",
+            tgz(&[
+                Member::file("plugin.json", r#"{"name":"traversal"}"#),
+                Member::file("../evil.md", "x"),
+            ]),
+            &|_| {},
+            "archive_path",
+        ),
+    ];
+    for (name, archive, tweak, code) in archive_cases {
+        site.depot(name, &archive, tweak);
+        let got = site.agent(name, &[]).await;
+        site.assert_refused_unpublished(name, &got, &archive, code)
+            .await;
+    }
+}
+
+// ---------------------------------------------------------------- OpenWOP
+
+const TREE: &str = "/mirror/tree/v2";
+
+fn openwop_config() -> String {
+    let k = |seed: u8| b64(key(seed).verifying_key().as_bytes());
+    format!(
+        "[[openwop.registry]]\nname = \"acme\"\nurl = \"{{UP}}/\"\n\n[[openwop.registry.key]]\nkey_id = \"acme-2026\"\npublic_key = \"{}\"\npermitted_namespaces = [\"@acme/*\"]\n\n[[openwop.registry.key]]\nkey_id = \"other-2026\"\npublic_key = \"{}\"\npermitted_namespaces = [\"@other/*\"]\n",
+        k(3),
+        k(4)
+    )
+}
+
+/// One pack version to publish, with every part a hostile fixture may change.
+struct Wop {
+    name: String,
+    version: String,
+    /// `pack.json` as it sits in the tarball (any order, any whitespace).
+    pack_json: String,
+    /// The RFC 8785 form of `pack_json`, written out by hand: what a signer signs.
+    canonical: String,
+    signer: u8,
+    signing: Value,
+    manifest_extra: Value,
+    sign_tarball_instead: bool,
+    extra_member: Option<Member>,
+}
+
+fn wop(name: &str, version: &str, engine: &str) -> Wop {
+    let pack_json = format!(
+        "{{\n  \"version\": \"{version}\",\n  \"name\": \"{name}\",\n  \"kind\": \"node-pack\",\n  \"engines\": {{ \"openwop\": \"{engine}\" }},\n  \"description\": \"Outils \\u00e9 \"\n}}\n"
+    );
+    let canonical = format!(
+        "{{\"description\":\"Outils é \",\"engines\":{{\"openwop\":\"{engine}\"}},\"kind\":\"node-pack\",\"name\":\"{name}\",\"version\":\"{version}\"}}"
+    );
+    Wop {
+        name: name.into(),
+        version: version.into(),
+        pack_json,
+        canonical,
+        signer: 3,
+        signing: json!({ "keyId": "acme-2026", "scheme": "ed25519-canonical-json" }),
+        manifest_extra: json!({}),
+        sign_tarball_instead: false,
+        extra_member: None,
+    }
+}
+
+impl Site {
+    /// Serves the well-known document naming the v2 tree somewhere no client could guess.
+    fn openwop_registry(&self, versions: &[(&str, &[&str])]) {
+        self.serve(
+            "/.well-known/openwop-registry.json",
+            json!({ "endpoints": { "v1": "/registry/v1/", "v2": format!("{TREE}/") } }).to_string(),
+        );
+        for (name, list) in versions {
+            self.serve(
+                &format!("{TREE}/packs/{name}/index.json"),
+                json!({ "name": name, "versions": list }).to_string(),
+            );
+        }
+    }
+
+    /// Publishes `w`; returns its tarball.
+    fn publish_wop(&self, w: &Wop) -> Vec<u8> {
+        let mut members = vec![
+            Member::dir("package/"),
+            Member::file("package/pack.json", w.pack_json.clone()),
+            Member::file("package/README.md", "# pack\n"),
+        ];
+        members.extend(w.extra_member.clone());
+        let tarball = tgz(&members);
+        let signed: &[u8] = if w.sign_tarball_instead {
+            &tarball
+        } else {
+            w.canonical.as_bytes()
+        };
+        let sig = key(w.signer).sign(signed).to_bytes();
+        let mut manifest = json!({
+            "kind": "node-pack", "name": w.name, "version": w.version,
+            "signing": w.signing, "dist": { "sha256": Digest::of(&tarball).hex() },
+        });
+        for (k, v) in w.manifest_extra.as_object().unwrap() {
+            if v.is_null() {
+                manifest.as_object_mut().unwrap().remove(k);
+            } else {
+                manifest[k] = v.clone();
+            }
+        }
+        let base = format!("{TREE}/packs/{}/-/{}", w.name, w.version);
+        self.serve(&format!("{base}.json"), manifest.to_string());
+        self.serve(&format!("{base}.sig"), b64(&sig));
+        self.serve(&format!("{base}.tgz"), tarball.clone());
+        tarball
+    }
+
+    async fn openwop(&self, name: &str, select: (&str, &str)) -> Got {
+        let p = [
+            ("registry", "acme".to_string()),
+            ("name", name.to_string()),
+            (select.0, select.1.to_string()),
+        ];
+        self.pack("openwop", &p).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openwop_range_skips_yanked_versions_and_a_pin_may_resolve_one() {
+    let site = Site::start(&openwop_config()).await;
+    site.openwop_registry(&[("@acme/tools", &["0.9.0", "1.0.0", "1.1.0", "2.0.0"])]);
+    let good = site.publish_wop(&wop("@acme/tools", "1.0.0", ">=2.0 <3.0.0"));
+    let mut yanked = wop("@acme/tools", "1.1.0", ">=2 <3.0.0");
+    yanked.manifest_extra = json!({ "yanked": "advisory GHSA-0000" });
+    let yanked_tgz = site.publish_wop(&yanked);
+
+    let got = site.openwop("@acme/tools", ("range", "^1.0.0")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(r["version"], "1.0.0", "the range skipped the yanked 1.1.0");
+    assert_eq!(r["label"], "openwop:@acme/tools@1.0.0");
+    assert_eq!(r["inspection"]["keyId"], "acme-2026");
+    assert_eq!(site.cached(&good).await.body.as_ref(), good.as_slice());
+    assert_eq!(site.cached(&yanked_tgz).await.status, 404);
+    assert!(site.cache_stats().contains("openwop:@acme/tools@1.0.0"));
+
+    let pinned = site.openwop("@acme/tools", ("version", "1.1.0")).await;
+    assert_eq!(
+        pinned.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&pinned.body)
+    );
+    assert_eq!(body(&pinned)["resolution"]["yanked"], true);
+
+    // Every registry path went through endpoints.v2; none was constructed from the host.
+    let paths: Vec<String> = site.up.requests().iter().map(|s| s.uri.clone()).collect();
+    assert!(paths.iter().any(|p| p.starts_with(TREE)), "{paths:?}");
+    assert!(
+        !paths.iter().any(|p| p.starts_with("/registry/")),
+        "{paths:?}"
+    );
+
+    let none = site.openwop("@acme/tools", ("range", "^3.0.0")).await;
+    assert_eq!(body(&none)["code"], "pack_version_not_found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_openwop_packs_are_refused_by_code_and_never_published() {
+    let site = Site::start(&openwop_config()).await;
+    site.openwop_registry(&[]);
+    let ok = ">=2.0 <3.0.0";
+    let case = |n: &str, engine: &str, f: &dyn Fn(&mut Wop)| {
+        let mut w = wop(&format!("@acme/{n}"), "1.0.0", engine);
+        f(&mut w);
+        w
+    };
+    let cases: Vec<(&str, Wop, &str)> = vec![
+        (
+            "outside-namespace",
+            case("outside-namespace", ok, &|w| {
+                w.signer = 4;
+                w.signing["keyId"] = json!("other-2026");
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "tarball-signed",
+            case("tarball-signed", ok, &|w| w.sign_tarball_instead = true),
+            "pack_signature_invalid",
+        ),
+        (
+            "unknown-key",
+            case("unknown-key", ok, &|w| {
+                w.signer = 9;
+                w.signing["keyId"] = json!("nobody");
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "signed-by-stranger",
+            case("signed-by-stranger", ok, &|w| w.signer = 9),
+            "pack_signature_invalid",
+        ),
+        (
+            "non-canonical-signed",
+            case("non-canonical-signed", ok, &|w| {
+                w.canonical = w.pack_json.clone()
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "signing-extra-member",
+            case("signing-extra-member", ok, &|w| {
+                w.signing["publicKeyRef"] = json!("https://example.invalid/key");
+            }),
+            "pack_validation_failed",
+        ),
+        (
+            "wrong-scheme",
+            case("wrong-scheme", ok, &|w| {
+                w.signing["scheme"] = json!("ed25519-tarball")
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "unsigned",
+            case("unsigned", ok, &|w| {
+                w.manifest_extra = json!({ "signing": null })
+            }),
+            "pack_signature_invalid",
+        ),
+        (
+            "no-upper-bound",
+            case("no-upper-bound", ">=1.0", &|_| {}),
+            "pack_engine_unsupported",
+        ),
+        (
+            "caret-range",
+            case("caret-range", "^2.0.0", &|_| {}),
+            "pack_engine_unsupported",
+        ),
+        (
+            "v1-only",
+            case("v1-only", ">=1 <2.0.0", &|_| {}),
+            "pack_engine_unsupported",
+        ),
+        (
+            "tgz-digest",
+            case("tgz-digest", ok, &|w| {
+                w.manifest_extra = json!({ "dist": { "sha256": Digest::of(b"other").hex() } });
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "no-digest",
+            case("no-digest", ok, &|w| {
+                w.manifest_extra = json!({ "dist": null })
+            }),
+            "pack_integrity_failure",
+        ),
+        (
+            "manifest-no-kind",
+            case("manifest-no-kind", ok, &|w| {
+                w.manifest_extra = json!({ "kind": null })
+            }),
+            "pack_validation_failed",
+        ),
+        (
+            "symlink",
+            case("symlink", ok, &|w| {
+                w.extra_member = Some(Member::symlink("package/x", "/etc/passwd"))
+            }),
+            "archive_member_type",
+        ),
+    ];
+    for (label, w, code) in cases {
+        let tarball = site.publish_wop(&w);
+        let got = site.openwop(&w.name, ("version", "1.0.0")).await;
+        site.assert_refused_unpublished(label, &got, &tarball, code)
+            .await;
+    }
+    // pack.json that is not the pack the manifest names, validly signed over its own bytes.
+    let mut w = wop("@acme/renamed", "1.0.0", ok);
+    w.pack_json = w.pack_json.replace("@acme/renamed", "@acme/other");
+    w.canonical = w.canonical.replace("@acme/renamed", "@acme/other");
+    let tarball = site.publish_wop(&w);
+    let got = site.openwop("@acme/renamed", ("version", "1.0.0")).await;
+    site.assert_refused_unpublished("renamed", &got, &tarball, "pack_integrity_failure")
+        .await;
+    // pack.json whose own signing block names another key than the version manifest's.
+    let mut w = wop("@acme/bare-signing", "1.0.0", ok);
+    let block = r#""signing": { "keyId": "other-2026", "scheme": "ed25519-canonical-json" },"#;
+    w.pack_json = w.pack_json.replacen('{', &format!("{{ {block}"), 1);
+    w.canonical = w.canonical.replace(
+        "\"version\":",
+        "\"signing\":{\"keyId\":\"other-2026\",\"scheme\":\"ed25519-canonical-json\"},\"version\":",
+    );
+    let tarball = site.publish_wop(&w);
+    let got = site
+        .openwop("@acme/bare-signing", ("version", "1.0.0"))
+        .await;
+    site.assert_refused_unpublished("bare-signing", &got, &tarball, "pack_signature_invalid")
+        .await;
+    // pack.json with a repeated member: two parsers would keep different names.
+    let mut w = wop("@acme/repeated", "1.0.0", ok);
+    w.pack_json = w.pack_json.replacen('{', "{ \"name\": \"@acme/other\",", 1);
+    let tarball = site.publish_wop(&w);
+    let got = site.openwop("@acme/repeated", ("version", "1.0.0")).await;
+    site.assert_refused_unpublished("repeated", &got, &tarball, "pack_validation_failed")
+        .await;
+    // pack.json without kind, validly signed.
+    let mut w = wop("@acme/no-kind", "1.0.0", ok);
+    w.pack_json = w.pack_json.replace("\"kind\": \"node-pack\",", "");
+    w.canonical = w.canonical.replace("\"kind\":\"node-pack\",", "");
+    let tarball = site.publish_wop(&w);
+    let got = site.openwop("@acme/no-kind", ("version", "1.0.0")).await;
+    site.assert_refused_unpublished("no-kind", &got, &tarball, "pack_validation_failed")
+        .await;
+}
+
+// ---------------------------------------------------------------- LOVE as a profile, CLI
+
+fn love_manifest(site: &Site, artifact: &[u8], path: &str) -> Value {
+    json!({
+        "protocol": "love-package/v1", "document_type": "package-manifest",
+        "name": "@fg/demo", "version": "1.0.0", "description": "A demo package", "license": "MIT",
+        "artifact": {
+            "format": "npm-tarball", "filename": "fg-demo-1.0.0.tgz",
+            "sha256": Digest::of(artifact).hex(), "size": artifact.len(),
+            "media_type": "application/gzip", "mirrors": [{ "url": site.url(path) }],
+        },
+        "runtime": { "kind": "javascript", "engines": { "node": ">=20" } },
+        "install": { "format": "npm-tarball", "specifier": site.url(path) },
+        "source": {
+            "repository": "https://example.invalid/fg/demo.git",
+            "revision": "0123456789abcdef0123456789abcdef01234567", "path": "packages/demo"
+        },
+        "dependency_resolution": { "mode": "package_manifest", "self_contained": true }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn love_is_the_first_profile_and_keeps_its_label_and_archive_rules() {
+    let site = Site::start("").await;
+    let artifact = tgz(&support::tarball::good("@fg/demo", "1.0.0"));
+    site.serve("/demo.tgz", artifact.clone());
+    site.serve(
+        "/m.json",
+        love_manifest(&site, &artifact, "/demo.tgz").to_string(),
+    );
+    let old_node = [
+        ("manifest", site.url("/m.json")),
+        ("engine", "node=18.0.0".to_string()),
+    ];
+    let got = site.pack("love", &old_node).await;
+    site.assert_refused_unpublished("love-engine", &got, &artifact, "engine_incompatible")
+        .await;
+    let node = [
+        ("manifest", site.url("/m.json")),
+        ("engine", "node=20.11.0".to_string()),
+    ];
+    let got = site.pack("love", &node).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["label"], "@fg/demo@1.0.0");
+    assert_eq!(body(&got)["resolution"]["engine"]["status"], "compatible");
+    assert_eq!(site.cached(&artifact).await.status, 200);
+
+    let mut members = support::tarball::good("@fg/demo", "1.0.0");
+    members.push(Member::symlink("package/evil", "/etc/passwd"));
+    let hostile = tgz(&members);
+    site.serve("/evil.tgz", hostile.clone());
+    site.serve(
+        "/evil.json",
+        love_manifest(&site, &hostile, "/evil.tgz").to_string(),
+    );
+    let got = site
+        .pack("love", &[("manifest", site.url("/evil.json"))])
+        .await;
+    site.assert_refused_unpublished("love-symlink", &got, &hostile, "archive_member_type")
+        .await;
+
+    let metrics = fetchgate::metrics::get().encode();
+    assert!(
+        metrics.contains(
+            r#"fetchgate_pack_fetches_total{format="love",outcome="archive_member_type"}"#
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains(r#"fetchgate_pack_fetches_total{format="love",outcome="published"}"#));
+    let unknown = site.pack("npm", &[]).await;
+    assert_eq!(body(&unknown)["code"], "pack_format_unknown");
+    let stray = site.pack("love", &[("url", "x".into())]).await;
+    assert_eq!(body(&stray)["code"], "pack_request_invalid");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_dispatches_through_the_same_table_and_conflicts_are_listed() {
+    let site = Site::start(&lgflow_trust()).await;
+    let cfg = site.dir.path().join("cli.toml");
+    std::fs::write(&cfg, &site.config).unwrap();
+    let run = |args: &[String]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
+            .args(["pack"])
+            .args(args)
+            .arg("--config")
+            .arg(&cfg)
+            .output()
+            .unwrap()
+    };
+    let files = lgflow_files();
+    let i = integrity_for(&files).to_string().into_bytes();
+    let artifact = lgflow_tgz(&files, &i, None);
+    site.serve("/a.tar.gz", artifact.clone());
+    let out = run(&[
+        "fetch".into(),
+        "--format".into(),
+        "lgflow".into(),
+        format!("url={}", site.url("/a.tar.gz")),
+    ]);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(out.status.success(), "{r}");
+    assert_eq!(r["label"], "lgflow:customer-support@1.0.0");
+    assert_eq!(r["inspection"]["trust"]["verdict"], "UNSIGNED");
+
+    let mut other = lgflow_files();
+    other.push(("docs/more.md".into(), b"more".to_vec()));
+    let i = integrity_for(&other).to_string().into_bytes();
+    let second = lgflow_tgz(&other, &i, None);
+    site.serve("/b.tar.gz", second.clone());
+    let out = run(&[
+        "fetch".into(),
+        "--format".into(),
+        "lgflow".into(),
+        format!("url={}", site.url("/b.tar.gz")),
+    ]);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{r}");
+    assert_eq!(r["code"], "digest_conflict");
+
+    // Pinned, the second digest is a choice; both sightings are then listed as a conflict.
+    let pin = format!("sha256={}", Digest::of(&second).hex());
+    let out = run(&[
+        "fetch".into(),
+        "--format".into(),
+        "lgflow".into(),
+        format!("url={}", site.url("/b.tar.gz")),
+        pin,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let got = Client::connect(site.proxy)
+        .await
+        .send("GET", "/pack/v1/conflicts", &[("host", "fetchgate")])
+        .await;
+    let c = body(&got);
+    assert_eq!(c["conflicts"][0]["name"], "lgflow:customer-support", "{c}");
+    assert_eq!(c["conflicts"][0]["seen"].as_array().map(Vec::len), Some(2));
+}
