@@ -155,22 +155,24 @@ impl Store {
                 count = evicted.len(),
                 "evicted least recently used cache entries"
             );
-            let _ = self.index.remove(&evicted);
+            let _ = self.index.remove_lazily(&evicted);
         }
         evicted.len()
     }
 
-    /// Unpinned entries, least recently used first (under the read lock only).
-    fn eviction_candidates(&self) -> Option<Vec<(Digest, Arc<Meta>)>> {
+    /// Unpinned entries, least recently used first (under the read lock only). Most
+    /// evictions need a victim or two, so only the oldest [`EVICTION_FIRST_PICK`] are put in
+    /// order at once (a linear selection, not a sort of the whole table); the rest are sorted
+    /// only if the iteration gets that far.
+    fn eviction_candidates(&self) -> Option<impl Iterator<Item = (Digest, Arc<Meta>)>> {
         let entries = self.table().ok()?;
-        let mut candidates: Vec<(u64, Digest, Arc<Meta>)> = entries
+        let candidates: Vec<(u64, Digest, Arc<Meta>)> = entries
             .iter()
             .filter(|(_, m)| !m.is_pinned())
             .map(|(d, m)| (m.last_used(), *d, m.clone()))
             .collect();
         drop(entries);
-        candidates.sort_unstable_by_key(|(t, d, _)| (*t, *d));
-        Some(candidates.into_iter().map(|(_, d, m)| (d, m)).collect())
+        Some(LeastRecentlyUsed::new(candidates))
     }
 
     /// Forgets entries whose files were removed, each at most once: an entry replaced or
@@ -196,8 +198,50 @@ impl Store {
     }
 }
 
+/// How many of the least recently used entries [`Store::evict_for`] orders up front.
+const EVICTION_FIRST_PICK: usize = 32;
+
+/// Entries by `(last used, digest)`, ordered lazily: the first [`EVICTION_FIRST_PICK`] by a
+/// selection and a small sort, the rest sorted when the iteration reaches them.
+struct LeastRecentlyUsed {
+    items: Vec<(u64, Digest, Arc<Meta>)>,
+    next: usize,
+    sorted_to: usize,
+}
+
+impl LeastRecentlyUsed {
+    fn new(mut items: Vec<(u64, Digest, Arc<Meta>)>) -> Self {
+        let first = EVICTION_FIRST_PICK.min(items.len());
+        if first < items.len() {
+            // Everything before `first` is now no newer than anything after it.
+            items.select_nth_unstable_by_key(first, |(t, d, _)| (*t, *d));
+        }
+        items[..first].sort_unstable_by_key(|(t, d, _)| (*t, *d));
+        Self {
+            items,
+            next: 0,
+            sorted_to: first,
+        }
+    }
+}
+
+impl Iterator for LeastRecentlyUsed {
+    type Item = (Digest, Arc<Meta>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next == self.sorted_to && self.sorted_to < self.items.len() {
+            self.items[self.sorted_to..].sort_unstable_by_key(|(t, d, _)| (*t, *d));
+            self.sorted_to = self.items.len();
+        }
+        let (_, d, m) = self.items.get(self.next)?;
+        self.next += 1;
+        Some((*d, m.clone()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::CacheSettings;
     use super::super::testing::{bytes, put, store};
     use super::*;
 
@@ -324,5 +368,45 @@ mod tests {
         assert!(s.contains(&ds[0]) && s.contains(&ds[1]));
         assert_eq!(s.evictions(), 2);
         assert_eq!(s.space.used(), 2000);
+    }
+
+    #[test]
+    fn eviction_past_the_first_pick_still_goes_oldest_first() {
+        let n = 3 * EVICTION_FIRST_PICK as u64;
+        let (dir, s) = store(n * 100);
+        let ds: Vec<Digest> = (0..n).map(|i| put(&s, &bytes(100, i))).collect();
+        // Use times reversed against publication, and interleaved, so no order is accidental.
+        for (i, d) in ds.iter().enumerate() {
+            let i = i as u64;
+            s.meta(d).unwrap().touch(1000 - (i % 2) * 500 - i);
+        }
+        let mut by_age: Vec<&Digest> = ds.iter().collect();
+        by_age.sort_by_key(|d| (s.meta(d).unwrap().last_used(), **d));
+
+        // Room for more than the first pick holds: exactly the oldest entries go.
+        let wanted = EVICTION_FIRST_PICK as u64 + 10;
+        s.reserve(wanted * 100).unwrap();
+        assert_eq!(s.evictions(), wanted);
+        for (rank, d) in by_age.iter().enumerate() {
+            assert_eq!(s.contains(d), rank as u64 >= wanted, "rank {rank}");
+        }
+
+        // Eviction did not wait for the disk to forget them in the index; a reopened store
+        // repairs that as `serve` does at start (reconcile) and holds exactly the survivors.
+        s.release(wanted * 100);
+        drop(s);
+        let settings = CacheSettings {
+            dir: dir.path().to_path_buf(),
+            max_bytes: n * 100,
+            ..CacheSettings::default()
+        };
+        let reopened = Store::open(&settings).unwrap();
+        reopened.reconcile().unwrap();
+        assert_eq!(reopened.stats().entries as u64, n - wanted);
+        assert!(
+            by_age[..wanted as usize]
+                .iter()
+                .all(|d| reopened.get(d).is_none())
+        );
     }
 }
