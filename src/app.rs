@@ -26,22 +26,22 @@ use crate::store::{CacheSettings, Store};
 
 /// What outlives reloads: the store and the databases and caches beside it, opened once.
 #[derive(Clone)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// The content-addressed store.
-    pub store: Arc<Store>,
+    pub(crate) store: Arc<Store>,
     /// LOVE sightings.
-    pub seen: Arc<Seen>,
+    pub(crate) seen: Arc<Seen>,
     /// Registry metadata.
-    pub metadata: Arc<MetadataCache>,
+    pub(crate) metadata: Arc<MetadataCache>,
     /// Registry digest aliases, file records and verified URLs.
-    pub aliases: Arc<Aliases>,
+    pub(crate) aliases: Arc<Aliases>,
     /// Fetches in flight: every fetcher, before and after a reload, joins the same table.
-    pub flights: Arc<Flights>,
+    pub(crate) flights: Arc<Flights>,
 }
 
 impl Shared {
     /// Opens the store and everything kept beside it under `[cache] dir`.
-    pub fn open(config: &Config) -> io::Result<Self> {
+    pub(crate) fn open(config: &Config) -> io::Result<Self> {
         let store = Store::open(&config.cache).map_err(|e| {
             io::Error::other(format!(
                 "cannot open the cache at {}: {e}",
@@ -69,7 +69,7 @@ impl Shared {
 
 /// The request context for `config` over `shared`: resolver and egress, the fetcher (on the
 /// shared flight table), LOVE and the registry front-ends.
-pub fn gate(config: &Config, shared: &Shared) -> AppContext {
+pub(crate) fn gate(config: &Config, shared: &Shared) -> AppContext {
     let fetcher = Arc::new(
         config
             .fetcher(shared.store.clone())
@@ -163,7 +163,7 @@ impl Fixed {
 }
 
 /// A running fetchgate's state: what is shared for the process, and the gate in force.
-pub struct App {
+pub(crate) struct App {
     shared: Shared,
     gate: SharedContext,
     fixed: Fixed,
@@ -171,7 +171,7 @@ pub struct App {
 
 impl App {
     /// Opens the shared state and builds the first gate.
-    pub fn open(config: &Config) -> io::Result<Self> {
+    pub(crate) fn open(config: &Config) -> io::Result<Self> {
         crate::love::schema::check_embedded().map_err(io::Error::other)?;
         let shared = Shared::open(config)?;
         let gate = Arc::new(ArcSwap::from_pointee(gate(config, &shared)));
@@ -183,23 +183,23 @@ impl App {
     }
 
     /// What outlives reloads.
-    pub fn shared(&self) -> &Shared {
+    pub(crate) fn shared(&self) -> &Shared {
         &self.shared
     }
 
     /// The swappable gate, for the listeners.
-    pub fn shared_gate(&self) -> SharedContext {
+    pub(crate) fn shared_gate(&self) -> SharedContext {
         self.gate.clone()
     }
 
     /// The gate in force.
-    pub fn gate(&self) -> Arc<AppContext> {
+    pub(crate) fn gate(&self) -> Arc<AppContext> {
         self.gate.load_full()
     }
 
     /// Swaps in `config` for every request from now on. Returns (and logs) the settings that
     /// changed but only take effect at the next start.
-    pub fn reload(&self, config: &Config) -> Vec<&'static str> {
+    pub(crate) fn reload(&self, config: &Config) -> Vec<&'static str> {
         let waiting = self.fixed.changed(&Fixed::of(config));
         for key in &waiting {
             tracing::warn!(setting = key, "changed; it takes effect at the next start");

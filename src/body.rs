@@ -13,12 +13,12 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Body, Frame, SizeHint};
 
 /// A body with no bytes, boxed with whatever error type its receiver expects.
-pub fn empty<E: 'static>() -> BoxBody<Bytes, E> {
+pub(crate) fn empty<E: 'static>() -> BoxBody<Bytes, E> {
     Empty::new().map_err(never).boxed()
 }
 
 /// A body holding `bytes`, sent as one frame.
-pub fn full<E: 'static>(bytes: impl Into<Bytes>) -> BoxBody<Bytes, E> {
+pub(crate) fn full<E: 'static>(bytes: impl Into<Bytes>) -> BoxBody<Bytes, E> {
     Full::new(bytes.into()).map_err(never).boxed()
 }
 
@@ -28,7 +28,7 @@ fn never<E>(never: Infallible) -> E {
 }
 
 /// Watches a body through [`Observed`].
-pub trait Observer {
+pub(crate) trait Observer {
     /// One data frame, as it passes on to the reader.
     fn on_data(&mut self, data: &Bytes);
     /// The body ended; called exactly once. `complete` is true at end of stream or when
@@ -38,7 +38,7 @@ pub trait Observer {
 }
 
 /// A body passed through unchanged while an [`Observer`] sees its data and its end.
-pub struct Observed<B: Body, O: Observer> {
+pub(crate) struct Observed<B: Body, O: Observer> {
     inner: B,
     observer: O,
     /// The Content-Length the reader was promised: reaching it is the end, because a server
@@ -50,7 +50,7 @@ pub struct Observed<B: Body, O: Observer> {
 
 impl<B: Body, O: Observer> Observed<B, O> {
     /// Wraps `inner`; `expected` is its promised length, if it has one.
-    pub fn new(inner: B, expected: Option<u64>, observer: O) -> Self {
+    pub(crate) fn new(inner: B, expected: Option<u64>, observer: O) -> Self {
         Self {
             inner,
             observer,

@@ -53,23 +53,23 @@ pub struct Config {
     /// The egress policy: built-in profile plus operator rules.
     pub policy: Arc<Policy>,
     /// How names are resolved.
-    pub resolver: ResolverSettings,
+    pub(crate) resolver: ResolverSettings,
     /// TLS client configuration for upstreams (verification always on).
-    pub tls: Arc<rustls::ClientConfig>,
+    pub(crate) tls: Arc<rustls::ClientConfig>,
     /// Who may use the proxy.
-    pub access: Access,
+    pub(crate) access: Access,
     /// Listener and limits.
     pub limits: Limits,
     /// The content cache.
     pub cache: CacheSettings,
     /// Most redirects followed by fetch-through.
-    pub max_redirects: usize,
+    pub(crate) max_redirects: usize,
     /// Whether an `https` → `http` redirect is followed (default: refused).
-    pub allow_redirect_downgrade: bool,
+    pub(crate) allow_redirect_downgrade: bool,
     /// LOVE caps.
-    pub love: LoveSettings,
+    pub(crate) love: LoveSettings,
     /// Registry front-ends (`[[registry]]`).
-    pub registries: Vec<RegistrySettings>,
+    pub(crate) registries: Vec<RegistrySettings>,
     /// Trusted OpenWOP registries and LGFlow keys (`[[openwop.registry]]`, `[lgflow]`).
     pub(crate) packs: PackConfig,
 }
@@ -154,7 +154,10 @@ impl Config {
 
     /// The fetch-through service over `store`, with this config's policy, TLS and limits.
     /// Must run inside a Tokio runtime.
-    pub fn fetcher(&self, store: Arc<crate::store::Store>) -> crate::fetch::through::Fetcher {
+    pub(crate) fn fetcher(
+        &self,
+        store: Arc<crate::store::Store>,
+    ) -> crate::fetch::through::Fetcher {
         let timeouts = crate::fetch::upstream::Timeouts {
             connect: self.limits.connect_timeout,
             response_head: self.limits.response_head_timeout,

@@ -2,9 +2,10 @@
 //! fetcher, the store, LOVE, the registries) can say so without knowing HTTP. `serve/problem.rs`
 //! turns each error into a response; this module only names the sides.
 
-/// Where a failure came from (pingora's error source): logs and metrics group by it.
+/// Where a failure came from (pingora's error source): every problem response
+/// names it as `source`, so a client sees at once whose side to fix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// The egress policy refused.
     Policy,
     /// The client's request or credentials.
@@ -13,4 +14,16 @@ pub enum Origin {
     Upstream,
     /// fetchgate itself.
     Internal,
+}
+
+impl Origin {
+    /// The value of a problem's `source` member.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Origin::Policy => "policy",
+            Origin::Downstream => "downstream",
+            Origin::Upstream => "upstream",
+            Origin::Internal => "internal",
+        }
+    }
 }

@@ -47,6 +47,9 @@
 //! ```
 
 #![forbid(unsafe_code)]
+// Most items are `pub(crate)`; `cargo doc` documents them (`.cargo/config.toml`), so links from
+// the public modules to them resolve.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod app;
 pub mod archive;

@@ -13,79 +13,79 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// Two bounded labels.
-pub type Labels2 = [(&'static str, &'static str); 2];
+pub(crate) type Labels2 = [(&'static str, &'static str); 2];
 /// One bounded label.
-pub type Labels1 = [(&'static str, &'static str); 1];
+pub(crate) type Labels1 = [(&'static str, &'static str); 1];
 
 /// Every metric fetchgate exports.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     /// Requests by kind (`forward`, `connect`, `object`, `love`, `pack`, `registry`, `other`) and outcome.
-    pub requests: Family<Labels2, Counter>,
+    pub(crate) requests: Family<Labels2, Counter>,
     /// Egress refusals by reason code.
-    pub refusals: Family<Labels1, Counter>,
+    pub(crate) refusals: Family<Labels1, Counter>,
     /// Upstream TCP+TLS connect time, seconds.
-    pub connect_seconds: Histogram,
+    pub(crate) connect_seconds: Histogram,
     /// Upstream response-head time, seconds.
-    pub response_head_seconds: Histogram,
+    pub(crate) response_head_seconds: Histogram,
     /// Body bytes received from upstreams.
-    pub bytes_in: Counter,
+    pub(crate) bytes_in: Counter,
     /// Body bytes sent to clients.
-    pub bytes_out: Counter,
+    pub(crate) bytes_out: Counter,
     /// `/sha256/` hits.
-    pub cache_hits: Counter,
+    pub(crate) cache_hits: Counter,
     /// `/sha256/` misses.
-    pub cache_misses: Counter,
+    pub(crate) cache_misses: Counter,
     /// Entries published (fetch-through, tee, LOVE).
-    pub cache_fills: Counter,
+    pub(crate) cache_fills: Counter,
     /// Failed fill attempts by reason (per locator).
-    pub fill_failures: Family<Labels1, Counter>,
+    pub(crate) fill_failures: Family<Labels1, Counter>,
     /// Answers of `507` (nothing evictable).
-    pub cache_full: Counter,
+    pub(crate) cache_full: Counter,
     /// Fetch-through fetches in flight.
-    pub inflight_fetches: Gauge,
+    pub(crate) inflight_fetches: Gauge,
     /// Requests waiting on another request's fetch.
-    pub fetch_waiters: Gauge,
+    pub(crate) fetch_waiters: Gauge,
     /// CONNECT tunnels opened.
-    pub tunnels: Counter,
+    pub(crate) tunnels: Counter,
     /// CONNECT tunnels open now.
-    pub tunnels_open: Gauge,
+    pub(crate) tunnels_open: Gauge,
     /// Tunnel lifetime, seconds.
-    pub tunnel_seconds: Histogram,
+    pub(crate) tunnel_seconds: Histogram,
     /// Config reloads by outcome.
     pub reloads: Family<Labels1, Counter>,
     /// Cache totals, filled in at scrape time.
-    pub cache_bytes: Gauge,
+    pub(crate) cache_bytes: Gauge,
     /// `[cache] max_bytes`.
-    pub cache_max_bytes: Gauge,
+    pub(crate) cache_max_bytes: Gauge,
     /// Entries.
-    pub cache_entries: Gauge,
+    pub(crate) cache_entries: Gauge,
     /// Evictions; brought up to the store's count at scrape time.
-    pub evictions: Counter,
+    pub(crate) evictions: Counter,
     /// Entries found not to match their digest, or gone from disk; brought up to the store's
     /// count at scrape time.
-    pub verify_failures: Counter,
+    pub(crate) verify_failures: Counter,
     /// Proxied responses kept out of the shared cache, by reason (`authorization`, `cookie`,
     /// `query`, `no_store`, `private`, `set_cookie`, `vary`, `no_length`, `too_large`).
-    pub tee_skipped: Family<Labels1, Counter>,
+    pub(crate) tee_skipped: Family<Labels1, Counter>,
     /// Teed bodies given up after they started, by reason (`stall`, `store_error`,
     /// `client_gone`, `short`).
-    pub tee_abandoned: Family<Labels1, Counter>,
+    pub(crate) tee_abandoned: Family<Labels1, Counter>,
     /// Small teed bodies whose digest was already stored: kept without touching the disk.
-    pub tee_known: Counter,
+    pub(crate) tee_known: Counter,
     /// CONNECT tunnel bytes by `direction` (`client_to_upstream`, `upstream_to_client`). Tunnel
     /// bytes are opaque TLS, so they are kept apart from the HTTP body counters.
-    pub tunnel_bytes: Family<Labels1, Counter>,
+    pub(crate) tunnel_bytes: Family<Labels1, Counter>,
     /// Registry metadata answers by registry kind and how they were had (`fresh`,
     /// `revalidated`, `fetched`, `stale`, `offline`).
-    pub registry_metadata: Family<Labels2, Counter>,
+    pub(crate) registry_metadata: Family<Labels2, Counter>,
     /// Registry artifact requests by kind and outcome (`hit`, `miss`, `mismatch`).
-    pub registry_artifacts: Family<Labels2, Counter>,
+    pub(crate) registry_artifacts: Family<Labels2, Counter>,
     /// Package names refused by a registry's allow/deny lists, by kind.
-    pub registry_names_refused: Family<Labels1, Counter>,
+    pub(crate) registry_names_refused: Family<Labels1, Counter>,
     /// Pack fetches by `format` and `outcome` (`published`, or the failure's code).
-    pub pack_fetches: Family<Labels2, Counter>,
+    pub(crate) pack_fetches: Family<Labels2, Counter>,
 }
 
 fn latency() -> Histogram {
@@ -174,7 +174,7 @@ impl Metrics {
     }
 
     /// Brings a counter mirrored from elsewhere up to `total`.
-    pub fn catch_up(counter: &Counter, total: u64) {
+    pub(crate) fn catch_up(counter: &Counter, total: u64) {
         let now = counter.get();
         if total > now {
             counter.inc_by(total - now);

@@ -4,12 +4,12 @@
 //! escaped so that a locator cannot forge log lines.
 
 /// Longest redacted locator, in characters; longer ones are cut with `...`.
-pub const MAX_SHOWN: usize = 512;
+pub(crate) const MAX_SHOWN: usize = 512;
 
 /// `raw` with userinfo replaced by `[redacted]@`, every query value by `[redacted]` (bare
 /// query words too, since they may be tokens), the fragment dropped to `#[redacted]`, and
 /// control or invisible characters escaped.
-pub fn redact_locator(raw: &str) -> String {
+pub(crate) fn redact_locator(raw: &str) -> String {
     // The common case, a short plain locator, is returned as it is with one copy.
     if raw.len() <= MAX_SHOWN
         && !raw.contains(['@', '?', '#'])

@@ -37,19 +37,19 @@ impl fmt::Display for FileError {
 impl std::error::Error for FileError {}
 
 /// A TOML document being read, kept so that spans can be turned into lines and fields.
-pub struct TomlSource<'a> {
+pub(crate) struct TomlSource<'a> {
     file: &'a str,
     text: &'a str,
 }
 
 impl<'a> TomlSource<'a> {
     /// Wraps the text of `file`.
-    pub fn new(file: &'a str, text: &'a str) -> Self {
+    pub(crate) fn new(file: &'a str, text: &'a str) -> Self {
         Self { file, text }
     }
 
     /// Deserialises the whole document, mapping syntax and type errors to a [`FileError`].
-    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, FileError> {
+    pub(crate) fn parse<T: DeserializeOwned>(&self) -> Result<T, FileError> {
         toml::from_str(self.text).map_err(|e| {
             let message = e.message().trim().to_string();
             match e.span() {
@@ -65,7 +65,7 @@ impl<'a> TomlSource<'a> {
     }
 
     /// An error at `span` (a byte range of the text), naming the line and field path there.
-    pub fn error_at(&self, span: Range<usize>, message: impl Into<String>) -> FileError {
+    pub(crate) fn error_at(&self, span: Range<usize>, message: impl Into<String>) -> FileError {
         let (line, field) = self.locate(span.start);
         FileError {
             file: self.file.to_string(),
@@ -76,7 +76,7 @@ impl<'a> TomlSource<'a> {
     }
 
     /// An error with no place in the file (for example, a required table that is missing).
-    pub fn error(&self, field: impl Into<String>, message: impl Into<String>) -> FileError {
+    pub(crate) fn error(&self, field: impl Into<String>, message: impl Into<String>) -> FileError {
         FileError {
             file: self.file.to_string(),
             line: None,

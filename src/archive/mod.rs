@@ -21,7 +21,7 @@ use std::io::Read;
 mod names;
 
 use names::Names;
-pub use names::fold_key;
+pub(crate) use names::fold_key;
 
 /// tar's block size.
 const BLOCK: usize = 512;
@@ -30,31 +30,31 @@ const SHOWN_CHARS: usize = 200;
 
 /// Finite limits on one archive, each named when hit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Largest compressed archive.
-    pub max_compressed_bytes: u64,
+    pub(crate) max_compressed_bytes: u64,
     /// Most bytes after decompression (tar framing and trailing blocks included).
-    pub max_expanded_bytes: u64,
+    pub(crate) max_expanded_bytes: u64,
     /// Most tar members.
-    pub max_members: u64,
+    pub(crate) max_members: u64,
     /// Largest single member.
-    pub max_member_bytes: u64,
+    pub(crate) max_member_bytes: u64,
     /// Longest member path, in bytes.
-    pub max_path_bytes: u64,
+    pub(crate) max_path_bytes: u64,
 }
 
 /// Why an archive was refused: a stable code, where (`archive` or `archive:<member>`), and what
 /// was found. `cap` names the limit when one was hit.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ArchiveError {
+pub(crate) struct ArchiveError {
     /// Stable snake_case code (`archive_entry_after_end`, `archive_collision`, ...).
-    pub code: &'static str,
+    pub(crate) code: &'static str,
     /// `archive`, or `archive:<member path>`.
-    pub field: String,
+    pub(crate) field: String,
     /// What was found.
-    pub detail: String,
+    pub(crate) detail: String,
     /// The limit's name and value, for `archive_cap_exceeded`.
-    pub cap: Option<(&'static str, u64)>,
+    pub(crate) cap: Option<(&'static str, u64)>,
 }
 
 impl ArchiveError {
@@ -83,7 +83,7 @@ impl ArchiveError {
 
 /// A member's kind: the only two an archive may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A regular file.
     File,
     /// A directory.
@@ -92,35 +92,35 @@ pub enum Kind {
 
 /// One member as the visitor sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Member {
+pub(crate) struct Member {
     /// The normalised path (a directory's trailing slash removed).
-    pub path: String,
+    pub(crate) path: String,
     /// The raw path, lossily decoded and shortened, for messages.
-    pub shown: String,
+    pub(crate) shown: String,
     /// File or directory.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// Data bytes (zero for directories).
-    pub size: u64,
+    pub(crate) size: u64,
     /// Permission bits as written.
-    pub mode: u32,
+    pub(crate) mode: u32,
 }
 
 impl Member {
     /// `archive:<member>`, the field an error about this member names.
-    pub fn field(&self) -> String {
+    pub(crate) fn field(&self) -> String {
         format!("archive:{}", self.shown)
     }
 }
 
 /// What a safe archive held.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Regular files.
-    pub files: u64,
+    pub(crate) files: u64,
     /// Directories.
-    pub directories: u64,
+    pub(crate) directories: u64,
     /// Bytes after decompression.
-    pub expanded_bytes: u64,
+    pub(crate) expanded_bytes: u64,
 }
 
 /// A reader that counts bytes into `count` and fails past `limit`.
@@ -144,7 +144,7 @@ impl<R: Read> Read for Counted<'_, R> {
 /// Reads every member of `tgz`, checks it, and hands it with a reader over its data to
 /// `visit` (which may read some, all or none of it). `root`, when given, is the directory every
 /// member must be under (`package` for npm-style tarballs).
-pub fn read<F>(
+pub(crate) fn read<F>(
     tgz: &[u8],
     limits: &Limits,
     root: Option<&str>,

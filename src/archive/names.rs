@@ -13,7 +13,7 @@ use super::{ArchiveError, Kind, Member};
 /// The comparison key of a path on a case-insensitive, normalising file system: NFKC with full
 /// case folding and default-ignorable code points removed (NFKC_Casefold), so `σ`, `ς` and
 /// `Σ` are one name, as are `s` and `ſ`.
-pub fn fold_key(path: &str) -> String {
+pub(crate) fn fold_key(path: &str) -> String {
     let nfkc = ComposingNormalizerBorrowed::new_nfkc();
     let ignorable = CodePointSetData::new::<DefaultIgnorableCodePoint>();
     let visible: String = nfkc

@@ -11,7 +11,7 @@ use crate::fetch::through::{ThroughError, Wanted};
 use crate::store::{Body, Digest, Store};
 
 /// Opens the configured cache and repairs its index.
-pub fn open(config: &Config) -> Result<Arc<Store>, String> {
+pub(crate) fn open(config: &Config) -> Result<Arc<Store>, String> {
     let store = Store::open(&config.cache).map_err(|e| {
         format!(
             "cannot open the cache at {}: {e} (is a fetchgate server using it? stop it, or use the server's /sha256/ endpoint)",

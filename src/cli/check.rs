@@ -15,7 +15,7 @@ pub fn render<U>(locator: &str, decision: &Decision<U>, policy: &Policy, json: b
 }
 
 /// The decision as one JSON object.
-pub fn to_json<U>(locator: &str, decision: &Decision<U>, policy: &Policy) -> Value {
+pub(crate) fn to_json<U>(locator: &str, decision: &Decision<U>, policy: &Policy) -> Value {
     let v = &decision.verdict();
     let (kind, host, host_type, port) = match decision.destination() {
         Some((kind, host, port)) => (
@@ -50,7 +50,7 @@ pub fn to_json<U>(locator: &str, decision: &Decision<U>, policy: &Policy) -> Val
 }
 
 /// The decision as text for people.
-pub fn to_text<U>(locator: &str, decision: &Decision<U>, policy: &Policy) -> String {
+pub(crate) fn to_text<U>(locator: &str, decision: &Decision<U>, policy: &Policy) -> String {
     let v = &decision.verdict();
     let mut out = format!(
         "{}  {}\n",

@@ -17,7 +17,7 @@ use super::resolve::Resolver;
 #[derive(Clone, Debug)]
 pub struct Egress {
     /// The policy.
-    pub policy: Arc<Policy>,
+    pub(crate) policy: Arc<Policy>,
     resolver: Option<Resolver>,
     resolver_error: Option<String>,
     /// Where refusals are counted (handed in, so connect reaches no global).
@@ -27,7 +27,7 @@ pub struct Egress {
 impl Egress {
     /// Wraps a policy and a resolver. If the resolver could not be built, literal addresses
     /// are still decided and every name is refused with `dns_failure` naming `resolver_error`.
-    pub fn new(
+    pub(crate) fn new(
         policy: Arc<Policy>,
         resolver: Result<Resolver, String>,
         metrics: &'static Metrics,

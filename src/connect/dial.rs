@@ -16,7 +16,7 @@ use crate::errors::Origin;
 
 /// Why no connection could be made.
 #[derive(Debug)]
-pub enum DialError {
+pub(crate) enum DialError {
     /// Every validated address failed; each with its error. `timed_out` if all timed out.
     Unreachable {
         /// Per address: what happened.
@@ -45,7 +45,7 @@ pub enum DialError {
 impl DialError {
     /// The stable code. The one table for dial failures: the proxy reports it as is, and a
     /// mirror report coarsens it (see `UpstreamError::mirror_code`).
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             DialError::Unreachable {
                 timed_out: true, ..
@@ -57,7 +57,7 @@ impl DialError {
     }
 
     /// The path to the upstream, every time.
-    pub fn origin(&self) -> Origin {
+    pub(crate) fn origin(&self) -> Origin {
         Origin::Upstream
     }
 }
@@ -84,7 +84,7 @@ impl std::fmt::Display for DialError {
 
 /// Connects to the first of `addrs` that answers within `timeout`, in order, and confirms the
 /// socket's peer is exactly that address.
-pub async fn dial_tcp(
+pub(crate) async fn dial_tcp(
     addrs: &[IpAddr],
     port: u16,
     timeout: Duration,
@@ -123,7 +123,7 @@ pub async fn dial_tcp(
 
 /// Runs a TLS handshake over `stream`, verifying the certificate for `host` (SNI carries the
 /// name; literal addresses are verified as IP addresses).
-pub async fn handshake(
+pub(crate) async fn handshake(
     stream: TcpStream,
     addr: SocketAddr,
     host: &Host,

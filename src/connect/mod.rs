@@ -6,11 +6,11 @@
 //! validated address, TLS verified for the original host name); [`pool`] keeps idle
 //! connections keyed by the address they were dialled to.
 
-pub mod destination;
-pub mod dial;
-pub mod pool;
-pub mod resolve;
-pub mod tls;
+pub(crate) mod destination;
+pub(crate) mod dial;
+pub(crate) mod pool;
+pub(crate) mod resolve;
+pub(crate) mod tls;
 
-pub use destination::Egress;
-pub use resolve::{Resolver, ResolverSection, ResolverSettings};
+pub(crate) use destination::Egress;
+pub(crate) use resolve::{Resolver, ResolverSection, ResolverSettings};

@@ -15,19 +15,19 @@ use http_body_util::combinators::BoxBody;
 use hyper::client::conn::http1::SendRequest;
 
 /// Request bodies sent upstream.
-pub type UpstreamBody = BoxBody<Bytes, hyper::Error>;
+pub(crate) type UpstreamBody = BoxBody<Bytes, hyper::Error>;
 
 /// What a pooled connection is good for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct PoolKey {
+pub(crate) struct PoolKey {
     /// TLS on (https) or off (http).
-    pub tls: bool,
+    pub(crate) tls: bool,
     /// The host name (or literal) the connection was made and verified for.
-    pub host: String,
+    pub(crate) host: String,
     /// The port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The validated address the socket is connected to.
-    pub addr: IpAddr,
+    pub(crate) addr: IpAddr,
 }
 
 struct Idle {
@@ -37,7 +37,7 @@ struct Idle {
 }
 
 /// Idle upstream connections of one client connection.
-pub struct Pool {
+pub(crate) struct Pool {
     idle: Mutex<Vec<Idle>>,
     max_idle: usize,
     idle_timeout: Duration,
@@ -45,7 +45,7 @@ pub struct Pool {
 
 impl Pool {
     /// A pool keeping at most `max_idle` connections, each for at most `idle_timeout`.
-    pub fn new(max_idle: usize, idle_timeout: Duration) -> Self {
+    pub(crate) fn new(max_idle: usize, idle_timeout: Duration) -> Self {
         Self {
             idle: Mutex::new(Vec::new()),
             max_idle,
@@ -54,7 +54,7 @@ impl Pool {
     }
 
     /// A ready connection for `tls`/`host`/`port` whose address is one of `addrs`.
-    pub fn checkout(
+    pub(crate) fn checkout(
         &self,
         tls: bool,
         host: &str,
@@ -76,7 +76,7 @@ impl Pool {
     }
 
     /// Offers a connection back for reuse.
-    pub fn checkin(&self, key: PoolKey, sender: SendRequest<UpstreamBody>) {
+    pub(crate) fn checkin(&self, key: PoolKey, sender: SendRequest<UpstreamBody>) {
         if sender.is_closed() {
             return;
         }

@@ -21,31 +21,31 @@ use crate::decide::Reason;
 use crate::toml_file::{FileError, TomlSource};
 
 /// Default time for one DNS query attempt.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default number of attempts per query.
-pub const DEFAULT_ATTEMPTS: usize = 2;
+pub(crate) const DEFAULT_ATTEMPTS: usize = 2;
 
 /// The `[resolver]` table of the config file, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ResolverSection {
+pub(crate) struct ResolverSection {
     /// `"IP"` or `"IP:port"` strings; absent means the system's resolv.conf.
-    pub nameservers: Option<Vec<Spanned<String>>>,
+    pub(crate) nameservers: Option<Vec<Spanned<String>>>,
     /// Time for one attempt, in milliseconds.
-    pub timeout_ms: Option<Spanned<u64>>,
+    pub(crate) timeout_ms: Option<Spanned<u64>>,
     /// Attempts per query.
-    pub attempts: Option<Spanned<usize>>,
+    pub(crate) attempts: Option<Spanned<usize>>,
 }
 
 /// Checked resolver settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolverSettings {
+pub(crate) struct ResolverSettings {
     /// Name servers to ask; empty means the system's.
-    pub nameservers: Vec<SocketAddr>,
+    pub(crate) nameservers: Vec<SocketAddr>,
     /// Time for one attempt.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Attempts per query.
-    pub attempts: usize,
+    pub(crate) attempts: usize,
 }
 
 impl Default for ResolverSettings {
@@ -60,7 +60,7 @@ impl Default for ResolverSettings {
 
 impl ResolverSettings {
     /// Checks the `[resolver]` table read from `src`.
-    pub fn from_section(
+    pub(crate) fn from_section(
         section: &ResolverSection,
         src: &TomlSource<'_>,
     ) -> Result<Self, FileError> {
@@ -96,16 +96,16 @@ impl ResolverSettings {
 
 /// Why a lookup produced no addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LookupFailure {
+pub(crate) struct LookupFailure {
     /// `dns_nxdomain`, `dns_no_answer`, `dns_timeout` or `dns_failure`.
-    pub reason: Reason,
+    pub(crate) reason: Reason,
     /// What the resolver said.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 /// A resolver whose every answer goes back to the policy.
 #[derive(Clone)]
-pub struct Resolver {
+pub(crate) struct Resolver {
     inner: HickoryResolver<TokioRuntimeProvider>,
     deadline: Duration,
 }
@@ -121,7 +121,7 @@ impl std::fmt::Debug for Resolver {
 impl Resolver {
     /// Builds a resolver from checked settings. Reads the system configuration when no name
     /// servers are given.
-    pub fn new(settings: &ResolverSettings) -> Result<Self, String> {
+    pub(crate) fn new(settings: &ResolverSettings) -> Result<Self, String> {
         let builder = if settings.nameservers.is_empty() {
             HickoryResolver::builder_tokio().map_err(|e| {
                 format!(
@@ -163,7 +163,7 @@ impl Resolver {
 
     /// Every A and AAAA answer for `name` (normalised, without a trailing dot), in the order
     /// the server gave them, duplicates removed.
-    pub async fn lookup(&self, name: &str) -> Result<Vec<IpAddr>, LookupFailure> {
+    pub(crate) async fn lookup(&self, name: &str) -> Result<Vec<IpAddr>, LookupFailure> {
         let fqdn = format!("{name}.");
         let result = tokio::time::timeout(self.deadline, self.inner.lookup_ip(fqdn.as_str())).await;
         let lookup = match result {

@@ -16,14 +16,14 @@ use crate::toml_file::{FileError, TomlSource};
 /// The `[tls]` table of the config file, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TlsSection {
+pub(crate) struct TlsSection {
     /// PEM files of extra CA certificates to trust (relative to the config file's folder).
     #[serde(default)]
-    pub extra_roots: Vec<Spanned<String>>,
+    pub(crate) extra_roots: Vec<Spanned<String>>,
 }
 
 /// Builds the client configuration: webpki roots, the extra roots, HTTP/1.1 by ALPN.
-pub fn client_config(
+pub(crate) fn client_config(
     section: &TlsSection,
     base: &Path,
     src: &TomlSource<'_>,
@@ -63,7 +63,7 @@ pub fn client_config(
 }
 
 /// The name TLS verifies: the host name the request used, or the literal address.
-pub fn server_name(host: &Host) -> Result<ServerName<'static>, String> {
+pub(crate) fn server_name(host: &Host) -> Result<ServerName<'static>, String> {
     match host {
         Host::Name(n) => ServerName::try_from(n.clone()).map_err(|e| format!("`{n}`: {e}")),
         Host::Ip(ip) => Ok(ServerName::IpAddress((*ip).into())),

@@ -17,16 +17,16 @@ use super::verdict::Verdict;
 
 /// What a block in the prefix table decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TableEntry {
+pub(crate) struct TableEntry {
     /// [`Reason::GlobalAddress`] for carve-outs, the refusal reason otherwise.
-    pub reason: Reason,
+    pub(crate) reason: Reason,
     /// The block's rule.
-    pub rule: RuleId,
+    pub(crate) rule: RuleId,
 }
 
 /// An IPv6 form that carries an IPv4 address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Form {
+pub(crate) enum Form {
     /// `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2).
     Ipv4Mapped,
     /// `::a.b.c.d` (RFC 4291 §2.5.5.1, deprecated).
@@ -41,7 +41,7 @@ pub enum Form {
 
 impl Form {
     /// Every form; the profile must describe each one.
-    pub const ALL: [Form; 5] = [
+    pub(crate) const ALL: [Form; 5] = [
         Form::Ipv4Mapped,
         Form::Ipv4Compatible,
         Form::Nat64,
@@ -50,7 +50,7 @@ impl Form {
     ];
 
     /// The form's name in the profile file.
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             Form::Ipv4Mapped => "ipv4_mapped",
             Form::Ipv4Compatible => "ipv4_compatible",
@@ -61,7 +61,7 @@ impl Form {
     }
 
     /// The prefix the form lives in; extraction below depends on exactly this prefix.
-    pub fn prefix(self) -> Ipv6Net {
+    pub(crate) fn prefix(self) -> Ipv6Net {
         let (addr, len) = match self {
             Form::Ipv4Mapped => (Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0, 0), 96),
             Form::Ipv4Compatible => (Ipv6Addr::UNSPECIFIED, 96),
@@ -74,7 +74,7 @@ impl Form {
 
     /// The IPv4 addresses carried by `ip` (which must be inside [`Form::prefix`]).
     /// Teredo carries two: the server, and the client (stored bit-inverted).
-    pub fn embedded(self, ip: Ipv6Addr) -> [Option<Ipv4Addr>; 2] {
+    pub(crate) fn embedded(self, ip: Ipv6Addr) -> [Option<Ipv4Addr>; 2] {
         let bits = u128::from(ip);
         let low32 = Ipv4Addr::from(bits as u32);
         match self {
@@ -106,22 +106,20 @@ impl FromStr for Form {
 
 /// A transition form as the profile describes it.
 #[derive(Clone, Copy, Debug)]
-pub struct Transition {
+pub(crate) struct Transition {
     /// Which form.
-    pub form: Form,
+    pub(crate) form: Form,
     /// Its prefix.
-    pub net: Ipv6Net,
-    /// Whether a global embedded address makes the IPv6 address reachable.
-    pub allowed_when_global: bool,
+    pub(crate) net: Ipv6Net,
     /// The refusal reason when it does not ([`Reason::GlobalAddress`] when it does).
-    pub reason: Reason,
+    pub(crate) reason: Reason,
     /// The form's rule.
-    pub rule: RuleId,
+    pub(crate) rule: RuleId,
 }
 
 /// Classifies addresses against the profile's blocks. Pure: no I/O, no allocation per call.
 #[derive(Clone, Debug)]
-pub struct Classifier {
+pub(crate) struct Classifier {
     v4: PrefixTable<TableEntry>,
     v6: PrefixTable<TableEntry>,
     transitions: Vec<Transition>,
@@ -129,7 +127,7 @@ pub struct Classifier {
 
 impl Classifier {
     /// Builds the tables from the profile's blocks and transition forms.
-    pub fn new(blocks: &[(IpNet, TableEntry)], transitions: Vec<Transition>) -> Self {
+    pub(crate) fn new(blocks: &[(IpNet, TableEntry)], transitions: Vec<Transition>) -> Self {
         let (v4, v6): (Vec<_>, Vec<_>) = blocks
             .iter()
             .copied()
@@ -142,7 +140,7 @@ impl Classifier {
     }
 
     /// The verdict of the built-in profile on `ip`, before any operator rule.
-    pub fn classify(&self, ip: IpAddr) -> Verdict {
+    pub(crate) fn classify(&self, ip: IpAddr) -> Verdict {
         match ip {
             IpAddr::V4(v4) => self.classify_v4(v4),
             IpAddr::V6(v6) => self.classify_v6(v6),

@@ -28,13 +28,13 @@ pub enum Decision<U = Url> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
     /// The validated target, unless the locator itself was refused.
-    pub target: Option<Target>,
+    pub(crate) target: Option<Target>,
     /// The refusing verdict.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
     /// What was wrong with the locator, or what the resolver said.
-    pub detail: Option<String>,
+    pub(crate) detail: Option<String>,
     /// Each address considered, with its own verdict; empty when refused before resolution.
-    pub answers: Vec<(IpAddr, Verdict)>,
+    pub(crate) answers: Vec<(IpAddr, Verdict)>,
 }
 
 /// Leave to connect: what `connect` needs and nothing it could widen. The fields are private
@@ -53,46 +53,41 @@ pub struct Permit<U = Url> {
 
 impl<U> Permit<U> {
     /// The validated addresses; a connection may use these and no others.
-    pub fn addresses(&self) -> &[IpAddr] {
+    pub(crate) fn addresses(&self) -> &[IpAddr] {
         &self.addresses
     }
 
     /// The host as the locator named it: for `Host`, SNI and the certificate check.
-    pub fn verify_name(&self) -> &Host {
+    pub(crate) fn verify_name(&self) -> &Host {
         &self.verify_name
     }
 
     /// The port to connect to.
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.port
     }
 
     /// True when the connection is TLS that fetchgate makes itself (`https`).
-    pub fn tls(&self) -> bool {
+    pub(crate) fn tls(&self) -> bool {
         self.kind == RequestKind::Https
     }
 
-    /// HTTP, HTTPS or CONNECT.
-    pub fn kind(&self) -> RequestKind {
-        self.kind
-    }
-
     /// The allowing verdict (`global_address` or `trusted`).
-    pub fn verdict(&self) -> Verdict {
+    pub(crate) fn verdict(&self) -> Verdict {
         self.verdict
     }
 }
 
 impl Permit<Url> {
     /// The URL that was decided.
-    pub fn url(&self) -> &Url {
+    pub(crate) fn url(&self) -> &Url {
         &self.url
     }
 }
 
 impl<U> Decision<U> {
     /// A locator refused before any policy or resolution.
-    pub fn refused_locator(e: LocatorError) -> Self {
+    pub(crate) fn refused_locator(e: LocatorError) -> Self {
         Decision::Refused(Refusal {
             target: None,
             verdict: failure(e.reason),
@@ -115,7 +110,7 @@ impl<U> Decision<U> {
     }
 
     /// What was wrong with the locator, or what the resolver said.
-    pub fn detail(&self) -> Option<&str> {
+    pub(crate) fn detail(&self) -> Option<&str> {
         match self {
             Decision::Refused(r) => r.detail.as_deref(),
             Decision::Allowed(_) => None,
@@ -139,7 +134,7 @@ impl<U> Decision<U> {
     }
 
     /// Kind, host and port of the validated target, unless the locator itself was refused.
-    pub fn destination(&self) -> Option<(RequestKind, &Host, u16)> {
+    pub(crate) fn destination(&self) -> Option<(RequestKind, &Host, u16)> {
         match self {
             Decision::Refused(r) => r.target.as_ref().map(|t| (t.kind, &t.host, t.port)),
             Decision::Allowed(p) => Some((p.kind, &p.verify_name, p.port)),
@@ -210,12 +205,12 @@ pub fn begin<U>(policy: &Policy, target: Target, url: U) -> Step<U> {
 
 impl<U> Pending<U> {
     /// The name to look up.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// Judges every answer; one refused answer refuses the name.
-    pub fn judge(self, policy: &Policy, lookup: Lookup) -> Decision<U> {
+    pub(crate) fn judge(self, policy: &Policy, lookup: Lookup) -> Decision<U> {
         let ips = match lookup {
             Lookup::Answers(ips) => ips,
             Lookup::Failed { reason, detail } => {

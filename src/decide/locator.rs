@@ -16,7 +16,7 @@ use super::names::normalise_name;
 use super::reason::Reason;
 
 /// Longest locator accepted, in bytes.
-pub const MAX_LOCATOR_LEN: usize = 8192;
+pub(crate) const MAX_LOCATOR_LEN: usize = 8192;
 
 /// What kind of request a target is for; it selects the allowed ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -52,20 +52,20 @@ impl fmt::Display for Host {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
     /// HTTP, HTTPS or CONNECT.
-    pub kind: RequestKind,
+    pub(crate) kind: RequestKind,
     /// The host.
-    pub host: Host,
+    pub(crate) host: Host,
     /// The port (the scheme's default when the URL names none).
-    pub port: u16,
+    pub(crate) port: u16,
 }
 
 /// Why a locator was refused before any policy or resolution.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocatorError {
     /// The reason code.
-    pub reason: Reason,
+    pub(crate) reason: Reason,
     /// What exactly is wrong, without echoing credentials.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl fmt::Display for LocatorError {

@@ -7,37 +7,37 @@ use super::reason::Reason;
 use super::rule::RuleId;
 
 /// Longest DNS name fetchgate will look up, in bytes, without the trailing dot (RFC 1035).
-pub const MAX_NAME_LEN: usize = 253;
+pub(crate) const MAX_NAME_LEN: usize = 253;
 /// Longest DNS label (RFC 1035).
-pub const MAX_LABEL_LEN: usize = 63;
+pub(crate) const MAX_LABEL_LEN: usize = 63;
 
 /// A refused name, or a namespace when `suffix` is set.
 #[derive(Clone, Debug)]
-pub struct NameRule {
+pub(crate) struct NameRule {
     /// The normalised name.
-    pub name: String,
+    pub(crate) name: String,
     /// Whether every name under it is refused too.
-    pub suffix: bool,
+    pub(crate) suffix: bool,
     /// The refusal reason.
-    pub reason: Reason,
+    pub(crate) reason: Reason,
     /// The rule.
-    pub rule: RuleId,
+    pub(crate) rule: RuleId,
 }
 
 /// The profile's refused names.
 #[derive(Clone, Debug)]
-pub struct NameRules {
+pub(crate) struct NameRules {
     rules: Vec<NameRule>,
 }
 
 impl NameRules {
     /// Wraps the profile's name rules.
-    pub fn new(rules: Vec<NameRule>) -> Self {
+    pub(crate) fn new(rules: Vec<NameRule>) -> Self {
         Self { rules }
     }
 
     /// The most specific rule matching the normalised `name`, if any.
-    pub fn matching(&self, name: &str) -> Option<&NameRule> {
+    pub(crate) fn matching(&self, name: &str) -> Option<&NameRule> {
         self.rules
             .iter()
             .filter(|r| name_matches(name, &r.name, r.suffix))
@@ -46,7 +46,7 @@ impl NameRules {
 }
 
 /// True if `name` is `pattern`, or is under it when `suffix` is set. Both are normalised.
-pub fn name_matches(name: &str, pattern: &str, suffix: bool) -> bool {
+pub(crate) fn name_matches(name: &str, pattern: &str, suffix: bool) -> bool {
     name == pattern
         || (suffix
             && name.len() > pattern.len()
@@ -56,7 +56,7 @@ pub fn name_matches(name: &str, pattern: &str, suffix: bool) -> bool {
 
 /// Lowercases `name`, drops one trailing dot and checks it is a usable DNS name: labels of 1
 /// to 63 bytes from `a-z 0-9 - _`, 253 bytes at most. Expects ASCII (punycode) input.
-pub fn normalise_name(name: &str) -> Result<String, String> {
+pub(crate) fn normalise_name(name: &str) -> Result<String, String> {
     let lower = name.to_ascii_lowercase();
     let trimmed = lower.strip_suffix('.').unwrap_or(&lower);
     if trimmed.is_empty() {

@@ -27,45 +27,45 @@ use crate::toml_file::{FileError, TomlSource};
 #[serde(deny_unknown_fields)]
 pub struct EgressSection {
     /// Ports `http(s)` URLs may use (default 80 and 443).
-    pub ports: Option<Spanned<Vec<u16>>>,
+    pub(crate) ports: Option<Spanned<Vec<u16>>>,
     /// Ports CONNECT may use (default 443).
-    pub connect_ports: Option<Spanned<Vec<u16>>>,
+    pub(crate) connect_ports: Option<Spanned<Vec<u16>>>,
     /// Most redirects fetchgate follows itself (fetch-through), default 5.
-    pub max_redirects: Option<Spanned<usize>>,
+    pub(crate) max_redirects: Option<Spanned<usize>>,
     /// Follow `https` → `http` redirects (default false: such a hop is refused as
     /// `redirect_downgrade`).
-    pub allow_redirect_downgrade: Option<bool>,
+    pub(crate) allow_redirect_downgrade: Option<bool>,
     /// Scoped trust rules.
     #[serde(default)]
-    pub trust: Vec<Spanned<TrustSection>>,
+    pub(crate) trust: Vec<Spanned<TrustSection>>,
     /// Deny rules.
     #[serde(default)]
-    pub deny: Vec<Spanned<DenySection>>,
+    pub(crate) deny: Vec<Spanned<DenySection>>,
 }
 
 /// One `[[egress.trust]]` rule as written.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TrustSection {
+pub(crate) struct TrustSection {
     /// Address ranges (required, non-empty).
-    pub cidrs: Vec<Spanned<String>>,
+    pub(crate) cidrs: Vec<Spanned<String>>,
     /// Ports (required, non-empty).
-    pub ports: Spanned<Vec<u16>>,
+    pub(crate) ports: Spanned<Vec<u16>>,
     /// Host names the rule is limited to; `*.example.org` covers names under it.
     #[serde(default)]
-    pub hosts: Vec<Spanned<String>>,
+    pub(crate) hosts: Vec<Spanned<String>>,
 }
 
 /// One `[[egress.deny]]` rule as written.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DenySection {
+pub(crate) struct DenySection {
     /// Address ranges.
     #[serde(default)]
-    pub cidrs: Vec<Spanned<String>>,
+    pub(crate) cidrs: Vec<Spanned<String>>,
     /// Host names; `*.example.org` covers names under it.
     #[serde(default)]
-    pub hosts: Vec<Spanned<String>>,
+    pub(crate) hosts: Vec<Spanned<String>>,
 }
 
 /// A host name pattern: an exact name, or every name under a suffix.
@@ -152,9 +152,9 @@ pub struct Policy {
 }
 
 /// Default ports for `http(s)` URLs.
-pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
+pub(crate) const DEFAULT_PORTS: [u16; 2] = [80, 443];
 /// Default ports for CONNECT.
-pub const DEFAULT_CONNECT_PORTS: [u16; 1] = [443];
+pub(crate) const DEFAULT_CONNECT_PORTS: [u16; 1] = [443];
 
 impl Policy {
     /// The built-in profile alone, with default ports and no operator rules.
@@ -165,7 +165,7 @@ impl Policy {
     }
 
     /// Combines `profile` with the operator's `[egress]` section, read from `src`.
-    pub fn new(
+    pub(crate) fn new(
         profile: Profile,
         egress: &EgressSection,
         src: &TomlSource<'_>,
@@ -334,7 +334,7 @@ impl Policy {
     }
 
     /// Judges one DNS answer for `target`, given what [`Policy::precheck`] said.
-    pub fn judge_answer(
+    pub(crate) fn judge_answer(
         &self,
         ip: IpAddr,
         target: &Target,

@@ -18,7 +18,7 @@ use crate::toml_file::{FileError, TomlSource};
 /// The embedded profile text.
 pub const BUILTIN_TEXT: &str = include_str!("../../policy/public-client.toml");
 /// The name the embedded profile is reported under.
-pub const BUILTIN_NAME: &str = "<embedded>/policy/public-client.toml";
+pub(crate) const BUILTIN_NAME: &str = "<embedded>/policy/public-client.toml";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,13 +71,13 @@ struct RawName {
 #[derive(Clone, Debug)]
 pub struct Profile {
     /// Every profile rule, indexed by [`RuleId`].
-    pub rules: Vec<Rule>,
+    pub(crate) rules: Vec<Rule>,
     /// Decides addresses.
-    pub classifier: Classifier,
+    pub(crate) classifier: Classifier,
     /// Decides names before resolution.
-    pub names: NameRules,
+    pub(crate) names: NameRules,
     /// The metadata blocks, which no trust rule may overlap.
-    pub metadata: Vec<(IpNet, RuleId)>,
+    pub(crate) metadata: Vec<(IpNet, RuleId)>,
 }
 
 impl Profile {
@@ -87,7 +87,7 @@ impl Profile {
     }
 
     /// Parses and checks a profile from `text`, reporting errors against `file`.
-    pub fn from_toml(file: &str, text: &str) -> Result<Self, FileError> {
+    pub(crate) fn from_toml(file: &str, text: &str) -> Result<Self, FileError> {
         let src = TomlSource::new(file, text);
         let raw: RawProfile = src.parse()?;
         let mut b = Builder {
@@ -177,7 +177,6 @@ impl Profile {
             transitions.push(Transition {
                 form,
                 net: form.prefix(),
-                allowed_when_global: t.allowed_when_global,
                 reason,
                 rule: id,
             });
@@ -269,7 +268,7 @@ impl Builder<'_> {
 
 /// Parses a CIDR that must be written as its network address (`10.0.0.0/8`, not `10.1.2.3/8`);
 /// a bare address means a single-address block.
-pub fn parse_cidr(text: &str) -> Result<IpNet, String> {
+pub(crate) fn parse_cidr(text: &str) -> Result<IpNet, String> {
     let net: IpNet = match text.parse() {
         Ok(n) => n,
         Err(_) => match text.parse::<IpAddr>() {

@@ -132,12 +132,12 @@ impl Reason {
     }
 
     /// True for the two reasons that allow a destination.
-    pub fn allows(self) -> bool {
+    pub(crate) fn allows(self) -> bool {
         matches!(self, Reason::GlobalAddress | Reason::Trusted)
     }
 
     /// True for reasons a profile `[[refuse]]` block may carry.
-    pub fn is_address_class(self) -> bool {
+    pub(crate) fn is_address_class(self) -> bool {
         use Reason::*;
         matches!(
             self,
@@ -160,7 +160,7 @@ impl Reason {
     }
 
     /// True for reasons a profile `[[name]]` entry may carry.
-    pub fn is_name_class(self) -> bool {
+    pub(crate) fn is_name_class(self) -> bool {
         matches!(
             self,
             Reason::LocalhostName | Reason::SpecialUseName | Reason::MetadataName
@@ -168,7 +168,7 @@ impl Reason {
     }
 
     /// One sentence saying what the code means.
-    pub fn explanation(self) -> &'static str {
+    pub(crate) fn explanation(self) -> &'static str {
         use Reason::*;
         match self {
             GlobalAddress => "every address is globally reachable and the port is allowed",
@@ -213,7 +213,7 @@ impl Reason {
     }
 
     /// A safe next action for whoever sees this reason.
-    pub fn next_action(self) -> &'static str {
+    pub(crate) fn next_action(self) -> &'static str {
         use Reason::*;
         match self {
             GlobalAddress | Trusted => "none",

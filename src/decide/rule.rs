@@ -11,7 +11,7 @@ pub struct RuleId(pub(crate) u32);
 /// What sort of rule it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RuleKind {
+pub(crate) enum RuleKind {
     /// A profile `[[refuse]]` block.
     Refuse,
     /// A profile `[[allow]]` carve-out (globally reachable inside a refused parent).
@@ -32,11 +32,11 @@ pub enum RuleKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Rule {
     /// What sort of rule.
-    pub kind: RuleKind,
+    pub(crate) kind: RuleKind,
     /// The block or rule's name (`Loopback`, `[[egress.trust]] #1`).
-    pub name: String,
+    pub(crate) name: String,
     /// Where the rule comes from: an RFC or registry, or `file:line` for operator rules.
-    pub reference: String,
+    pub(crate) reference: String,
     /// What it covers: a CIDR, a name, or a summary of an operator rule's scope.
     pub scope: String,
 }

@@ -4,13 +4,13 @@
 //! table is built: every address range maps to the most specific block that contains it. A
 //! lookup is then one binary search over a few dozen ranges, with no allocation.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use ipnet::IpNet;
 
 /// One family's table (IPv4 or IPv6) of `T` values keyed by prefix.
 #[derive(Clone, Debug)]
-pub struct PrefixTable<T> {
+pub(crate) struct PrefixTable<T> {
     /// Sorted by `start`; each range runs up to the next range's start.
     starts: Vec<u128>,
     /// The most specific entry for each range, and its prefix length.
@@ -20,7 +20,7 @@ pub struct PrefixTable<T> {
 impl<T: Copy> PrefixTable<T> {
     /// Builds a table from `(network, value)` pairs of one address family. When two entries
     /// have the same network, the later one wins (callers reject duplicates before this).
-    pub fn build(entries: &[(IpNet, T)]) -> Self {
+    pub(crate) fn build(entries: &[(IpNet, T)]) -> Self {
         let ranges: Vec<(u128, u128, u8, T)> = entries
             .iter()
             .map(|(net, v)| {
@@ -54,7 +54,7 @@ impl<T: Copy> PrefixTable<T> {
     }
 
     /// The most specific entry containing `addr` (as a number), with its prefix length.
-    pub fn lookup(&self, addr: u128) -> Option<(u8, T)> {
+    pub(crate) fn lookup(&self, addr: u128) -> Option<(u8, T)> {
         let idx = self.starts.partition_point(|s| *s <= addr);
         // `starts[0]` is always 0, so `idx` is at least 1.
         self.values.get(idx.checked_sub(1)?).copied().flatten()
@@ -62,7 +62,7 @@ impl<T: Copy> PrefixTable<T> {
 }
 
 /// First and last address of `net`, as numbers of its own family.
-pub fn bounds(net: &IpNet) -> (u128, u128) {
+pub(crate) fn bounds(net: &IpNet) -> (u128, u128) {
     match net {
         IpNet::V4(n) => (
             u128::from(u32::from(n.network())),
@@ -73,18 +73,10 @@ pub fn bounds(net: &IpNet) -> (u128, u128) {
 }
 
 /// An address as a number of its own family.
-pub fn number(ip: IpAddr) -> u128 {
+pub(crate) fn number(ip: IpAddr) -> u128 {
     match ip {
         IpAddr::V4(v4) => u128::from(u32::from(v4)),
         IpAddr::V6(v6) => u128::from(v6),
-    }
-}
-
-/// The address of the same family as `like` whose number is `n`.
-pub fn from_number(like: IpAddr, n: u128) -> Option<IpAddr> {
-    match like {
-        IpAddr::V4(_) => u32::try_from(n).ok().map(|v| IpAddr::V4(Ipv4Addr::from(v))),
-        IpAddr::V6(_) => Some(IpAddr::V6(Ipv6Addr::from(n))),
     }
 }
 

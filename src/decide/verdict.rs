@@ -16,14 +16,14 @@ pub struct Verdict {
 
 impl Verdict {
     /// A globally reachable address that no rule matched.
-    pub const GLOBAL: Verdict = Verdict {
+    pub(crate) const GLOBAL: Verdict = Verdict {
         reason: Reason::GlobalAddress,
         rule: None,
         via: None,
     };
 
     /// A verdict decided by `rule`.
-    pub fn by(reason: Reason, rule: RuleId) -> Self {
+    pub(crate) fn by(reason: Reason, rule: RuleId) -> Self {
         Self {
             reason,
             rule: Some(rule),

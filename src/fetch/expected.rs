@@ -16,7 +16,7 @@ use crate::store::{Digest, FillError, FillSink};
 
 /// What an upstream answered to a metadata request.
 #[derive(Clone, Debug)]
-pub enum MetaResponse {
+pub(crate) enum MetaResponse {
     /// `200`.
     Ok {
         /// Its headers.
@@ -32,7 +32,7 @@ pub enum MetaResponse {
 
 /// Why an artifact was not published.
 #[derive(Clone, Debug)]
-pub enum ExpectedError {
+pub(crate) enum ExpectedError {
     /// The bytes arrived whole and did not match: nothing was stored.
     Mismatch {
         /// What was expected (`sha512-...`).
@@ -47,7 +47,7 @@ pub enum ExpectedError {
 impl Fetcher {
     /// GETs a metadata document (at most `max` bytes), with `headers` and `credential`,
     /// within `[cache] fetch_timeout_ms` as a whole (a trickling upstream cannot hold it).
-    pub async fn get_metadata(
+    pub(crate) async fn get_metadata(
         &self,
         url: &str,
         headers: HeaderMap,
@@ -91,7 +91,7 @@ impl Fetcher {
 
     /// Fetches `url` and publishes it (labelled `label`) only if its bytes match `expected`.
     /// Returns the SHA-256 it is stored under.
-    pub async fn fetch_expected(
+    pub(crate) async fn fetch_expected(
         &self,
         url: &str,
         expected: &Expected,

@@ -77,7 +77,7 @@ impl Drop for Waiting {
 /// a new fetcher over the same table, so requests after a reload still join the fetches begun
 /// before it.
 #[derive(Default)]
-pub struct Flights(Mutex<HashMap<FlightKey, Arc<Flight>>>);
+pub(crate) struct Flights(Mutex<HashMap<FlightKey, Arc<Flight>>>);
 
 impl Flights {
     fn lock(
@@ -92,7 +92,7 @@ impl Fetcher {
     /// fetch already running for that digest and size or leads one. If a joined fetch fails,
     /// this request's own mirrors that it did not try are tried (once: a second round leads,
     /// joins a fetch that tries all of them, or fetches alone, and its result is final).
-    pub async fn ensure(self: &Arc<Self>, wanted: Wanted) -> Result<(), Arc<ThroughError>> {
+    pub(crate) async fn ensure(self: &Arc<Self>, wanted: Wanted) -> Result<(), Arc<ThroughError>> {
         if self.store.contains_verified(&wanted.digest) {
             return Ok(());
         }

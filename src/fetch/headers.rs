@@ -6,7 +6,7 @@ use http::header::{self, HeaderName, HeaderValue};
 
 /// Headers that belong to one hop and are never forwarded (RFC 9110 §7.6.1), plus the
 /// proxy's own credentials and challenges.
-pub const HOP_BY_HOP: [&str; 9] = [
+pub(crate) const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "proxy-connection",
     "keep-alive",
@@ -19,7 +19,7 @@ pub const HOP_BY_HOP: [&str; 9] = [
 ];
 
 /// Removes hop-by-hop headers, and every header named in `Connection`, from `headers`.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -38,7 +38,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// Checks a response's framing and coding: `Content-Encoding` absent or the single token
 /// `identity` (any case); `Transfer-Encoding` absent or the single token `chunked`. Returns
 /// the offending header and value otherwise.
-pub fn check_identity(headers: &HeaderMap) -> Result<(), String> {
+pub(crate) fn check_identity(headers: &HeaderMap) -> Result<(), String> {
     single_token_or_absent(headers, header::CONTENT_ENCODING, "identity")?;
     single_token_or_absent(headers, header::TRANSFER_ENCODING, "chunked")
 }

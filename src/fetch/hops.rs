@@ -20,33 +20,33 @@ use crate::store::StoreError;
 
 /// An `Authorization` value that belongs to one origin (a registry's own host).
 #[derive(Clone, Debug)]
-pub struct Credential {
+pub(crate) struct Credential {
     /// Where it may be sent: scheme, host and port.
-    pub origin: url::Origin,
+    pub(crate) origin: url::Origin,
     /// The header value (marked sensitive).
-    pub value: HeaderValue,
+    pub(crate) value: HeaderValue,
 }
 
 /// What to ask for.
 #[derive(Clone, Debug)]
-pub struct GetRequest<'a> {
+pub(crate) struct GetRequest<'a> {
     /// The first locator.
-    pub url: &'a str,
+    pub(crate) url: &'a str,
     /// Extra request headers for every hop (`Accept`, `If-None-Match`).
-    pub headers: HeaderMap,
+    pub(crate) headers: HeaderMap,
     /// Sent as `Authorization` only on hops to its own origin.
-    pub credential: Option<&'a Credential>,
+    pub(crate) credential: Option<&'a Credential>,
     /// Statuses answered as they are rather than failed, besides `200` (`304`, `404`).
-    pub also: &'a [StatusCode],
+    pub(crate) also: &'a [StatusCode],
     /// The most a `200`'s `Content-Length` may announce.
-    pub max: u64,
+    pub(crate) max: u64,
     /// The exact `Content-Length` a `200` must announce, if it announces one.
-    pub exact: Option<u64>,
+    pub(crate) exact: Option<u64>,
 }
 
 impl<'a> GetRequest<'a> {
     /// A plain GET of `url`: no extra headers, no credential, only `200` accepted.
-    pub fn plain(url: &'a str, max: u64, exact: Option<u64>) -> Self {
+    pub(crate) fn plain(url: &'a str, max: u64, exact: Option<u64>) -> Self {
         Self {
             url,
             headers: HeaderMap::new(),

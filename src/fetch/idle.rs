@@ -13,7 +13,7 @@ use tokio::time::{Instant, Sleep};
 
 /// The error when the limit is hit; it names the limit.
 #[derive(Debug)]
-pub struct BodyIdle(pub Duration);
+pub(crate) struct BodyIdle(pub Duration);
 
 impl std::fmt::Display for BodyIdle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -28,7 +28,7 @@ impl std::fmt::Display for BodyIdle {
 impl std::error::Error for BodyIdle {}
 
 /// An upstream body with an idle limit between frames.
-pub struct IdleBody {
+pub(crate) struct IdleBody {
     inner: Incoming,
     idle: Duration,
     timer: Pin<Box<Sleep>>,
@@ -36,7 +36,7 @@ pub struct IdleBody {
 
 impl IdleBody {
     /// Wraps `inner`; each frame must arrive within `idle` of the previous one.
-    pub fn new(inner: Incoming, idle: Duration) -> Self {
+    pub(crate) fn new(inner: Incoming, idle: Duration) -> Self {
         Self {
             inner,
             idle,

@@ -8,7 +8,7 @@ use sha2::{Digest as _, Sha256, Sha512};
 
 /// A digest algorithm a registry may publish, strongest last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Algorithm {
+pub(crate) enum Algorithm {
     /// SHA-1 (npm's legacy `shasum`); accepted only when nothing stronger is published.
     Sha1,
     /// SHA-256.
@@ -19,7 +19,7 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// The name used in SRI strings and alias keys.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Algorithm::Sha1 => "sha1",
             Algorithm::Sha256 => "sha256",
@@ -38,17 +38,17 @@ impl Algorithm {
 
 /// An expected digest.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Expected {
+pub(crate) struct Expected {
     /// Which algorithm.
-    pub algorithm: Algorithm,
+    pub(crate) algorithm: Algorithm,
     /// The raw digest bytes.
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl Expected {
     /// The strongest usable digest in an npm `dist`: `integrity` (SRI, possibly several
     /// space-separated hashes) first, `shasum` (hex SHA-1) only when no integrity is usable.
-    pub fn from_npm_dist(integrity: Option<&str>, shasum: Option<&str>) -> Option<Self> {
+    pub(crate) fn from_npm_dist(integrity: Option<&str>, shasum: Option<&str>) -> Option<Self> {
         let from_sri = integrity.and_then(|sri| {
             sri.split_ascii_whitespace()
                 .filter_map(Self::from_sri_token)
@@ -72,13 +72,13 @@ impl Expected {
     }
 
     /// A hex digest (`shasum`, PyPI `hashes.sha256`, cargo `cksum`).
-    pub fn from_hex(algorithm: Algorithm, hex_text: &str) -> Option<Self> {
+    pub(crate) fn from_hex(algorithm: Algorithm, hex_text: &str) -> Option<Self> {
         let bytes = hex::decode(hex_text.trim()).ok()?;
         (bytes.len() == algorithm.len()).then_some(Self { algorithm, bytes })
     }
 
     /// `sha512-<base64>` (the SRI form, for messages and alias keys).
-    pub fn sri(&self) -> String {
+    pub(crate) fn sri(&self) -> String {
         format!(
             "{}-{}",
             self.algorithm.as_str(),
@@ -87,13 +87,13 @@ impl Expected {
     }
 
     /// `<algorithm>:<hex>`, the alias index key.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         format!("{}:{}", self.algorithm.as_str(), hex::encode(&self.bytes))
     }
 }
 
 /// A running hash in one of the [`Algorithm`]s.
-pub enum Hasher {
+pub(crate) enum Hasher {
     /// SHA-1.
     Sha1(Sha1),
     /// SHA-256.
@@ -104,7 +104,7 @@ pub enum Hasher {
 
 impl Hasher {
     /// A new hasher for `algorithm`.
-    pub fn new(algorithm: Algorithm) -> Self {
+    pub(crate) fn new(algorithm: Algorithm) -> Self {
         match algorithm {
             Algorithm::Sha1 => Hasher::Sha1(Sha1::new()),
             Algorithm::Sha256 => Hasher::Sha256(Sha256::new()),
@@ -113,7 +113,7 @@ impl Hasher {
     }
 
     /// Adds bytes.
-    pub fn update(&mut self, data: &[u8]) {
+    pub(crate) fn update(&mut self, data: &[u8]) {
         match self {
             Hasher::Sha1(h) => h.update(data),
             Hasher::Sha256(h) => h.update(data),
@@ -122,7 +122,7 @@ impl Hasher {
     }
 
     /// The digest.
-    pub fn finish(self) -> Vec<u8> {
+    pub(crate) fn finish(self) -> Vec<u8> {
         match self {
             Hasher::Sha1(h) => h.finalize().to_vec(),
             Hasher::Sha256(h) => h.finalize().to_vec(),

@@ -8,11 +8,11 @@
 //! only when it matches the digest the registry published ([`integrity`]). Fetching knows no
 //! listener.
 
-pub mod expected;
-pub mod flight;
-pub mod headers;
-pub mod hops;
-pub mod idle;
-pub mod integrity;
-pub mod through;
-pub mod upstream;
+pub(crate) mod expected;
+pub(crate) mod flight;
+pub(crate) mod headers;
+pub(crate) mod hops;
+pub(crate) mod idle;
+pub(crate) mod integrity;
+pub(crate) mod through;
+pub(crate) mod upstream;

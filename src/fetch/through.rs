@@ -22,43 +22,43 @@ use crate::store::{Digest, FillError, FillSink, Store, StoreError};
 
 /// Most mirrors one request (a `/sha256/` fetch-through, a manifest) may name: each is a
 /// fetch, so an unbounded list would turn one request into thousands.
-pub const MAX_MIRRORS: usize = 16;
+pub(crate) const MAX_MIRRORS: usize = 16;
 
 /// Default most redirects followed per mirror.
-pub const DEFAULT_MAX_REDIRECTS: usize = 5;
+pub(crate) const DEFAULT_MAX_REDIRECTS: usize = 5;
 
 /// What to fetch: the expected identity and where it may be found.
 #[derive(Clone, Debug)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     /// Expected SHA-256.
-    pub digest: Digest,
+    pub(crate) digest: Digest,
     /// Expected size in bytes.
-    pub size: u64,
+    pub(crate) size: u64,
     /// Mirror URLs, tried in order.
-    pub mirrors: Vec<String>,
+    pub(crate) mirrors: Vec<String>,
     /// A package label for the entry (`name@version`), if known.
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
 }
 
 /// Why one locator failed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct LocatorFailure {
+pub(crate) struct LocatorFailure {
     /// The redacted locator (the mirror URL as given).
-    pub locator: String,
+    pub(crate) locator: String,
     /// The hop that failed, if it was a redirect target.
-    pub hop: Option<String>,
+    pub(crate) hop: Option<String>,
     /// Stable code: a refusal reason, `upstream_status`, `content_coding_rejected`,
     /// `size_mismatch`, `digest_mismatch`, `too_many_redirects`, `upstream_timeout`, ...
-    pub code: &'static str,
+    pub(crate) code: &'static str,
     /// What happened.
-    pub detail: String,
+    pub(crate) detail: String,
     /// A safe next action.
-    pub next: &'static str,
+    pub(crate) next: &'static str,
 }
 
 /// Why a fetch-through failed.
 #[derive(Clone, Debug)]
-pub enum ThroughError {
+pub(crate) enum ThroughError {
     /// Every mirror failed; one entry per mirror.
     AllFailed(Vec<LocatorFailure>),
     /// The store could not take the bytes (full, or a file-system failure).
@@ -67,7 +67,7 @@ pub enum ThroughError {
 
 impl ThroughError {
     /// The stable code: `all_mirrors_failed`, or the store's own.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             ThroughError::AllFailed(_) => "all_mirrors_failed",
             ThroughError::Store(e) => e.code(),
@@ -75,7 +75,7 @@ impl ThroughError {
     }
 
     /// The mirrors, or fetchgate's store.
-    pub fn origin(&self) -> Origin {
+    pub(crate) fn origin(&self) -> Origin {
         match self {
             ThroughError::AllFailed(_) => Origin::Upstream,
             ThroughError::Store(e) => e.origin(),
@@ -101,30 +101,30 @@ impl std::fmt::Display for ThroughError {
 
 /// Bytes verified in memory by [`Fetcher::fetch_verified`].
 #[derive(Clone, Debug)]
-pub struct Verified {
+pub(crate) struct Verified {
     /// The bytes; their size and SHA-256 matched.
-    pub bytes: Bytes,
+    pub(crate) bytes: Bytes,
     /// The (redacted) mirror they came from.
-    pub from: String,
+    pub(crate) from: String,
     /// Mirrors tried before it, and why each failed.
-    pub failures: Vec<LocatorFailure>,
+    pub(crate) failures: Vec<LocatorFailure>,
 }
 
 /// The time and hop limits a fetcher works within.
 #[derive(Clone, Copy, Debug)]
-pub struct FetchLimits {
+pub(crate) struct FetchLimits {
     /// Connect and response-head time-outs.
-    pub timeouts: Timeouts,
+    pub(crate) timeouts: Timeouts,
     /// Redirects followed per locator (`[egress] max_redirects`).
-    pub max_redirects: usize,
+    pub(crate) max_redirects: usize,
     /// One locator's whole fetch (`[cache] fetch_timeout_ms`).
-    pub fetch_timeout: Duration,
+    pub(crate) fetch_timeout: Duration,
     /// Silence allowed inside a body (`[proxy] body_idle_timeout_ms`).
-    pub body_idle: Duration,
+    pub(crate) body_idle: Duration,
 }
 
 /// Fetches by digest into the store.
-pub struct Fetcher {
+pub(crate) struct Fetcher {
     pub(super) egress: Egress,
     pub(super) tls: Arc<rustls::ClientConfig>,
     pub(super) timeouts: Timeouts,
@@ -145,7 +145,7 @@ impl Fetcher {
     /// A fetcher writing into `store`. `fetch_timeout` bounds one mirror's whole fetch;
     /// `body_idle` the silence allowed inside an upstream body (`[proxy]
     /// body_idle_timeout_ms`).
-    pub fn new(
+    pub(crate) fn new(
         egress: Egress,
         tls: Arc<rustls::ClientConfig>,
         store: Arc<Store>,
@@ -168,20 +168,20 @@ impl Fetcher {
 
     /// Follows `https` → `http` redirects too (`[egress] allow_redirect_downgrade`); refused by
     /// default, since the downgraded hop's bytes and headers travel unprotected.
-    pub fn allow_redirect_downgrade(mut self, allow: bool) -> Self {
+    pub(crate) fn allow_redirect_downgrade(mut self, allow: bool) -> Self {
         self.allow_redirect_downgrade = allow;
         self
     }
 
     /// Shares `flights` (the table of fetches in flight) with other fetchers: the one kept
     /// for the whole process, so a reload does not forget what is being fetched.
-    pub fn with_flights(mut self, flights: Arc<Flights>) -> Self {
+    pub(crate) fn with_flights(mut self, flights: Arc<Flights>) -> Self {
         self.inflight = flights;
         self
     }
 
     /// The store it fills.
-    pub fn store(&self) -> &Arc<Store> {
+    pub(crate) fn store(&self) -> &Arc<Store> {
         &self.store
     }
 
@@ -274,7 +274,7 @@ impl Fetcher {
 
     /// Fetches a document (a manifest, an index, a pointer) into memory, at most `max` bytes,
     /// through the same decided, pinned, redirect-checked path as artifacts.
-    pub async fn get_document(&self, url: &str, max: u64) -> Result<Bytes, LocatorFailure> {
+    pub(crate) async fn get_document(&self, url: &str, max: u64) -> Result<Bytes, LocatorFailure> {
         let (response, last) = self
             .open(url, max, None)
             .await
@@ -288,7 +288,7 @@ impl Fetcher {
     /// Fetches `wanted` into memory from the first mirror whose bytes match its size and
     /// digest, without publishing anything (the caller inspects before it publishes). Returns
     /// the bytes, the mirror they came from, and the failures of the mirrors tried before it.
-    pub async fn fetch_verified(&self, wanted: &Wanted) -> Result<Verified, ThroughError> {
+    pub(crate) async fn fetch_verified(&self, wanted: &Wanted) -> Result<Verified, ThroughError> {
         let mut failures = Vec::new();
         for mirror in &wanted.mirrors {
             let attempt = async {

@@ -21,16 +21,16 @@ use crate::metrics::Metrics;
 
 /// Time limits for one exchange.
 #[derive(Clone, Copy, Debug)]
-pub struct Timeouts {
+pub(crate) struct Timeouts {
     /// TCP connect (per address) and TLS handshake.
-    pub connect: Duration,
+    pub(crate) connect: Duration,
     /// From sending the request to the whole response head.
-    pub response_head: Duration,
+    pub(crate) response_head: Duration,
 }
 
 /// Why an exchange failed.
 #[derive(Debug)]
-pub enum UpstreamError {
+pub(crate) enum UpstreamError {
     /// No connection could be made.
     Dial(DialError),
     /// The response head did not arrive in time.
@@ -43,7 +43,7 @@ pub enum UpstreamError {
 
 impl UpstreamError {
     /// The stable code the proxy reports: the one table for exchange failures.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             UpstreamError::Dial(d) => d.code(),
             UpstreamError::HeadTimeout(_) => "upstream_response_timeout",
@@ -56,7 +56,7 @@ impl UpstreamError {
     /// [`code`](Self::code) with time-outs merged and a peer mismatch counted as unreachable,
     /// because a mirror is skipped the same way either way, and registries, LOVE and the
     /// idle-body check already speak of one `upstream_timeout`.
-    pub fn mirror_code(&self) -> &'static str {
+    pub(crate) fn mirror_code(&self) -> &'static str {
         match self {
             UpstreamError::HeadTimeout(_)
             | UpstreamError::Dial(DialError::Unreachable {
@@ -68,7 +68,7 @@ impl UpstreamError {
     }
 
     /// The upstream or the path to it, every time.
-    pub fn origin(&self) -> Origin {
+    pub(crate) fn origin(&self) -> Origin {
         Origin::Upstream
     }
 }
@@ -87,16 +87,16 @@ impl std::fmt::Display for UpstreamError {
 }
 
 /// What an exchange returns: the response (coding checked) and the address it came from.
-pub struct Exchange {
+pub(crate) struct Exchange {
     /// The upstream's response; hop-by-hop headers still present.
-    pub response: Response<Incoming>,
+    pub(crate) response: Response<Incoming>,
     /// The validated address the connection is pinned to.
-    pub peer: SocketAddr,
+    pub(crate) peer: SocketAddr,
 }
 
 /// The upstream request for `permit`: origin-form, `Host` from the URL, client headers minus
 /// hop-by-hop ones, `Accept-Encoding: identity`, a `Via` entry.
-pub fn upstream_request(
+pub(crate) fn upstream_request(
     method: Method,
     permit: &Permit,
     mut headers: HeaderMap,
@@ -137,7 +137,7 @@ pub fn upstream_request(
 
 /// Sends `req` over a connection to one of `permit`'s addresses (pooled or new), and checks
 /// the response's coding before anything of its body is read.
-pub async fn exchange(
+pub(crate) async fn exchange(
     pool: &Pool,
     tls: &Arc<ClientConfig>,
     timeouts: Timeouts,

@@ -13,19 +13,19 @@ use crate::archive::{self, ArchiveError, Kind};
 /// Finite caps for inspection, each named when exceeded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Caps {
+pub(crate) struct Caps {
     /// Largest compressed artifact (and the most held in memory for inspection).
-    pub max_compressed_bytes: u64,
+    pub(crate) max_compressed_bytes: u64,
     /// Most bytes after decompression.
-    pub max_expanded_bytes: u64,
+    pub(crate) max_expanded_bytes: u64,
     /// Most tar members.
-    pub max_members: u64,
+    pub(crate) max_members: u64,
     /// Largest single member.
-    pub max_member_bytes: u64,
+    pub(crate) max_member_bytes: u64,
     /// Longest member path, in bytes.
-    pub max_path_bytes: u64,
+    pub(crate) max_path_bytes: u64,
     /// Largest `package/package.json`.
-    pub max_package_json_bytes: u64,
+    pub(crate) max_package_json_bytes: u64,
 }
 
 impl Default for Caps {
@@ -43,13 +43,13 @@ impl Default for Caps {
 
 /// What inspection found in a safe archive.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Inspection {
+pub(crate) struct Inspection {
     /// Regular-file members.
-    pub files: u64,
+    pub(crate) files: u64,
     /// Directory members.
-    pub directories: u64,
+    pub(crate) directories: u64,
     /// Bytes after decompression (tar framing included).
-    pub expanded_bytes: u64,
+    pub(crate) expanded_bytes: u64,
 }
 
 const NEXT_ARCHIVE: &str =
@@ -98,7 +98,7 @@ impl From<ArchiveError> for LoveError {
 /// Inspects verified `.tgz` bytes with the shared archive reader (every member under
 /// `package/`, read to the end of the stream as npm reads it), then binds
 /// `package/package.json`: its `name` and `version` must equal the manifest's.
-pub fn inspect(
+pub(crate) fn inspect(
     tgz: &[u8],
     caps: &Caps,
     name: &str,

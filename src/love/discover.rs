@@ -11,32 +11,32 @@ use crate::redact::redact_locator;
 
 /// What discovery found.
 #[derive(Clone, Debug, Serialize)]
-pub struct Discovery {
+pub(crate) struct Discovery {
     /// The pointer read.
-    pub well_known: String,
+    pub(crate) well_known: String,
     /// Its doctrine URL.
-    pub doctrine: String,
+    pub(crate) doctrine: String,
     /// The index it names.
-    pub index_url: String,
+    pub(crate) index_url: String,
     /// Packages, versions and manifest URLs, as the index lists them (hints, not authority).
-    pub packages: Vec<DiscoveredPackage>,
+    pub(crate) packages: Vec<DiscoveredPackage>,
 }
 
 /// One package found by discovery.
 #[derive(Clone, Debug, Serialize)]
-pub struct DiscoveredPackage {
+pub(crate) struct DiscoveredPackage {
     /// Name.
-    pub name: String,
+    pub(crate) name: String,
     /// The index's convenience pointer.
-    pub latest: String,
+    pub(crate) latest: String,
     /// `(version, manifest_url)`.
-    pub versions: Vec<(String, String)>,
+    pub(crate) versions: Vec<(String, String)>,
 }
 
 impl Love {
     /// Reads `/.well-known/love-packages` at `url`'s origin (or `url` itself when it is the
     /// pointer), then the index it names. Downloads nothing else.
-    pub async fn discover(&self, url: &str) -> Result<Discovery, LoveError> {
+    pub(crate) async fn discover(&self, url: &str) -> Result<Discovery, LoveError> {
         let (_, base) = crate::decide::parse_fetch_url(url).map_err(|e| {
             LoveError::new(
                 "invalid_locator",

@@ -14,118 +14,118 @@ use crate::decide::parse_url;
 use crate::fetch::through::MAX_MIRRORS;
 
 /// The protocol this consumer understands.
-pub const PROTOCOL: &str = "love-package/v1";
+pub(crate) const PROTOCOL: &str = "love-package/v1";
 
 /// A validated `package-manifest`.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     /// `love-package/v1`.
-    pub protocol: String,
+    pub(crate) protocol: String,
     /// Package label.
-    pub name: String,
+    pub(crate) name: String,
     /// SemVer release label.
-    pub version: String,
+    pub(crate) version: String,
     /// Human-readable purpose (never instructions).
-    pub description: String,
+    pub(crate) description: String,
     /// Declared reuse terms; `None` means none declared.
-    pub license: Option<String>,
+    pub(crate) license: Option<String>,
     /// The artifact's identity and locators.
-    pub artifact: Artifact,
+    pub(crate) artifact: Artifact,
     /// Runtime constraints.
-    pub runtime: Runtime,
+    pub(crate) runtime: Runtime,
     /// Declarative installer input.
-    pub install: Install,
+    pub(crate) install: Install,
     /// Claimed provenance.
-    pub source: Source,
+    pub(crate) source: Source,
 }
 
 /// `artifact`.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct Artifact {
+pub(crate) struct Artifact {
     /// `npm-tarball`.
-    pub format: String,
+    pub(crate) format: String,
     /// Basename, never an identity.
-    pub filename: String,
+    pub(crate) filename: String,
     /// Expected SHA-256 (64 lowercase hex).
-    pub sha256: String,
+    pub(crate) sha256: String,
     /// Expected size in bytes.
-    pub size: u64,
+    pub(crate) size: u64,
     /// `application/gzip`.
-    pub media_type: String,
+    pub(crate) media_type: String,
     /// Mirrors in the producer's order.
-    pub mirrors: Vec<Mirror>,
+    pub(crate) mirrors: Vec<Mirror>,
 }
 
 /// One mirror.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct Mirror {
+pub(crate) struct Mirror {
     /// Absolute HTTP(S) URL.
-    pub url: String,
+    pub(crate) url: String,
 }
 
 /// `runtime`.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct Runtime {
+pub(crate) struct Runtime {
     /// `javascript`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// Engine name → constraint in that ecosystem's range syntax.
-    pub engines: BTreeMap<String, String>,
+    pub(crate) engines: BTreeMap<String, String>,
 }
 
 /// `install`.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct Install {
+pub(crate) struct Install {
     /// `npm-tarball`.
-    pub format: String,
+    pub(crate) format: String,
     /// One of the mirror URLs.
-    pub specifier: String,
+    pub(crate) specifier: String,
 }
 
 /// `source`.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct Source {
+pub(crate) struct Source {
     /// Repository URI.
-    pub repository: String,
+    pub(crate) repository: String,
     /// Immutable revision.
-    pub revision: String,
+    pub(crate) revision: String,
     /// Normalised repository-relative path (`.` for the root).
-    pub path: String,
+    pub(crate) path: String,
 }
 
 /// A validated `package-index`.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct Index {
+pub(crate) struct Index {
     /// Packages, in no meaningful order.
-    pub packages: Vec<IndexPackage>,
+    pub(crate) packages: Vec<IndexPackage>,
 }
 
 /// One package in an index.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct IndexPackage {
+pub(crate) struct IndexPackage {
     /// Package label.
-    pub name: String,
+    pub(crate) name: String,
     /// This index's convenience pointer; never authority.
-    pub latest: String,
+    pub(crate) latest: String,
     /// Versions and their manifest URLs.
-    pub versions: Vec<IndexVersion>,
+    pub(crate) versions: Vec<IndexVersion>,
 }
 
 /// One version in an index.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct IndexVersion {
+pub(crate) struct IndexVersion {
     /// Version label.
-    pub version: String,
+    pub(crate) version: String,
     /// Where its manifest is.
-    pub manifest_url: String,
+    pub(crate) manifest_url: String,
 }
 
 /// A validated `/.well-known/love-packages` pointer.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct WellKnown {
+pub(crate) struct WellKnown {
     /// The doctrine URL.
-    pub doctrine: String,
+    pub(crate) doctrine: String,
     /// The index URL.
-    pub index_url: String,
+    pub(crate) index_url: String,
 }
 
 /// Parses strict UTF-8 JSON into a value, naming the document in errors.
@@ -222,7 +222,7 @@ fn url_rule(
 
 /// The `source.path` grammar: `.` or normalised POSIX segments with no leading slash,
 /// backslash, empty, `.` or `..` segment.
-pub fn source_path_ok(path: &str) -> bool {
+pub(crate) fn source_path_ok(path: &str) -> bool {
     if path == "." {
         return true;
     }
@@ -235,7 +235,7 @@ pub fn source_path_ok(path: &str) -> bool {
 
 impl Manifest {
     /// Reads and validates a manifest.
-    pub fn parse(bytes: &[u8]) -> Result<Self, LoveError> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Self, LoveError> {
         const C: &str = "manifest_invalid";
         let doc = parse_json(bytes, C, NEXT_MANIFEST)?;
         check_identity(&doc, Some("package-manifest"), C, NEXT_MANIFEST)?;
@@ -349,7 +349,7 @@ impl Manifest {
 
 impl Index {
     /// Reads and validates an index, with its uniqueness and `latest` rules.
-    pub fn parse(bytes: &[u8]) -> Result<Self, LoveError> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Self, LoveError> {
         const C: &str = "index_invalid";
         let doc = parse_json(bytes, C, NEXT_INDEX)?;
         check_identity(&doc, Some("package-index"), C, NEXT_INDEX)?;
@@ -400,7 +400,7 @@ impl Index {
 
 impl WellKnown {
     /// Reads and validates the well-known pointer (all five fields and their constants).
-    pub fn parse(bytes: &[u8]) -> Result<Self, LoveError> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Self, LoveError> {
         const C: &str = "discovery_invalid";
         const NEXT: &str = "use a direct index or manifest URL instead";
         let doc = parse_json(bytes, C, NEXT)?;

@@ -8,7 +8,7 @@ use serde::Serialize;
 /// The verdict on one engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub enum Compat {
+pub(crate) enum Compat {
     /// The version satisfies the declared constraint.
     Compatible {
         /// The constraint.
@@ -27,7 +27,7 @@ pub enum Compat {
 }
 
 /// Judges `engine@version` against the manifest's `engines`.
-pub fn check(engines: &BTreeMap<String, String>, engine: &str, version: &str) -> Compat {
+pub(crate) fn check(engines: &BTreeMap<String, String>, engine: &str, version: &str) -> Compat {
     if engines.is_empty() {
         return Compat::Unknown {
             reason: "engines is {}: no compatibility floor was declared, which is not a promise that every runtime works".into(),

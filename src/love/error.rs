@@ -9,29 +9,29 @@ use crate::store::StoreError;
 
 /// A failure in discovery, validation, retrieval or inspection.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LoveError {
+pub(crate) struct LoveError {
     /// Stable snake_case code (`manifest_invalid`, `digest_conflict`, `archive_unsafe`, ...).
-    pub code: &'static str,
+    pub(crate) code: &'static str,
     /// HTTP status for the API (`400`, `409`, `422`, `502`, ...).
-    pub status: u16,
+    pub(crate) status: u16,
     /// The failed field, as a JSON pointer into the document (or a cap's name).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
+    pub(crate) field: Option<String>,
     /// The redacted locator involved.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub locator: Option<String>,
+    pub(crate) locator: Option<String>,
     /// What happened.
-    pub detail: String,
+    pub(crate) detail: String,
     /// A safe next action.
-    pub next: &'static str,
+    pub(crate) next: &'static str,
     /// More structure (the per-locator report, both sides of a conflict).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub extra: Option<Value>,
+    pub(crate) extra: Option<Value>,
 }
 
 impl LoveError {
     /// A failure with `code`, `status` and `next`.
-    pub fn new(
+    pub(crate) fn new(
         code: &'static str,
         status: u16,
         detail: impl Into<String>,
@@ -49,19 +49,19 @@ impl LoveError {
     }
 
     /// Names the failed field.
-    pub fn field(mut self, pointer: impl Into<String>) -> Self {
+    pub(crate) fn field(mut self, pointer: impl Into<String>) -> Self {
         self.field = Some(pointer.into());
         self
     }
 
     /// Names the locator.
-    pub fn locator(mut self, locator: impl Into<String>) -> Self {
+    pub(crate) fn locator(mut self, locator: impl Into<String>) -> Self {
         self.locator = Some(locator.into());
         self
     }
 
     /// Adds structure.
-    pub fn extra(mut self, extra: Value) -> Self {
+    pub(crate) fn extra(mut self, extra: Value) -> Self {
         self.extra = Some(extra);
         self
     }
@@ -69,7 +69,7 @@ impl LoveError {
     /// Where it came from, by code: the one table, so no caller guesses it from the status.
     /// Manifests, indexes, locks and pins are what the client chose to fetch; an unsafe
     /// archive is what a mirror served.
-    pub fn origin(&self) -> Origin {
+    pub(crate) fn origin(&self) -> Origin {
         match self.code {
             "all_mirrors_failed"
             | "discovery_unavailable"
@@ -88,7 +88,7 @@ impl LoveError {
 
     /// A store failure while keeping a verified artifact, under the codes the cache routes
     /// use for the same [`StoreError`].
-    pub fn store(e: &StoreError) -> Self {
+    pub(crate) fn store(e: &StoreError) -> Self {
         match e {
             StoreError::Full { .. } => Self::new(
                 "cache_full",
@@ -121,7 +121,7 @@ impl std::fmt::Display for LoveError {
 }
 
 /// Next action for a manifest that fails validation.
-pub const NEXT_MANIFEST: &str =
+pub(crate) const NEXT_MANIFEST: &str =
     "ask the publisher to fix the manifest, or use another manifest URL for the same package";
 /// Next action for an index that fails validation.
-pub const NEXT_INDEX: &str = "use a direct manifest URL instead; an index is only a locator";
+pub(crate) const NEXT_INDEX: &str = "use a direct manifest URL instead; an index is only a locator";

@@ -8,59 +8,59 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// The lock file's format name.
-pub const LOCKFILE: &str = "fetchgate-love-lock/v1";
+pub(crate) const LOCKFILE: &str = "fetchgate-love-lock/v1";
 
 /// A lock file: entries keyed by manifest URL.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockFile {
+pub(crate) struct LockFile {
     /// Always [`LOCKFILE`].
-    pub lockfile: String,
+    pub(crate) lockfile: String,
     /// Manifest URL → what was selected from it.
-    pub packages: BTreeMap<String, LockEntry>,
+    pub(crate) packages: BTreeMap<String, LockEntry>,
 }
 
 /// One locked package.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockEntry {
+pub(crate) struct LockEntry {
     /// The manifest URL.
-    pub manifest_url: String,
+    pub(crate) manifest_url: String,
     /// `love-package/v1`.
-    pub protocol: String,
+    pub(crate) protocol: String,
     /// Package name.
-    pub name: String,
+    pub(crate) name: String,
     /// Version.
-    pub version: String,
+    pub(crate) version: String,
     /// The selected artifact.
-    pub artifact: LockedArtifact,
+    pub(crate) artifact: LockedArtifact,
     /// The selected source provenance.
-    pub source: LockedSource,
+    pub(crate) source: LockedSource,
     /// Unix seconds when locked.
-    pub locked_at: u64,
+    pub(crate) locked_at: u64,
 }
 
 /// `artifact` in a lock entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockedArtifact {
+pub(crate) struct LockedArtifact {
     /// SHA-256.
-    pub sha256: String,
+    pub(crate) sha256: String,
     /// Size.
-    pub size: u64,
+    pub(crate) size: u64,
 }
 
 /// `source` in a lock entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockedSource {
+pub(crate) struct LockedSource {
     /// Repository.
-    pub repository: String,
+    pub(crate) repository: String,
     /// Revision.
-    pub revision: String,
+    pub(crate) revision: String,
     /// Path.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 impl LockFile {
     /// Reads `path`; a missing file is an empty lock.
-    pub fn read(path: &Path) -> Result<Self, String> {
+    pub(crate) fn read(path: &Path) -> Result<Self, String> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -86,7 +86,7 @@ impl LockFile {
     /// Writes `path` through a temp file and a rename, so it is never half-written. The temp
     /// file has an unpredictable name and is created exclusively, so nothing planted beside
     /// the lock (a symbolic link, another process's file) is written through or clobbered.
-    pub fn write(&self, path: &Path) -> Result<(), String> {
+    pub(crate) fn write(&self, path: &Path) -> Result<(), String> {
         let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
         let dir = path
             .parent()

@@ -6,19 +6,19 @@
 // `LoveError` is only built on the error path, where its size costs nothing.
 #![allow(clippy::result_large_err)]
 
-pub mod archive;
-pub mod discover;
-pub mod document;
-pub mod engine_compat;
-pub mod error;
-pub mod lock;
-pub mod retrieve;
-pub mod schema;
-pub mod seen;
+pub(crate) mod archive;
+pub(crate) mod discover;
+pub(crate) mod document;
+pub(crate) mod engine_compat;
+pub(crate) mod error;
+pub(crate) mod lock;
+pub(crate) mod retrieve;
+pub(crate) mod schema;
+pub(crate) mod seen;
 
-pub use archive::Caps;
-pub use error::LoveError;
-pub use retrieve::{FetchOptions, FetchResult, Love};
+pub(crate) use archive::Caps;
+pub(crate) use error::LoveError;
+pub(crate) use retrieve::{FetchOptions, Love};
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -28,35 +28,35 @@ use crate::toml_file::{FileError, TomlSource};
 /// The `[love]` table of the config file, as written: inspection caps and the document cap.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LoveSection {
+pub(crate) struct LoveSection {
     /// Largest compressed artifact inspected (held in memory for inspection).
-    pub max_compressed_bytes: Option<Spanned<u64>>,
+    pub(crate) max_compressed_bytes: Option<Spanned<u64>>,
     /// Most bytes after decompression.
-    pub max_expanded_bytes: Option<Spanned<u64>>,
+    pub(crate) max_expanded_bytes: Option<Spanned<u64>>,
     /// Most tar members.
-    pub max_members: Option<Spanned<u64>>,
+    pub(crate) max_members: Option<Spanned<u64>>,
     /// Largest single member.
-    pub max_member_bytes: Option<Spanned<u64>>,
+    pub(crate) max_member_bytes: Option<Spanned<u64>>,
     /// Longest member path, in bytes.
-    pub max_path_bytes: Option<Spanned<u64>>,
+    pub(crate) max_path_bytes: Option<Spanned<u64>>,
     /// Largest `package/package.json`.
-    pub max_package_json_bytes: Option<Spanned<u64>>,
+    pub(crate) max_package_json_bytes: Option<Spanned<u64>>,
     /// Largest manifest, index or pointer document.
-    pub max_document_bytes: Option<Spanned<u64>>,
+    pub(crate) max_document_bytes: Option<Spanned<u64>>,
     /// Most artifact bytes all LOVE fetches together hold in memory for verification and
     /// inspection.
-    pub max_inflight_bytes: Option<Spanned<u64>>,
+    pub(crate) max_inflight_bytes: Option<Spanned<u64>>,
 }
 
 /// Checked `[love]` settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoveSettings {
+pub(crate) struct LoveSettings {
     /// Inspection caps.
-    pub caps: Caps,
+    pub(crate) caps: Caps,
     /// Largest document read.
-    pub max_document_bytes: u64,
+    pub(crate) max_document_bytes: u64,
     /// Most artifact bytes held in memory by all fetches at once; a fetch waits for room.
-    pub max_inflight_bytes: u64,
+    pub(crate) max_inflight_bytes: u64,
 }
 
 impl Default for LoveSettings {
@@ -71,7 +71,10 @@ impl Default for LoveSettings {
 
 impl LoveSettings {
     /// Checks `[love]`: every cap is finite and at least 1.
-    pub fn from_section(section: &LoveSection, src: &TomlSource<'_>) -> Result<Self, FileError> {
+    pub(crate) fn from_section(
+        section: &LoveSection,
+        src: &TomlSource<'_>,
+    ) -> Result<Self, FileError> {
         let mut s = Self::default();
         let set = |v: &Option<Spanned<u64>>, target: &mut u64| -> Result<(), FileError> {
             if let Some(v) = v {

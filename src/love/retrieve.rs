@@ -20,61 +20,61 @@ use crate::redact::redact_locator;
 use crate::store::{Digest, FillError, StoreError, now};
 
 /// Default largest document (manifest, index, pointer) read.
-pub const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 1 << 20;
+pub(crate) const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 1 << 20;
 /// Default bytes of artifacts all LOVE fetches may hold in memory at once.
-pub const DEFAULT_MAX_INFLIGHT_BYTES: u64 = 512 << 20;
+pub(crate) const DEFAULT_MAX_INFLIGHT_BYTES: u64 = 512 << 20;
 /// The largest `[love] max_inflight_bytes` accepted (the budget is counted in KiB, as `u32`).
-pub const MAX_INFLIGHT_BYTES: u64 = (u32::MAX as u64) << 10;
+pub(crate) const MAX_INFLIGHT_BYTES: u64 = (u32::MAX as u64) << 10;
 /// How long a fetch waits for room in the in-memory budget before it is turned away.
 const MEMORY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What a caller brings to a fetch.
 #[derive(Clone, Debug, Default)]
-pub struct FetchOptions {
+pub(crate) struct FetchOptions {
     /// The lock entry for this manifest URL, if a lock is in use.
-    pub locked: Option<LockEntry>,
+    pub(crate) locked: Option<LockEntry>,
     /// The engine in use (`node`, `20.11.0`), to check against `runtime.engines`.
-    pub engine: Option<(String, String)>,
+    pub(crate) engine: Option<(String, String)>,
     /// An explicit digest choice that resolves a conflict.
-    pub pin: Option<Digest>,
+    pub(crate) pin: Option<Digest>,
 }
 
 /// What a successful fetch reports.
 #[derive(Clone, Debug, Serialize)]
-pub struct FetchResult {
+pub(crate) struct FetchResult {
     /// `love-package/v1`.
-    pub protocol: &'static str,
+    pub(crate) protocol: &'static str,
     /// The (redacted) manifest URL.
-    pub manifest_url: String,
+    pub(crate) manifest_url: String,
     /// Package name.
-    pub name: String,
+    pub(crate) name: String,
     /// Version.
-    pub version: String,
+    pub(crate) version: String,
     /// The verified digest.
-    pub sha256: String,
+    pub(crate) sha256: String,
     /// The verified size.
-    pub size: u64,
+    pub(crate) size: u64,
     /// Where the bytes came from (a mirror, or `cache`).
-    pub verified_from: String,
+    pub(crate) verified_from: String,
     /// Mirrors that failed before one succeeded.
-    pub mirror_failures: Vec<LocatorFailure>,
+    pub(crate) mirror_failures: Vec<LocatorFailure>,
     /// The engine check, when an engine was given.
-    pub engine: Option<Compat>,
+    pub(crate) engine: Option<Compat>,
     /// Licence as declared, with a note when it is null.
-    pub license: serde_json::Value,
+    pub(crate) license: serde_json::Value,
     /// Source provenance as claimed; fetchgate does not retrieve it, so it is unverified.
-    pub provenance: serde_json::Value,
+    pub(crate) provenance: serde_json::Value,
     /// What archive inspection found.
-    pub inspection: Inspection,
+    pub(crate) inspection: Inspection,
     /// Where to get the verified bytes from this fetchgate.
-    pub cache_path: String,
+    pub(crate) cache_path: String,
     /// The manifest as validated, for writing a lock entry.
     #[serde(skip)]
-    pub manifest: Manifest,
+    pub(crate) manifest: Manifest,
 }
 
 /// The LOVE consumer.
-pub struct Love {
+pub(crate) struct Love {
     pub(super) fetcher: Arc<Fetcher>,
     seen: Arc<Seen>,
     caps: Caps,
@@ -98,7 +98,7 @@ pub(super) fn unavailable(code: &'static str, url: &str, f: LocatorFailure) -> L
 
 impl Love {
     /// A consumer over `fetcher`, remembering sightings in `<cache>/love.redb`.
-    pub fn new(fetcher: Arc<Fetcher>, settings: &LoveSettings) -> Result<Self, String> {
+    pub(crate) fn new(fetcher: Arc<Fetcher>, settings: &LoveSettings) -> Result<Self, String> {
         super::schema::check_embedded()?;
         let seen = Arc::new(Seen::open(&fetcher.store().root().join("love.redb"))?);
         Ok(Self::with_seen(fetcher, seen, settings))
@@ -106,7 +106,11 @@ impl Love {
 
     /// A consumer sharing an already open sightings database (the server keeps one across
     /// reloads).
-    pub fn with_seen(fetcher: Arc<Fetcher>, seen: Arc<Seen>, settings: &LoveSettings) -> Self {
+    pub(crate) fn with_seen(
+        fetcher: Arc<Fetcher>,
+        seen: Arc<Seen>,
+        settings: &LoveSettings,
+    ) -> Self {
         let kib = u32::try_from(settings.max_inflight_bytes >> 10).unwrap_or(u32::MAX);
         Self {
             fetcher,
@@ -155,7 +159,7 @@ impl Love {
     }
 
     /// Every `(name, version)` seen with more than one digest.
-    pub fn conflicts(&self) -> Result<Vec<Conflict>, LoveError> {
+    pub(crate) fn conflicts(&self) -> Result<Vec<Conflict>, LoveError> {
         self.seen.conflicts().map_err(|e| {
             LoveError::new("internal_error", 500, e, "retry; check the cache directory")
         })
@@ -164,7 +168,7 @@ impl Love {
     /// §6: read and validate the manifest, check the engine, settle the expected digest
     /// against the lock and earlier sightings, fetch through the mirrors, verify, inspect,
     /// and only then publish (labelled `name@version`) and record the sighting.
-    pub async fn fetch(
+    pub(crate) async fn fetch(
         &self,
         manifest_url: &str,
         opts: &FetchOptions,
@@ -415,7 +419,7 @@ impl Love {
 }
 
 /// A lock entry for a successful fetch.
-pub fn lock_entry(manifest_url: &str, result: &FetchResult) -> LockEntry {
+pub(crate) fn lock_entry(manifest_url: &str, result: &FetchResult) -> LockEntry {
     let m = &result.manifest;
     LockEntry {
         manifest_url: manifest_url.to_string(),

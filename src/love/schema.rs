@@ -8,16 +8,17 @@ use serde_json::Value;
 use super::error::LoveError;
 
 /// The manifest schema's text.
-pub const MANIFEST_SCHEMA: &str = include_str!("../../schemas/love-package-v1.schema.json");
+pub(crate) const MANIFEST_SCHEMA: &str = include_str!("../../schemas/love-package-v1.schema.json");
 /// The index schema's text.
-pub const INDEX_SCHEMA: &str = include_str!("../../schemas/love-package-index-v1.schema.json");
+pub(crate) const INDEX_SCHEMA: &str =
+    include_str!("../../schemas/love-package-index-v1.schema.json");
 /// The well-known pointer schema's text.
-pub const WELL_KNOWN_SCHEMA: &str =
+pub(crate) const WELL_KNOWN_SCHEMA: &str =
     include_str!("../../schemas/love-packages-well-known-v1.schema.json");
 
 /// Which document a schema is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `package-manifest`.
     Manifest,
     /// `package-index`.
@@ -41,7 +42,7 @@ static WELL_KNOWN: LazyLock<Result<Validator, String>> =
     LazyLock::new(|| compile(WELL_KNOWN_SCHEMA));
 
 /// Checks that every embedded schema compiles (called at start-up).
-pub fn check_embedded() -> Result<(), String> {
+pub(crate) fn check_embedded() -> Result<(), String> {
     for (name, v) in [
         ("manifest", &*MANIFEST),
         ("index", &*INDEX),
@@ -53,7 +54,7 @@ pub fn check_embedded() -> Result<(), String> {
 }
 
 /// Validates `doc`; the first error names the JSON pointer of the failing field.
-pub fn validate(
+pub(crate) fn validate(
     kind: Kind,
     doc: &Value,
     code: &'static str,

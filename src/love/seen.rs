@@ -11,30 +11,30 @@ const SEEN: TableDefinition<&str, &str> = TableDefinition::new("seen");
 
 /// One digest seen for a label.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Sighting {
+pub(crate) struct Sighting {
     /// The digest.
-    pub sha256: String,
+    pub(crate) sha256: String,
     /// Its size.
-    pub size: u64,
+    pub(crate) size: u64,
     /// The (redacted) manifest URL that named it.
-    pub manifest_url: String,
+    pub(crate) manifest_url: String,
     /// Unix seconds when first verified.
-    pub first_seen: u64,
+    pub(crate) first_seen: u64,
 }
 
 /// A label with more than one digest.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Conflict {
+pub(crate) struct Conflict {
     /// Package name.
-    pub name: String,
+    pub(crate) name: String,
     /// Version.
-    pub version: String,
+    pub(crate) version: String,
     /// Every digest seen, oldest first.
-    pub seen: Vec<Sighting>,
+    pub(crate) seen: Vec<Sighting>,
 }
 
 /// The sightings database.
-pub struct Seen {
+pub(crate) struct Seen {
     db: Database,
 }
 
@@ -44,7 +44,7 @@ fn key(name: &str, version: &str) -> String {
 
 impl Seen {
     /// Opens (or creates) the database at `path`.
-    pub fn open(path: &Path) -> Result<Self, String> {
+    pub(crate) fn open(path: &Path) -> Result<Self, String> {
         let db = crate::store::index::open_shared(path)
             .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         let txn = db.begin_write().map_err(|e| e.to_string())?;
@@ -54,7 +54,7 @@ impl Seen {
     }
 
     /// The sightings for a label, oldest first.
-    pub fn get(&self, name: &str, version: &str) -> Result<Vec<Sighting>, String> {
+    pub(crate) fn get(&self, name: &str, version: &str) -> Result<Vec<Sighting>, String> {
         let txn = self.db.begin_read().map_err(|e| e.to_string())?;
         let table = txn.open_table(SEEN).map_err(|e| e.to_string())?;
         match table
@@ -67,7 +67,12 @@ impl Seen {
     }
 
     /// Records a verified sighting (a digest already recorded for the label is kept as is).
-    pub fn record(&self, name: &str, version: &str, sighting: Sighting) -> Result<(), String> {
+    pub(crate) fn record(
+        &self,
+        name: &str,
+        version: &str,
+        sighting: Sighting,
+    ) -> Result<(), String> {
         let txn = self.db.begin_write().map_err(|e| e.to_string())?;
         {
             let mut table = txn.open_table(SEEN).map_err(|e| e.to_string())?;
@@ -88,7 +93,7 @@ impl Seen {
     }
 
     /// Every label seen with more than one digest.
-    pub fn conflicts(&self) -> Result<Vec<Conflict>, String> {
+    pub(crate) fn conflicts(&self) -> Result<Vec<Conflict>, String> {
         let txn = self.db.begin_read().map_err(|e| e.to_string())?;
         let table = txn.open_table(SEEN).map_err(|e| e.to_string())?;
         let mut out = Vec::new();

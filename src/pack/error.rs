@@ -17,24 +17,24 @@ pub(crate) const NEXT_PACKAGE: &str =
 
 /// A failure in a profile's resolution, verification or inspection.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PackError {
+pub(crate) struct PackError {
     /// Stable snake_case code (`pack_signature_invalid`, `pack_hidden_character`, ...).
-    pub code: &'static str,
+    pub(crate) code: &'static str,
     /// HTTP status for the API.
-    pub status: u16,
+    pub(crate) status: u16,
     /// The failed field: `archive:<path>:<line>`, a document member, or a cap's name.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
+    pub(crate) field: Option<String>,
     /// The redacted locator involved.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub locator: Option<String>,
+    pub(crate) locator: Option<String>,
     /// What happened.
-    pub detail: String,
+    pub(crate) detail: String,
     /// A safe next action.
-    pub next: &'static str,
+    pub(crate) next: &'static str,
     /// More structure (per-locator failures, both sides of a conflict).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub extra: Option<Value>,
+    pub(crate) extra: Option<Value>,
 }
 
 impl PackError {
@@ -120,7 +120,7 @@ impl PackError {
     /// downstream; a package or document a server published is upstream; a code LOVE also
     /// raises (the shared archive reader's, conflicts, pins) keeps LOVE's origin, so one code
     /// never has two.
-    pub fn origin(&self) -> Origin {
+    pub(crate) fn origin(&self) -> Origin {
         match self.code {
             "pack_request_invalid" | "pack_format_unknown" => Origin::Downstream,
             "pack_busy" => Origin::Internal,

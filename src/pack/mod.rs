@@ -29,7 +29,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-pub use error::PackError;
+pub(crate) use error::PackError;
 pub(crate) use profile::Params;
 pub(crate) use settings::PackConfig;
 pub(crate) use settings::{LgflowSection, OpenwopSection};
@@ -98,7 +98,7 @@ const MAX_CONCURRENT: usize = 4;
 const TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The pack service: the fetcher, the sightings shared with LOVE, and the settings.
-pub struct Packs {
+pub(crate) struct Packs {
     pub(crate) fetcher: Arc<Fetcher>,
     seen: Arc<Seen>,
     pub(crate) settings: PackSettings,

@@ -16,17 +16,17 @@ const URLS: TableDefinition<&str, &str> = TableDefinition::new("urls");
 
 /// A distribution file a PyPI page named.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileRecord {
+pub(crate) struct FileRecord {
     /// The upstream URL.
-    pub url: String,
+    pub(crate) url: String,
     /// `pypi:<project>/<filename>`.
-    pub label: String,
+    pub(crate) label: String,
     /// The SHA-256 of its `.metadata` sidecar, if the page published one.
-    pub metadata_sha256: Option<String>,
+    pub(crate) metadata_sha256: Option<String>,
 }
 
 /// The alias and file-record database.
-pub struct Aliases {
+pub(crate) struct Aliases {
     db: Database,
 }
 
@@ -36,7 +36,7 @@ fn err(e: impl std::fmt::Display) -> String {
 
 impl Aliases {
     /// Opens (or creates) the database at `path`.
-    pub fn open(path: &Path) -> Result<Self, String> {
+    pub(crate) fn open(path: &Path) -> Result<Self, String> {
         let db = crate::store::index::open_shared(path)
             .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         let txn = db.begin_write().map_err(err)?;
@@ -48,7 +48,7 @@ impl Aliases {
     }
 
     /// The SHA-256 stored under an alias key (`sha512:<hex>`).
-    pub fn alias(&self, key: &str) -> Result<Option<Digest>, String> {
+    pub(crate) fn alias(&self, key: &str) -> Result<Option<Digest>, String> {
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(ALIASES).map_err(err)?;
         Ok(table
@@ -58,7 +58,8 @@ impl Aliases {
     }
 
     /// Records that alias `key` names the stored `sha256`.
-    pub fn set_alias(&self, key: &str, sha256: &Digest) -> Result<(), String> {
+    #[cfg(test)]
+    pub(crate) fn set_alias(&self, key: &str, sha256: &Digest) -> Result<(), String> {
         let txn = self.db.begin_write().map_err(err)?;
         {
             let mut table = txn.open_table(ALIASES).map_err(err)?;
@@ -68,7 +69,7 @@ impl Aliases {
     }
 
     /// The SHA-256 a registry's metadata tied to an upstream URL (normalised), if any.
-    pub fn url(&self, url: &str) -> Result<Option<Digest>, String> {
+    pub(crate) fn url(&self, url: &str) -> Result<Option<Digest>, String> {
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(URLS).map_err(err)?;
         Ok(table
@@ -79,7 +80,7 @@ impl Aliases {
 
     /// Records that the bytes at `url` were verified as `sha256` (one alias write and one URL
     /// write in one transaction; `alias` may be absent for sha256-published registries).
-    pub fn set_verified(
+    pub(crate) fn set_verified(
         &self,
         alias: Option<&str>,
         url: &str,
@@ -99,7 +100,7 @@ impl Aliases {
     }
 
     /// Every alias, for `cache stats`.
-    pub fn all_aliases(&self) -> Result<Vec<(String, String)>, String> {
+    pub(crate) fn all_aliases(&self) -> Result<Vec<(String, String)>, String> {
         use redb::ReadableTable;
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(ALIASES).map_err(err)?;
@@ -114,7 +115,7 @@ impl Aliases {
     }
 
     /// The file record for a SHA-256.
-    pub fn file(&self, sha256: &Digest) -> Result<Option<FileRecord>, String> {
+    pub(crate) fn file(&self, sha256: &Digest) -> Result<Option<FileRecord>, String> {
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(FILES).map_err(err)?;
         match table.get(sha256.hex().as_str()).map_err(err)? {
@@ -125,7 +126,7 @@ impl Aliases {
 
     /// Records the files a page named (one transaction; unchanged records are rewritten,
     /// which is cheap next to the page fetch that produced them).
-    pub fn set_files(&self, records: &[(Digest, FileRecord)]) -> Result<(), String> {
+    pub(crate) fn set_files(&self, records: &[(Digest, FileRecord)]) -> Result<(), String> {
         if records.is_empty() {
             return Ok(());
         }

@@ -14,7 +14,7 @@ use crate::store::Digest;
 
 /// What a path under a cargo mount asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// `config.json`.
     Config,
     /// An index file; `path` is relative to the index root.
@@ -38,7 +38,7 @@ pub enum Request {
 }
 
 /// The index path of a crate name, as the sparse protocol lays it out.
-pub fn index_path(name: &str) -> String {
+pub(crate) fn index_path(name: &str) -> String {
     let lower = name.to_ascii_lowercase();
     match lower.len() {
         1 => format!("1/{lower}"),
@@ -57,7 +57,7 @@ fn valid_crate_name(name: &str) -> bool {
 }
 
 /// Reads the path below the mount.
-pub fn parse_path(rest: &str) -> Request {
+pub(crate) fn parse_path(rest: &str) -> Request {
     let path = rest.strip_prefix('/').unwrap_or(rest);
     if path == "config.json" {
         return Request::Config;
@@ -100,7 +100,7 @@ fn valid_version(v: &str) -> bool {
 
 /// Our `config.json`: `dl` at fetchgate, nothing else (no `api`: publishing does not go
 /// through fetchgate; no `auth-required`: fetchgate authenticates upstream itself).
-pub fn config_json(base: &str) -> Bytes {
+pub(crate) fn config_json(base: &str) -> Bytes {
     Bytes::from(
         serde_json::json!({ "dl": format!("{base}-/crates/{{crate}}/{{version}}/{{sha256-checksum}}") })
             .to_string(),
@@ -108,7 +108,7 @@ pub fn config_json(base: &str) -> Bytes {
 }
 
 /// The upstream's `dl` template, from its `config.json`.
-pub fn upstream_dl(config: &[u8]) -> Result<String, String> {
+pub(crate) fn upstream_dl(config: &[u8]) -> Result<String, String> {
     let v: Value =
         serde_json::from_slice(config).map_err(|e| format!("config.json is not JSON: {e}"))?;
     v.get("dl")
@@ -119,7 +119,7 @@ pub fn upstream_dl(config: &[u8]) -> Result<String, String> {
 
 /// The download URL for one crate version, from a `dl` template (markers, or none: then
 /// `/{crate}/{version}/download` is appended, as cargo does).
-pub fn download_url(dl: &str, name: &str, version: &str, sha256: &Digest) -> String {
+pub(crate) fn download_url(dl: &str, name: &str, version: &str, sha256: &Digest) -> String {
     let markers = [
         "{crate}",
         "{version}",
@@ -146,7 +146,7 @@ pub fn download_url(dl: &str, name: &str, version: &str, sha256: &Digest) -> Str
 }
 
 /// The checksum the index file lists for `name` at `version`, and whether it is yanked.
-pub fn listed_checksum(index: &[u8], name: &str, version: &str) -> Option<(Digest, bool)> {
+pub(crate) fn listed_checksum(index: &[u8], name: &str, version: &str) -> Option<(Digest, bool)> {
     let text = std::str::from_utf8(index).ok()?;
     text.lines().find_map(|line| {
         let v: Value = serde_json::from_str(line).ok()?;

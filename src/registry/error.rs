@@ -6,7 +6,7 @@ use crate::fetch::through::LocatorFailure;
 
 /// Why a registry request failed.
 #[derive(Clone, Debug)]
-pub enum RegistryError {
+pub(crate) enum RegistryError {
     /// No registry is mounted under that name.
     UnknownRegistry(String),
     /// The path is not one this registry serves.
@@ -53,7 +53,7 @@ pub enum RegistryError {
 
 impl RegistryError {
     /// The stable code.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             RegistryError::UnknownRegistry(_) => "registry_unknown",
             RegistryError::NotServed(_) => "registry_path_not_served",
@@ -73,7 +73,7 @@ impl RegistryError {
     }
 
     /// The HTTP status.
-    pub fn status(&self) -> u16 {
+    pub(crate) fn status(&self) -> u16 {
         match self {
             RegistryError::UnknownRegistry(_)
             | RegistryError::NotServed(_)
@@ -90,7 +90,7 @@ impl RegistryError {
     }
 
     /// Where it came from.
-    pub fn origin(&self) -> Origin {
+    pub(crate) fn origin(&self) -> Origin {
         match self {
             RegistryError::UnknownRegistry(_)
             | RegistryError::NotServed(_)
@@ -106,7 +106,7 @@ impl RegistryError {
     }
 
     /// The field that failed, if one did.
-    pub fn field(&self) -> Option<&'static str> {
+    pub(crate) fn field(&self) -> Option<&'static str> {
         match self {
             RegistryError::NameRefused { list, .. } => Some(list),
             RegistryError::OfflineMiss(_) => Some("offline"),
@@ -118,7 +118,7 @@ impl RegistryError {
     }
 
     /// What happened.
-    pub fn detail(&self) -> String {
+    pub(crate) fn detail(&self) -> String {
         match self {
             RegistryError::UnknownRegistry(n) => format!("no [[registry]] is named {n:?}"),
             RegistryError::NotServed(p) => format!("{p} is not a path this registry serves"),
@@ -155,7 +155,7 @@ impl RegistryError {
     }
 
     /// A safe next action.
-    pub fn next(&self) -> &'static str {
+    pub(crate) fn next(&self) -> &'static str {
         match self {
             RegistryError::UnknownRegistry(_) => "use a name configured in [[registry]]",
             RegistryError::NotServed(_) => {
@@ -183,7 +183,7 @@ impl RegistryError {
     }
 
     /// The per-locator report, for upstream failures.
-    pub fn locators(&self) -> Option<&LocatorFailure> {
+    pub(crate) fn locators(&self) -> Option<&LocatorFailure> {
         match self {
             RegistryError::Upstream(f) => Some(f),
             _ => None,

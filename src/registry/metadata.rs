@@ -16,23 +16,23 @@ use serde::{Deserialize, Serialize};
 use crate::store::{Digest, now};
 
 /// How long a `404` is remembered (at most; never longer than the TTL).
-pub const NEGATIVE_TTL: Duration = Duration::from_secs(60);
+pub(crate) const NEGATIVE_TTL: Duration = Duration::from_secs(60);
 /// Bytes of metadata kept in memory across all registries.
 const MEMORY_BYTES: u64 = 64 << 20;
 
 /// One cached answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// `200` or `404`.
-    pub status: u16,
+    pub(crate) status: u16,
     /// The upstream's `ETag`, for revalidation.
-    pub etag: Option<String>,
+    pub(crate) etag: Option<String>,
     /// The upstream's `Content-Type`.
-    pub content_type: Option<String>,
+    pub(crate) content_type: Option<String>,
     /// Unix seconds when the upstream last confirmed it.
-    pub fetched: u64,
+    pub(crate) fetched: u64,
     /// The body as served.
-    pub body: Bytes,
+    pub(crate) body: Bytes,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -46,7 +46,7 @@ struct Header {
 
 /// What the upstream said when asked.
 #[derive(Clone, Debug)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// `200` with a body.
     Fresh {
         /// `ETag`.
@@ -64,7 +64,7 @@ pub enum Answer {
 
 /// How an answer was obtained, for the response's headers and the metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Freshness {
+pub(crate) enum Freshness {
     /// From the cache, within the TTL.
     Fresh,
     /// The upstream confirmed the cached copy (`304`).
@@ -79,7 +79,7 @@ pub enum Freshness {
 
 impl Freshness {
     /// The metrics label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Freshness::Fresh => "fresh",
             Freshness::Revalidated => "revalidated",
@@ -92,7 +92,7 @@ impl Freshness {
 
 /// Why metadata could not be had.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MetaError {
+pub(crate) enum MetaError {
     /// Offline, and nothing cached.
     OfflineMiss,
     /// The upstream failed and nothing is cached; the text says how.
@@ -100,14 +100,14 @@ pub enum MetaError {
 }
 
 /// The metadata cache of one fetchgate (all registries share it; keys carry the registry).
-pub struct MetadataCache {
+pub(crate) struct MetadataCache {
     dir: PathBuf,
     memory: moka::sync::Cache<String, Arc<Entry>>,
 }
 
 impl MetadataCache {
     /// Opens (creating) `dir`.
-    pub fn open(dir: &Path) -> std::io::Result<Self> {
+    pub(crate) fn open(dir: &Path) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -125,7 +125,7 @@ impl MetadataCache {
     }
 
     /// The cached entry for `key`, from memory or disk.
-    pub fn lookup(&self, key: &str) -> Option<Arc<Entry>> {
+    pub(crate) fn lookup(&self, key: &str) -> Option<Arc<Entry>> {
         if let Some(e) = self.memory.get(key) {
             return Some(e);
         }
@@ -148,7 +148,7 @@ impl MetadataCache {
 
     /// Keeps `entry` under `key`, in memory and durably on disk (written aside, then renamed,
     /// so a reader never sees half of it).
-    pub fn put(&self, key: &str, entry: Entry) -> Arc<Entry> {
+    pub(crate) fn put(&self, key: &str, entry: Entry) -> Arc<Entry> {
         let entry = Arc::new(entry);
         self.memory.insert(key.to_string(), entry.clone());
         let header = Header {
@@ -168,7 +168,7 @@ impl MetadataCache {
     /// The entry for `key`: fresh from the cache within `ttl`; otherwise asked of the upstream
     /// through `ask` (given the cached `ETag`), falling back to the stale copy when that fails.
     /// Offline registries never ask.
-    pub async fn get<F, Fut>(
+    pub(crate) async fn get<F, Fut>(
         &self,
         key: &str,
         ttl: Duration,

@@ -7,14 +7,14 @@
 //! published: sha256 directly (PyPI, cargo) or through an alias (npm's sha512 or sha1), and no
 //! artifact byte reaches a client or the cache before it matched that digest.
 
-pub mod aliases;
-pub mod cargo;
-pub mod error;
-pub mod metadata;
-pub mod names;
-pub mod npm;
-pub mod pypi;
-pub mod service;
+pub(crate) mod aliases;
+pub(crate) mod cargo;
+pub(crate) mod error;
+pub(crate) mod metadata;
+pub(crate) mod names;
+pub(crate) mod npm;
+pub(crate) mod pypi;
+pub(crate) mod service;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -27,12 +27,12 @@ use crate::toml_file::{FileError, TomlSource};
 use names::{NameRules, Pattern};
 
 /// Default freshness of cached metadata.
-pub const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(300);
 
 /// Which registry protocol a front-end speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+pub(crate) enum Kind {
     /// The npm registry API (packuments and tarballs).
     Npm,
     /// The PyPI simple repository API (PEP 503 and PEP 691).
@@ -43,7 +43,7 @@ pub enum Kind {
 
 impl Kind {
     /// The label used in metrics and logs.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Npm => "npm",
             Kind::Pypi => "pypi",
@@ -55,51 +55,51 @@ impl Kind {
 /// One `[[registry]]` table, as written.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RegistrySection {
+pub(crate) struct RegistrySection {
     /// The mount point: `/registry/<name>/` on the proxy listener.
-    pub name: Spanned<String>,
+    pub(crate) name: Spanned<String>,
     /// `npm`, `pypi` or `cargo`.
-    pub kind: Spanned<Kind>,
+    pub(crate) kind: Spanned<Kind>,
     /// The registry's base URL.
-    pub upstream: Spanned<String>,
+    pub(crate) upstream: Spanned<String>,
     /// An extra listener serving this registry at `/`, for clients that drop path prefixes.
-    pub listen: Option<Spanned<String>>,
+    pub(crate) listen: Option<Spanned<String>>,
     /// How long metadata is served without asking the upstream again.
-    pub metadata_ttl_seconds: Option<Spanned<u64>>,
+    pub(crate) metadata_ttl_seconds: Option<Spanned<u64>>,
     /// Serve only what is cached; never ask the upstream.
-    pub offline: Option<bool>,
+    pub(crate) offline: Option<bool>,
     /// Names that may be fetched (globs with `*`; default: all).
-    pub allow: Option<Vec<Spanned<String>>>,
+    pub(crate) allow: Option<Vec<Spanned<String>>>,
     /// Names never fetched (deny wins over allow).
-    pub deny: Option<Vec<Spanned<String>>>,
+    pub(crate) deny: Option<Vec<Spanned<String>>>,
     /// A file holding the credential fetchgate itself sends to the upstream.
-    pub credentials_file: Option<Spanned<String>>,
+    pub(crate) credentials_file: Option<Spanned<String>>,
 }
 
 /// A checked registry.
 #[derive(Clone, Debug)]
-pub struct RegistrySettings {
+pub(crate) struct RegistrySettings {
     /// Mount name.
-    pub name: String,
+    pub(crate) name: String,
     /// Protocol.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// Base URL, always ending in `/`.
-    pub upstream: url::Url,
+    pub(crate) upstream: url::Url,
     /// Extra root-mounted listener.
-    pub listen: Option<SocketAddr>,
+    pub(crate) listen: Option<SocketAddr>,
     /// Metadata freshness.
-    pub metadata_ttl: Duration,
+    pub(crate) metadata_ttl: Duration,
     /// Cache-only mode.
-    pub offline: bool,
+    pub(crate) offline: bool,
     /// Allow and deny patterns.
-    pub names: NameRules,
+    pub(crate) names: NameRules,
     /// The `Authorization` value sent to the upstream's own origin (never to another host).
-    pub credential: Option<http::HeaderValue>,
+    pub(crate) credential: Option<http::HeaderValue>,
 }
 
 impl RegistrySettings {
     /// Checks every `[[registry]]` table; names must be unique and URL-safe.
-    pub fn from_sections(
+    pub(crate) fn from_sections(
         sections: &[RegistrySection],
         base: &Path,
         src: &TomlSource<'_>,

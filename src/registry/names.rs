@@ -7,7 +7,7 @@ use super::Kind;
 /// A name in the form its registry treats as identical: npm names lower-cased, PyPI names
 /// normalised by PEP 503 (runs of `-`, `_`, `.` become one `-`, lower-cased), crate names
 /// lower-cased with `_` read as `-` (crates.io refuses a new crate that differs only there).
-pub fn canonical(kind: Kind, name: &str) -> String {
+pub(crate) fn canonical(kind: Kind, name: &str) -> String {
     match kind {
         Kind::Npm => name.to_ascii_lowercase(),
         Kind::Cargo => name.to_ascii_lowercase().replace('_', "-"),
@@ -34,13 +34,13 @@ pub fn canonical(kind: Kind, name: &str) -> String {
 /// `@acme/*` covers a whole npm scope), everything else matches itself. Patterns are
 /// canonicalised like the names they are compared with.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pattern {
+pub(crate) struct Pattern {
     text: String,
 }
 
 impl Pattern {
     /// A pattern for names of `kind`; `None` if it is empty.
-    pub fn new(kind: Kind, text: &str) -> Option<Self> {
+    pub(crate) fn new(kind: Kind, text: &str) -> Option<Self> {
         let text = text.trim();
         if text.is_empty() {
             return None;
@@ -53,12 +53,12 @@ impl Pattern {
     }
 
     /// The pattern as written after canonicalisation (for messages).
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 
     /// True if the canonical `name` matches.
-    pub fn matches(&self, name: &str) -> bool {
+    pub(crate) fn matches(&self, name: &str) -> bool {
         wildcard(self.text.as_bytes(), name.as_bytes())
     }
 }
@@ -87,7 +87,7 @@ fn wildcard(pattern: &[u8], text: &[u8]) -> bool {
 
 /// Why a name was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// It matched this `deny` pattern.
     Denied(String),
     /// It matched no `allow` pattern.
@@ -96,16 +96,16 @@ pub enum Refusal {
 
 /// The `allow` and `deny` lists of one registry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NameRules {
+pub(crate) struct NameRules {
     /// Names that may be fetched (empty means all).
-    pub allow: Vec<Pattern>,
+    pub(crate) allow: Vec<Pattern>,
     /// Names that never are.
-    pub deny: Vec<Pattern>,
+    pub(crate) deny: Vec<Pattern>,
 }
 
 impl NameRules {
     /// Judges a canonical name: deny first, then allow.
-    pub fn judge(&self, name: &str) -> Result<(), Refusal> {
+    pub(crate) fn judge(&self, name: &str) -> Result<(), Refusal> {
         if let Some(p) = self.deny.iter().find(|p| p.matches(name)) {
             return Err(Refusal::Denied(p.as_str().to_string()));
         }

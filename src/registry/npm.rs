@@ -10,11 +10,11 @@ use bytes::Bytes;
 use serde_json::Value;
 
 /// The abbreviated-metadata media type.
-pub const ABBREVIATED: &str = "application/vnd.npm.install-v1+json";
+pub(crate) const ABBREVIATED: &str = "application/vnd.npm.install-v1+json";
 
 /// What a path under an npm mount asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// A packument, by package name (`foo` or `@scope/foo`).
     Packument {
         /// The package name.
@@ -33,7 +33,7 @@ pub enum Request {
 
 /// Reads the path below the mount (starting with `/`). Scoped names arrive as `@scope/name`
 /// or `@scope%2fname`.
-pub fn parse_path(rest: &str) -> Request {
+pub(crate) fn parse_path(rest: &str) -> Request {
     let path = rest.strip_prefix('/').unwrap_or(rest);
     if path.starts_with("-/") || path.is_empty() || path.contains('?') {
         return Request::Other;
@@ -99,7 +99,7 @@ fn file_of(tarball: &str) -> Option<&str> {
 
 /// The packument with every `versions.*.dist.tarball` rewritten to `<base><name>/-/<file>`.
 /// `base` ends with `/`. Everything else, digests included, is passed through unchanged.
-pub fn rewrite_packument(body: &[u8], name: &str, base: &str) -> Result<Bytes, String> {
+pub(crate) fn rewrite_packument(body: &[u8], name: &str, base: &str) -> Result<Bytes, String> {
     let mut doc: Value =
         serde_json::from_slice(body).map_err(|e| format!("the packument is not JSON: {e}"))?;
     if let Some(versions) = doc.get_mut("versions").and_then(Value::as_object_mut) {
@@ -127,19 +127,19 @@ pub fn rewrite_packument(body: &[u8], name: &str, base: &str) -> Result<Bytes, S
 
 /// One version's distribution, as the upstream packument describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Dist {
+pub(crate) struct Dist {
     /// The version.
-    pub version: String,
+    pub(crate) version: String,
     /// The upstream tarball URL.
-    pub tarball: String,
+    pub(crate) tarball: String,
     /// `dist.integrity`.
-    pub integrity: Option<String>,
+    pub(crate) integrity: Option<String>,
     /// `dist.shasum`.
-    pub shasum: Option<String>,
+    pub(crate) shasum: Option<String>,
 }
 
 /// The version whose upstream tarball's file name is `file`.
-pub fn find_dist(body: &[u8], file: &str) -> Result<Option<Dist>, String> {
+pub(crate) fn find_dist(body: &[u8], file: &str) -> Result<Option<Dist>, String> {
     let doc: Value =
         serde_json::from_slice(body).map_err(|e| format!("the packument is not JSON: {e}"))?;
     let Some(versions) = doc.get("versions").and_then(Value::as_object) else {

@@ -13,13 +13,13 @@ use serde_json::{Map, Value};
 use crate::store::Digest;
 
 /// PEP 691 JSON.
-pub const JSON: &str = "application/vnd.pypi.simple.v1+json";
+pub(crate) const JSON: &str = "application/vnd.pypi.simple.v1+json";
 /// PEP 691's name for PEP 503 HTML.
-pub const HTML: &str = "application/vnd.pypi.simple.v1+html";
+pub(crate) const HTML: &str = "application/vnd.pypi.simple.v1+html";
 
 /// What a path under a PyPI mount asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// A project page, by its name as requested.
     Project {
         /// The project name.
@@ -44,7 +44,7 @@ pub enum Request {
 }
 
 /// Reads the path below the mount: `/<project>/` or `/-/files/<sha256>/<filename>[.metadata]`.
-pub fn parse_path(rest: &str) -> Request {
+pub(crate) fn parse_path(rest: &str) -> Request {
     let path = rest.strip_prefix('/').unwrap_or(rest);
     if let Some(file) = path.strip_prefix("-/files/") {
         let Some((hex, filename)) = file.split_once('/') else {
@@ -92,7 +92,7 @@ fn valid_filename(f: &str) -> bool {
 
 /// Whether a client wants JSON, by its `Accept` (q-values honoured; no `Accept` means HTML,
 /// as PEP 691 asks for compatibility with old clients).
-pub fn wants_json(accept: Option<&str>) -> bool {
+pub(crate) fn wants_json(accept: Option<&str>) -> bool {
     let Some(accept) = accept else { return false };
     let (mut json, mut html) = (0.0f32, 0.0f32);
     for item in accept.split(',') {
@@ -118,30 +118,30 @@ pub fn wants_json(accept: Option<&str>) -> bool {
 
 /// A file the project page names, as fetchgate must remember it to fetch it later.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileRecord {
+pub(crate) struct FileRecord {
     /// The published SHA-256.
-    pub sha256: Digest,
+    pub(crate) sha256: Digest,
     /// The file name.
-    pub filename: String,
+    pub(crate) filename: String,
     /// The upstream URL (absolute).
-    pub url: String,
+    pub(crate) url: String,
     /// The SHA-256 of its `.metadata` sidecar, when the page published one.
-    pub metadata_sha256: Option<Digest>,
+    pub(crate) metadata_sha256: Option<Digest>,
 }
 
 /// A project page, read from upstream JSON.
 #[derive(Clone, Debug)]
-pub struct Page {
+pub(crate) struct Page {
     /// The page as JSON, with file URLs pointed at fetchgate.
-    pub doc: Value,
+    pub(crate) doc: Value,
     /// The files it names.
-    pub files: Vec<FileRecord>,
+    pub(crate) files: Vec<FileRecord>,
 }
 
 /// Reads an upstream PEP 691 page fetched from `page_url`, keeps only files with a usable
 /// SHA-256 (nothing else can be verified), and points their URLs at `<base>-/files/...`.
 /// A `.metadata` sidecar without a SHA-256 is hidden, so pip fetches the verified file instead.
-pub fn read_page(body: &[u8], page_url: &url::Url, base: &str) -> Result<Page, String> {
+pub(crate) fn read_page(body: &[u8], page_url: &url::Url, base: &str) -> Result<Page, String> {
     let mut doc: Value =
         serde_json::from_slice(body).map_err(|e| format!("the project page is not JSON: {e}"))?;
     let Some(files) = doc.get_mut("files").and_then(Value::as_array_mut) else {
@@ -210,13 +210,13 @@ pub fn read_page(body: &[u8], page_url: &url::Url, base: &str) -> Result<Page, S
 }
 
 /// The page as PEP 691 JSON.
-pub fn render_json(page: &Page) -> Bytes {
+pub(crate) fn render_json(page: &Page) -> Bytes {
     Bytes::from(page.doc.to_string())
 }
 
 /// The page as PEP 503 HTML: one anchor per file with `#sha256=`, `data-requires-python`,
 /// `data-yanked` and the metadata attributes, every value escaped.
-pub fn render_html(page: &Page) -> Bytes {
+pub(crate) fn render_html(page: &Page) -> Bytes {
     let name = page.doc.get("name").and_then(Value::as_str).unwrap_or("");
     let mut out = String::with_capacity(256 + 256 * page.files.len());
     out.push_str("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"1.1\"><title>Links for ");

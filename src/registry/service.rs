@@ -25,11 +25,11 @@ use crate::fetch::through::Fetcher;
 use crate::store::Digest;
 
 /// Largest metadata document read from an upstream.
-pub const MAX_METADATA_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_METADATA_BYTES: u64 = 64 << 20;
 
 /// What a registry request produced.
 #[derive(Clone, Debug)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// A metadata document.
     Document {
         /// Its media type.
@@ -50,13 +50,13 @@ pub enum Reply {
 
 /// One registry request as the router hands it over.
 #[derive(Clone, Debug)]
-pub struct Ask<'a> {
+pub(crate) struct Ask<'a> {
     /// The path below the mount, starting with `/`.
-    pub path: &'a str,
+    pub(crate) path: &'a str,
     /// The client's `Accept`.
-    pub accept: Option<&'a str>,
+    pub(crate) accept: Option<&'a str>,
     /// This registry's base URL as the client reaches it, ending in `/`.
-    pub base: &'a str,
+    pub(crate) base: &'a str,
 }
 
 type Flight = watch::Receiver<Option<Result<Digest, ExpectedError>>>;
@@ -68,7 +68,7 @@ pub(super) struct Front {
 }
 
 /// Every configured registry, the metadata cache and the alias index.
-pub struct Registries {
+pub(crate) struct Registries {
     fronts: HashMap<String, Front>,
     metadata: Arc<MetadataCache>,
     pub(super) aliases: Arc<Aliases>,
@@ -78,7 +78,7 @@ pub struct Registries {
 
 impl Registries {
     /// The registries of `settings`, over shared caches.
-    pub fn new(
+    pub(crate) fn new(
         settings: &[RegistrySettings],
         metadata: Arc<MetadataCache>,
         aliases: Arc<Aliases>,
@@ -111,7 +111,7 @@ impl Registries {
 
     /// The stored SHA-256 a registry's metadata tied to `url`, when those bytes are still in
     /// the store: the proxy's forward path answers such a GET from the cache.
-    pub async fn verified_url(&self, url: &str) -> Option<Digest> {
+    pub(crate) async fn verified_url(&self, url: &str) -> Option<Digest> {
         let aliases = self.aliases.clone();
         let store = self.fetcher.store().clone();
         let url = normalised(url);
@@ -128,7 +128,7 @@ impl Registries {
     }
 
     /// The name of the npm registry, when exactly one is configured.
-    pub fn only_npm(&self) -> Option<String> {
+    pub(crate) fn only_npm(&self) -> Option<String> {
         let mut npm = self
             .fronts
             .iter()
@@ -141,22 +141,17 @@ impl Registries {
     }
 
     /// True if any registry is configured.
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         !self.fronts.is_empty()
     }
 
     /// True if a registry is mounted as `name`.
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.fronts.contains_key(name)
     }
 
-    /// The alias index (for `cache stats`).
-    pub fn aliases(&self) -> &Aliases {
-        &self.aliases
-    }
-
     /// Answers one request to the registry mounted as `name`.
-    pub async fn handle(&self, name: &str, ask: &Ask<'_>) -> Result<Reply, RegistryError> {
+    pub(crate) async fn handle(&self, name: &str, ask: &Ask<'_>) -> Result<Reply, RegistryError> {
         let front = self
             .fronts
             .get(name)

@@ -22,18 +22,18 @@ use crate::toml_file::{FileError, TomlSource};
 /// The `[access]` table of the config file, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AccessSection {
+pub(crate) struct AccessSection {
     /// Client ranges allowed to use the proxy (default: loopback only).
-    pub clients: Option<Vec<Spanned<String>>>,
+    pub(crate) clients: Option<Vec<Spanned<String>>>,
     /// A file of bearer tokens, one per line (`#` comments); absent means no token needed.
-    pub tokens_file: Option<Spanned<String>>,
+    pub(crate) tokens_file: Option<Spanned<String>>,
     /// Web origins (`https://ci.example.com`) whose pages may use the state-changing routes.
-    pub origins: Option<Vec<Spanned<String>>>,
+    pub(crate) origins: Option<Vec<Spanned<String>>>,
 }
 
 /// Checked access rules.
 #[derive(Clone, Debug)]
-pub struct Access {
+pub(crate) struct Access {
     clients: Vec<IpNet>,
     tokens: Option<Vec<Vec<u8>>>,
     origins: Vec<String>,
@@ -41,7 +41,7 @@ pub struct Access {
 
 /// Why a request a browser sent for a web page was refused on a state-changing route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CrossSite {
+pub(crate) enum CrossSite {
     /// `Sec-Fetch-Site: cross-site`.
     FetchSite,
     /// An `Origin` not listed in `[access] origins` (`null` included).
@@ -50,7 +50,7 @@ pub enum CrossSite {
 
 /// Why a client was turned away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Denied {
+pub(crate) enum Denied {
     /// No `Proxy-Authorization`, or not a form fetchgate reads.
     MissingToken,
     /// A token that matches none configured.
@@ -59,7 +59,7 @@ pub enum Denied {
 
 impl Denied {
     /// The stable code.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Denied::MissingToken => "proxy_token_missing",
             Denied::WrongToken => "proxy_token_wrong",
@@ -67,12 +67,12 @@ impl Denied {
     }
 
     /// Always the client: it sent no token, or the wrong one.
-    pub fn origin(&self) -> Origin {
+    pub(crate) fn origin(&self) -> Origin {
         Origin::Downstream
     }
 
     /// What happened.
-    pub fn detail(&self) -> &'static str {
+    pub(crate) fn detail(&self) -> &'static str {
         match self {
             Denied::MissingToken => "this proxy needs a token in Proxy-Authorization",
             Denied::WrongToken => "the Proxy-Authorization token is not one this proxy accepts",
@@ -82,17 +82,17 @@ impl Denied {
 
 impl CrossSite {
     /// The stable code: one for both signs of a web page, since the next action is the same.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         "cross_site_request"
     }
 
     /// Always the client (the browser that sent it for a page).
-    pub fn origin(&self) -> Origin {
+    pub(crate) fn origin(&self) -> Origin {
         Origin::Downstream
     }
 
     /// The header that gave the page away.
-    pub fn field(&self) -> &'static str {
+    pub(crate) fn field(&self) -> &'static str {
         match self {
             CrossSite::FetchSite => "Sec-Fetch-Site",
             CrossSite::Origin => "Origin",
@@ -100,7 +100,7 @@ impl CrossSite {
     }
 
     /// What happened.
-    pub fn detail(&self) -> &'static str {
+    pub(crate) fn detail(&self) -> &'static str {
         match self {
             CrossSite::FetchSite => {
                 "a browser sent this request for a page on another site (Sec-Fetch-Site: cross-site)"
@@ -112,7 +112,7 @@ impl CrossSite {
 
 impl Access {
     /// Loopback clients only, no token.
-    pub fn loopback_only() -> Self {
+    pub(crate) fn loopback_only() -> Self {
         Self {
             clients: vec![
                 "127.0.0.0/8".parse().expect("literal"),
@@ -124,7 +124,7 @@ impl Access {
     }
 
     /// Checks the `[access]` table; `base` is the config file's folder.
-    pub fn from_section(
+    pub(crate) fn from_section(
         section: &AccessSection,
         base: &Path,
         src: &TomlSource<'_>,
@@ -169,7 +169,7 @@ impl Access {
     /// For routes that change state through a `GET` (fetch-through, LOVE fetch), which any
     /// web page could otherwise make a browser send: refuses `Sec-Fetch-Site: cross-site` and
     /// any `Origin` not in `[access] origins`. Tools send neither header.
-    pub fn check_site(&self, headers: &HeaderMap) -> Result<(), CrossSite> {
+    pub(crate) fn check_site(&self, headers: &HeaderMap) -> Result<(), CrossSite> {
         let cross_site = headers.get_all("sec-fetch-site").iter().any(|v| {
             String::from_utf8_lossy(v.as_bytes())
                 .trim()
@@ -187,7 +187,7 @@ impl Access {
     }
 
     /// True if `ip` is inside `[access] clients`.
-    pub fn client_allowed(&self, ip: IpAddr) -> bool {
+    pub(crate) fn client_allowed(&self, ip: IpAddr) -> bool {
         let ip = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
             v4 => v4,
@@ -196,7 +196,7 @@ impl Access {
     }
 
     /// Checks `Proxy-Authorization` (Basic with the token as password, or Bearer).
-    pub fn check_token(&self, headers: &HeaderMap) -> Result<(), Denied> {
+    pub(crate) fn check_token(&self, headers: &HeaderMap) -> Result<(), Denied> {
         let Some(tokens) = &self.tokens else {
             return Ok(());
         };

@@ -8,14 +8,14 @@ use http_body_util::combinators::BoxBody;
 use crate::body::{Observed, Observer};
 
 /// Errors that abort a response body mid-stream.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Every response body fetchgate sends.
-pub type ProxyBody = BoxBody<Bytes, BoxError>;
+pub(crate) type ProxyBody = BoxBody<Bytes, BoxError>;
 
 /// What kind of request this was; the `kind` label of `fetchgate_requests_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// An absolute-form request forwarded upstream.
     Forward,
     /// A CONNECT tunnel.
@@ -34,7 +34,7 @@ pub enum Kind {
 
 impl Kind {
     /// The label and log value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Forward => "forward",
             Kind::Connect => "connect",
@@ -49,7 +49,7 @@ impl Kind {
 
 /// What was decided about a request's destination, as logged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decided {
+pub(crate) enum Decided {
     /// No egress decision was made: none was needed, or the request ended before one.
     Nothing,
     /// The destination was allowed.
@@ -72,7 +72,7 @@ pub enum Decided {
 
 impl Decided {
     /// The log value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Decided::Nothing => "-",
             Decided::Allowed => "allowed",
@@ -89,33 +89,33 @@ impl Decided {
 
 /// The facts of one request, logged once when its response body is finished or dropped.
 #[derive(Clone, Debug)]
-pub struct RequestLog {
+pub(crate) struct RequestLog {
     /// Client address.
-    pub client: std::net::SocketAddr,
+    pub(crate) client: std::net::SocketAddr,
     /// Method.
-    pub method: http::Method,
+    pub(crate) method: http::Method,
     /// Redacted locator.
-    pub locator: String,
+    pub(crate) locator: String,
     /// Request kind, for metrics.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// What was decided about the destination.
-    pub decision: Decided,
+    pub(crate) decision: Decided,
     /// Reason or error code.
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
     /// The validated address used, if any.
-    pub upstream: Option<String>,
+    pub(crate) upstream: Option<String>,
     /// Response status.
-    pub status: u16,
+    pub(crate) status: u16,
     /// The response's Content-Length, when it has a body of known length.
-    pub expected_bytes: Option<u64>,
+    pub(crate) expected_bytes: Option<u64>,
 }
 
 /// A response body that writes its request's log line when it ends.
-pub type LoggedBody = Observed<ProxyBody, LogLine>;
+pub(crate) type LoggedBody = Observed<ProxyBody, LogLine>;
 
 /// Wraps `inner` so that `log` is written, with the bytes sent, when the body ends or is
 /// dropped; `started` is when the request arrived.
-pub fn logged(inner: ProxyBody, log: RequestLog, started: Instant) -> LoggedBody {
+pub(crate) fn logged(inner: ProxyBody, log: RequestLog, started: Instant) -> LoggedBody {
     let expected = log.expected_bytes;
     Observed::new(
         inner,
@@ -129,7 +129,7 @@ pub fn logged(inner: ProxyBody, log: RequestLog, started: Instant) -> LoggedBody
 }
 
 /// The observer behind [`LoggedBody`]: counts bytes out, then logs and counts the request.
-pub struct LogLine {
+pub(crate) struct LogLine {
     log: RequestLog,
     bytes: u64,
     started: Instant,

@@ -10,42 +10,42 @@ use toml::Spanned;
 use crate::toml_file::{FileError, TomlSource};
 
 /// Default proxy listener.
-pub const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:3128";
+pub(crate) const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:3128";
 
 /// The `[listen]` table, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListenSection {
+pub(crate) struct ListenSection {
     /// Proxy listener address (default `127.0.0.1:3128`).
-    pub proxy: Option<Spanned<String>>,
+    pub(crate) proxy: Option<Spanned<String>>,
     /// Admin listener address for /metrics, /healthz, /readyz (default `127.0.0.1:9128`).
-    pub admin: Option<Spanned<String>>,
+    pub(crate) admin: Option<Spanned<String>>,
 }
 
 /// The `[proxy]` table, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProxySection {
+pub(crate) struct ProxySection {
     /// Methods forwarded besides GET and HEAD.
-    pub methods: Option<Spanned<Vec<String>>>,
+    pub(crate) methods: Option<Spanned<Vec<String>>>,
     /// Largest request head, in bytes.
-    pub max_header_bytes: Option<Spanned<usize>>,
+    pub(crate) max_header_bytes: Option<Spanned<usize>>,
     /// Time allowed to receive a request head.
-    pub header_read_timeout_ms: Option<Spanned<u64>>,
+    pub(crate) header_read_timeout_ms: Option<Spanned<u64>>,
     /// Upstream TCP connect and TLS handshake time-out.
-    pub connect_timeout_ms: Option<Spanned<u64>>,
+    pub(crate) connect_timeout_ms: Option<Spanned<u64>>,
     /// Upstream response-head time-out.
-    pub response_head_timeout_ms: Option<Spanned<u64>>,
+    pub(crate) response_head_timeout_ms: Option<Spanned<u64>>,
     /// CONNECT tunnel idle time-out.
-    pub tunnel_idle_timeout_ms: Option<Spanned<u64>>,
+    pub(crate) tunnel_idle_timeout_ms: Option<Spanned<u64>>,
     /// Longest silence allowed inside an upstream response body.
-    pub body_idle_timeout_ms: Option<Spanned<u64>>,
+    pub(crate) body_idle_timeout_ms: Option<Spanned<u64>>,
     /// Most concurrent client connections.
-    pub max_connections: Option<Spanned<usize>>,
+    pub(crate) max_connections: Option<Spanned<usize>>,
     /// Most concurrent connections from one client address.
-    pub max_connections_per_client: Option<Spanned<usize>>,
+    pub(crate) max_connections_per_client: Option<Spanned<usize>>,
     /// Time in-flight requests get to finish after SIGTERM.
-    pub drain_seconds: Option<Spanned<u64>>,
+    pub(crate) drain_seconds: Option<Spanned<u64>>,
 }
 
 /// Checked limits. Every one is finite and named in the error that hits it.
@@ -56,23 +56,23 @@ pub struct Limits {
     /// Where the admin listener listens.
     pub admin: SocketAddr,
     /// `drain_seconds`.
-    pub drain: Duration,
+    pub(crate) drain: Duration,
     /// Methods forwarded (always GET and HEAD).
-    pub methods: Vec<Method>,
+    pub(crate) methods: Vec<Method>,
     /// `max_header_bytes`.
-    pub max_header_bytes: usize,
+    pub(crate) max_header_bytes: usize,
     /// `header_read_timeout_ms`.
-    pub header_read_timeout: Duration,
+    pub(crate) header_read_timeout: Duration,
     /// `connect_timeout_ms`.
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// `response_head_timeout_ms`.
-    pub response_head_timeout: Duration,
+    pub(crate) response_head_timeout: Duration,
     /// `tunnel_idle_timeout_ms`.
-    pub tunnel_idle_timeout: Duration,
+    pub(crate) tunnel_idle_timeout: Duration,
     /// `body_idle_timeout_ms`.
-    pub body_idle_timeout: Duration,
+    pub(crate) body_idle_timeout: Duration,
     /// `max_connections`.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// `max_connections_per_client` (default: a quarter of `max_connections`, at least 1).
     pub max_connections_per_client: usize,
 }
@@ -98,7 +98,7 @@ impl Default for Limits {
 
 impl Limits {
     /// Checks `[listen]` and `[proxy]`.
-    pub fn from_sections(
+    pub(crate) fn from_sections(
         listen: &ListenSection,
         proxy: &ProxySection,
         src: &TomlSource<'_>,

@@ -14,7 +14,7 @@ use crate::love::FetchOptions;
 use crate::store::Digest;
 
 /// Handles `/love/v1/...`.
-pub async fn handle<B>(
+pub(crate) async fn handle<B>(
     gate: &AppContext,
     req: &Request<B>,
     log: &mut RequestLog,

@@ -5,20 +5,20 @@
 // only add noise to every handler.
 #![allow(clippy::result_large_err)]
 
-pub mod access;
+pub(crate) mod access;
 pub mod admin;
-pub mod body;
-pub mod limits;
-pub mod love_api;
-pub mod objects;
-pub mod pack_api;
-pub mod problem;
-pub mod proxy;
-pub mod registry_api;
+pub(crate) mod body;
+pub(crate) mod limits;
+pub(crate) mod love_api;
+pub(crate) mod objects;
+pub(crate) mod pack_api;
+pub(crate) mod problem;
+pub(crate) mod proxy;
+pub(crate) mod registry_api;
 pub(crate) mod request_error;
-pub mod slots;
-pub mod tee;
-pub mod tunnel;
+pub(crate) mod slots;
+pub(crate) mod tee;
+pub(crate) mod tunnel;
 
 use std::io;
 use std::net::SocketAddr;
@@ -56,32 +56,32 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// The application context: everything a request needs (policy, resolver, TLS, access,
 /// limits, the fetcher, LOVE, the registries), built by [`crate::app`] from one config and
 /// shared by all connections.
-pub struct AppContext {
+pub(crate) struct AppContext {
     /// Policy and resolver.
-    pub egress: Egress,
+    pub(crate) egress: Egress,
     /// TLS client configuration for upstreams.
-    pub tls: Arc<ClientConfig>,
+    pub(crate) tls: Arc<ClientConfig>,
     /// Who may use the proxy.
-    pub access: Access,
+    pub(crate) access: Access,
     /// Limits.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// Fetch-through into the content cache (there is always a cache).
-    pub fetcher: Arc<Fetcher>,
+    pub(crate) fetcher: Arc<Fetcher>,
     /// The LOVE consumer.
-    pub love: Arc<Love>,
+    pub(crate) love: Arc<Love>,
     /// The format profiles (`/pack/v1/fetch`).
-    pub packs: Arc<Packs>,
+    pub(crate) packs: Arc<Packs>,
     /// Largest proxied body the tee publishes.
-    pub tee_max_bytes: u64,
+    pub(crate) tee_max_bytes: u64,
     /// Hosts whose proxied responses count as public (`[[cache.tee]] hosts`).
-    pub tee_public_hosts: Vec<String>,
+    pub(crate) tee_public_hosts: Vec<String>,
     /// The registry front-ends (`/registry/<name>/` and their own listeners).
-    pub registries: Arc<Registries>,
+    pub(crate) registries: Arc<Registries>,
 }
 
 /// The context in force, swapped whole on reload: each request reads it once, so a request never
 /// sees half of an old policy and half of a new one.
-pub type SharedContext = Arc<ArcSwap<AppContext>>;
+pub(crate) type SharedContext = Arc<ArcSwap<AppContext>>;
 
 /// A bound proxy listener, ready to run.
 pub struct Server {
@@ -246,7 +246,7 @@ impl Handle {
     }
 
     /// The gate in force.
-    pub fn gate(&self) -> Arc<AppContext> {
+    pub(crate) fn gate(&self) -> Arc<AppContext> {
         self.app.gate()
     }
 

@@ -21,7 +21,7 @@ use crate::store::{Body, Digest, Object, Store, StoreError};
 const FILE_CHUNK: usize = 256 * 1024;
 
 /// Handles a request whose path starts with `/sha256/`.
-pub async fn handle<B>(
+pub(crate) async fn handle<B>(
     gate: &AppContext,
     req: &Request<B>,
     log: &mut RequestLog,
@@ -68,7 +68,7 @@ pub async fn handle<B>(
 
 /// True if the query asks for a fetch-through (names at least one `url`): the request may
 /// change the cache, not only read it.
-pub fn fetches_through(query: Option<&str>) -> bool {
+pub(crate) fn fetches_through(query: Option<&str>) -> bool {
     query.is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "url"))
 }
 
@@ -136,7 +136,7 @@ fn mirrors(
 
 /// The response for a verified entry: full, partial (`206`), `304`, or `416`. `any_origin`
 /// adds `Access-Control-Allow-Origin: *` (plain reads only).
-pub fn respond(
+pub(crate) fn respond(
     method: &Method,
     headers: &HeaderMap,
     object: Object,

@@ -13,7 +13,7 @@ use crate::body::full;
 use crate::pack::{PackError, Params};
 
 /// Handles `/pack/v1/...`.
-pub async fn handle<B>(
+pub(crate) async fn handle<B>(
     gate: &AppContext,
     req: &Request<B>,
     log: &mut RequestLog,

@@ -28,31 +28,31 @@ use crate::pack::PackError;
 use crate::registry::error::RegistryError;
 use crate::store::StoreError;
 
-pub use crate::errors::Origin;
+pub(crate) use crate::errors::Origin;
 
 /// A failure on its way to becoming a response.
 #[derive(Clone, Debug)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// HTTP status.
-    pub status: StatusCode,
+    pub(crate) status: StatusCode,
     /// Stable snake_case code.
-    pub code: &'static str,
+    pub(crate) code: &'static str,
     /// Short summary.
-    pub title: String,
+    pub(crate) title: String,
     /// What happened, specifically.
-    pub detail: String,
+    pub(crate) detail: String,
     /// The redacted locator.
-    pub locator: Option<String>,
+    pub(crate) locator: Option<String>,
     /// The failed field, if any.
-    pub field: Option<String>,
+    pub(crate) field: Option<String>,
     /// The safe next action.
-    pub next: String,
+    pub(crate) next: String,
     /// Where it came from.
-    pub origin: Origin,
+    pub(crate) origin: Origin,
     /// Extra headers (`Proxy-Authenticate`, `Retry-After`).
-    pub headers: Vec<(header::HeaderName, HeaderValue)>,
+    pub(crate) headers: Vec<(header::HeaderName, HeaderValue)>,
     /// Extra members merged into the JSON body (such as a per-locator report).
-    pub extra: Option<serde_json::Value>,
+    pub(crate) extra: Option<serde_json::Value>,
 }
 
 impl Problem {
@@ -94,25 +94,25 @@ impl Problem {
     }
 
     /// Sets the redacted locator.
-    pub fn at(mut self, locator: String) -> Self {
+    pub(crate) fn at(mut self, locator: String) -> Self {
         self.locator = Some(locator);
         self
     }
 
     /// Names the failed field.
-    pub fn field(mut self, field: impl Into<String>) -> Self {
+    pub(crate) fn field(mut self, field: impl Into<String>) -> Self {
         self.field = Some(field.into());
         self
     }
 
     /// Adds a header.
-    pub fn header(mut self, name: header::HeaderName, value: HeaderValue) -> Self {
+    pub(crate) fn header(mut self, name: header::HeaderName, value: HeaderValue) -> Self {
         self.headers.push((name, value));
         self
     }
 
     /// The JSON body.
-    pub fn body(&self) -> serde_json::Value {
+    pub(crate) fn body(&self) -> serde_json::Value {
         let mut v = json!({
             "type": format!("urn:fetchgate:problem:{}", self.code),
             "title": self.title,
@@ -120,6 +120,7 @@ impl Problem {
             "code": self.code,
             "detail": self.detail,
             "next": self.next,
+            "source": self.origin.as_str(),
         });
         if let Some(l) = &self.locator {
             v["locator"] = json!(l);
@@ -136,7 +137,7 @@ impl Problem {
     }
 
     /// The response: problem+json body, `Fetchgate-Error`, and any extra headers.
-    pub fn into_response(self) -> Response<ProxyBody> {
+    pub(crate) fn into_response(self) -> Response<ProxyBody> {
         let bytes = Bytes::from(self.body().to_string());
         let len = bytes.len();
         let mut resp = Response::new(full(bytes));
@@ -157,7 +158,7 @@ impl Problem {
 
     /// The same problem as raw HTTP/1.1 bytes, for answering before any HTTP parser runs
     /// (the connection limit). Closes the connection.
-    pub fn to_raw_http(&self) -> Vec<u8> {
+    pub(crate) fn to_raw_http(&self) -> Vec<u8> {
         let body = self.body().to_string();
         let mut head = format!(
             "HTTP/1.1 {} {}\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nfetchgate-error: {}\r\nconnection: close\r\n",
@@ -450,7 +451,7 @@ impl From<RegistryError> for Problem {
 
 /// The refusal of a destination by the egress policy (`403`), at `locator` (redacted): the
 /// reason's explanation, the resolver's detail, the refused answers, and the failed field.
-pub fn refusal(refused: &Refusal, locator: String) -> Problem {
+pub(crate) fn refusal(refused: &Refusal, locator: String) -> Problem {
     let reason = refused.verdict.reason;
     let mut detail = reason.explanation().to_string();
     if let Some(d) = &refused.detail {

@@ -30,19 +30,19 @@ use crate::fetch::upstream::{Timeouts, exchange, upstream_request};
 use crate::redact::redact_locator;
 
 /// One client connection's state: who it is and its upstream connections.
-pub struct ClientConn {
+pub(crate) struct ClientConn {
     /// The client's address.
-    pub client: SocketAddr,
+    pub(crate) client: SocketAddr,
     /// Its idle upstream connections.
-    pub pool: Pool,
+    pub(crate) pool: Pool,
     /// Its claim on the connection limits, held by a tunnel it becomes for the tunnel's life.
-    pub slot: Arc<Slot>,
+    pub(crate) slot: Arc<Slot>,
     /// The registry this connection's listener serves at `/`, for `[[registry]] listen`.
-    pub mount: Option<Arc<str>>,
+    pub(crate) mount: Option<Arc<str>>,
 }
 
 /// Handles one request; never fails (failures are problem responses).
-pub async fn handle(
+pub(crate) async fn handle(
     gate: Arc<AppContext>,
     conn: Arc<ClientConn>,
     req: Request<Incoming>,
@@ -375,7 +375,7 @@ async fn connect(
 }
 
 /// The answer to every request from a client outside `[access] clients`, logged like any other.
-pub fn refuse_client<B>(
+pub(crate) fn refuse_client<B>(
     client: SocketAddr,
     req: &Request<B>,
 ) -> Result<Response<LoggedBody>, Infallible> {
@@ -394,6 +394,6 @@ pub fn refuse_client<B>(
 }
 
 /// The problem response for a client outside `[access] clients`.
-pub fn client_not_allowed(client: SocketAddr) -> Response<ProxyBody> {
+pub(crate) fn client_not_allowed(client: SocketAddr) -> Response<ProxyBody> {
     Problem::from(RequestError::ClientNotAllowed(client.ip())).into_response()
 }

@@ -17,7 +17,7 @@ use crate::registry::service::{Ask, Reply};
 
 /// Handles one registry request: `name` is the registry, `path` the part below its mount,
 /// `prefix` the mount as the client sees it (`/registry/<name>/` or `/`).
-pub async fn handle<B>(
+pub(crate) async fn handle<B>(
     gate: &AppContext,
     name: &str,
     path: &str,

@@ -11,14 +11,14 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Every slot of one listener.
-pub struct Slots {
+pub(crate) struct Slots {
     total: Arc<Semaphore>,
     max: usize,
     per_client: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
 /// One accepted connection's claim; shared (in an `Arc`) by the connection and its tunnel.
-pub struct Slot {
+pub(crate) struct Slot {
     _total: OwnedSemaphorePermit,
     client: IpAddr,
     per_client: Arc<Mutex<HashMap<IpAddr, usize>>>,
@@ -26,7 +26,7 @@ pub struct Slot {
 
 /// Which limit turned a connection away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Full {
+pub(crate) enum Full {
     /// `max_connections`, with its value.
     Total(usize),
     /// `max_connections_per_client`, with its value.
@@ -35,7 +35,7 @@ pub enum Full {
 
 impl Full {
     /// The stable code: which limit, since the client's next step differs.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Full::Total(_) => "too_many_connections",
             Full::PerClient(_) => "too_many_client_connections",
@@ -43,12 +43,12 @@ impl Full {
     }
 
     /// fetchgate's own capacity, even when one client's share is what ran out.
-    pub fn origin(&self) -> crate::errors::Origin {
+    pub(crate) fn origin(&self) -> crate::errors::Origin {
         crate::errors::Origin::Internal
     }
 
     /// The limit's name in `[proxy]`.
-    pub fn field(&self) -> &'static str {
+    pub(crate) fn field(&self) -> &'static str {
         match self {
             Full::Total(_) => "max_connections",
             Full::PerClient(_) => "max_connections_per_client",
@@ -73,7 +73,7 @@ impl std::fmt::Display for Full {
 
 impl Slots {
     /// Slots for at most `max` connections in total.
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Self {
             total: Arc::new(Semaphore::new(max)),
             max,
@@ -82,7 +82,7 @@ impl Slots {
     }
 
     /// Claims a slot for a connection from `client`, which may hold at most `per_client`.
-    pub fn claim(&self, client: IpAddr, per_client: usize) -> Result<Slot, Full> {
+    pub(crate) fn claim(&self, client: IpAddr, per_client: usize) -> Result<Slot, Full> {
         let total = self
             .total
             .clone()
@@ -109,7 +109,7 @@ impl Slots {
     }
 
     /// Waits until every slot is released, for at most `limit`. False if time ran out.
-    pub async fn drain(&self, limit: Duration) -> bool {
+    pub(crate) async fn drain(&self, limit: Duration) -> bool {
         let all = u32::try_from(self.max).unwrap_or(u32::MAX);
         tokio::time::timeout(limit, self.total.acquire_many(all))
             .await

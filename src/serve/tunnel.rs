@@ -16,7 +16,7 @@ const BUF: usize = 16 * 1024;
 
 /// Why a tunnel ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TunnelEnd {
+pub(crate) enum TunnelEnd {
     /// Both sides closed.
     Closed,
     /// Nothing moved for the idle time-out.
@@ -28,7 +28,7 @@ pub enum TunnelEnd {
 /// Copies between `a` and `b` until both directions close, an error occurs, or nothing moves
 /// for `idle`. One side's end of stream shuts down the other's write side while the other
 /// direction keeps flowing. Returns bytes a→b, b→a and how it ended.
-pub async fn splice<A, B>(a: A, b: B, idle: Duration) -> (u64, u64, TunnelEnd)
+pub(crate) async fn splice<A, B>(a: A, b: B, idle: Duration) -> (u64, u64, TunnelEnd)
 where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,

@@ -33,7 +33,7 @@ pub enum StoreError {
 
 impl StoreError {
     /// A stable snake_case code for logs, metrics and problem responses.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             StoreError::Full { .. } => "cache_full",
             StoreError::Io { .. } | StoreError::Index(_) | StoreError::Writer(_) => "cache_io",
@@ -42,7 +42,7 @@ impl StoreError {
     }
 
     /// fetchgate's own side, every time: its disk, its index, its threads.
-    pub fn origin(&self) -> crate::errors::Origin {
+    pub(crate) fn origin(&self) -> crate::errors::Origin {
         crate::errors::Origin::Internal
     }
 

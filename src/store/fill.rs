@@ -217,7 +217,7 @@ const SINK_DEPTH: usize = 16;
 /// channel, so file writes never block the runtime, and a reader that outpaces the disk waits
 /// for room ([`FillSink::poll_reserve`]) instead of buffering without bound. Dropping the sink
 /// abandons the fill.
-pub struct FillSink {
+pub(crate) struct FillSink {
     tx: tokio_util::sync::PollSender<bytes::Bytes>,
     /// True between a successful [`FillSink::poll_reserve`] and the send it allows.
     reserved: bool,
@@ -228,7 +228,7 @@ pub struct FillSink {
 
 impl FillSink {
     /// Starts the writer thread for `fill`.
-    pub fn start(fill: Fill) -> Self {
+    pub(crate) fn start(fill: Fill) -> Self {
         let limit = fill.size;
         Self::spawn(limit, move || Ok(fill))
     }
@@ -236,7 +236,7 @@ impl FillSink {
     /// Begins a fill of `size` bytes (see [`Store::begin`]) on the writer thread itself, so
     /// that creating the temp file and any eviction happen off the async workers. If it
     /// cannot begin, the channel closes and [`FillSink::finish`] returns the store's error.
-    pub fn begin(store: Arc<Store>, expected: Option<Digest>, size: u64) -> Self {
+    pub(crate) fn begin(store: Arc<Store>, expected: Option<Digest>, size: u64) -> Self {
         Self::spawn(size, move || {
             store.begin(expected, size).map_err(FillError::Store)
         })
@@ -276,7 +276,7 @@ impl FillSink {
     }
 
     /// Bytes accepted so far.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.count
     }
 
@@ -290,7 +290,10 @@ impl FillSink {
 
     /// Ready once the writer has room for one more chunk; pending (with `cx` woken later)
     /// while it is behind. An error means the writer stopped: [`FillSink::finish`] says why.
-    pub fn poll_reserve(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Result<(), FillError>> {
+    pub(crate) fn poll_reserve(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Result<(), FillError>> {
         if self.reserved {
             return Poll::Ready(Ok(()));
         }
@@ -306,7 +309,7 @@ impl FillSink {
 
     /// Queues a chunk into the room [`FillSink::poll_reserve`] made. Refuses (before
     /// queueing) a chunk that would pass the limit, and a chunk sent without room.
-    pub fn send_reserved(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
+    pub(crate) fn send_reserved(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
         if !std::mem::take(&mut self.reserved) {
             return Err(FillError::Store(StoreError::Internal(
                 "a chunk was sent to a fill without room for it".into(),
@@ -318,7 +321,7 @@ impl FillSink {
 
     /// Queues a chunk, waiting while the writer is behind. Refuses (before queueing) a chunk
     /// that would pass the limit.
-    pub async fn send(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
+    pub(crate) async fn send(&mut self, chunk: bytes::Bytes) -> Result<(), FillError> {
         if self.count + chunk.len() as u64 > self.limit {
             return Err(FillError::TooLong { limit: self.limit });
         }
@@ -327,7 +330,7 @@ impl FillSink {
     }
 
     /// Waits for every chunk to be written, then verifies and publishes.
-    pub async fn finish(
+    pub(crate) async fn finish(
         mut self,
         locator: Option<String>,
         label: Option<String>,

@@ -15,24 +15,24 @@ const ENTRIES: TableDefinition<&[u8], &str> = TableDefinition::new("entries");
 
 /// One entry as the index records it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// Bytes.
-    pub size: u64,
+    pub(crate) size: u64,
     /// Unix seconds when first published.
-    pub first_stored: u64,
+    pub(crate) first_stored: u64,
     /// Unix seconds when last served or published.
-    pub last_used: u64,
+    pub(crate) last_used: u64,
     /// Times served.
-    pub use_count: u64,
+    pub(crate) use_count: u64,
     /// Never evicted while pinned.
-    pub pinned: bool,
+    pub(crate) pinned: bool,
     /// Locators (redacted) the bytes were fetched from, most recent last, at most 16.
-    pub locators: Vec<String>,
+    pub(crate) locators: Vec<String>,
     /// A package label such as `name@version`.
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
     /// Adopted from disk without a record and not hashed yet (never served until it is).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub unverified: bool,
+    pub(crate) unverified: bool,
 }
 
 /// Most locators remembered per entry.
@@ -41,7 +41,7 @@ pub(crate) const MAX_LOCATORS: usize = 16;
 impl Record {
     /// Remembers `locator` as the most recent source (at most `MAX_LOCATORS`, oldest
     /// dropped first) and sets `label` when one is given.
-    pub fn note(&mut self, locator: Option<String>, label: Option<String>) {
+    pub(crate) fn note(&mut self, locator: Option<String>, label: Option<String>) {
         if let Some(l) = locator {
             self.locators.retain(|x| *x != l);
             self.locators.push(l);

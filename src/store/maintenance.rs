@@ -19,11 +19,11 @@ use super::{Digest, Store, StoreError, now};
 
 /// What `cache verify` found.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct VerifyReport {
+pub(crate) struct VerifyReport {
     /// Entries re-hashed and found intact.
-    pub ok: usize,
+    pub(crate) ok: usize,
     /// Entries moved to `quarantine/`, with why.
-    pub quarantined: Vec<(String, String)>,
+    pub(crate) quarantined: Vec<(String, String)>,
 }
 
 impl Store {
@@ -31,7 +31,7 @@ impl Store {
     /// adopted (unverified: hashed before their first serve), records without a file are
     /// dropped, and file modes are reset to 0444. Symbolic links and other non-regular files
     /// are never adopted. Returns (adopted, dropped).
-    pub fn reconcile(&self) -> Result<(usize, usize), StoreError> {
+    pub(crate) fn reconcile(&self) -> Result<(usize, usize), StoreError> {
         let on_disk = scan_objects(&self.objects)?;
         let mut adopted = Vec::new();
         let mut dropped = Vec::new();
@@ -61,7 +61,7 @@ impl Store {
     /// Re-hashes every entry; any whose bytes no longer match their name is moved to
     /// `quarantine/` and never served again, and adopted entries that match are marked
     /// verified.
-    pub fn verify(&self) -> VerifyReport {
+    pub(crate) fn verify(&self) -> VerifyReport {
         let metas: Vec<(Digest, Arc<Meta>)> = match self.table() {
             Ok(e) => e.iter().map(|(d, m)| (*d, m.clone())).collect(),
             Err(_) => return VerifyReport::default(),
@@ -222,7 +222,7 @@ pub(crate) fn open_object(path: &Path) -> std::io::Result<fs::File> {
 
 /// SHA-256 and length of a cache file, read in 256 KiB blocks. Like every read of an entry,
 /// it follows no symbolic link and accepts only a regular file.
-pub fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
+pub(crate) fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
     hash_reader(open_object(path)?)
 }
 

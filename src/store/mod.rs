@@ -44,16 +44,15 @@ pub use digest::{Digest, DigestError};
 use entries::{Meta, Table};
 pub use error::StoreError;
 use error::io;
-pub use fill::{Fill, FillError, FillSink};
+pub(crate) use fill::{Fill, FillError, FillSink};
 use index::Index;
-pub use index::Record;
-pub use maintenance::{VerifyReport, hash_file};
+pub(crate) use index::Record;
 use maintenance::{open_object, sweep_tmp};
 pub use settings::{CacheSection, CacheSettings, TeeRuleSection};
 use space::Space;
 
 /// Seconds since the Unix epoch.
-pub fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -61,7 +60,7 @@ pub fn now() -> u64 {
 
 /// Where a hit's bytes come from.
 #[derive(Debug)]
-pub enum Body {
+pub(crate) enum Body {
     /// Held in memory.
     Memory(Bytes),
     /// Read from this file, already open: a file removed after the lookup still serves.
@@ -70,13 +69,13 @@ pub enum Body {
 
 /// A verified entry, ready to serve.
 #[derive(Debug)]
-pub struct Object {
+pub(crate) struct Object {
     /// The name its bytes were verified against.
-    pub digest: Digest,
+    pub(crate) digest: Digest,
     /// Its exact length, for `Content-Length` and ranges.
-    pub size: u64,
+    pub(crate) size: u64,
     /// Its bytes.
-    pub body: Body,
+    pub(crate) body: Body,
 }
 
 /// One entry as `cache stats` and tests see it.
@@ -86,7 +85,7 @@ pub struct EntryInfo {
     pub sha256: String,
     /// The record.
     #[serde(flatten)]
-    pub record: Record,
+    pub(crate) record: Record,
 }
 
 /// Totals for `cache stats`.
@@ -99,11 +98,11 @@ pub struct Stats {
     /// Bytes stored plus reserved by fills in progress.
     pub bytes_reserved: u64,
     /// The limit both byte counts are held under.
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
     /// Pinned entries.
-    pub pinned: usize,
+    pub(crate) pinned: usize,
     /// Bytes held in memory.
-    pub memory_bytes: u64,
+    pub(crate) memory_bytes: u64,
 }
 
 /// The content-addressed store.
@@ -196,7 +195,7 @@ impl Store {
     /// links and must be regular; an adopted entry is hashed before it is first served, and
     /// quarantined if its bytes do not match its name. Blocking: call it off the async
     /// worker threads.
-    pub fn get(&self, digest: &Digest) -> Option<Object> {
+    pub(crate) fn get(&self, digest: &Digest) -> Option<Object> {
         let meta = self.meta(digest)?;
         let path = self.object_path(digest);
         meta.hit(now());
@@ -235,7 +234,7 @@ impl Store {
     /// that this quick path does not apply: ask [`Store::get`] (on a blocking thread). An
     /// entry quarantined by another process is therefore served from memory for at most a
     /// second more.
-    pub fn memory_hit(&self, digest: &Digest) -> Option<Object> {
+    pub(crate) fn memory_hit(&self, digest: &Digest) -> Option<Object> {
         let meta = self.table().ok()?.get(digest).cloned()?;
         let t = now();
         if meta.is_unverified() || !meta.seen_on_disk_since(t) {

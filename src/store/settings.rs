@@ -21,22 +21,22 @@ const TEE_STALL_MAX_MS: u64 = 60_000;
 #[serde(deny_unknown_fields)]
 pub struct CacheSection {
     /// The cache directory (default `./fetchgate-cache`).
-    pub dir: Option<Spanned<String>>,
+    pub(crate) dir: Option<Spanned<String>>,
     /// Most bytes kept on disk.
-    pub max_bytes: Option<Spanned<u64>>,
+    pub(crate) max_bytes: Option<Spanned<u64>>,
     /// Most bytes kept in memory for small hot entries.
-    pub memory_bytes: Option<Spanned<u64>>,
+    pub(crate) memory_bytes: Option<Spanned<u64>>,
     /// Largest entry kept in memory.
-    pub memory_max_object_bytes: Option<Spanned<u64>>,
+    pub(crate) memory_max_object_bytes: Option<Spanned<u64>>,
     /// Largest entry fetched through (`?size=`) or published by the proxy's tee.
-    pub max_object_bytes: Option<Spanned<u64>>,
+    pub(crate) max_object_bytes: Option<Spanned<u64>>,
     /// Time allowed for one mirror's whole fetch-through.
-    pub fetch_timeout_ms: Option<Spanned<u64>>,
+    pub(crate) fetch_timeout_ms: Option<Spanned<u64>>,
     /// Longest one chunk of a teed body may wait for the store's writer before the tee is
     /// given up.
-    pub tee_stall_ms: Option<Spanned<u64>>,
+    pub(crate) tee_stall_ms: Option<Spanned<u64>>,
     /// `[[cache.tee]]` rules: hosts whose proxied responses count as public.
-    pub tee: Option<Vec<TeeRuleSection>>,
+    pub(crate) tee: Option<Vec<TeeRuleSection>>,
 }
 
 /// One `[[cache.tee]]` rule, as written.
@@ -44,7 +44,7 @@ pub struct CacheSection {
 #[serde(deny_unknown_fields)]
 pub struct TeeRuleSection {
     /// Exact host names (or addresses) whose responses the operator declares public.
-    pub hosts: Spanned<Vec<Spanned<String>>>,
+    pub(crate) hosts: Spanned<Vec<Spanned<String>>>,
 }
 
 /// Checked cache settings.
@@ -87,7 +87,7 @@ impl Default for CacheSettings {
 
 impl CacheSettings {
     /// Checks `[cache]`; a relative `dir` is taken from `base`.
-    pub fn from_section(
+    pub(crate) fn from_section(
         section: &CacheSection,
         base: &Path,
         src: &TomlSource<'_>,

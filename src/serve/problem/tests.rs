@@ -325,6 +325,7 @@ fn every_code_has_one_status_and_one_origin() {
         assert_eq!(p.code, expected, "{p:?}");
         assert_eq!(p.origin, own_origin, "{p:?}");
         assert_eq!(p.body()["code"], p.code);
+        assert_eq!(p.body()["source"], own_origin.as_str(), "{p:?}");
         let this = (p.status, p.origin, p.detail.clone());
         if let Some(first) = seen.get(p.code) {
             assert_eq!(

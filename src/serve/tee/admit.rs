@@ -6,7 +6,7 @@ use http::header;
 
 /// Why a proxied response was not teed; the label of `fetchgate_tee_skipped_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Skip {
+pub(crate) enum Skip {
     /// The request carried `Authorization`.
     Authorization,
     /// The request carried `Cookie`.
@@ -29,7 +29,7 @@ pub enum Skip {
 
 impl Skip {
     /// The metric label.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Skip::Authorization => "authorization",
             Skip::Cookie => "cookie",
@@ -44,7 +44,7 @@ impl Skip {
     }
 
     /// Counts the skip in `/metrics`.
-    pub fn count(self) {
+    pub(crate) fn count(self) {
         crate::metrics::get()
             .tee_skipped
             .get_or_create(&[("reason", self.label())])
@@ -54,7 +54,7 @@ impl Skip {
 
 /// What the client's request says about sharing its response, taken before it goes upstream.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct RequestSide {
+pub(crate) struct RequestSide {
     authorization: bool,
     cookie: bool,
     query: bool,
@@ -62,7 +62,7 @@ pub struct RequestSide {
 
 impl RequestSide {
     /// Reads the request's headers; `query` is whether its URL has a query.
-    pub fn of(headers: &HeaderMap, query: bool) -> Self {
+    pub(crate) fn of(headers: &HeaderMap, query: bool) -> Self {
         Self {
             authorization: headers.contains_key(header::AUTHORIZATION),
             cookie: headers.contains_key(header::COOKIE),
@@ -74,7 +74,7 @@ impl RequestSide {
 /// Decides whether a `200` to a `GET` may be teed into the shared cache, and if so, its
 /// expected length. `public_host` is true when `[[cache.tee]] hosts` lists the request's host:
 /// then the request side and `private` no longer block it, but `no-store` still does.
-pub fn admit(
+pub(crate) fn admit(
     request: RequestSide,
     response: &HeaderMap,
     public_host: bool,

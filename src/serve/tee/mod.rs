@@ -9,7 +9,7 @@
 //! The cache is shared: anyone can read an entry back from `/sha256/<hex>`. So, as a shared
 //! cache under RFC 9111 §3 and §3.5, the tee keeps nothing that was fetched with a client's
 //! credentials or a query (often a signed URL), nor anything the upstream marked `no-store`,
-//! `private`, set a cookie on, or varied by a request header ([`admit`]). An operator may declare
+//! `private`, set a cookie on, or varied by a request header ([`admit()`]). An operator may declare
 //! a host's responses public (`[[cache.tee]] hosts`); `no-store` still wins.
 
 mod admit;
@@ -30,11 +30,11 @@ use tokio::time::Sleep;
 use crate::fetch::idle::IdleBody;
 use crate::store::{Digest, FillError, FillSink, Store};
 
-pub use admit::{RequestSide, Skip, admit};
+pub(crate) use admit::{RequestSide, admit};
 
 /// Why a tee that had started was given up; the label of `fetchgate_tee_abandoned_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Abandon {
+pub(crate) enum Abandon {
     /// One chunk waited for the store longer than `[cache] tee_stall_ms`.
     Stall,
     /// The store failed: no room, a disk error, a writer that stopped.
@@ -47,7 +47,7 @@ pub enum Abandon {
 
 impl Abandon {
     /// The metric label.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Abandon::Stall => "stall",
             Abandon::StoreError => "store_error",
@@ -57,7 +57,7 @@ impl Abandon {
     }
 
     /// Counts the abandonment in `/metrics`.
-    pub fn count(self) {
+    pub(crate) fn count(self) {
         crate::metrics::get()
             .tee_abandoned
             .get_or_create(&[("reason", self.label())])
@@ -72,11 +72,11 @@ impl Abandon {
     }
 }
 
-/// Tees `inner` into `store`. `expected` is the `Content-Length` [`admit`] accepted: it is
+/// Tees `inner` into `store`. `expected` is the `Content-Length` [`admit()`] accepted: it is
 /// what proves the body complete. Bodies up to `[cache] memory_max_object_bytes` are kept in
 /// memory and hashed there, so one already stored costs no file-system call; larger ones
 /// stream to a fill on a writer thread.
-pub fn tee<B>(inner: B, store: &Arc<Store>, expected: u64, locator: String) -> TeeBody<B> {
+pub(crate) fn tee<B>(inner: B, store: &Arc<Store>, expected: u64, locator: String) -> TeeBody<B> {
     let settings = store.settings();
     let sink = if expected <= settings.memory_max_object_bytes {
         Sink::Memory {
@@ -117,7 +117,7 @@ fn teed<B>(
 /// chunk is held back from the client until the writer has room: the client is slowed to the
 /// store's hash-and-write rate rather than the tee dropped. A chunk held longer than
 /// `[cache] tee_stall_ms` gives the tee up and goes on to the client.
-pub struct TeeBody<B = IdleBody> {
+pub(crate) struct TeeBody<B = IdleBody> {
     inner: B,
     /// `None` when the body was not teed, or once the tee published or was abandoned.
     tee: Option<Tee>,

@@ -1,5 +1,6 @@
 //! The tee's unit tests: admission, back-pressure, and known small bodies.
 
+use super::admit::Skip;
 use super::*;
 use crate::store::testing;
 use http::HeaderMap;
