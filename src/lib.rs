@@ -30,7 +30,7 @@
 //! line. [`body`] is the HTTP body plumbing [`fetch`] and [`serve`] share, [`metrics`] the
 //! process's counters, [`redact`] what keeps credentials out of logs and errors, and
 //! [`toml_file`] the span-precise reading of the profile and config files, and [`errors`]
-//! the side every failure comes from (each error type has `code()` and `origin()`; only
+//! the side every failure comes from ([`failure`] is the report the package consumers share) (each error type has `code()` and `origin()`; only
 //! `serve/problem.rs` turns one into a response).
 //!
 //! # Layout
@@ -59,6 +59,7 @@ pub mod config;
 pub mod connect;
 pub mod decide;
 pub mod errors;
+pub(crate) mod failure;
 pub mod fetch;
 pub mod love;
 pub mod metrics;

@@ -1,76 +1,21 @@
 //! LOVE failures: a stable code, the failed field (a JSON pointer) or locator, what happened,
 //! and a safe next action. None ever suggests disabling verification.
 
-use serde::Serialize;
-use serde_json::Value;
-
 use crate::errors::Origin;
-use crate::store::StoreError;
+use crate::failure::{Failure, OriginTable};
 
-/// A failure in discovery, validation, retrieval or inspection.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub(crate) struct LoveError {
-    /// Stable snake_case code (`manifest_invalid`, `digest_conflict`, `archive_unsafe`, ...).
-    pub(crate) code: &'static str,
-    /// HTTP status for the API (`400`, `409`, `422`, `502`, ...).
-    pub(crate) status: u16,
-    /// The failed field, as a JSON pointer into the document (or a cap's name).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) field: Option<String>,
-    /// The redacted locator involved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) locator: Option<String>,
-    /// What happened.
-    pub(crate) detail: String,
-    /// A safe next action.
-    pub(crate) next: &'static str,
-    /// More structure (the per-locator report, both sides of a conflict).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) extra: Option<Value>,
-}
+/// A failure in discovery, validation, retrieval or inspection of a LOVE package.
+pub(crate) type LoveError = Failure<Love>;
 
-impl LoveError {
-    /// A failure with `code`, `status` and `next`.
-    pub(crate) fn new(
-        code: &'static str,
-        status: u16,
-        detail: impl Into<String>,
-        next: &'static str,
-    ) -> Self {
-        Self {
-            code,
-            status,
-            field: None,
-            locator: None,
-            detail: detail.into(),
-            next,
-            extra: None,
-        }
-    }
+/// LOVE as the consumer behind a [`LoveError`].
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Love;
 
-    /// Names the failed field.
-    pub(crate) fn field(mut self, pointer: impl Into<String>) -> Self {
-        self.field = Some(pointer.into());
-        self
-    }
-
-    /// Names the locator.
-    pub(crate) fn locator(mut self, locator: impl Into<String>) -> Self {
-        self.locator = Some(locator.into());
-        self
-    }
-
-    /// Adds structure.
-    pub(crate) fn extra(mut self, extra: Value) -> Self {
-        self.extra = Some(extra);
-        self
-    }
-
-    /// Where it came from, by code: the one table, so no caller guesses it from the status.
+impl OriginTable for Love {
     /// Manifests, indexes, locks and pins are what the client chose to fetch; an unsafe
     /// archive is what a mirror served.
-    pub(crate) fn origin(&self) -> Origin {
-        match self.code {
+    fn origin(code: &str) -> Origin {
+        match code {
             "all_mirrors_failed"
             | "discovery_unavailable"
             | "index_unavailable"
@@ -84,39 +29,6 @@ impl LoveError {
             "internal_error" | "cache_error" | "cache_full" | "love_busy" => Origin::Internal,
             _ => Origin::Downstream,
         }
-    }
-
-    /// A store failure while keeping a verified artifact, under the codes the cache routes
-    /// use for the same [`StoreError`].
-    pub(crate) fn store(e: &StoreError) -> Self {
-        match e {
-            StoreError::Full { .. } => Self::new(
-                "cache_full",
-                507,
-                e.to_string(),
-                "retry later or raise [cache] max_bytes",
-            ),
-            StoreError::Internal(_) => Self::new("internal_error", 500, e.to_string(), "retry"),
-            _ => Self::new(
-                "cache_error",
-                500,
-                e.to_string(),
-                "retry; check the cache directory's disk and permissions",
-            ),
-        }
-    }
-}
-
-impl std::fmt::Display for LoveError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.code)?;
-        if let Some(field) = &self.field {
-            write!(f, " at {field}")?;
-        }
-        if let Some(l) = &self.locator {
-            write!(f, " ({l})")?;
-        }
-        write!(f, ": {}; next: {}", self.detail, self.next)
     }
 }
 
