@@ -30,8 +30,9 @@
 //! line. [`body`] is the HTTP body plumbing [`fetch`] and [`serve`] share, [`metrics`] the
 //! process's counters, [`redact`] what keeps credentials out of logs and errors, and
 //! [`toml_file`] the span-precise reading of the profile and config files, and [`errors`]
-//! the side every failure comes from ([`failure`] is the report the package consumers share) (each error type has `code()` and `origin()`; only
-//! `serve/problem.rs` turns one into a response).
+//! the side every failure comes from (each error type has `code()` and `origin()`; only
+//! `serve/problem.rs` turns one into a response). [`failure`] is the report LOVE and the
+//! format profiles share.
 //!
 //! # Layout
 //!

@@ -25,6 +25,8 @@ impl OriginTable for Love {
             | "package_json_invalid"
             | "package_identity_mismatch"
             | "archive_cap_exceeded" => Origin::Upstream,
+            // Every refusal of the shared archive reader: the bytes a mirror served.
+            code if code.starts_with("archive_") => Origin::Upstream,
             "invalid_locator" => Origin::Policy,
             "internal_error" | "cache_error" | "cache_full" | "love_busy" => Origin::Internal,
             _ => Origin::Downstream,
