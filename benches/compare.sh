@@ -6,6 +6,8 @@
 # in release mode, and only ever touches loopback (127.0.0.1). Everything it starts, it stops.
 #
 # Usage: benches/compare.sh            (ROUNDS=3 DURATION=5 by default; override via env)
+#        EXTRA=0 skips the callgrind figures (benches/instructions.sh) and the scaling rows
+#        (benches/scaling.sh) that follow the table.
 #
 # Pinning: on a machine with two cores or more, every server under test (fetchgate, Squid,
 # tinyproxy, and the reference nginx for hits) runs alone on core 1, and the load generator and
@@ -286,3 +288,10 @@ print(f"| RSS with 1,000 open keep-alive clients | {m('rss_1000_clients_mib','fe
 print(f"| RSS growth while streaming 1 GiB (tee on) | {m('rss_stream_1g_growth_mib','fetchgate-tee'):.0f} |")
 print(f"| RSS peak while streaming 1 GiB (tee on) | {m('rss_stream_1g_peak_mib','fetchgate-tee'):.0f} |")
 PY
+
+# One figure per path that does not drift with machine noise (callgrind instructions per
+# request), and whether hits and fills depend on how much the cache holds.
+if [ "${EXTRA:-1}" != 0 ]; then
+  bash benches/instructions.sh
+  PIN=$PIN ROUNDS=$ROUNDS DURATION=$DURATION bash benches/scaling.sh
+fi

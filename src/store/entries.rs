@@ -28,6 +28,8 @@ pub(crate) struct Meta {
     /// Unix seconds when its file was last seen in place (0: never), so memory hits need
     /// not look at the disk every time.
     seen_on_disk: AtomicU64,
+    /// Its object directory's generation when its file was last seen in place (0: none).
+    seen_generation: AtomicU64,
     notes: Mutex<Notes>,
 }
 
@@ -48,6 +50,7 @@ impl Meta {
             pinned: AtomicBool::new(r.pinned),
             unverified: AtomicBool::new(r.unverified),
             seen_on_disk: AtomicU64::new(0),
+            seen_generation: AtomicU64::new(0),
             notes: Mutex::new(Notes {
                 locators: r.locators,
                 label: r.label,
@@ -127,9 +130,16 @@ impl Meta {
         self.uses.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Notes that the entry's file was just seen in place.
-    pub(super) fn seen_on_disk(&self, t: u64) {
+    /// Notes that the entry's file was just seen in place, its directory then at
+    /// `generation`.
+    pub(super) fn seen_on_disk(&self, t: u64, generation: u64) {
+        self.seen_generation.store(generation, Ordering::Relaxed);
         self.seen_on_disk.store(t, Ordering::Relaxed);
+    }
+
+    /// Its directory's generation when its file was last seen in place.
+    pub(super) fn seen_generation(&self) -> u64 {
+        self.seen_generation.load(Ordering::Relaxed)
     }
 
     /// True if the file was seen in place this second or the one before.
@@ -335,7 +345,7 @@ mod tests {
         let hot = s.memory_hit(&d).expect("served from memory");
         assert_eq!(hot.size, 100);
         // An entry whose file was last seen long ago goes back to the checked path.
-        s.meta(&d).unwrap().seen_on_disk(0);
+        s.meta(&d).unwrap().seen_on_disk(0, 0);
         assert!(s.memory_hit(&d).is_none());
         // So does one not verified.
         assert!(s.get(&d).is_some());
@@ -345,6 +355,50 @@ mod tests {
             .store(true, Ordering::Release);
         assert!(s.memory_hit(&d).is_none());
         assert!(s.memory_hit(&Digest::of(b"absent")).is_none());
+    }
+
+    #[test]
+    fn memory_hits_skip_their_own_stat_while_their_directory_is_unchanged() {
+        let (_dir, s) = store(1 << 20);
+        let d = put(&s, &bytes(100, 4));
+        let path = s.object_path(&d);
+        let shard_dir = path.parent().unwrap().to_path_buf();
+        let age = |secs| std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+        let set_dir_mtime = |secs| {
+            fs::File::open(&shard_dir)
+                .unwrap()
+                .set_modified(age(secs))
+                .unwrap()
+        };
+        // Its directory settled long ago: a read records that generation.
+        set_dir_mtime(60);
+        assert!(s.get(&d).is_some());
+        // Its own look is old, but the directory is as it was: served from memory.
+        s.meta(&d)
+            .unwrap()
+            .seen_on_disk(0, s.meta(&d).unwrap().seen_generation());
+        assert!(
+            s.memory_hit(&d).is_some(),
+            "quick path through the shard clock"
+        );
+
+        // Another process removes the file (quarantine): the directory changes, and once the
+        // clock looks again the quick path no longer applies and the checked path forgets it.
+        fs::remove_file(&path).unwrap();
+        set_dir_mtime(30);
+        s.shards.forget_looks();
+        assert!(s.memory_hit(&d).is_none());
+        assert!(s.get(&d).is_none());
+        assert!(!s.contains(&d));
+
+        // A directory changed just now is not trusted (another change in the same tick would
+        // not show): entries recorded then need their own look.
+        let e = put(&s, &bytes(100, 5));
+        s.shards.forget_looks();
+        assert!(s.get(&e).is_some());
+        assert_eq!(s.meta(&e).unwrap().seen_generation(), 0);
+        s.meta(&e).unwrap().seen_on_disk(0, 0);
+        assert!(s.memory_hit(&e).is_none());
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub(crate) mod fill;
 pub(crate) mod index;
 mod maintenance;
 mod settings;
+mod shards;
 mod space;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -115,6 +116,8 @@ pub struct Store {
     space: Space,
     settings: CacheSettings,
     memory: moka::sync::Cache<Digest, Bytes>,
+    /// When each object directory last changed, so memory hits can skip their own stat.
+    shards: shards::ShardClocks,
     /// Makes temp file names unique within this process.
     tmp_seq: AtomicU64,
     /// Temp files this process tried to create, i.e. fills begun: what a duplicate body
@@ -166,6 +169,7 @@ impl Store {
             space: Space::new(used, settings.max_bytes),
             settings: settings.clone(),
             memory,
+            shards: shards::ShardClocks::new(),
             tmp_seq: AtomicU64::new(0),
             temp_files: AtomicU64::new(0),
             failed_verification: AtomicU64::new(0),
@@ -208,12 +212,15 @@ impl Store {
             })
         };
         if let Some(bytes) = self.memory.get(digest) {
-            // One stat: an entry quarantined by another process is never served from memory.
+            // Its directory first, then its file: a change after the look shows as a new
+            // generation. One stat: an entry quarantined by another process is never served
+            // from memory.
+            let generation = self.shard_generation(digest, &path);
             if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
                 self.forget(digest);
                 return None;
             }
-            meta.seen_on_disk(now());
+            meta.seen_on_disk(now(), generation);
             return found(Body::Memory(bytes));
         }
         let mut file = self.open_entry(digest, &path)?;
@@ -221,23 +228,41 @@ impl Store {
             return None;
         }
         if size <= self.settings.memory_max_object_bytes && self.settings.memory_bytes > 0 {
+            let generation = self.shard_generation(digest, &path);
             let bytes = read_exactly(&file, size)?;
             self.memory.insert(*digest, bytes.clone());
-            meta.seen_on_disk(now());
+            meta.seen_on_disk(now(), generation);
             return found(Body::Memory(bytes));
         }
         found(Body::File(file))
     }
 
+    /// The generation of `digest`'s object directory an entry may record (see
+    /// [`shards`]); `path` is its file's. Blocking.
+    fn shard_generation(&self, digest: &Digest, path: &Path) -> u64 {
+        match path.parent() {
+            Some(dir) => self.shards.generation(digest.0[0], dir, now()),
+            None => 0,
+        }
+    }
+
     /// A verified entry held in memory whose file was seen in place within the last second,
-    /// served without touching the disk, so it needs no blocking thread. `None` means only
-    /// that this quick path does not apply: ask [`Store::get`] (on a blocking thread). An
-    /// entry quarantined by another process is therefore served from memory for at most a
-    /// second more.
+    /// or whose object directory has not changed since it was (looked at within the last
+    /// second), served without touching the disk, so it needs no blocking thread. `None`
+    /// means only that this quick path does not apply: ask [`Store::get`] (on a blocking
+    /// thread). An entry quarantined by another process is therefore served from memory for
+    /// at most a second or two more.
     pub(crate) fn memory_hit(&self, digest: &Digest) -> Option<Object> {
         let meta = self.table().ok()?.get(digest).cloned()?;
         let t = now();
-        if meta.is_unverified() || !meta.seen_on_disk_since(t) {
+        if meta.is_unverified() {
+            return None;
+        }
+        let in_place = meta.seen_on_disk_since(t)
+            || self
+                .shards
+                .unchanged_since(digest.0[0], meta.seen_generation(), t);
+        if !in_place {
             return None;
         }
         let bytes = self.memory.get(digest)?;
