@@ -16,6 +16,7 @@ use crate::love::{LoveSection, LoveSettings};
 use crate::registry::{RegistrySection, RegistrySettings};
 use crate::serve::access::{Access, AccessSection};
 use crate::serve::limits::{Limits, ListenSection, ProxySection};
+use crate::shared::{SharedSection, SharedSettings};
 use crate::store::{CacheSection, CacheSettings};
 use crate::toml_file::{FileError, TomlSource};
 
@@ -40,6 +41,7 @@ struct ConfigFile {
     love: LoveSection,
     #[serde(default)]
     registry: Vec<RegistrySection>,
+    shared: Option<SharedSection>,
 }
 
 /// Everything fetchgate runs with, checked.
@@ -65,6 +67,8 @@ pub struct Config {
     pub love: LoveSettings,
     /// Registry front-ends (`[[registry]]`).
     pub registries: Vec<RegistrySettings>,
+    /// The shared tier (`[shared]`), if configured.
+    pub shared: Option<SharedSettings>,
 }
 
 impl Config {
@@ -133,6 +137,9 @@ impl Config {
             cache,
             love: LoveSettings::from_section(&raw.love, &src)?,
             registries: RegistrySettings::from_sections(&raw.registry, base, &src)?,
+            shared: SharedSettings::from_section(raw.shared.as_ref(), base, &src, &|k| {
+                std::env::var(k).ok()
+            })?,
             max_redirects: match &raw.egress.max_redirects {
                 None => DEFAULT_MAX_REDIRECTS,
                 Some(m) if *m.get_ref() > 20 => {

@@ -60,5 +60,6 @@ pub mod metrics;
 pub mod redact;
 pub mod registry;
 pub mod serve;
+pub mod shared;
 pub mod store;
 pub mod toml_file;

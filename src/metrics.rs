@@ -84,6 +84,22 @@ pub struct Metrics {
     pub registry_artifacts: Family<Labels2, Counter>,
     /// Package names refused by a registry's allow/deny lists, by kind.
     pub registry_names_refused: Family<Labels1, Counter>,
+    /// Shared-tier operations by `op` (`get`, `put`, `alias`) and outcome (`hit`, `miss`,
+    /// `mismatch`, `ok`, `exists`, `error`, `timeout`, `skipped` while the breaker is open,
+    /// `local_error`).
+    pub shared_requests: Family<Labels2, Counter>,
+    /// Time to fill one object from the shared tier (first read, verification included).
+    pub shared_get_seconds: Histogram,
+    /// Time of one conditional upload to the shared tier.
+    pub shared_put_seconds: Histogram,
+    /// Objects read from the shared tier whose size or SHA-256 did not match their key.
+    pub shared_verify_failures: Counter,
+    /// Uploads by outcome (`queued`, `dropped`, `created`, `existed`, `gone`, `failed`).
+    pub shared_uploads: Family<Labels1, Counter>,
+    /// Uploads waiting in the queue.
+    pub shared_upload_queue: Gauge,
+    /// 1 while the shared tier's circuit breaker is open (or probing), else 0.
+    pub shared_breaker_open: Gauge,
 }
 
 fn latency() -> Histogram {
@@ -131,6 +147,13 @@ impl Metrics {
             registry_metadata: Family::default(),
             registry_artifacts: Family::default(),
             registry_names_refused: Family::default(),
+            shared_requests: Family::default(),
+            shared_get_seconds: latency(),
+            shared_put_seconds: latency(),
+            shared_verify_failures: Counter::default(),
+            shared_uploads: Family::default(),
+            shared_upload_queue: Gauge::default(),
+            shared_breaker_open: Gauge::default(),
             registry: Registry::default(),
         };
         register!(
@@ -165,6 +188,13 @@ impl Metrics {
             registry_metadata: "registry_metadata", "Registry metadata answers by kind and freshness";
             registry_artifacts: "registry_artifacts", "Registry artifact requests by kind and outcome";
             registry_names_refused: "registry_names_refused", "Package names refused by allow/deny, by registry kind";
+            shared_requests: "shared_requests", "Shared-tier operations by op and outcome";
+            shared_get_seconds: "shared_get_seconds", "Time to fill one object from the shared tier, verification included";
+            shared_put_seconds: "shared_put_seconds", "Time of one conditional upload to the shared tier";
+            shared_verify_failures: "shared_verify_failures", "Shared-tier objects refused: size or SHA-256 did not match the key";
+            shared_uploads: "shared_uploads", "Shared-tier uploads by outcome";
+            shared_upload_queue: "shared_upload_queue", "Shared-tier uploads waiting";
+            shared_breaker_open: "shared_breaker_open", "1 while the shared tier's circuit breaker is open";
         );
         Self { registry, ..m }
     }

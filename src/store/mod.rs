@@ -122,7 +122,13 @@ pub struct Store {
     /// proxied through the tee must not move.
     temp_files: AtomicU64,
     failed_verification: AtomicU64,
+    /// Told of every new publication (the shared tier's upload queue).
+    publish_hook: std::sync::OnceLock<PublishHook>,
 }
+
+/// What is told of a new publication: its digest, the locator its bytes came from and its
+/// label. It runs on the publishing thread, so it must not block.
+pub type PublishHook = Box<dyn Fn(Digest, Option<&str>, Option<&str>) + Send + Sync>;
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -170,6 +176,7 @@ impl Store {
             tmp_seq: AtomicU64::new(0),
             temp_files: AtomicU64::new(0),
             failed_verification: AtomicU64::new(0),
+            publish_hook: std::sync::OnceLock::new(),
         }))
     }
 
@@ -319,6 +326,28 @@ impl Store {
         let meta = self.meta(digest).filter(|m| !m.is_unverified())?;
         meta.touch(now());
         Some(meta.knows(Some(&locator.to_string())))
+    }
+
+    /// Has `hook` told of every new publication from now on (one hook per store; a second
+    /// is ignored).
+    pub fn on_publish(&self, hook: PublishHook) {
+        let _ = self.publish_hook.set(hook);
+    }
+
+    /// Tells the hook, if any, of a new publication.
+    pub(crate) fn announce(&self, digest: Digest, locator: Option<&str>, label: Option<&str>) {
+        if let Some(hook) = self.publish_hook.get() {
+            hook(digest, locator, label);
+        }
+    }
+
+    /// A published entry's bytes read from its file, without touching its use time (for
+    /// uploading it elsewhere). `None` if it is not stored or its file is not its recorded
+    /// size. Blocking.
+    pub(crate) fn published_bytes(&self, digest: &Digest) -> Option<Bytes> {
+        let meta = self.meta(digest).filter(|m| !m.is_unverified())?;
+        let file = open_object(&self.object_path(digest)).ok()?;
+        read_exactly(&file, meta.size)
     }
 
     /// Temp files created (fills begun) by this store since it was opened.

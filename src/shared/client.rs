@@ -1,0 +1,277 @@
+//! The bucket, through `object_store`: key layout, conditional writes, and a time limit on
+//! every operation. It knows nothing of the local store; what it returns is untrusted bytes.
+//!
+//! ```text
+//! <prefix>/sha256/<2 hex>/<64 hex>     an object; metadata `size` and `label`
+//! <prefix>/alias/sha512/<128 hex>      the sha256 hex of the object those bytes are
+//! ```
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path;
+use object_store::{
+    Attribute, AttributeValue, Attributes, BackoffConfig, ClientOptions, GetOptions, ObjectStore,
+    PutMode, PutOptions, PutPayload, RetryConfig,
+};
+
+use super::settings::SharedSettings;
+use crate::store::Digest;
+
+/// A stream of body chunks from the bucket.
+pub(crate) type Chunks =
+    Pin<Box<dyn futures_core::Stream<Item = object_store::Result<Bytes>> + Send + 'static>>;
+
+/// Metadata key holding an object's size.
+const META_SIZE: &str = "size";
+/// Metadata key holding an object's package label.
+const META_LABEL: &str = "label";
+/// Longest label kept in metadata.
+const MAX_LABEL: usize = 200;
+
+/// Why a bucket operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BucketError {
+    /// No answer within `[shared] timeout_ms`.
+    Timeout,
+    /// The store answered with an error, or the connection failed.
+    Failed(String),
+}
+
+impl BucketError {
+    /// A bounded label for metrics.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            BucketError::Timeout => "timeout",
+            BucketError::Failed(_) => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for BucketError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BucketError::Timeout => f.write_str("no answer within [shared] timeout_ms"),
+            BucketError::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+/// An object found in the bucket, its body not read yet.
+pub(crate) struct Found {
+    /// The length the store reports.
+    pub(crate) size: u64,
+    /// The `size` metadata, if present and a number.
+    pub(crate) claimed_size: Option<u64>,
+    /// The `label` metadata, if present and printable.
+    pub(crate) label: Option<String>,
+    /// The body.
+    pub(crate) chunks: Chunks,
+}
+
+/// How a conditional write ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Put {
+    /// This write created the object.
+    Created,
+    /// An object was already there (another instance's write, or an earlier one): success.
+    Existed,
+}
+
+/// One bucket and prefix.
+pub(crate) struct Bucket {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bucket")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bucket {
+    /// The bucket `settings` name, reached directly at its endpoint (never through a proxy
+    /// taken from the environment), path-style, with `object_store`'s own retries off: the
+    /// breaker and the upload queue decide when to try again.
+    pub(crate) fn open(settings: &SharedSettings) -> Result<Self, BucketError> {
+        // reqwest is built without a TLS provider of its own; fetchgate's is ring. Installing
+        // it twice is harmless (the first one stays).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let options = ClientOptions::new()
+            .with_allow_http(settings.allow_http)
+            .with_connect_timeout(settings.timeout)
+            .with_read_timeout(settings.timeout)
+            .with_timeout_disabled();
+        let retry = RetryConfig {
+            backoff: BackoffConfig::default(),
+            max_retries: 0,
+            retry_timeout: settings.timeout,
+        };
+        let c = &settings.credentials;
+        let mut builder = AmazonS3Builder::new()
+            .with_bucket_name(&settings.bucket)
+            .with_region(&settings.region)
+            .with_access_key_id(&c.access_key_id)
+            .with_secret_access_key(&c.secret_access_key)
+            .with_allow_http(settings.allow_http)
+            .with_virtual_hosted_style_request(false)
+            .with_client_options(options)
+            .with_retry(retry);
+        if let Some(token) = &c.session_token {
+            builder = builder.with_token(token);
+        }
+        if let Some(endpoint) = &settings.endpoint {
+            builder = builder.with_endpoint(endpoint);
+        }
+        let store = builder
+            .build()
+            .map_err(|e| BucketError::Failed(e.to_string()))?;
+        Ok(Self {
+            store: Arc::new(store),
+            prefix: settings.prefix.clone(),
+            timeout: settings.timeout,
+        })
+    }
+
+    /// The key of `digest`'s object.
+    pub(crate) fn object_key(&self, digest: &Digest) -> Path {
+        let hex = digest.hex();
+        self.key(&format!("sha256/{}/{hex}", &hex[..2]))
+    }
+
+    /// The key of the alias naming the object whose SHA-512 is `sha512_hex`.
+    pub(crate) fn alias_key(&self, sha512_hex: &str) -> Path {
+        self.key(&format!("alias/sha512/{sha512_hex}"))
+    }
+
+    /// The prefix under which objects live, for listing.
+    pub(crate) fn objects_prefix(&self) -> Path {
+        self.key("sha256")
+    }
+
+    fn key(&self, rest: &str) -> Path {
+        if self.prefix.is_empty() {
+            Path::from(rest)
+        } else {
+            Path::from(format!("{}/{rest}", self.prefix))
+        }
+    }
+
+    /// Starts reading `key`: `None` if there is no such object. Only the response head is
+    /// bounded here; the caller bounds the silence between chunks.
+    pub(crate) async fn get(&self, key: &Path) -> Result<Option<Found>, BucketError> {
+        let got = match tokio::time::timeout(
+            self.timeout,
+            self.store.get_opts(key, GetOptions::default()),
+        )
+        .await
+        {
+            Err(_) => return Err(BucketError::Timeout),
+            Ok(Err(object_store::Error::NotFound { .. })) => return Ok(None),
+            Ok(Err(e)) => return Err(BucketError::Failed(e.to_string())),
+            Ok(Ok(got)) => got,
+        };
+        let meta = |k: &'static str| {
+            got.attributes
+                .get(&Attribute::Metadata(k.into()))
+                .map(|v| v.as_ref().to_string())
+        };
+        let claimed_size = meta(META_SIZE).and_then(|s| s.parse().ok());
+        let label = meta(META_LABEL).and_then(clean_label);
+        Ok(Some(Found {
+            size: got.meta.size,
+            claimed_size,
+            label,
+            chunks: got.into_stream(),
+        }))
+    }
+
+    /// Whether `key` exists.
+    pub(crate) async fn exists(&self, key: &Path) -> Result<bool, BucketError> {
+        let head = GetOptions {
+            head: true,
+            ..GetOptions::default()
+        };
+        match tokio::time::timeout(self.timeout, self.store.get_opts(key, head)).await {
+            Err(_) => Err(BucketError::Timeout),
+            Ok(Ok(_)) => Ok(true),
+            // A missing object is an answer, not a failure.
+            Ok(Err(object_store::Error::NotFound { .. })) => Ok(false),
+            Ok(Err(e)) => Err(BucketError::Failed(e.to_string())),
+        }
+    }
+
+    /// Writes `bytes` to `key` only if nothing is there (`If-None-Match: *`); an object
+    /// already there is success.
+    pub(crate) async fn put_new(
+        &self,
+        key: &Path,
+        bytes: Bytes,
+        label: Option<&str>,
+    ) -> Result<Put, BucketError> {
+        let mut attributes = Attributes::new();
+        attributes.insert(
+            Attribute::Metadata(META_SIZE.into()),
+            AttributeValue::from(bytes.len().to_string()),
+        );
+        if let Some(label) = label.and_then(|l| clean_label(l.to_string())) {
+            attributes.insert(
+                Attribute::Metadata(META_LABEL.into()),
+                AttributeValue::from(label),
+            );
+        }
+        attributes.insert(
+            Attribute::ContentType,
+            AttributeValue::from("application/octet-stream"),
+        );
+        let options = PutOptions {
+            mode: PutMode::Create,
+            attributes,
+            ..PutOptions::default()
+        };
+        let put = self.store.put_opts(key, PutPayload::from(bytes), options);
+        match tokio::time::timeout(self.timeout, put).await {
+            Err(_) => Err(BucketError::Timeout),
+            Ok(Ok(_)) => Ok(Put::Created),
+            Ok(Err(object_store::Error::AlreadyExists { .. })) => Ok(Put::Existed),
+            Ok(Err(e)) => Err(BucketError::Failed(e.to_string())),
+        }
+    }
+
+    /// Objects and bytes under the objects prefix, counting at most `cap` objects.
+    pub(crate) async fn census(&self, cap: usize) -> Result<(u64, u64, bool), BucketError> {
+        let prefix = self.objects_prefix();
+        let mut list = self.store.list(Some(&prefix));
+        let (mut objects, mut bytes) = (0u64, 0u64);
+        loop {
+            let next = std::future::poll_fn(|cx| list.as_mut().poll_next(cx));
+            match tokio::time::timeout(self.timeout, next).await {
+                Err(_) => return Err(BucketError::Timeout),
+                Ok(None) => return Ok((objects, bytes, false)),
+                Ok(Some(Err(e))) => return Err(BucketError::Failed(e.to_string())),
+                Ok(Some(Ok(meta))) => {
+                    objects += 1;
+                    bytes += meta.size;
+                    if objects as usize >= cap {
+                        return Ok((objects, bytes, true));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A label fit for object metadata (printable ASCII, bounded), or `None`.
+fn clean_label(label: String) -> Option<String> {
+    let ok = !label.is_empty()
+        && label.len() <= MAX_LABEL
+        && label.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+    ok.then_some(label)
+}

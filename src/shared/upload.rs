@@ -1,0 +1,190 @@
+//! The write path: after a local publication, the object is uploaded in the background from
+//! the published file. The queue is bounded; when it is full an upload is dropped and
+//! counted, so no client ever waits on the bucket. Each upload is tried a few times with
+//! back-off, and not at all while the breaker is open.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use super::breaker::Breaker;
+use super::client::{Bucket, BucketError, Put};
+use crate::metrics::Metrics;
+use crate::store::{Digest, Store};
+
+/// Tries per upload.
+const ATTEMPTS: u32 = 4;
+/// The first back-off; each next one is four times longer.
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+
+/// One upload waiting.
+#[derive(Debug, Clone)]
+pub(crate) enum Job {
+    /// A published object, read from its file when its turn comes.
+    Object {
+        /// Which.
+        digest: Digest,
+        /// Its package label, for the object's metadata.
+        label: Option<String>,
+    },
+    /// An alias object: the SHA-512 (hex) of the object named by `sha256`.
+    Alias {
+        /// Hex SHA-512.
+        sha512: String,
+        /// The object it names.
+        sha256: Digest,
+    },
+}
+
+/// The sending end of the upload queue.
+#[derive(Debug, Clone)]
+pub(crate) struct Uploads {
+    tx: mpsc::Sender<Job>,
+    metrics: &'static Metrics,
+}
+
+/// What the upload worker works with.
+pub(crate) struct Worker {
+    /// The bucket.
+    pub(crate) bucket: Arc<Bucket>,
+    /// The tier's breaker, shared with the read path.
+    pub(crate) breaker: Arc<Breaker>,
+    /// The store the files are read from (weak: the store holds the queue's sending end).
+    pub(crate) store: Weak<Store>,
+    /// Where uploads are counted.
+    pub(crate) metrics: &'static Metrics,
+}
+
+impl Uploads {
+    /// A queue of at most `capacity` jobs, worked through by `worker` on its own task (which
+    /// ends when every sending end is gone).
+    pub(crate) fn start(capacity: usize, worker: Worker) -> Self {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let metrics = worker.metrics;
+        tokio::spawn(worker.run(rx));
+        Self { tx, metrics }
+    }
+
+    /// Queues `job` without waiting: `false` (and counted as dropped) when the queue is full.
+    pub(crate) fn offer(&self, job: Job) -> bool {
+        let uploads = &self.metrics.shared_uploads;
+        match self.tx.try_send(job) {
+            Ok(()) => {
+                uploads.get_or_create(&[("outcome", "queued")]).inc();
+                self.metrics.shared_upload_queue.inc();
+                true
+            }
+            Err(_) => {
+                uploads.get_or_create(&[("outcome", "dropped")]).inc();
+                false
+            }
+        }
+    }
+}
+
+impl Worker {
+    async fn run(self, mut rx: mpsc::Receiver<Job>) {
+        while let Some(job) = rx.recv().await {
+            self.metrics.shared_upload_queue.dec();
+            let outcome = self.upload(&job).await;
+            self.metrics
+                .shared_uploads
+                .get_or_create(&[("outcome", outcome)])
+                .inc();
+        }
+    }
+
+    /// Uploads one job with retries; the outcome label (`created`, `existed`, `gone`,
+    /// `failed`).
+    pub(crate) async fn upload(&self, job: &Job) -> &'static str {
+        let Some((key, bytes, label)) = self.payload(job).await else {
+            return "gone";
+        };
+        let mut backoff = FIRST_BACKOFF;
+        for attempt in 1..=ATTEMPTS {
+            if self.breaker.allow(Instant::now()) {
+                let started = Instant::now();
+                let result = self
+                    .bucket
+                    .put_new(&key, bytes.clone(), label.as_deref())
+                    .await;
+                self.metrics
+                    .shared_put_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                match result {
+                    Ok(put) => {
+                        self.breaker.success();
+                        self.count("put", if put == Put::Created { "ok" } else { "exists" });
+                        return if put == Put::Created {
+                            "created"
+                        } else {
+                            "existed"
+                        };
+                    }
+                    Err(e) => {
+                        self.breaker.failure(Instant::now());
+                        self.count("put", e.kind());
+                        tracing::warn!(key = %key, attempt, error = %e, "shared tier upload failed");
+                    }
+                }
+            } else {
+                self.count("put", "skipped");
+            }
+            if attempt < ATTEMPTS {
+                tokio::time::sleep(backoff).await;
+                backoff *= 4;
+            }
+        }
+        "failed"
+    }
+
+    fn count(&self, op: &'static str, outcome: &'static str) {
+        self.metrics
+            .shared_requests
+            .get_or_create(&[("op", op), ("outcome", outcome)])
+            .inc();
+    }
+
+    /// The key, bytes and label to write for `job`; `None` if the entry is no longer stored.
+    async fn payload(
+        &self,
+        job: &Job,
+    ) -> Option<(object_store::path::Path, Bytes, Option<String>)> {
+        match job {
+            Job::Object { digest, label } => {
+                let store = self.store.upgrade()?;
+                let digest = *digest;
+                let bytes = tokio::task::spawn_blocking(move || store.published_bytes(&digest))
+                    .await
+                    .ok()
+                    .flatten()?;
+                Some((self.bucket.object_key(&digest), bytes, label.clone()))
+            }
+            Job::Alias { sha512, sha256 } => Some((
+                self.bucket.alias_key(sha512),
+                Bytes::from(sha256.hex()),
+                None,
+            )),
+        }
+    }
+}
+
+/// Uploads `digest` now, once (for `cache push`): whether it was created or already there.
+pub(crate) async fn push_one(
+    bucket: &Bucket,
+    store: &Arc<Store>,
+    digest: Digest,
+    label: Option<String>,
+) -> Result<Put, BucketError> {
+    let s = store.clone();
+    let bytes = tokio::task::spawn_blocking(move || s.published_bytes(&digest))
+        .await
+        .ok()
+        .flatten()
+        .ok_or_else(|| BucketError::Failed(format!("sha256 {digest} is no longer stored")))?;
+    bucket
+        .put_new(&bucket.object_key(&digest), bytes, label.as_deref())
+        .await
+}
