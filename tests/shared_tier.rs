@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fetchgate::store::Digest;
-use object_store::ObjectStoreExt;
 use object_store::aws::AmazonS3;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use support::config::Toml;
 use support::proxy::{Client, Got};
 use support::seaweed::{self, ACCESS_KEY, SECRET_KEY, Weed};
@@ -89,6 +89,14 @@ impl Instance {
             .await
             .send("GET", path, &[("host", "admin")])
             .await
+    }
+
+    /// Uploads that ended with `outcome`.
+    async fn uploads(&self, outcome: &str) -> f64 {
+        self.metric(&format!(
+            "fetchgate_shared_uploads_total{{outcome=\"{outcome}\"}}"
+        ))
+        .await
     }
 
     /// The value of `series` in this process's `/metrics` (0 when absent).
@@ -223,4 +231,213 @@ async fn mirror(files: &[(&str, &[u8])]) -> Upstream {
             .insert(path.to_string(), Reply::ok(body.to_vec()));
     }
     Upstream::router("127.0.0.2:0", routes).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_overwritten_in_the_bucket_is_refused_and_the_mirror_serves() {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("tampered");
+    let bytes = pattern_bytes(200_000);
+    let d = Digest::of(&bytes);
+    let mirror = mirror(&[("/a.tgz", &bytes)]).await;
+    let url = format!("http://{}/a.tgz", mirror.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance(dir.path(), "a", weed, &prefix, Some(mirror.addr)).await;
+    assert_eq!(
+        a.get(&through(&d, bytes.len(), &url), &[]).await.status,
+        200
+    );
+    let k = key(&prefix, &d);
+    eventually("A's upload reaches the bucket", || {
+        let (s3, k) = (s3.clone(), k.clone());
+        async move { object(&s3, &k).await.is_some() }
+    })
+    .await;
+
+    // Someone with write access replaces the object with other bytes of the same length.
+    let mut other = bytes.clone();
+    other[100_000] ^= 0xff;
+    s3.put(&k, PutPayload::from(other.clone())).await.unwrap();
+    assert_eq!(object(&s3, &k).await.as_deref(), Some(other.as_slice()));
+
+    let b = instance(dir.path(), "b", weed, &prefix, Some(mirror.addr)).await;
+    // Without a mirror there is nothing else to try: not found, and the bad bytes unserved.
+    let got = b.get(&format!("/sha256/{}", d.hex()), &[]).await;
+    assert_eq!(got.status, 404);
+    assert!(got.body.as_ref() != other.as_slice());
+    assert_eq!(
+        b.metric("fetchgate_shared_verify_failures_total").await,
+        1.0
+    );
+    // With a live mirror: the request falls through to it and gets the right bytes.
+    let before = mirror.requests().len();
+    let got = b.get(&through(&d, bytes.len(), &url), &[]).await;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.body.as_ref() == bytes.as_slice(),
+        "the mirror's bytes, not the bucket's"
+    );
+    assert_eq!(mirror.requests().len(), before + 1);
+    assert_eq!(
+        b.metric("fetchgate_shared_verify_failures_total").await,
+        2.0
+    );
+    assert_eq!(
+        b.metric("fetchgate_shared_requests_total{op=\"get\",outcome=\"mismatch\"}")
+            .await,
+        2.0
+    );
+    let stored = dir
+        .path()
+        .join("b/objects/sha256")
+        .join(&d.hex()[..2])
+        .join(d.hex());
+    assert_eq!(
+        std::fs::read(&stored).unwrap(),
+        bytes,
+        "B kept the verified bytes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_filling_one_digest_at_once_leave_one_intact_object() {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("race");
+
+    // The store honours If-None-Match: * (what the instances' writes rely on).
+    let probe = object_store::path::Path::from(format!("{prefix}/probe"));
+    let create = || PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+    s3.put_opts(&probe, PutPayload::from_static(b"first"), create())
+        .await
+        .unwrap();
+    let second = s3
+        .put_opts(&probe, PutPayload::from_static(b"second"), create())
+        .await;
+    assert!(
+        matches!(second, Err(object_store::Error::AlreadyExists { .. })),
+        "{second:?}"
+    );
+    assert_eq!(object(&s3, &probe).await.as_deref(), Some(&b"first"[..]));
+
+    let bytes = pattern_bytes(1 << 20);
+    let d = Digest::of(&bytes);
+    let mirror = mirror(&[("/big.tgz", &bytes)]).await;
+    let url = format!("http://{}/big.tgz", mirror.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance(dir.path(), "a", weed, &prefix, Some(mirror.addr)).await;
+    let b = instance(dir.path(), "b", weed, &prefix, Some(mirror.addr)).await;
+    let path = through(&d, bytes.len(), &url);
+    let (ga, gb) = tokio::join!(a.get(&path, &[]), b.get(&path, &[]));
+    assert_eq!((ga.status.as_u16(), gb.status.as_u16()), (200, 200));
+    assert!(ga.body.as_ref() == bytes.as_slice() && gb.body.as_ref() == bytes.as_slice());
+
+    // Each instance either created the object or found it there; exactly one created it.
+    let (a, b) = (&a, &b);
+    eventually("both uploads finish", move || async move {
+        let mut finished = 0.0;
+        for i in [a, b] {
+            finished += i.uploads("created").await + i.uploads("existed").await;
+        }
+        finished == 2.0
+    })
+    .await;
+    assert_eq!(a.uploads("created").await + b.uploads("created").await, 1.0);
+    assert_eq!(a.uploads("failed").await + b.uploads("failed").await, 0.0);
+    let k = key(&prefix, &d);
+    let stored = object(&s3, &k).await.expect("one object");
+    assert!(stored == bytes, "the object is intact");
+    assert_eq!(
+        s3.head(&k).await.unwrap().size,
+        bytes.len() as u64,
+        "and exactly its size"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_seaweedfs_killed_both_keep_serving_and_recover_when_it_returns() {
+    let mut weed = tokio::task::block_in_place(Weed::start);
+    weed.create_bucket(BUCKET).await;
+    let prefix = prefix("killed");
+    let files: Vec<Vec<u8>> = (0..4).map(|i| pattern_bytes(50_000 + i)).collect();
+    let digests: Vec<Digest> = files.iter().map(|f| Digest::of(f)).collect();
+    let routes: Vec<(String, &[u8])> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (format!("/f{i}"), f.as_slice()))
+        .collect();
+    let routes: Vec<(&str, &[u8])> = routes.iter().map(|(p, f)| (p.as_str(), *f)).collect();
+    let mirror = mirror(&routes).await;
+    let fetch = |i: usize| {
+        through(
+            &digests[i],
+            files[i].len(),
+            &format!("http://{}/f{i}", mirror.addr),
+        )
+    };
+    let plain = |i: usize| format!("/sha256/{}", digests[i].hex());
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance(dir.path(), "a", &weed, &prefix, Some(mirror.addr)).await;
+    let b = instance(dir.path(), "b", &weed, &prefix, Some(mirror.addr)).await;
+
+    // Before: A fetches file 0, B gets it from the bucket.
+    assert_eq!(a.get(&fetch(0), &[]).await.status, 200);
+    let b_ref = &b;
+    let plain0 = plain(0);
+    let plain0 = &plain0;
+    eventually("B serves file 0 from the bucket", move || async move {
+        b_ref.get(plain0, &[]).await.status == 200
+    })
+    .await;
+
+    tokio::task::block_in_place(|| weed.kill());
+
+    // During: local hits and mirror fetches go on; the tier's errors show; ready stays ready.
+    for i in [&a, &b] {
+        let got = i.get(&plain(0), &[]).await;
+        assert_eq!(got.status, 200);
+        assert!(got.body.as_ref() == files[0].as_slice());
+    }
+    let got = a.get(&fetch(1), &[]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.body.as_ref() == files[1].as_slice());
+    let got = b.get(&fetch(2), &[]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.body.as_ref() == files[2].as_slice());
+    // Without a mirror, a miss is a plain 404 (the dead tier is not an error to the client).
+    assert_eq!(b.get(&plain(3), &[]).await.status, 404);
+    for i in [&a, &b] {
+        assert_eq!(i.admin("/readyz").await.status, 200);
+        let errors = i
+            .metric("fetchgate_shared_requests_total{op=\"get\",outcome=\"error\"}")
+            .await;
+        let put_errors = i
+            .metric("fetchgate_shared_requests_total{op=\"put\",outcome=\"error\"}")
+            .await;
+        assert!(
+            errors + put_errors >= 1.0,
+            "the tier's failures are counted"
+        );
+    }
+
+    tokio::task::block_in_place(|| weed.restart());
+
+    // After: A's next publication reaches the bucket and B serves it from there.
+    assert_eq!(a.get(&fetch(3), &[]).await.status, 200);
+    let plain3 = plain(3);
+    let plain3 = &plain3;
+    eventually(
+        "B serves file 3 from the bucket after the restart",
+        move || async move { b_ref.get(plain3, &[]).await.status == 200 },
+    )
+    .await;
+    let got = b.get(&plain(3), &[]).await;
+    assert!(got.body.as_ref() == files[3].as_slice());
+    assert_eq!(b.metric("fetchgate_shared_breaker_open").await, 0.0);
 }
