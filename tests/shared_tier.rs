@@ -427,6 +427,7 @@ async fn with_seaweedfs_killed_both_keep_serving_and_recover_when_it_returns() {
     }
 
     tokio::task::block_in_place(|| weed.restart());
+    weed.wait_writable(BUCKET).await;
 
     // After: A's next publication reaches the bucket and B serves it from there.
     assert_eq!(a.get(&fetch(3), &[]).await.status, 200);

@@ -12,10 +12,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use object_store::ObjectStore;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::signer::Signer;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 /// The access key in the identities file.
 pub const ACCESS_KEY: &str = "fetchgate-test";
@@ -249,6 +249,27 @@ impl Weed {
             assert!(
                 Instant::now() < deadline,
                 "bucket {bucket} never listed: {first:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+impl Weed {
+    /// Waits until `bucket` takes a write (after a restart, S3 answers before the volume
+    /// server is back).
+    pub async fn wait_writable(&self, bucket: &str) {
+        let client = self.client(bucket);
+        let probe = Path::from("writable-probe");
+        let deadline = Instant::now() + READY_WITHIN;
+        loop {
+            let put = client.put(&probe, PutPayload::from_static(b"ok")).await;
+            if put.is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{bucket} never took a write: {put:?}"
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
