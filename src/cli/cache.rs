@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::cli::CacheAction;
 use crate::config::Config;
 use crate::fetch::through::{ThroughError, Wanted};
+use crate::shared::SharedTier;
 use crate::store::{Body, Digest, Store};
 
 /// Opens the configured cache and repairs its index.
@@ -36,6 +37,12 @@ pub fn run(config: &Config, action: &CacheAction) -> Result<ExitCode, String> {
                 crate::registry::aliases::Aliases::open(&store.root().join("registry.redb"))
                     .and_then(|a| a.all_aliases())?;
             v["stats"]["registry_aliases"] = serde_json::json!(aliases.len());
+            if config.shared.is_some() {
+                let tier = with_tier(config, &store, |tier, store| async move {
+                    tier.stats(&store).await
+                })?;
+                v["shared"] = serde_json::to_value(tier).map_err(|e| e.to_string())?;
+            }
             if *entries {
                 v["entries"] = serde_json::to_value(store.list()).map_err(|e| e.to_string())?;
                 v["aliases"] = aliases
@@ -72,12 +79,51 @@ pub fn run(config: &Config, action: &CacheAction) -> Result<ExitCode, String> {
                 Ok(ExitCode::from(1))
             }
         }
+        CacheAction::Push => {
+            if config.shared.is_none() {
+                return Err(
+                    "cache push uploads to the shared tier: add a [shared] table to the config"
+                        .into(),
+                );
+            }
+            let report = with_tier(config, &store, |tier, store| async move {
+                tier.push(&store).await
+            })?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+            );
+            Ok(if report.failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
         CacheAction::Gc => {
             let (evicted, removed) = store.gc().map_err(|e| e.to_string())?;
             println!("evicted {evicted} entries, removed {removed} stray temp files");
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Runs `f` with the configured shared tier over `store`, on a runtime of its own.
+fn with_tier<T, F, Fut>(config: &Config, store: &Arc<Store>, f: F) -> Result<T, String>
+where
+    F: FnOnce(Arc<SharedTier>, Arc<Store>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let Some(settings) = &config.shared else {
+        return Err("no [shared] table in the config".into());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(async {
+        let tier = SharedTier::open(settings, store)?;
+        Ok(f(tier, store.clone()).await)
+    })
 }
 
 /// `fetchgate fetch`: fetch-through into the cache, then optionally copy out.
