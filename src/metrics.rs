@@ -80,7 +80,8 @@ pub struct Metrics {
     /// Registry metadata answers by registry kind and how they were had (`fresh`,
     /// `revalidated`, `fetched`, `stale`, `offline`).
     pub registry_metadata: Family<Labels2, Counter>,
-    /// Registry artifact requests by kind and outcome (`hit`, `miss`, `mismatch`).
+    /// Registry artifact requests by kind and outcome (`hit`, `shared` (from the shared tier),
+    /// `miss`, `mismatch`).
     pub registry_artifacts: Family<Labels2, Counter>,
     /// Package names refused by a registry's allow/deny lists, by kind.
     pub registry_names_refused: Family<Labels1, Counter>,

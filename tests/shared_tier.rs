@@ -17,6 +17,7 @@ use object_store::aws::AmazonS3;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use support::config::Toml;
 use support::proxy::{Client, Got};
+use support::registry::{FakeRegistry, npm_tarball, publish_npm};
 use support::seaweed::{self, ACCESS_KEY, SECRET_KEY, Weed};
 use support::serve::{Running, free_port, start};
 use support::upstream::{Reply, Routes, Upstream, pattern_bytes};
@@ -43,6 +44,18 @@ async fn instance(
     prefix: &str,
     mirror: Option<SocketAddr>,
 ) -> Instance {
+    instance_with(dir, name, weed, prefix, mirror, "").await
+}
+
+/// [`instance`] with `extra` TOML appended.
+async fn instance_with(
+    dir: &Path,
+    name: &str,
+    weed: &Weed,
+    prefix: &str,
+    mirror: Option<SocketAddr>,
+    extra: &str,
+) -> Instance {
     let (pp, ap) = (free_port(), free_port());
     let secret = dir.join(format!("{name}.secret"));
     std::fs::write(&secret, SECRET_KEY).unwrap();
@@ -65,6 +78,7 @@ async fn instance(
     if let Some(m) = mirror {
         toml = toml.trust(m);
     }
+    let toml = toml.raw(extra);
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, toml.build()).unwrap();
     Instance {
@@ -546,4 +560,94 @@ async fn cache_push_uploads_what_the_bucket_lacks_and_stats_shows_the_tier() {
     let o = cli(&["cache", "push", "--config", local.to_str().unwrap()]).await;
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("[shared]"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_npm_tarball_fetched_by_one_instance_is_answered_by_another_from_the_bucket() {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("npm");
+    let reg = FakeRegistry::start().await;
+    let tarball = npm_tarball("fg-fleet", "1.0.0", &[]);
+    let other = npm_tarball("fg-other", "1.0.0", &[]);
+    publish_npm(&reg, "fg-fleet", &[("1.0.0", vec![], tarball.clone())]);
+    publish_npm(&reg, "fg-other", &[("1.0.0", vec![], other.clone())]);
+    let registry = format!(
+        "[[registry]]\nname = \"npm\"\nkind = \"npm\"\nupstream = \"{}\"\n",
+        reg.base()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance_with(dir.path(), "a", weed, &prefix, Some(reg.addr), &registry).await;
+    let path = "/registry/npm/fg-fleet/-/fg-fleet-1.0.0.tgz";
+    let got = a.get(path, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == tarball.as_slice());
+    let sha512 = {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha512::digest(&tarball))
+    };
+    let alias = object_store::path::Path::from(format!("{prefix}/alias/sha512/{sha512}"));
+    let d = Digest::of(&tarball);
+    eventually("A's object and alias reach the bucket", || {
+        let (s3, alias, k) = (s3.clone(), alias.clone(), key(&prefix, &d));
+        async move { object(&s3, &alias).await.is_some() && object(&s3, &k).await.is_some() }
+    })
+    .await;
+    assert_eq!(object(&s3, &alias).await.unwrap(), d.hex().as_bytes());
+
+    // B reads the packument upstream, but the tarball comes from the bucket.
+    let tarballs_before = reg.requests_ending(".tgz");
+    let b = instance_with(dir.path(), "b", weed, &prefix, Some(reg.addr), &registry).await;
+    let got = b.get(path, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == tarball.as_slice());
+    assert_eq!(
+        reg.requests_ending(".tgz"),
+        tarballs_before,
+        "no tarball fetched by B"
+    );
+    assert_eq!(
+        b.metric("fetchgate_registry_artifacts_total{kind=\"npm\",outcome=\"shared\"}")
+            .await,
+        1.0
+    );
+
+    // An alias pointing at other (valid) bytes is refused, and the upstream serves.
+    let c = instance_with(dir.path(), "c", weed, &prefix, Some(reg.addr), &registry).await;
+    assert_eq!(
+        c.get("/registry/npm/fg-other/-/fg-other-1.0.0.tgz", &[])
+            .await
+            .status,
+        200
+    );
+    let other_sha512 = {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha512::digest(&other))
+    };
+    let other_alias =
+        object_store::path::Path::from(format!("{prefix}/alias/sha512/{other_sha512}"));
+    eventually("C's alias reaches the bucket", || {
+        let (s3, k) = (s3.clone(), other_alias.clone());
+        async move { object(&s3, &k).await.is_some() }
+    })
+    .await;
+    s3.put(&other_alias, PutPayload::from(d.hex().into_bytes()))
+        .await
+        .unwrap();
+    let e = instance_with(dir.path(), "e", weed, &prefix, Some(reg.addr), &registry).await;
+    let before = reg.requests_ending("fg-other-1.0.0.tgz");
+    let got = e
+        .get("/registry/npm/fg-other/-/fg-other-1.0.0.tgz", &[])
+        .await;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.body.as_ref() == other.as_slice(),
+        "the registry's bytes, not the alias's"
+    );
+    assert_eq!(reg.requests_ending("fg-other-1.0.0.tgz"), before + 1);
+    assert_eq!(
+        e.metric("fetchgate_shared_verify_failures_total").await,
+        1.0
+    );
 }

@@ -203,7 +203,7 @@ impl Fetcher {
     /// Fills `digest` from the shared tier alone (a plain `GET /sha256/` with no mirrors):
     /// `true` if it is now published locally, verified. The size is the object's own, at
     /// most `[cache] max_object_bytes`.
-    pub async fn from_shared(&self, digest: Digest) -> bool {
+    pub async fn fill_from_shared(&self, digest: Digest) -> bool {
         match &self.shared {
             Some(tier) => {
                 let max = self.store.settings().max_object_bytes;

@@ -10,6 +10,7 @@
 pub mod aliases;
 pub mod cargo;
 pub mod error;
+mod fleet;
 pub mod metadata;
 pub mod names;
 pub mod npm;

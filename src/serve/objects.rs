@@ -46,7 +46,7 @@ pub async fn handle<B>(
         None => {
             metrics.cache_misses.inc();
             let Some(wanted) = wanted else {
-                if fetcher.from_shared(digest).await
+                if fetcher.fill_from_shared(digest).await
                     && let Some(object) = lookup(store, digest).await
                 {
                     return Ok(respond(req.method(), req.headers(), object, true));

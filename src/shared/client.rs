@@ -146,9 +146,10 @@ impl Bucket {
         self.key(&format!("sha256/{}/{hex}", &hex[..2]))
     }
 
-    /// The key of the alias naming the object whose SHA-512 is `sha512_hex`.
-    pub(crate) fn alias_key(&self, sha512_hex: &str) -> Path {
-        self.key(&format!("alias/sha512/{sha512_hex}"))
+    /// The key of the alias naming the object whose `algorithm` digest is `hex` (npm's
+    /// `sha512`, or legacy `sha1`).
+    pub(crate) fn alias_key(&self, algorithm: &str, hex: &str) -> Path {
+        self.key(&format!("alias/{algorithm}/{hex}"))
     }
 
     /// The prefix under which objects live, for listing.

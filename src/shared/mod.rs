@@ -268,25 +268,39 @@ impl SharedTier {
         self.metrics.shared_breaker_open.set(i64::from(open));
     }
 
-    /// Queues the alias `sha512 → sha256` for upload (npm's integrity digests).
-    pub fn offer_alias(&self, sha512_hex: &str, sha256: Digest) {
+    /// Queues the alias `<algorithm>/<hex> → sha256` for upload (npm's integrity digests).
+    pub fn offer_alias(&self, algorithm: &'static str, hex: &str, sha256: Digest) {
         self.uploads.offer(Job::Alias {
-            sha512: sha512_hex.to_string(),
+            algorithm,
+            hex: hex.to_string(),
             sha256,
         });
     }
 
-    /// The sha256 the bucket's alias for `sha512_hex` names, if any (untrusted: the bytes it
-    /// names are verified against what the registry published before anything is served).
-    pub async fn alias(&self, sha512_hex: &str) -> Option<Digest> {
+    /// Counts and logs an alias whose object did not hash to the registry's digest.
+    pub fn alias_refused(&self, key: &str, sha256: &Digest) {
+        self.count("alias", "mismatch");
+        self.metrics.shared_verify_failures.inc();
+        tracing::warn!(
+            alias = key,
+            %sha256,
+            "a shared tier alias names bytes that do not match the registry's digest; not served"
+        );
+    }
+
+    /// The sha256 the bucket's alias for `<algorithm>/<hex>` names, if any. Untrusted: the
+    /// caller verifies the bytes it names against the registry's digest before serving them.
+    pub async fn alias(&self, algorithm: &str, hex: &str) -> Option<Digest> {
         if !self.breaker.allow(Instant::now()) {
+            self.count("alias", "skipped");
             return None;
         }
-        let key = self.bucket.alias_key(sha512_hex);
+        let key = self.bucket.alias_key(algorithm, hex);
         let found = match self.bucket.get(&key).await {
             Ok(Some(found)) if found.size == 64 => found,
             Ok(_) => {
                 self.breaker.success();
+                self.count("alias", "miss");
                 return None;
             }
             Err(e) => {
@@ -296,18 +310,24 @@ impl SharedTier {
         };
         let mut body = Vec::with_capacity(64);
         let mut chunks = found.chunks;
-        while let Ok(Some(Ok(b))) = tokio::time::timeout(
-            self.settings.timeout,
-            std::future::poll_fn(|cx| chunks.as_mut().poll_next(cx)),
-        )
-        .await
-        {
-            body.extend_from_slice(&b);
-            if body.len() > 64 {
-                return None;
+        loop {
+            let next = std::future::poll_fn(|cx| chunks.as_mut().poll_next(cx));
+            match tokio::time::timeout(self.settings.timeout, next).await {
+                Ok(Some(Ok(b))) if body.len() + b.len() <= 64 => body.extend_from_slice(&b),
+                Ok(None) => break,
+                Ok(Some(Ok(_))) => return None,
+                Ok(Some(Err(e))) => {
+                    self.failed("alias", &key, &BucketError::Failed(e.to_string()));
+                    return None;
+                }
+                Err(_) => {
+                    self.failed("alias", &key, &BucketError::Timeout);
+                    return None;
+                }
             }
         }
         self.breaker.success();
+        self.count("alias", "hit");
         std::str::from_utf8(&body)
             .ok()
             .and_then(|hex| Digest::parse(hex).ok())

@@ -29,10 +29,12 @@ pub(crate) enum Job {
         /// Its package label, for the object's metadata.
         label: Option<String>,
     },
-    /// An alias object: the SHA-512 (hex) of the object named by `sha256`.
+    /// An alias object: the `algorithm` digest (hex) of the object named by `sha256`.
     Alias {
-        /// Hex SHA-512.
-        sha512: String,
+        /// `sha512` (or `sha1`).
+        algorithm: &'static str,
+        /// The digest, hex.
+        hex: String,
         /// The object it names.
         sha256: Digest,
     },
@@ -162,8 +164,12 @@ impl Worker {
                     .flatten()?;
                 Some((self.bucket.object_key(&digest), bytes, label.clone()))
             }
-            Job::Alias { sha512, sha256 } => Some((
-                self.bucket.alias_key(sha512),
+            Job::Alias {
+                algorithm,
+                hex,
+                sha256,
+            } => Some((
+                self.bucket.alias_key(algorithm, hex),
                 Bytes::from(sha256.hex()),
                 None,
             )),
