@@ -20,7 +20,7 @@ use support::proxy::{Client, Got};
 use support::registry::{FakeRegistry, npm_tarball, publish_npm};
 use support::seaweed::{self, ACCESS_KEY, SECRET_KEY, Weed};
 use support::serve::{Running, free_port, start};
-use support::upstream::{Reply, Routes, Upstream, pattern_bytes};
+use support::upstream::{Reply, Routes, Upstream, pattern_bytes, silent};
 
 /// The bucket every test uses; each test has its own prefix in it.
 const BUCKET: &str = "fleet";
@@ -56,6 +56,21 @@ async fn instance_with(
     mirror: Option<SocketAddr>,
     extra: &str,
 ) -> Instance {
+    let shared = format!(
+        "url = \"s3://{BUCKET}/{prefix}\"\nendpoint = \"{}\"\ntimeout_ms = 3000\nbreaker_cooldown_ms = 300\n",
+        weed.endpoint()
+    );
+    start_instance(dir, name, &shared, mirror, extra).await
+}
+
+/// `fetchgate serve` with `[shared]` holding `shared` plus the test credentials.
+async fn start_instance(
+    dir: &Path,
+    name: &str,
+    shared: &str,
+    mirror: Option<SocketAddr>,
+    extra: &str,
+) -> Instance {
     let (pp, ap) = (free_port(), free_port());
     let secret = dir.join(format!("{name}.secret"));
     std::fs::write(&secret, SECRET_KEY).unwrap();
@@ -68,10 +83,8 @@ async fn instance_with(
         .section(
             "shared",
             &format!(
-                "url = \"s3://{BUCKET}/{prefix}\"\nendpoint = \"{}\"\nallow_http = true\n\
-                 access_key_id = \"{ACCESS_KEY}\"\nsecret_access_key_file = {:?}\n\
-                 timeout_ms = 3000\nbreaker_cooldown_ms = 300\n",
-                weed.endpoint(),
+                "{shared}allow_http = true\naccess_key_id = \"{ACCESS_KEY}\"\n\
+                 secret_access_key_file = {:?}\n",
                 secret.display().to_string()
             ),
         );
@@ -650,4 +663,53 @@ async fn an_npm_tarball_fetched_by_one_instance_is_answered_by_another_from_the_
         e.metric("fetchgate_shared_verify_failures_total").await,
         1.0
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_bucket_costs_a_timeout_then_the_breaker_stops_asking_and_mirrors_serve() {
+    let silent = silent("127.0.0.1:0").await;
+    let files: Vec<Vec<u8>> = (0..5).map(|i| pattern_bytes(1000 + i)).collect();
+    let named: Vec<(String, &[u8])> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (format!("/f{i}"), f.as_slice()))
+        .collect();
+    let named: Vec<(&str, &[u8])> = named.iter().map(|(p, f)| (p.as_str(), *f)).collect();
+    let mirror = mirror(&named).await;
+    let dir = tempfile::tempdir().unwrap();
+    // A long cool-down: once open, the breaker stays open for the rest of the test. One
+    // upload may wait: the worker is stuck on the silent bucket, so the rest are dropped.
+    let shared = format!(
+        "url = \"s3://{BUCKET}/silent\"\nendpoint = \"http://{silent}\"\ntimeout_ms = 200\n\
+         breaker_cooldown_ms = 600000\nupload_queue = 1\n"
+    );
+    let a = start_instance(dir.path(), "a", &shared, Some(mirror.addr), "").await;
+    for (i, f) in files.iter().enumerate() {
+        let url = format!("http://{}/f{i}", mirror.addr);
+        let got = a.get(&through(&Digest::of(f), f.len(), &url), &[]).await;
+        assert_eq!(got.status, 200);
+        assert!(got.body.as_ref() == f.as_slice());
+    }
+    let get = |outcome: &'static str| {
+        let a = &a;
+        async move {
+            a.metric(&format!(
+                "fetchgate_shared_requests_total{{op=\"get\",outcome=\"{outcome}\"}}"
+            ))
+            .await
+        }
+    };
+    assert!(get("timeout").await >= 1.0, "the silent bucket timed out");
+    assert!(
+        get("skipped").await >= 1.0,
+        "the open breaker skipped the bucket"
+    );
+    assert_eq!(a.admin("/readyz").await.status, 200);
+    assert_eq!(a.metric("fetchgate_shared_breaker_open").await, 1.0);
+    let uploads = |outcome: &'static str| {
+        let a = &a;
+        async move { a.uploads(outcome).await }
+    };
+    assert_eq!(uploads("queued").await + uploads("dropped").await, 5.0);
+    assert!(uploads("dropped").await >= 1.0, "a full queue drops");
 }

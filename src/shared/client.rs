@@ -104,10 +104,13 @@ impl Bucket {
         // reqwest is built without a TLS provider of its own; fetchgate's is ring. Installing
         // it twice is harmless (the first one stays).
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // fetchgate's own limit on each operation (and each silence in a body) comes first;
+        // the client's are a backstop, so a slow tier is counted as a time-out.
+        let backstop = settings.timeout.saturating_mul(2);
         let options = ClientOptions::new()
             .with_allow_http(settings.allow_http)
-            .with_connect_timeout(settings.timeout)
-            .with_read_timeout(settings.timeout)
+            .with_connect_timeout(backstop)
+            .with_read_timeout(backstop)
             .with_timeout_disabled();
         let retry = RetryConfig {
             backoff: BackoffConfig::default(),

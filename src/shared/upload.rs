@@ -1,7 +1,7 @@
 //! The write path: after a local publication, the object is uploaded in the background from
 //! the published file. The queue is bounded; when it is full an upload is dropped and
 //! counted, so no client ever waits on the bucket. Each upload is tried a few times with
-//! back-off, and not at all while the breaker is open.
+//! back-off; while the breaker is open it waits without spending a try.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -16,6 +16,8 @@ use crate::store::{Digest, Store};
 
 /// Tries per upload.
 const ATTEMPTS: u32 = 4;
+/// How often a job waiting on an open breaker looks again.
+const BREAKER_POLL: Duration = Duration::from_millis(250);
 /// The first back-off; each next one is four times longer.
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 
@@ -106,33 +108,35 @@ impl Worker {
         };
         let mut backoff = FIRST_BACKOFF;
         for attempt in 1..=ATTEMPTS {
-            if self.breaker.allow(Instant::now()) {
-                let started = Instant::now();
-                let result = self
-                    .bucket
-                    .put_new(&key, bytes.clone(), label.as_deref())
-                    .await;
-                self.metrics
-                    .shared_put_seconds
-                    .observe(started.elapsed().as_secs_f64());
-                match result {
-                    Ok(put) => {
-                        self.breaker.success();
-                        self.count("put", if put == Put::Created { "ok" } else { "exists" });
-                        return if put == Put::Created {
-                            "created"
-                        } else {
-                            "existed"
-                        };
-                    }
-                    Err(e) => {
-                        self.breaker.failure(Instant::now());
-                        self.count("put", e.kind());
-                        tracing::warn!(key = %key, attempt, error = %e, "shared tier upload failed");
-                    }
+            // While the breaker is open the job waits (the queue behind it fills, and new
+            // uploads are dropped and counted): a tier that is down spends no attempts.
+            while !self.breaker.allow(Instant::now()) {
+                tokio::time::sleep(BREAKER_POLL).await;
+            }
+            let started = Instant::now();
+            let result = self
+                .bucket
+                .put_new(&key, bytes.clone(), label.as_deref())
+                .await;
+            self.metrics
+                .shared_put_seconds
+                .observe(started.elapsed().as_secs_f64());
+            match result {
+                Ok(Put::Created) => {
+                    self.breaker.success();
+                    self.count("put", "ok");
+                    return "created";
                 }
-            } else {
-                self.count("put", "skipped");
+                Ok(Put::Existed) => {
+                    self.breaker.success();
+                    self.count("put", "exists");
+                    return "existed";
+                }
+                Err(e) => {
+                    self.breaker.failure(Instant::now());
+                    self.count("put", e.kind());
+                    tracing::warn!(key = %key, attempt, error = %e, "shared tier upload failed");
+                }
             }
             if attempt < ATTEMPTS {
                 tokio::time::sleep(backoff).await;
