@@ -713,3 +713,33 @@ async fn a_silent_bucket_costs_a_timeout_then_the_breaker_stops_asking_and_mirro
     assert_eq!(uploads("queued").await + uploads("dropped").await, 5.0);
     assert!(uploads("dropped").await >= 1.0, "a full queue drops");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_the_proxy_tees_reaches_the_bucket_and_another_instance_serves_it() {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("tee");
+    let bytes = pattern_bytes(150_000);
+    let d = Digest::of(&bytes);
+    let mirror = mirror(&[("/pkg-1.0.0.tgz", &bytes)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance(dir.path(), "a", weed, &prefix, Some(mirror.addr)).await;
+    let got = support::proxy::get(a.proxy, &format!("http://{}/pkg-1.0.0.tgz", mirror.addr)).await;
+    assert_eq!(got.status, 200);
+    let k = key(&prefix, &d);
+    eventually("the teed body reaches the bucket", || {
+        let (s3, k) = (s3.clone(), k.clone());
+        async move { object(&s3, &k).await.is_some() }
+    })
+    .await;
+    let b = instance(dir.path(), "b", weed, &prefix, None).await;
+    let got = b.get(&format!("/sha256/{}", d.hex()), &[]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.body.as_ref() == bytes.as_slice());
+    assert_eq!(
+        mirror.requests().len(),
+        1,
+        "only A's proxied GET reached the mirror"
+    );
+}
