@@ -98,7 +98,7 @@ impl std::fmt::Debug for Bucket {
 
 impl Bucket {
     /// The bucket `settings` name, reached directly at its endpoint (never through a proxy
-    /// taken from the environment), path-style, with `object_store`'s own retries off: the
+    /// taken from the environment), with `object_store`'s own retries off: the
     /// breaker and the upload queue decide when to try again.
     pub(crate) fn open(settings: &SharedSettings) -> Result<Self, BucketError> {
         // reqwest is built without a TLS provider of its own; fetchgate's is ring. Installing
@@ -124,7 +124,9 @@ impl Bucket {
             .with_access_key_id(&c.access_key_id)
             .with_secret_access_key(&c.secret_access_key)
             .with_allow_http(settings.allow_http)
-            .with_virtual_hosted_style_request(false)
+            // AWS itself wants bucket.s3.<region>.amazonaws.com; S3-compatible stores at an
+            // operator's endpoint are addressed path-style (endpoint/bucket/key).
+            .with_virtual_hosted_style_request(settings.endpoint.is_none())
             .with_client_options(options)
             .with_retry(retry);
         if let Some(token) = &c.session_token {
