@@ -24,7 +24,9 @@ pub(crate) enum State {
 struct Inner {
     failures: u32,
     open_until: Option<Instant>,
-    probe_out: bool,
+    /// When the probe now out was let through. A probe that never reports (its caller was
+    /// cancelled) stops counting after a cool-down, so the breaker cannot stay stuck.
+    probe_out: Option<Instant>,
 }
 
 /// A circuit breaker with a fixed cool-down.
@@ -42,7 +44,7 @@ impl Breaker {
             inner: Mutex::new(Inner {
                 failures: 0,
                 open_until: None,
-                probe_out: false,
+                probe_out: None,
             }),
         }
     }
@@ -53,12 +55,12 @@ impl Breaker {
         let Ok(mut s) = self.inner.lock() else {
             return false;
         };
-        match s.open_until {
-            None => true,
-            Some(until) if now < until => false,
-            Some(_) if s.probe_out => false,
-            Some(_) => {
-                s.probe_out = true;
+        match (s.open_until, s.probe_out) {
+            (None, _) => true,
+            (Some(until), _) if now < until => false,
+            (Some(_), Some(sent)) if now < sent + self.cooldown => false,
+            (Some(_), _) => {
+                s.probe_out = Some(now);
                 true
             }
         }
@@ -69,7 +71,7 @@ impl Breaker {
         if let Ok(mut s) = self.inner.lock() {
             s.failures = 0;
             s.open_until = None;
-            s.probe_out = false;
+            s.probe_out = None;
         }
     }
 
@@ -78,9 +80,9 @@ impl Breaker {
     pub(crate) fn failure(&self, now: Instant) {
         if let Ok(mut s) = self.inner.lock() {
             s.failures = s.failures.saturating_add(1);
-            if s.probe_out || s.failures >= FAILURES_TO_OPEN {
+            if s.probe_out.is_some() || s.failures >= FAILURES_TO_OPEN {
                 s.open_until = Some(now + self.cooldown);
-                s.probe_out = false;
+                s.probe_out = None;
             }
         }
     }
@@ -139,6 +141,20 @@ mod tests {
         b.success();
         assert_eq!(b.state(again), State::Closed);
         assert!(b.allow(again) && b.allow(again), "closed: everyone goes");
+    }
+
+    #[test]
+    fn a_probe_that_never_reports_is_replaced_after_a_cool_down() {
+        let b = Breaker::new(Duration::from_secs(10));
+        let t = Instant::now();
+        for _ in 0..FAILURES_TO_OPEN {
+            b.failure(t);
+        }
+        let open = t + Duration::from_secs(10);
+        assert!(b.allow(open), "the probe");
+        // Its caller was cancelled: no success, no failure.
+        assert!(!b.allow(open + Duration::from_secs(9)));
+        assert!(b.allow(open + Duration::from_secs(10)), "a new probe");
     }
 
     #[test]

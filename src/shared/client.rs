@@ -162,6 +162,7 @@ impl Bucket {
         self.key("sha256")
     }
 
+    /// `rest` under the prefix.
     fn key(&self, rest: &str) -> Path {
         if self.prefix.is_empty() {
             Path::from(rest)

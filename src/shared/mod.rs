@@ -257,6 +257,7 @@ impl SharedTier {
         tracing::warn!(key = %key, error = %e, "shared tier {op} failed; carrying on without it");
     }
 
+    /// Counts one bucket operation by `op` and `outcome`.
     fn count(&self, op: &'static str, outcome: &'static str) {
         self.metrics
             .shared_requests
@@ -264,6 +265,7 @@ impl SharedTier {
             .inc();
     }
 
+    /// Shows the breaker's state in `/metrics`.
     fn note_breaker(&self) {
         let open = self.breaker.state(Instant::now()) != State::Closed;
         self.metrics.shared_breaker_open.set(i64::from(open));
@@ -316,7 +318,11 @@ impl SharedTier {
             match tokio::time::timeout(self.settings.timeout, next).await {
                 Ok(Some(Ok(b))) if body.len() + b.len() <= 64 => body.extend_from_slice(&b),
                 Ok(None) => break,
-                Ok(Some(Ok(_))) => return None,
+                Ok(Some(Ok(_))) => {
+                    // Longer than a hex digest: an answer, but not an alias.
+                    self.breaker.success();
+                    return None;
+                }
                 Ok(Some(Err(e))) => {
                     self.failed("alias", &key, &BucketError::Failed(e.to_string()));
                     return None;

@@ -89,6 +89,7 @@ impl Uploads {
 }
 
 impl Worker {
+    /// Works through the queue until every sending end is gone.
     async fn run(self, mut rx: mpsc::Receiver<Job>) {
         while let Some(job) = rx.recv().await {
             self.metrics.shared_upload_queue.dec();
@@ -146,6 +147,7 @@ impl Worker {
         "failed"
     }
 
+    /// Counts one bucket operation by `op` and `outcome`.
     fn count(&self, op: &'static str, outcome: &'static str) {
         self.metrics
             .shared_requests
