@@ -86,8 +86,8 @@ pub struct Metrics {
     /// Package names refused by a registry's allow/deny lists, by kind.
     pub registry_names_refused: Family<Labels1, Counter>,
     /// Shared-tier operations by `op` (`get`, `put`, `alias`) and outcome (`hit`, `miss`,
-    /// `mismatch`, `ok`, `exists`, `error`, `timeout`, `skipped` while the breaker is open,
-    /// `local_error`).
+    /// `mismatch`, `unusable` (another size wanted, or over the limit), `ok`, `exists`,
+    /// `error`, `timeout`, `skipped` while the breaker is open, `local_error`).
     pub shared_requests: Family<Labels2, Counter>,
     /// Time to fill one object from the shared tier (first read, verification included).
     pub shared_get_seconds: Histogram,

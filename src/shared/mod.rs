@@ -167,16 +167,22 @@ impl SharedTier {
             }
         };
         let size = found.size;
-        let size_ok = expected.is_none_or(|e| e == size)
-            && found.claimed_size.is_none_or(|c| c == size)
-            && size <= max;
-        if !size_ok {
+        if found.claimed_size.is_some_and(|c| c != size) {
+            // The object contradicts its own metadata: torn or tampered.
             self.breaker.success();
             let why = format!(
-                "the object is {size} bytes; expected {expected:?}, its metadata says {:?}, the most accepted is {max}",
+                "the object is {size} bytes but its metadata says {:?}",
                 found.claimed_size
             );
             self.refuse(&key, &why);
+            return false;
+        }
+        if expected.is_some_and(|e| e != size) || size > max {
+            // Not this request's bytes (another size was asked for) or over the limit: unused,
+            // and not a sign of a bad bucket.
+            self.breaker.success();
+            self.count("get", "unusable");
+            tracing::info!(key = %key, size, ?expected, max, "a shared tier object was not used: its size is not the one wanted");
             return false;
         }
         let mut sink = FillSink::begin(store.clone(), Some(digest), size);
