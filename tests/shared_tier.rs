@@ -20,7 +20,7 @@ use support::proxy::{Client, Got};
 use support::registry::{FakeRegistry, npm_tarball, publish_npm};
 use support::seaweed::{self, ACCESS_KEY, SECRET_KEY, Weed};
 use support::serve::{Running, free_port, start};
-use support::upstream::{Reply, Routes, Upstream, pattern_bytes, silent};
+use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes, silent};
 
 /// The bucket every test uses; each test has its own prefix in it.
 const BUCKET: &str = "fleet";
@@ -742,4 +742,41 @@ async fn a_body_the_proxy_tees_reaches_the_bucket_and_another_instance_serves_it
         1,
         "only A's proxied GET reached the mirror"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_too_large_for_one_put_is_uploaded_in_parts_and_served_whole() {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("large");
+    // Above the single-put bound (64 MiB): uploaded from the file in parts.
+    let size = (64 << 20) + 123_457u64;
+    let up = Streaming::start("127.0.0.2:0", size, None, true).await;
+    let bytes = pattern_bytes(size);
+    let d = Digest::of(&bytes);
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance(dir.path(), "a", weed, &prefix, Some(up.addr)).await;
+    let url = format!("http://{}/big.bin", up.addr);
+    assert_eq!(
+        a.get(&through(&d, bytes.len(), &url), &[]).await.status,
+        200
+    );
+    let k = key(&prefix, &d);
+    eventually("the large object reaches the bucket", || {
+        let (s3, k) = (s3.clone(), k.clone());
+        async move { s3.head(&k).await.is_ok() }
+    })
+    .await;
+    assert_eq!(s3.head(&k).await.unwrap().size, size);
+    assert_eq!(a.uploads("created").await, 1.0);
+
+    let b = instance(dir.path(), "b", weed, &prefix, None).await;
+    let got = b.get(&format!("/sha256/{}", d.hex()), &[]).await;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.body.as_ref() == bytes.as_slice(),
+        "served whole and right"
+    );
+    assert_eq!(up.request_count(), 1);
 }

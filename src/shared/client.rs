@@ -15,8 +15,9 @@ use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{
     Attribute, AttributeValue, Attributes, BackoffConfig, ClientOptions, GetOptions, ObjectStore,
-    PutMode, PutOptions, PutPayload, RetryConfig,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, RetryConfig, WriteMultipart,
 };
+use std::io::Read;
 
 use super::settings::SharedSettings;
 use crate::store::Digest;
@@ -31,6 +32,10 @@ const META_SIZE: &str = "size";
 const META_LABEL: &str = "label";
 /// Longest label kept in metadata.
 const MAX_LABEL: usize = 200;
+/// Objects larger than this are uploaded in parts from their file instead of from memory.
+pub(crate) const SINGLE_PUT_MAX: u64 = 64 << 20;
+/// The size of one part of a multipart upload.
+const PART: usize = 8 << 20;
 
 /// Why a bucket operation failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,24 +228,9 @@ impl Bucket {
         bytes: Bytes,
         label: Option<&str>,
     ) -> Result<Put, BucketError> {
-        let mut attributes = Attributes::new();
-        attributes.insert(
-            Attribute::Metadata(META_SIZE.into()),
-            AttributeValue::from(bytes.len().to_string()),
-        );
-        if let Some(label) = label.and_then(|l| clean_label(l.to_string())) {
-            attributes.insert(
-                Attribute::Metadata(META_LABEL.into()),
-                AttributeValue::from(label),
-            );
-        }
-        attributes.insert(
-            Attribute::ContentType,
-            AttributeValue::from("application/octet-stream"),
-        );
         let options = PutOptions {
             mode: PutMode::Create,
-            attributes,
+            attributes: attributes(bytes.len() as u64, label),
             ..PutOptions::default()
         };
         let put = self.store.put_opts(key, PutPayload::from(bytes), options);
@@ -250,6 +240,80 @@ impl Bucket {
             Ok(Err(object_store::Error::AlreadyExists { .. })) => Ok(Put::Existed),
             Ok(Err(e)) => Err(BucketError::Failed(e.to_string())),
         }
+    }
+
+    /// Writes the `size` bytes of `file` to `key` in parts of [`PART`], holding at most two
+    /// parts in memory, unless an object is already there. A multipart upload cannot be
+    /// conditional, but it is still whole or absent (the object appears only when the upload
+    /// completes), and two instances racing on one key write the same bytes: the last
+    /// complete wins and nothing is torn. Each part waits at most `timeout_ms`.
+    pub(crate) async fn put_new_from_file(
+        &self,
+        key: &Path,
+        file: std::fs::File,
+        size: u64,
+        label: Option<&str>,
+    ) -> Result<Put, BucketError> {
+        if self.exists(key).await? {
+            return Ok(Put::Existed);
+        }
+        let options = PutMultipartOptions {
+            attributes: attributes(size, label),
+            ..PutMultipartOptions::default()
+        };
+        let upload =
+            match tokio::time::timeout(self.timeout, self.store.put_multipart_opts(key, options))
+                .await
+            {
+                Err(_) => return Err(BucketError::Timeout),
+                Ok(r) => r.map_err(|e| BucketError::Failed(e.to_string()))?,
+            };
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
+        match self.send_parts(&mut writer, file, size).await {
+            Ok(()) => match tokio::time::timeout(self.timeout, writer.finish()).await {
+                Err(_) => Err(BucketError::Timeout),
+                Ok(r) => r
+                    .map(|_| Put::Created)
+                    .map_err(|e| BucketError::Failed(e.to_string())),
+            },
+            Err(e) => {
+                let _ = tokio::time::timeout(self.timeout, writer.abort()).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads `file` a part at a time (off the async workers) into `writer`.
+    async fn send_parts(
+        &self,
+        writer: &mut WriteMultipart,
+        file: std::fs::File,
+        size: u64,
+    ) -> Result<(), BucketError> {
+        let mut file = Some(file);
+        let mut left = size;
+        while left > 0 {
+            let want = usize::try_from(left.min(PART as u64)).unwrap_or(PART);
+            let Some(mut f) = file.take() else {
+                return Err(BucketError::Failed("the local file was lost".into()));
+            };
+            let read = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; want];
+                f.read_exact(&mut buf).map(|()| (f, buf))
+            })
+            .await
+            .map_err(|e| BucketError::Failed(e.to_string()))?;
+            let (f, chunk) =
+                read.map_err(|e| BucketError::Failed(format!("cannot read the local entry: {e}")))?;
+            file = Some(f);
+            match tokio::time::timeout(self.timeout, writer.wait_for_capacity(2)).await {
+                Err(_) => return Err(BucketError::Timeout),
+                Ok(r) => r.map_err(|e| BucketError::Failed(e.to_string()))?,
+            }
+            writer.put(Bytes::from(chunk));
+            left -= want as u64;
+        }
+        Ok(())
     }
 
     /// Objects and bytes under the objects prefix, counting at most `cap` objects.
@@ -273,6 +337,26 @@ impl Bucket {
             }
         }
     }
+}
+
+/// The metadata every object carries: its size, its label if printable, and its type.
+fn attributes(size: u64, label: Option<&str>) -> Attributes {
+    let mut attributes = Attributes::new();
+    attributes.insert(
+        Attribute::Metadata(META_SIZE.into()),
+        AttributeValue::from(size.to_string()),
+    );
+    if let Some(label) = label.and_then(|l| clean_label(l.to_string())) {
+        attributes.insert(
+            Attribute::Metadata(META_LABEL.into()),
+            AttributeValue::from(label),
+        );
+    }
+    attributes.insert(
+        Attribute::ContentType,
+        AttributeValue::from("application/octet-stream"),
+    );
+    attributes
 }
 
 /// A label fit for object metadata (printable ASCII, bounded), or `None`.

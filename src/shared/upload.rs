@@ -10,9 +10,9 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::breaker::Breaker;
-use super::client::{Bucket, BucketError, Put};
+use super::client::{Bucket, BucketError, Put, SINGLE_PUT_MAX};
 use crate::metrics::Metrics;
-use crate::store::{Digest, Store};
+use crate::store::{Digest, Store, read_exactly};
 
 /// Tries per upload.
 const ATTEMPTS: u32 = 4;
@@ -104,9 +104,6 @@ impl Worker {
     /// Uploads one job with retries; the outcome label (`created`, `existed`, `gone`,
     /// `failed`).
     pub(crate) async fn upload(&self, job: &Job) -> &'static str {
-        let Some((key, bytes, label)) = self.payload(job).await else {
-            return "gone";
-        };
         let mut backoff = FIRST_BACKOFF;
         for attempt in 1..=ATTEMPTS {
             // While the breaker is open the job waits (the queue behind it fills, and new
@@ -114,11 +111,14 @@ impl Worker {
             while !self.breaker.allow(Instant::now()) {
                 tokio::time::sleep(BREAKER_POLL).await;
             }
+            // Gone locally: no bucket call was made, so the breaker hears nothing (a probe slot
+            // taken here lapses after a cool-down).
+            let Some(store) = self.store.upgrade() else {
+                return "gone";
+            };
             let started = Instant::now();
-            let result = self
-                .bucket
-                .put_new(&key, bytes.clone(), label.as_deref())
-                .await;
+            let result = send(&self.bucket, &store, job).await;
+            drop(store);
             self.metrics
                 .shared_put_seconds
                 .observe(started.elapsed().as_secs_f64());
@@ -133,10 +133,11 @@ impl Worker {
                     self.count("put", "exists");
                     return "existed";
                 }
-                Err(e) => {
+                Err(Unsent::Gone) => return "gone",
+                Err(Unsent::Bucket(e)) => {
                     self.breaker.failure(Instant::now());
                     self.count("put", e.kind());
-                    tracing::warn!(key = %key, attempt, error = %e, "shared tier upload failed");
+                    tracing::warn!(job = ?job, attempt, error = %e, "shared tier upload failed");
                 }
             }
             if attempt < ATTEMPTS {
@@ -154,33 +155,52 @@ impl Worker {
             .get_or_create(&[("op", op), ("outcome", outcome)])
             .inc();
     }
+}
 
-    /// The key, bytes and label to write for `job`; `None` if the entry is no longer stored.
-    async fn payload(
-        &self,
-        job: &Job,
-    ) -> Option<(object_store::path::Path, Bytes, Option<String>)> {
-        match job {
-            Job::Object { digest, label } => {
-                let store = self.store.upgrade()?;
-                let digest = *digest;
-                let bytes = tokio::task::spawn_blocking(move || store.published_bytes(&digest))
-                    .await
-                    .ok()
-                    .flatten()?;
-                Some((self.bucket.object_key(&digest), bytes, label.clone()))
-            }
-            Job::Alias {
-                algorithm,
-                hex,
-                sha256,
-            } => Some((
-                self.bucket.alias_key(algorithm, hex),
-                Bytes::from(sha256.hex()),
-                None,
-            )),
+/// Why a job was not sent.
+#[derive(Debug)]
+enum Unsent {
+    /// The entry is no longer stored locally.
+    Gone,
+    /// The bucket failed.
+    Bucket(BucketError),
+}
+
+/// Sends `job` once: an object from its published file (small ones in one conditional put,
+/// large ones in parts), or an alias.
+async fn send(bucket: &Bucket, store: &Arc<Store>, job: &Job) -> Result<Put, Unsent> {
+    let (digest, label) = match job {
+        Job::Alias {
+            algorithm,
+            hex,
+            sha256,
+        } => {
+            let key = bucket.alias_key(algorithm, hex);
+            return bucket
+                .put_new(&key, Bytes::from(sha256.hex()), None)
+                .await
+                .map_err(Unsent::Bucket);
         }
-    }
+        Job::Object { digest, label } => (*digest, label.as_deref()),
+    };
+    let key = bucket.object_key(&digest);
+    let s = store.clone();
+    let (file, size) = tokio::task::spawn_blocking(move || s.published_file(&digest))
+        .await
+        .ok()
+        .flatten()
+        .ok_or(Unsent::Gone)?;
+    let result = if size > SINGLE_PUT_MAX {
+        bucket.put_new_from_file(&key, file, size, label).await
+    } else {
+        let bytes = tokio::task::spawn_blocking(move || read_exactly(&file, size))
+            .await
+            .ok()
+            .flatten()
+            .ok_or(Unsent::Gone)?;
+        bucket.put_new(&key, bytes, label).await
+    };
+    result.map_err(Unsent::Bucket)
 }
 
 /// Uploads `digest` now, once (for `cache push`): whether it was created or already there.
@@ -190,13 +210,11 @@ pub(crate) async fn push_one(
     digest: Digest,
     label: Option<String>,
 ) -> Result<Put, BucketError> {
-    let s = store.clone();
-    let bytes = tokio::task::spawn_blocking(move || s.published_bytes(&digest))
-        .await
-        .ok()
-        .flatten()
-        .ok_or_else(|| BucketError::Failed(format!("sha256 {digest} is no longer stored")))?;
-    bucket
-        .put_new(&bucket.object_key(&digest), bytes, label.as_deref())
-        .await
+    match send(bucket, store, &Job::Object { digest, label }).await {
+        Ok(put) => Ok(put),
+        Err(Unsent::Gone) => Err(BucketError::Failed(format!(
+            "sha256 {digest} is no longer stored"
+        ))),
+        Err(Unsent::Bucket(e)) => Err(e),
+    }
 }

@@ -341,13 +341,12 @@ impl Store {
         }
     }
 
-    /// A published entry's bytes read from its file, without touching its use time (for
-    /// uploading it elsewhere). `None` if it is not stored or its file is not its recorded
-    /// size. Blocking.
-    pub(crate) fn published_bytes(&self, digest: &Digest) -> Option<Bytes> {
+    /// A published entry's file, open for reading, and its recorded size, without touching
+    /// its use time (for uploading it elsewhere). `None` if it is not stored. Blocking.
+    pub(crate) fn published_file(&self, digest: &Digest) -> Option<(fs::File, u64)> {
         let meta = self.meta(digest).filter(|m| !m.is_unverified())?;
         let file = open_object(&self.object_path(digest)).ok()?;
-        read_exactly(&file, meta.size)
+        Some((file, meta.size))
     }
 
     /// Temp files created (fills begun) by this store since it was opened.
@@ -421,7 +420,7 @@ impl Store {
 }
 
 /// Exactly `size` bytes from `file`'s current position, or `None` if it yields more or fewer.
-fn read_exactly(mut file: &fs::File, size: u64) -> Option<Bytes> {
+pub(crate) fn read_exactly(mut file: &fs::File, size: u64) -> Option<Bytes> {
     let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     file.read_to_end(&mut buf).ok()?;
     (buf.len() as u64 == size).then(|| Bytes::from(buf))
