@@ -205,9 +205,18 @@ async fn a_second_instance_serves_from_the_bucket_what_the_first_fetched() {
 
     // B does not even trust the mirror: whatever it serves came from the bucket.
     let b = instance(dir.path(), "b", weed, &prefix, None).await;
-    let got = b.get(&format!("/sha256/{}", d1.hex()), &[]).await;
-    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
-    assert!(got.body.as_ref() == one.as_slice(), "the right bytes");
+    // Four clients at once: one bucket read between them.
+    let plain = format!("/sha256/{}", d1.hex());
+    let (g1, g2, g3, g4) = tokio::join!(
+        b.get(&plain, &[]),
+        b.get(&plain, &[]),
+        b.get(&plain, &[]),
+        b.get(&plain, &[])
+    );
+    for got in [g1, g2, g3, g4] {
+        assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+        assert!(got.body.as_ref() == one.as_slice(), "the right bytes");
+    }
     let got = b.get(&through(&d2, two.len(), &url("/two")), &[]).await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     assert!(got.body.as_ref() == two.as_slice());

@@ -200,14 +200,15 @@ impl Fetcher {
         self.shared.as_ref()
     }
 
-    /// Fills `digest` from the shared tier alone (a plain `GET /sha256/` with no mirrors):
-    /// `true` if it is now published locally, verified. The size is the object's own, at
+    /// Fills `digest` from the shared tier alone (a plain `GET /sha256/` with no mirrors),
+    /// one bucket read shared by concurrent callers: `true` if it is now published locally,
+    /// verified. The size is the object's own, at
     /// most `[cache] max_object_bytes`.
     pub async fn fill_from_shared(&self, digest: Digest) -> bool {
         match &self.shared {
             Some(tier) => {
                 let max = self.store.settings().max_object_bytes;
-                tier.fill(&self.store, digest, None, max).await
+                tier.fill_shared(&self.store, digest, max).await
             }
             None => false,
         }

@@ -14,11 +14,12 @@
 //! [`breaker`] stops calling it for a while; uploads wait in a bounded queue ([`upload`]).
 //!
 //! One job per file: `settings` reads `[shared]`, `client` is the bucket (keys, conditional
-//! writes, time limits), `breaker` the circuit breaker, `upload` the write path. This file is
-//! the read path and the wiring.
+//! writes, time limits), `breaker` the circuit breaker, `upload` the write path, `flight`
+//! single flight for bucket-only reads. This file is the read path and the wiring.
 
 pub(crate) mod breaker;
 pub(crate) mod client;
+mod flight;
 mod settings;
 pub(crate) mod upload;
 
@@ -43,6 +44,8 @@ pub struct SharedTier {
     uploads: Uploads,
     settings: SharedSettings,
     metrics: &'static Metrics,
+    /// Bucket-only fills in flight, by digest.
+    fills: flight::Fills,
 }
 
 impl std::fmt::Debug for SharedTier {
@@ -127,6 +130,7 @@ impl SharedTier {
             uploads,
             settings: settings.clone(),
             metrics,
+            fills: flight::Fills::default(),
         }))
     }
 
