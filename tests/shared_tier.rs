@@ -495,6 +495,7 @@ async fn cache_push_uploads_what_the_bucket_lacks_and_stats_shows_the_tier() {
     let s3 = weed.client(BUCKET);
     let prefix = prefix("push");
     let files = [pattern_bytes(10_000), pattern_bytes(20_000)];
+    let fresh = mirror(&[("/3", &pattern_bytes(30_000))]).await;
     let mirror = mirror(&[("/0", &files[0]), ("/1", &files[1])]).await;
     let dir = tempfile::tempdir().unwrap();
     // A cache filled before the shared tier was configured.
@@ -577,6 +578,56 @@ async fn cache_push_uploads_what_the_bucket_lacks_and_stats_shows_the_tier() {
     assert_eq!(stats["shared"]["objects"], 2);
     assert_eq!(stats["shared"]["bytes"], 30_000);
     assert_eq!(stats["shared"]["local_missing"], 0);
+
+    // `fetchgate fetch` on another disk with [shared]: a file the bucket has needs no mirror
+    // (this config trusts none), and a new one is in the bucket when the command returns.
+    let third = pattern_bytes(30_000);
+    let other = dir.path().join("other.toml");
+    let fleet_text = std::fs::read_to_string(fleet).unwrap();
+    std::fs::write(
+        &other,
+        fleet_text.replace(
+            &format!("{:?}", dir.path().join("cache").display().to_string()),
+            &format!("{:?}", dir.path().join("cache2").display().to_string()),
+        ) + &Toml::new().trust(fresh.addr).build(),
+    )
+    .unwrap();
+    let fetch = |f: &[u8], url: String| {
+        let other = other.clone();
+        let (hex, size) = (Digest::of(f).hex(), f.len().to_string());
+        async move {
+            cli(&[
+                "fetch",
+                "--config",
+                other.to_str().unwrap(),
+                "--sha256",
+                &hex,
+                "--size",
+                &size,
+                &url,
+            ])
+            .await
+        }
+    };
+    let o = fetch(&files[0], format!("http://{}/0", mirror.addr)).await;
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = fetch(&third, format!("http://{}/3", fresh.addr)).await;
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let stored = object(&s3, &key(&prefix, &Digest::of(&third))).await;
+    assert!(
+        stored.as_deref() == Some(third.as_slice()),
+        "uploaded before exit"
+    );
 
     // Without [shared], push says what is missing.
     let o = cli(&["cache", "push", "--config", local.to_str().unwrap()]).await;

@@ -145,7 +145,13 @@ pub async fn fetch(
         ));
     }
     let store = open(config)?;
-    let fetcher = Arc::new(config.fetcher(store.clone()));
+    // With [shared], the bucket is tried before the mirrors, and what is fetched is uploaded
+    // before the command exits (waiting at most the time-outs of a few tries).
+    let tier = match &config.shared {
+        Some(settings) => Some(SharedTier::open(settings, &store)?),
+        None => None,
+    };
+    let fetcher = Arc::new(config.fetcher(store.clone()).with_shared(tier.clone()));
     let wanted = Wanted {
         digest: d,
         size,
@@ -178,6 +184,13 @@ pub async fn fetch(
             .get(&d)
             .ok_or("the entry vanished after verification; retry")?;
         write_out(out, &object.body).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    }
+    if let Some(tier) = &tier
+        && !tier.settle(tier.settings().timeout.saturating_mul(4)).await
+    {
+        eprintln!(
+            "fetchgate: the upload to the shared tier did not finish; `fetchgate cache push` sends it later"
+        );
     }
     println!("verified sha256 {d} ({size} bytes)");
     Ok(ExitCode::SUCCESS)

@@ -281,6 +281,19 @@ impl SharedTier {
         self.metrics.shared_breaker_open.set(i64::from(open));
     }
 
+    /// Waits until every queued upload has been sent (or given up), for at most `within`:
+    /// whether the queue emptied. For a command that publishes and then exits.
+    pub async fn settle(&self, within: std::time::Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while self.uploads.pending() > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        true
+    }
+
     /// Queues the alias `<algorithm>/<hex> → sha256` for upload (npm's integrity digests).
     pub fn offer_alias(&self, algorithm: &'static str, hex: &str, sha256: Digest) {
         self.uploads.offer(Job::Alias {

@@ -3,6 +3,7 @@
 //! counted, so no client ever waits on the bucket. Each upload is tried a few times with
 //! back-off; while the breaker is open it waits without spending a try.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,8 @@ pub(crate) enum Job {
 pub(crate) struct Uploads {
     tx: mpsc::Sender<Job>,
     metrics: &'static Metrics,
+    /// Jobs queued or being sent by this queue's worker.
+    pending: Arc<AtomicUsize>,
 }
 
 /// What the upload worker works with.
@@ -62,18 +65,29 @@ pub(crate) struct Worker {
 }
 
 impl Uploads {
+    /// Jobs queued or being sent.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
     /// A queue of at most `capacity` jobs, worked through by `worker` on its own task (which
     /// ends when every sending end is gone).
     pub(crate) fn start(capacity: usize, worker: Worker) -> Self {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let metrics = worker.metrics;
-        tokio::spawn(worker.run(rx));
-        Self { tx, metrics }
+        let pending = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(worker.run(rx, pending.clone()));
+        Self {
+            tx,
+            metrics,
+            pending,
+        }
     }
 
     /// Queues `job` without waiting: `false` (and counted as dropped) when the queue is full.
     pub(crate) fn offer(&self, job: Job) -> bool {
         let uploads = &self.metrics.shared_uploads;
+        self.pending.fetch_add(1, Ordering::AcqRel);
         match self.tx.try_send(job) {
             Ok(()) => {
                 uploads.get_or_create(&[("outcome", "queued")]).inc();
@@ -81,6 +95,7 @@ impl Uploads {
                 true
             }
             Err(_) => {
+                self.pending.fetch_sub(1, Ordering::AcqRel);
                 uploads.get_or_create(&[("outcome", "dropped")]).inc();
                 false
             }
@@ -90,7 +105,7 @@ impl Uploads {
 
 impl Worker {
     /// Works through the queue until every sending end is gone.
-    async fn run(self, mut rx: mpsc::Receiver<Job>) {
+    async fn run(self, mut rx: mpsc::Receiver<Job>, pending: Arc<AtomicUsize>) {
         while let Some(job) = rx.recv().await {
             self.metrics.shared_upload_queue.dec();
             let outcome = self.upload(&job).await;
@@ -98,6 +113,7 @@ impl Worker {
                 .shared_uploads
                 .get_or_create(&[("outcome", outcome)])
                 .inc();
+            pending.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
