@@ -315,6 +315,32 @@ mod tests {
     }
 
     #[test]
+    fn only_the_config_names_the_endpoint() {
+        let env = [
+            ("AWS_ACCESS_KEY_ID", "id"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("AWS_ENDPOINT", "http://169.254.169.254"),
+            ("AWS_ENDPOINT_URL", "http://169.254.169.254"),
+            ("AWS_ALLOW_HTTP", "true"),
+        ];
+        let s = check("[shared]\nurl = \"s3://bucket\"\n", &env)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            s.endpoint, None,
+            "AWS S3 itself, not the environment's endpoint"
+        );
+        assert!(!s.allow_http);
+        let s = check(
+            "[shared]\nurl = \"s3://bucket\"\nendpoint = \"https://s3.corp.example\"\n",
+            &env,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.endpoint.as_deref(), Some("https://s3.corp.example"));
+    }
+
+    #[test]
     fn mistakes_name_the_field_and_the_next_step() {
         let cases: &[(&str, &str, &str)] = &[
             ("[shared]\n", "shared.url", "s3://bucket/prefix"),
