@@ -20,7 +20,7 @@ use support::proxy::{Client, Got};
 use support::registry::{FakeRegistry, npm_tarball, publish_npm};
 use support::seaweed::{self, ACCESS_KEY, SECRET_KEY, Weed};
 use support::serve::{Running, free_port, start};
-use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes, silent};
+use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes, silent, tls_for};
 
 /// The bucket every test uses; each test has its own prefix in it.
 const BUCKET: &str = "fleet";
@@ -116,6 +116,14 @@ impl Instance {
             .await
             .send("GET", path, &[("host", "admin")])
             .await
+    }
+
+    /// Bucket reads that ended with `outcome`.
+    async fn gets(&self, outcome: &str) -> f64 {
+        self.metric(&format!(
+            "fetchgate_shared_requests_total{{op=\"get\",outcome=\"{outcome}\"}}"
+        ))
+        .await
     }
 
     /// Uploads that ended with `outcome`.
@@ -839,4 +847,54 @@ async fn an_object_too_large_for_one_put_is_uploaded_in_parts_and_served_whole()
         "served whole and right"
     );
     assert_eq!(up.request_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_endpoint_with_a_private_ca_is_trusted_through_ca_file_only() {
+    let (tls, ca) = tls_for(&["127.0.0.1"]);
+    let missing = Reply {
+        status: 404,
+        headers: vec![("content-type", "application/xml".to_string())],
+        body: bytes::Bytes::from_static(b"<Error><Code>NoSuchKey</Code></Error>"),
+    };
+    let store = Upstream::https("127.0.0.1:0", missing, tls).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("store-ca.pem");
+    std::fs::write(&ca_file, ca).unwrap();
+    let base = format!(
+        "url = \"s3://{BUCKET}/tls\"\nendpoint = \"https://{}\"\ntimeout_ms = 3000\n",
+        store.addr
+    );
+    let d = Digest::of(b"not in this bucket");
+    // Trusted through ca_file: the store answers (a miss), so TLS was verified and passed.
+    let with = start_instance(
+        dir.path(),
+        "with",
+        &format!("{base}ca_file = {:?}\n", ca_file.display().to_string()),
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(
+        with.get(&format!("/sha256/{}", d.hex()), &[]).await.status,
+        404
+    );
+    assert_eq!(with.gets("miss").await, 1.0);
+    assert_eq!(with.gets("error").await, 0.0);
+
+    // Without it the certificate is unknown: an error, never a silent pass.
+    let without = start_instance(dir.path(), "without", &base, None, "").await;
+    assert_eq!(
+        without
+            .get(&format!("/sha256/{}", d.hex()), &[])
+            .await
+            .status,
+        404
+    );
+    assert_eq!(without.gets("error").await, 1.0);
+    assert_eq!(without.gets("miss").await, 0.0);
+    assert!(
+        store.requests().len() == 1,
+        "only the trusting instance got through TLS"
+    );
 }

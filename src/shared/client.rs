@@ -14,8 +14,8 @@ use bytes::Bytes;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{
-    Attribute, AttributeValue, Attributes, BackoffConfig, ClientOptions, GetOptions, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, RetryConfig, WriteMultipart,
+    Attribute, AttributeValue, Attributes, BackoffConfig, Certificate, ClientOptions, GetOptions,
+    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, RetryConfig, WriteMultipart,
 };
 use std::io::Read;
 
@@ -112,11 +112,18 @@ impl Bucket {
         // fetchgate's own limit on each operation (and each silence in a body) comes first;
         // the client's are a backstop, so a slow tier is counted as a time-out.
         let backstop = settings.timeout.saturating_mul(2);
-        let options = ClientOptions::new()
+        let mut options = ClientOptions::new()
             .with_allow_http(settings.allow_http)
             .with_connect_timeout(backstop)
             .with_read_timeout(backstop)
             .with_timeout_disabled();
+        if let Some(pem) = &settings.ca_pem {
+            for cert in Certificate::from_pem_bundle(pem)
+                .map_err(|e| BucketError::Failed(format!("[shared] ca_file: {e}")))?
+            {
+                options = options.with_root_certificate(cert);
+            }
+        }
         let retry = RetryConfig {
             backoff: BackoffConfig::default(),
             max_retries: 0,

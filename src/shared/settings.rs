@@ -32,6 +32,8 @@ pub struct SharedSection {
     pub endpoint: Option<Spanned<String>>,
     /// Allows an `http://` endpoint.
     pub allow_http: Option<Spanned<bool>>,
+    /// A PEM file of CA certificates trusted for the endpoint (besides the system's roots).
+    pub ca_file: Option<Spanned<String>>,
     /// The signing region.
     pub region: Option<Spanned<String>>,
     /// The access key id (else `AWS_ACCESS_KEY_ID`).
@@ -76,6 +78,8 @@ pub struct SharedSettings {
     pub endpoint: Option<String>,
     /// Whether an `http://` endpoint was allowed.
     pub allow_http: bool,
+    /// PEM CA certificates trusted for the endpoint, read from `ca_file`.
+    pub ca_pem: Option<Vec<u8>>,
     /// The signing region.
     pub region: String,
     /// The key pair.
@@ -125,6 +129,12 @@ impl SharedSettings {
                 Some(endpoint(e.get_ref(), allow_http).map_err(|why| src.error_at(e.span(), why))?)
             }
         };
+        let ca_pem = match &section.ca_file {
+            None => None,
+            Some(file) => Some(
+                ca_pem(&base.join(file.get_ref())).map_err(|why| src.error_at(file.span(), why))?,
+            ),
+        };
         let region = match &section.region {
             Some(r) if r.get_ref().trim().is_empty() => {
                 return Err(src.error_at(r.span(), "the region is empty; name one or remove it"));
@@ -142,6 +152,7 @@ impl SharedSettings {
             prefix,
             endpoint,
             allow_http,
+            ca_pem,
             region,
             credentials: credentials(section, base, src, env)?,
             timeout: Duration::from_millis(positive(&section.timeout_ms, TIMEOUT_DEFAULT_MS)?),
@@ -208,6 +219,25 @@ fn credentials(
         secret_access_key,
         session_token: env("AWS_SESSION_TOKEN").filter(|t| !t.is_empty()),
     })
+}
+
+/// The PEM certificates in `path`: at least one, each parseable.
+fn ca_pem(path: &Path) -> Result<Vec<u8>, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let pem = std::fs::read(path).map_err(|e| {
+        format!(
+            "cannot read {}: {e}; point ca_file at the PEM file of the store's CA",
+            path.display()
+        )
+    })?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: not PEM certificates: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no PEM certificate", path.display()));
+    }
+    Ok(pem)
 }
 
 /// The bucket and prefix of `s3://bucket/prefix`.
@@ -364,6 +394,11 @@ mod tests {
                 "[shared]\nurl = \"s3://bucket\"\nendpoint = \"https://u:p@h\"\n",
                 "shared.endpoint",
                 "secret_access_key_file",
+            ),
+            (
+                "[shared]\nurl = \"s3://bucket\"\nca_file = \"/nonexistent/ca.pem\"\n",
+                "shared.ca_file",
+                "PEM file of the store's CA",
             ),
             (
                 "[shared]\nurl = \"s3://bucket\"\ntimeout_ms = 0\n",
