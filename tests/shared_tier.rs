@@ -802,9 +802,19 @@ async fn a_body_the_proxy_tees_reaches_the_bucket_and_another_instance_serves_it
     })
     .await;
     let b = instance(dir.path(), "b", weed, &prefix, None).await;
+    // B's first request is a range: answered once the fill from the bucket is verified.
+    let got = b
+        .get(
+            &format!("/sha256/{}", d.hex()),
+            &[("range", "bytes=1000-1999")],
+        )
+        .await;
+    assert_eq!(got.status, 206);
+    assert_eq!(got.body.as_ref(), &bytes[1000..2000]);
     let got = b.get(&format!("/sha256/{}", d.hex()), &[]).await;
     assert_eq!(got.status, 200);
     assert!(got.body.as_ref() == bytes.as_slice());
+    assert_eq!(b.gets("hit").await, 1.0, "one bucket read, then local");
     assert_eq!(
         mirror.requests().len(),
         1,
