@@ -185,7 +185,7 @@ impl Fetcher {
     }
 
     /// Tries `shared` (the bucket under the store) before any mirror.
-    pub fn with_shared(mut self, shared: Option<Arc<SharedTier>>) -> Self {
+    pub(crate) fn with_shared(mut self, shared: Option<Arc<SharedTier>>) -> Self {
         self.shared = shared;
         self
     }
@@ -196,7 +196,7 @@ impl Fetcher {
     }
 
     /// The shared tier, if there is one.
-    pub fn shared(&self) -> Option<&Arc<SharedTier>> {
+    pub(crate) fn shared(&self) -> Option<&Arc<SharedTier>> {
         self.shared.as_ref()
     }
 
@@ -204,7 +204,7 @@ impl Fetcher {
     /// one bucket read shared by concurrent callers: `true` if it is now published locally,
     /// verified. The size is the object's own, at
     /// most `[cache] max_object_bytes`.
-    pub async fn fill_from_shared(&self, digest: Digest) -> bool {
+    pub(crate) async fn fill_from_shared(&self, digest: Digest) -> bool {
         match &self.shared {
             Some(tier) => {
                 let max = self.store.settings().max_object_bytes;

@@ -18,7 +18,7 @@ pub(crate) struct Fills(Mutex<HashMap<Digest, watch::Receiver<Option<bool>>>>);
 impl SharedTier {
     /// [`SharedTier::fill`] with no expected size, shared by every concurrent caller for
     /// `digest`: `true` if it is now published locally.
-    pub async fn fill_shared(
+    pub(crate) async fn fill_shared(
         self: &Arc<Self>,
         store: &Arc<Store>,
         digest: Digest,

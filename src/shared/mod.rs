@@ -135,7 +135,7 @@ impl SharedTier {
     }
 
     /// The settings it runs with.
-    pub fn settings(&self) -> &SharedSettings {
+    pub(crate) fn settings(&self) -> &SharedSettings {
         &self.settings
     }
 
@@ -143,7 +143,7 @@ impl SharedTier {
     /// locally. `expected` is the size the caller knows, if any; `max` the largest object
     /// accepted. Every failure (missing, unreachable, slow, wrong bytes) is `false`, and the
     /// caller carries on as if the bucket had missed.
-    pub async fn fill(
+    pub(crate) async fn fill(
         &self,
         store: &Arc<Store>,
         digest: Digest,
@@ -283,7 +283,7 @@ impl SharedTier {
 
     /// Waits until every queued upload has been sent (or given up), for at most `within`:
     /// whether the queue emptied. For a command that publishes and then exits.
-    pub async fn settle(&self, within: std::time::Duration) -> bool {
+    pub(crate) async fn settle(&self, within: std::time::Duration) -> bool {
         let deadline = Instant::now() + within;
         while self.uploads.pending() > 0 {
             if Instant::now() >= deadline {
@@ -295,7 +295,7 @@ impl SharedTier {
     }
 
     /// Queues the alias `<algorithm>/<hex> → sha256` for upload (npm's integrity digests).
-    pub fn offer_alias(&self, algorithm: &'static str, hex: &str, sha256: Digest) {
+    pub(crate) fn offer_alias(&self, algorithm: &'static str, hex: &str, sha256: Digest) {
         self.uploads.offer(Job::Alias {
             algorithm,
             hex: hex.to_string(),
@@ -304,7 +304,7 @@ impl SharedTier {
     }
 
     /// Counts and logs an alias whose object did not hash to the registry's digest.
-    pub fn alias_refused(&self, key: &str, sha256: &Digest) {
+    pub(crate) fn alias_refused(&self, key: &str, sha256: &Digest) {
         self.count("alias", "mismatch");
         self.metrics.shared_verify_failures.inc();
         tracing::warn!(
@@ -316,7 +316,7 @@ impl SharedTier {
 
     /// The sha256 the bucket's alias for `<algorithm>/<hex>` names, if any. Untrusted: the
     /// caller verifies the bytes it names against the registry's digest before serving them.
-    pub async fn alias(&self, algorithm: &str, hex: &str) -> Option<Digest> {
+    pub(crate) async fn alias(&self, algorithm: &str, hex: &str) -> Option<Digest> {
         if !self.breaker.allow(Instant::now()) {
             self.count("alias", "skipped");
             return None;
@@ -364,7 +364,7 @@ impl SharedTier {
     }
 
     /// Uploads every local entry the bucket lacks, now (`fetchgate cache push`).
-    pub async fn push(&self, store: &Arc<Store>) -> PushReport {
+    pub(crate) async fn push(&self, store: &Arc<Store>) -> PushReport {
         let mut report = PushReport::default();
         for entry in store.list() {
             let Ok(digest) = Digest::parse(&entry.sha256) else {
@@ -384,7 +384,7 @@ impl SharedTier {
     }
 
     /// The bucket's state as seen from here, with the local entries it lacks.
-    pub async fn stats(&self, store: &Arc<Store>) -> TierStats {
+    pub(crate) async fn stats(&self, store: &Arc<Store>) -> TierStats {
         let mut stats = TierStats {
             url: self.settings.url(),
             endpoint: self.settings.endpoint.clone(),
