@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::breaker::Breaker;
+use super::breaker::{Breaker, State};
 use super::client::{Bucket, BucketError, Put, SINGLE_PUT_MAX};
 use crate::metrics::Metrics;
 use crate::store::{Digest, Store, read_exactly};
@@ -141,17 +141,21 @@ impl Worker {
             match result {
                 Ok(Put::Created) => {
                     self.breaker.success();
+                    self.metrics.shared_breaker_open.set(0);
                     self.count("put", "ok");
                     return "created";
                 }
                 Ok(Put::Existed) => {
                     self.breaker.success();
+                    self.metrics.shared_breaker_open.set(0);
                     self.count("put", "exists");
                     return "existed";
                 }
                 Err(Unsent::Gone) => return "gone",
                 Err(Unsent::Bucket(e)) => {
                     self.breaker.failure(Instant::now());
+                    let open = self.breaker.state(Instant::now()) != State::Closed;
+                    self.metrics.shared_breaker_open.set(i64::from(open));
                     self.count("put", e.kind());
                     tracing::warn!(job = ?job, attempt, error = %e, "shared tier upload failed");
                 }
