@@ -22,6 +22,7 @@ use crate::registry::aliases::Aliases;
 use crate::registry::metadata::MetadataCache;
 use crate::registry::service::Registries;
 use crate::serve::{AppContext, SharedContext};
+use crate::shared::{SharedSettings, SharedTier};
 use crate::store::{CacheSettings, Store};
 
 /// What outlives reloads: the store and the databases and caches beside it, opened once.
@@ -37,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) aliases: Arc<Aliases>,
     /// Fetches in flight: every fetcher, before and after a reload, joins the same table.
     pub(crate) flights: Arc<Flights>,
+    /// The shared tier under the store (`[shared]`), if configured.
+    pub(crate) tier: Option<Arc<SharedTier>>,
 }
 
 impl Shared {
@@ -57,12 +60,17 @@ impl Shared {
         let aliases = Arc::new(Aliases::open(&store.root().join("registry.redb")).map_err(
             |e| io::Error::other(format!("cannot open the registry alias database: {e}")),
         )?);
+        let tier = match &config.shared {
+            None => None,
+            Some(settings) => Some(SharedTier::open(settings, &store).map_err(io::Error::other)?),
+        };
         Ok(Self {
             store,
             seen,
             metadata,
             aliases,
             flights: Arc::default(),
+            tier,
         })
     }
 }
@@ -73,7 +81,8 @@ pub(crate) fn gate(config: &Config, shared: &Shared) -> AppContext {
     let fetcher = Arc::new(
         config
             .fetcher(shared.store.clone())
-            .with_flights(shared.flights.clone()),
+            .with_flights(shared.flights.clone())
+            .with_shared(shared.tier.clone()),
     );
     let love = Love::with_seen(fetcher.clone(), shared.seen.clone(), &config.love);
     let packs = Packs::new(
@@ -109,6 +118,7 @@ struct Fixed {
     admin: SocketAddr,
     max_connections: usize,
     cache: CacheSettings,
+    shared: Option<SharedSettings>,
     registry_listeners: Vec<(String, Option<SocketAddr>)>,
 }
 
@@ -119,6 +129,7 @@ impl Fixed {
             admin: config.limits.admin,
             max_connections: config.limits.max_connections,
             cache: config.cache.clone(),
+            shared: config.shared.clone(),
             registry_listeners: config
                 .registries
                 .iter()
@@ -154,6 +165,7 @@ impl Fixed {
             self.cache.memory_max_object_bytes != next.cache.memory_max_object_bytes,
             "[cache] memory_max_object_bytes",
         );
+        check(self.shared != next.shared, "[shared]");
         check(
             self.registry_listeners != next.registry_listeners,
             "[[registry]] listen",

@@ -17,6 +17,7 @@ use crate::pack::{LgflowSection, OpenwopSection, PackConfig};
 use crate::registry::{RegistrySection, RegistrySettings};
 use crate::serve::access::{Access, AccessSection};
 use crate::serve::limits::{Limits, ListenSection, ProxySection};
+use crate::shared::{SharedSection, SharedSettings};
 use crate::store::{CacheSection, CacheSettings};
 use crate::toml_file::{FileError, TomlSource};
 
@@ -45,6 +46,7 @@ struct ConfigFile {
     openwop: OpenwopSection,
     #[serde(default)]
     lgflow: LgflowSection,
+    shared: Option<SharedSection>,
 }
 
 /// Everything fetchgate runs with, checked.
@@ -72,6 +74,8 @@ pub struct Config {
     pub(crate) registries: Vec<RegistrySettings>,
     /// Trusted OpenWOP registries and LGFlow keys (`[[openwop.registry]]`, `[lgflow]`).
     pub(crate) packs: PackConfig,
+    /// The shared tier (`[shared]`), if configured.
+    pub(crate) shared: Option<SharedSettings>,
 }
 
 impl Config {
@@ -141,6 +145,9 @@ impl Config {
             love: LoveSettings::from_section(&raw.love, &src)?,
             registries: RegistrySettings::from_sections(&raw.registry, base, &src)?,
             packs: PackConfig::from_sections(&raw.openwop, &raw.lgflow, &src)?,
+            shared: SharedSettings::from_section(raw.shared.as_ref(), base, &src, &|k| {
+                std::env::var(k).ok()
+            })?,
             max_redirects: match &raw.egress.max_redirects {
                 None => DEFAULT_MAX_REDIRECTS,
                 Some(m) if *m.get_ref() > 20 => {

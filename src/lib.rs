@@ -26,6 +26,11 @@
 //! the registries publish) and [`archive`] (the one tar.gz reader every package format uses,
 //! reading what npm reads).
 //!
+//! [`shared`] sits under the store: an S3-compatible bucket a fleet of instances shares, tried
+//! after the local disk and before the mirrors. Its bytes are untrusted until a fill has
+//! verified them, exactly like bytes from the internet; its endpoint is an operator
+//! destination named only in `[shared]`.
+//!
 //! [`app`] wires them together from a [`config`] and owns reload; [`cli`] is the command
 //! line. [`body`] is the HTTP body plumbing [`fetch`] and [`serve`] share, [`metrics`] the
 //! process's counters, [`redact`] what keeps credentials out of logs and errors, and
@@ -45,6 +50,7 @@
 //! love/      LOVE documents, schemas, inspection, discovery, retrieval, locks, sightings
 //! pack/      format profiles (love, agent-package, openwop, lgflow): one table, one driver
 //! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service
+//! shared/    the shared tier: [shared] settings, the bucket (object_store), breaker, uploads
 //! ```
 
 #![forbid(unsafe_code)]
@@ -68,5 +74,6 @@ pub mod pack;
 pub mod redact;
 pub mod registry;
 pub mod serve;
+pub mod shared;
 pub mod store;
 pub mod toml_file;

@@ -80,12 +80,29 @@ pub struct Metrics {
     /// Registry metadata answers by registry kind and how they were had (`fresh`,
     /// `revalidated`, `fetched`, `stale`, `offline`).
     pub(crate) registry_metadata: Family<Labels2, Counter>,
-    /// Registry artifact requests by kind and outcome (`hit`, `miss`, `mismatch`).
+    /// Pack fetches by `format` and `outcome` (`published`, or the failure's code).
+    pub(crate) pack_fetches: Family<Labels2, Counter>,
+    /// Registry artifact requests by kind and outcome (`hit`, `shared` (from the shared tier),
+    /// `miss`, `mismatch`).
     pub(crate) registry_artifacts: Family<Labels2, Counter>,
     /// Package names refused by a registry's allow/deny lists, by kind.
     pub(crate) registry_names_refused: Family<Labels1, Counter>,
-    /// Pack fetches by `format` and `outcome` (`published`, or the failure's code).
-    pub(crate) pack_fetches: Family<Labels2, Counter>,
+    /// Shared-tier operations by `op` (`get`, `put`, `alias`) and outcome (`hit`, `miss`,
+    /// `mismatch`, `unusable` (another size wanted, or over the limit), `ok`, `exists`,
+    /// `error`, `timeout`, `skipped` while the breaker is open, `local_error`).
+    pub(crate) shared_requests: Family<Labels2, Counter>,
+    /// Time to fill one object from the shared tier (first read, verification included).
+    pub(crate) shared_get_seconds: Histogram,
+    /// Time of one conditional upload to the shared tier.
+    pub(crate) shared_put_seconds: Histogram,
+    /// Objects read from the shared tier whose size or SHA-256 did not match their key.
+    pub(crate) shared_verify_failures: Counter,
+    /// Uploads by outcome (`queued`, `dropped`, `created`, `existed`, `gone`, `failed`).
+    pub(crate) shared_uploads: Family<Labels1, Counter>,
+    /// Uploads waiting in the queue.
+    pub(crate) shared_upload_queue: Gauge,
+    /// 1 while the shared tier's circuit breaker is open (or probing), else 0.
+    pub(crate) shared_breaker_open: Gauge,
 }
 
 fn latency() -> Histogram {
@@ -134,6 +151,13 @@ impl Metrics {
             registry_artifacts: Family::default(),
             registry_names_refused: Family::default(),
             pack_fetches: Family::default(),
+            shared_requests: Family::default(),
+            shared_get_seconds: latency(),
+            shared_put_seconds: latency(),
+            shared_verify_failures: Counter::default(),
+            shared_uploads: Family::default(),
+            shared_upload_queue: Gauge::default(),
+            shared_breaker_open: Gauge::default(),
             registry: Registry::default(),
         };
         register!(
@@ -169,6 +193,13 @@ impl Metrics {
             registry_artifacts: "registry_artifacts", "Registry artifact requests by kind and outcome";
             registry_names_refused: "registry_names_refused", "Package names refused by allow/deny, by registry kind";
             pack_fetches: "pack_fetches", "Pack fetches by format and outcome (published, or the failure's code)";
+            shared_requests: "shared_requests", "Shared-tier operations by op and outcome";
+            shared_get_seconds: "shared_get_seconds", "Time to fill one object from the shared tier, verification included";
+            shared_put_seconds: "shared_put_seconds", "Time of one conditional upload to the shared tier";
+            shared_verify_failures: "shared_verify_failures", "Shared-tier objects refused: size or SHA-256 did not match the key";
+            shared_uploads: "shared_uploads", "Shared-tier uploads by outcome";
+            shared_upload_queue: "shared_upload_queue", "Shared-tier uploads waiting";
+            shared_breaker_open: "shared_breaker_open", "1 while the shared tier's circuit breaker is open";
         );
         Self { registry, ..m }
     }

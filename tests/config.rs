@@ -138,19 +138,27 @@ fn deploy_example_configs_load() {
     Config::from_toml("deploy/fetchgate.example.toml", &without_files)
         .unwrap_or_else(|e| panic!("{e}"));
 
-    let cm = std::fs::read_to_string("deploy/kubernetes/configmap.yaml").unwrap();
-    let start = cm
-        .find("fetchgate.toml: |")
-        .expect("the ConfigMap holds fetchgate.toml")
-        + "fetchgate.toml: |".len();
-    let toml: String = cm[start..]
-        .lines()
-        .skip(1)
-        .take_while(|l| l.starts_with("    ") || l.trim().is_empty())
-        .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
-        .filter(|l| !l.starts_with("tokens_file") && !l.starts_with("extra_roots"))
-        .collect();
-    Config::from_toml("configmap.yaml", &toml).unwrap_or_else(|e| panic!("{e}"));
+    // The fleet's ConfigMap names the S3 secret file the pod gets from a Secret.
+    let secrets = tempfile::tempdir().unwrap();
+    std::fs::write(secrets.path().join("s3-secret"), "not-a-real-secret").unwrap();
+    for file in [
+        "deploy/kubernetes/configmap.yaml",
+        "deploy/kubernetes/fleet/configmap.yaml",
+    ] {
+        let cm = std::fs::read_to_string(file).unwrap();
+        let start = cm
+            .find("fetchgate.toml: |")
+            .expect("the ConfigMap holds fetchgate.toml")
+            + "fetchgate.toml: |".len();
+        let toml: String = cm[start..]
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("    ") || l.trim().is_empty())
+            .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+            .filter(|l| !l.starts_with("tokens_file") && !l.starts_with("extra_roots"))
+            .collect();
+        Config::from_toml_in(file, &toml, secrets.path()).unwrap_or_else(|e| panic!("{e}"));
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::cli::CacheAction;
 use crate::config::Config;
 use crate::fetch::through::{ThroughError, Wanted};
+use crate::shared::SharedTier;
 use crate::store::{Body, Digest, Store};
 
 /// Opens the configured cache and repairs its index.
@@ -36,6 +37,12 @@ pub fn run(config: &Config, action: &CacheAction) -> Result<ExitCode, String> {
                 crate::registry::aliases::Aliases::open(&store.root().join("registry.redb"))
                     .and_then(|a| a.all_aliases())?;
             v["stats"]["registry_aliases"] = serde_json::json!(aliases.len());
+            if config.shared.is_some() {
+                let tier = with_tier(config, &store, |tier, store| async move {
+                    tier.stats(&store).await
+                })?;
+                v["shared"] = serde_json::to_value(tier).map_err(|e| e.to_string())?;
+            }
             if *entries {
                 v["entries"] = serde_json::to_value(store.list()).map_err(|e| e.to_string())?;
                 v["aliases"] = aliases
@@ -72,12 +79,51 @@ pub fn run(config: &Config, action: &CacheAction) -> Result<ExitCode, String> {
                 Ok(ExitCode::from(1))
             }
         }
+        CacheAction::Push => {
+            if config.shared.is_none() {
+                return Err(
+                    "cache push uploads to the shared tier: add a [shared] table to the config"
+                        .into(),
+                );
+            }
+            let report = with_tier(config, &store, |tier, store| async move {
+                tier.push(&store).await
+            })?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+            );
+            Ok(if report.failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
         CacheAction::Gc => {
             let (evicted, removed) = store.gc().map_err(|e| e.to_string())?;
             println!("evicted {evicted} entries, removed {removed} stray temp files");
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Runs `f` with the configured shared tier over `store`, on a runtime of its own.
+fn with_tier<T, F, Fut>(config: &Config, store: &Arc<Store>, f: F) -> Result<T, String>
+where
+    F: FnOnce(Arc<SharedTier>, Arc<Store>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let Some(settings) = &config.shared else {
+        return Err("no [shared] table in the config".into());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(async {
+        let tier = SharedTier::open(settings, store)?;
+        Ok(f(tier, store.clone()).await)
+    })
 }
 
 /// `fetchgate fetch`: fetch-through into the cache, then optionally copy out.
@@ -99,7 +145,13 @@ pub async fn fetch(
         ));
     }
     let store = open(config)?;
-    let fetcher = Arc::new(config.fetcher(store.clone()));
+    // With [shared], the bucket is tried before the mirrors, and what is fetched is uploaded
+    // before the command exits (waiting at most the time-outs of a few tries).
+    let tier = match &config.shared {
+        Some(settings) => Some(SharedTier::open(settings, &store)?),
+        None => None,
+    };
+    let fetcher = Arc::new(config.fetcher(store.clone()).with_shared(tier.clone()));
     let wanted = Wanted {
         digest: d,
         size,
@@ -132,6 +184,13 @@ pub async fn fetch(
             .get(&d)
             .ok_or("the entry vanished after verification; retry")?;
         write_out(out, &object.body).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    }
+    if let Some(tier) = &tier
+        && !tier.settle(tier.settings().timeout.saturating_mul(4)).await
+    {
+        eprintln!(
+            "fetchgate: the upload to the shared tier did not finish; `fetchgate cache push` sends it later"
+        );
     }
     println!("verified sha256 {d} ({size} bytes)");
     Ok(ExitCode::SUCCESS)

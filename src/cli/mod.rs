@@ -146,7 +146,7 @@ pub enum PackAction {
 /// `fetchgate cache` actions.
 #[derive(Debug, Subcommand)]
 pub enum CacheAction {
-    /// Totals, and every entry with `--entries`.
+    /// Totals, and every entry with `--entries`; with `[shared]`, the bucket's state too.
     Stats {
         /// List every entry too.
         #[arg(long)]
@@ -166,6 +166,9 @@ pub enum CacheAction {
     },
     /// Evict down to max_bytes, remove stray temp files, repair the index.
     Gc,
+    /// Upload every local entry the shared tier (`[shared]`) lacks. Exit 1 if any upload
+    /// failed.
+    Push,
 }
 
 /// How log lines are written (to standard error).

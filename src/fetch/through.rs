@@ -18,6 +18,7 @@ use crate::connect::Egress;
 use crate::errors::Origin;
 use crate::metrics::Metrics;
 use crate::redact::redact_locator;
+use crate::shared::SharedTier;
 use crate::store::{Digest, FillError, FillSink, Store, StoreError};
 
 /// Most mirrors one request (a `/sha256/` fetch-through, a manifest) may name: each is a
@@ -136,6 +137,8 @@ pub(crate) struct Fetcher {
     pub(super) inflight: Arc<Flights>,
     /// Where fetches are counted (handed in, so fetching reaches no global).
     pub(super) metrics: &'static Metrics,
+    /// The shared tier, tried before the mirrors.
+    pub(super) shared: Option<Arc<SharedTier>>,
 }
 
 pub(super) const NEXT_MIRROR: &str =
@@ -163,6 +166,7 @@ impl Fetcher {
             allow_redirect_downgrade: false,
             inflight: Arc::default(),
             metrics,
+            shared: None,
         }
     }
 
@@ -180,13 +184,45 @@ impl Fetcher {
         self
     }
 
+    /// Tries `shared` (the bucket under the store) before any mirror.
+    pub(crate) fn with_shared(mut self, shared: Option<Arc<SharedTier>>) -> Self {
+        self.shared = shared;
+        self
+    }
+
     /// The store it fills.
     pub(crate) fn store(&self) -> &Arc<Store> {
         &self.store
     }
 
+    /// The shared tier, if there is one.
+    pub(crate) fn shared(&self) -> Option<&Arc<SharedTier>> {
+        self.shared.as_ref()
+    }
+
+    /// Fills `digest` from the shared tier alone (a plain `GET /sha256/` with no mirrors),
+    /// one bucket read shared by concurrent callers: `true` if it is now published locally,
+    /// verified. The size is the object's own, at
+    /// most `[cache] max_object_bytes`.
+    pub(crate) async fn fill_from_shared(&self, digest: Digest) -> bool {
+        match &self.shared {
+            Some(tier) => {
+                let max = self.store.settings().max_object_bytes;
+                tier.fill_shared(&self.store, digest, max).await
+            }
+            None => false,
+        }
+    }
+
     pub(super) async fn fetch(&self, wanted: &Wanted) -> Result<(), ThroughError> {
         let metrics = self.metrics;
+        if let Some(tier) = &self.shared
+            && tier
+                .fill(&self.store, wanted.digest, Some(wanted.size), wanted.size)
+                .await
+        {
+            return Ok(());
+        }
         let mut failures = Vec::new();
         for mirror in &wanted.mirrors {
             let outcome =

@@ -58,7 +58,6 @@ impl Aliases {
     }
 
     /// Records that alias `key` names the stored `sha256`.
-    #[cfg(test)]
     pub(crate) fn set_alias(&self, key: &str, sha256: &Digest) -> Result<(), String> {
         let txn = self.db.begin_write().map_err(err)?;
         {

@@ -10,6 +10,7 @@
 pub(crate) mod aliases;
 pub(crate) mod cargo;
 pub(crate) mod error;
+mod fleet;
 pub(crate) mod metadata;
 pub(crate) mod names;
 pub(crate) mod npm;

@@ -337,6 +337,10 @@ impl Registries {
                 return Ok(Reply::Artifact { sha256 });
             }
         }
+        if let Some(sha256) = self.shared_artifact(expected, known).await {
+            count("shared");
+            return Ok(Reply::Artifact { sha256 });
+        }
         if front.settings.offline {
             return Err(RegistryError::OfflineMiss(format!("{package} {version}")));
         }
@@ -345,6 +349,7 @@ impl Registries {
         match self.fetch_once(front, &url, expected, label).await {
             Ok(sha256) => {
                 count("miss");
+                self.announce_alias(expected, sha256);
                 let alias = (expected.algorithm != Algorithm::Sha256).then(|| expected.key());
                 let aliases = self.aliases.clone();
                 let url = normalised(&url);

@@ -46,6 +46,11 @@ pub(crate) async fn handle<B>(
         None => {
             metrics.cache_misses.inc();
             let Some(wanted) = wanted else {
+                if fetcher.fill_from_shared(digest).await
+                    && let Some(object) = lookup(store, digest).await
+                {
+                    return Ok(respond(req.method(), req.headers(), object, true));
+                }
                 return Err(RequestError::NotInCache(digest).into());
             };
             log.decision = Decided::FetchThrough;

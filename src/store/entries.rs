@@ -246,6 +246,7 @@ impl Store {
         label: Option<String>,
     ) -> Result<(), StoreError> {
         let t = now();
+        let mut announce = None;
         let record = {
             let mut entries = self.table_mut()?;
             match entries.get(&digest) {
@@ -267,6 +268,7 @@ impl Store {
                         last_used: t,
                         ..Record::default()
                     };
+                    announce = Some((locator.clone(), label.clone()));
                     rec.note(locator, label);
                     entries.insert(digest, Arc::new(Meta::from_record(rec.clone())));
                     rec
@@ -275,7 +277,11 @@ impl Store {
         };
         self.index
             .put(&[(digest, record)])
-            .map_err(StoreError::Index)
+            .map_err(StoreError::Index)?;
+        if let Some((locator, label)) = announce {
+            self.announce(digest, locator.as_deref(), label.as_deref());
+        }
+        Ok(())
     }
 
     /// Notes that a published entry's bytes arrived again, from `locator`.

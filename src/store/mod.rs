@@ -124,7 +124,13 @@ pub struct Store {
     /// proxied through the tee must not move.
     temp_files: AtomicU64,
     failed_verification: AtomicU64,
+    /// Told of every new publication (the shared tier's upload queue).
+    publish_hook: std::sync::OnceLock<PublishHook>,
 }
+
+/// What is told of a new publication: its digest, the locator its bytes came from and its
+/// label. It runs on the publishing thread, so it must not block.
+pub(crate) type PublishHook = Box<dyn Fn(Digest, Option<&str>, Option<&str>) + Send + Sync>;
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -173,6 +179,7 @@ impl Store {
             tmp_seq: AtomicU64::new(0),
             temp_files: AtomicU64::new(0),
             failed_verification: AtomicU64::new(0),
+            publish_hook: std::sync::OnceLock::new(),
         }))
     }
 
@@ -345,6 +352,27 @@ impl Store {
         Some(meta.knows(Some(&locator.to_string())))
     }
 
+    /// Has `hook` told of every new publication from now on (one hook per store; a second
+    /// is ignored).
+    pub(crate) fn on_publish(&self, hook: PublishHook) {
+        let _ = self.publish_hook.set(hook);
+    }
+
+    /// Tells the hook, if any, of a new publication.
+    pub(crate) fn announce(&self, digest: Digest, locator: Option<&str>, label: Option<&str>) {
+        if let Some(hook) = self.publish_hook.get() {
+            hook(digest, locator, label);
+        }
+    }
+
+    /// A published entry's file, open for reading, and its recorded size, without touching
+    /// its use time (for uploading it elsewhere). `None` if it is not stored. Blocking.
+    pub(crate) fn published_file(&self, digest: &Digest) -> Option<(fs::File, u64)> {
+        let meta = self.meta(digest).filter(|m| !m.is_unverified())?;
+        let file = open_object(&self.object_path(digest)).ok()?;
+        Some((file, meta.size))
+    }
+
     /// Temp files created (fills begun) by this store since it was opened.
     pub fn temp_files_created(&self) -> u64 {
         self.temp_files.load(Ordering::Relaxed)
@@ -416,7 +444,7 @@ impl Store {
 }
 
 /// Exactly `size` bytes from `file`'s current position, or `None` if it yields more or fewer.
-fn read_exactly(mut file: &fs::File, size: u64) -> Option<Bytes> {
+pub(crate) fn read_exactly(mut file: &fs::File, size: u64) -> Option<Bytes> {
     let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     file.read_to_end(&mut buf).ok()?;
     (buf.len() as u64 == size).then(|| Bytes::from(buf))

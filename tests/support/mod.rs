@@ -6,6 +6,7 @@ pub mod config;
 pub mod dns;
 pub mod proxy;
 pub mod registry;
+pub mod seaweed;
 pub mod serve;
 pub mod tarball;
 pub mod upstream;

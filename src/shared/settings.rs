@@ -1,0 +1,423 @@
+//! The `[shared]` table of the config file: as written ([`SharedSection`]) and checked
+//! ([`SharedSettings`]), every error naming the field and a safe next step.
+//!
+//! The bucket's endpoint is an operator destination: it is named here and nowhere else, and
+//! nothing in the environment (no `AWS_ENDPOINT`, no instance metadata) can move it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+use url::Url;
+
+use crate::toml_file::{FileError, TomlSource};
+
+/// `timeout_ms` when unset: a healthy bucket on the same network answers well within it.
+const TIMEOUT_DEFAULT_MS: u64 = 5000;
+/// `upload_queue` when unset.
+const UPLOAD_QUEUE_DEFAULT: u64 = 1024;
+/// `breaker_cooldown_ms` when unset: how long a dead tier is left alone.
+const COOLDOWN_DEFAULT_MS: u64 = 30_000;
+/// The region sent when none is named (S3-compatible stores mostly ignore it).
+const REGION_DEFAULT: &str = "us-east-1";
+
+/// The `[shared]` table, as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SharedSection {
+    /// `s3://bucket/prefix`.
+    pub(crate) url: Option<Spanned<String>>,
+    /// The S3-compatible endpoint (`https://...`; `http://` only with `allow_http`).
+    pub(crate) endpoint: Option<Spanned<String>>,
+    /// Allows an `http://` endpoint.
+    pub(crate) allow_http: Option<Spanned<bool>>,
+    /// A PEM file of CA certificates trusted for the endpoint (besides the system's roots).
+    pub(crate) ca_file: Option<Spanned<String>>,
+    /// The signing region.
+    pub(crate) region: Option<Spanned<String>>,
+    /// The access key id (else `AWS_ACCESS_KEY_ID`).
+    pub(crate) access_key_id: Option<Spanned<String>>,
+    /// A file holding the secret access key (else `AWS_SECRET_ACCESS_KEY`).
+    pub(crate) secret_access_key_file: Option<Spanned<String>>,
+    /// Time allowed for one shared-tier operation (and for each silence inside a body).
+    pub(crate) timeout_ms: Option<Spanned<u64>>,
+    /// Most uploads waiting; more are dropped and counted.
+    pub(crate) upload_queue: Option<Spanned<u64>>,
+    /// How long the circuit breaker leaves a failing tier alone before probing it again.
+    pub(crate) breaker_cooldown_ms: Option<Spanned<u64>>,
+}
+
+/// The key pair the bucket is signed with. `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Credentials {
+    /// The access key id.
+    pub(crate) access_key_id: String,
+    /// The secret access key.
+    pub(crate) secret_access_key: String,
+    /// A session token, from `AWS_SESSION_TOKEN` only.
+    pub(crate) session_token: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Checked `[shared]` settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SharedSettings {
+    /// The bucket.
+    pub(crate) bucket: String,
+    /// The key prefix inside it, without leading or trailing `/` (may be empty).
+    pub(crate) prefix: String,
+    /// The endpoint, or `None` for AWS S3 itself.
+    pub(crate) endpoint: Option<String>,
+    /// Whether an `http://` endpoint was allowed.
+    pub(crate) allow_http: bool,
+    /// PEM CA certificates trusted for the endpoint, read from `ca_file`.
+    pub(crate) ca_pem: Option<Vec<u8>>,
+    /// The signing region.
+    pub(crate) region: String,
+    /// The key pair.
+    pub(crate) credentials: Credentials,
+    /// Time allowed for one operation.
+    pub(crate) timeout: Duration,
+    /// Most uploads waiting.
+    pub(crate) upload_queue: usize,
+    /// How long an open breaker stays open.
+    pub(crate) breaker_cooldown: Duration,
+}
+
+impl SharedSettings {
+    /// The tier's URL as operators wrote it, for logs and `cache stats` (no credentials).
+    pub(crate) fn url(&self) -> String {
+        if self.prefix.is_empty() {
+            format!("s3://{}", self.bucket)
+        } else {
+            format!("s3://{}/{}", self.bucket, self.prefix)
+        }
+    }
+
+    /// Checks `[shared]`: `None` when the table is absent. `env` reads an environment
+    /// variable (the process's, or a test's); a relative `secret_access_key_file` is taken
+    /// from `base`.
+    pub(crate) fn from_section(
+        section: Option<&SharedSection>,
+        base: &Path,
+        src: &TomlSource<'_>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Self>, FileError> {
+        let Some(section) = section else {
+            return Ok(None);
+        };
+        let Some(url) = &section.url else {
+            return Err(src.error(
+                "shared.url",
+                "[shared] needs url = \"s3://bucket/prefix\"; add it, or remove the [shared] table",
+            ));
+        };
+        let (bucket, prefix) =
+            bucket_and_prefix(url.get_ref()).map_err(|why| src.error_at(url.span(), why))?;
+        let allow_http = section.allow_http.as_ref().is_some_and(|v| *v.get_ref());
+        let endpoint = match &section.endpoint {
+            None => None,
+            Some(e) => {
+                Some(endpoint(e.get_ref(), allow_http).map_err(|why| src.error_at(e.span(), why))?)
+            }
+        };
+        let ca_pem = match &section.ca_file {
+            None => None,
+            Some(file) => Some(
+                ca_pem(&base.join(file.get_ref())).map_err(|why| src.error_at(file.span(), why))?,
+            ),
+        };
+        let region = match &section.region {
+            Some(r) if r.get_ref().trim().is_empty() => {
+                return Err(src.error_at(r.span(), "the region is empty; name one or remove it"));
+            }
+            Some(r) => r.get_ref().clone(),
+            None => REGION_DEFAULT.to_string(),
+        };
+        let positive = |v: &Option<Spanned<u64>>, default: u64| match v {
+            Some(v) if *v.get_ref() == 0 => Err(src.error_at(v.span(), "must be at least 1")),
+            Some(v) => Ok(*v.get_ref()),
+            None => Ok(default),
+        };
+        Ok(Some(Self {
+            bucket,
+            prefix,
+            endpoint,
+            allow_http,
+            ca_pem,
+            region,
+            credentials: credentials(section, base, src, env)?,
+            timeout: Duration::from_millis(positive(&section.timeout_ms, TIMEOUT_DEFAULT_MS)?),
+            upload_queue: usize::try_from(positive(&section.upload_queue, UPLOAD_QUEUE_DEFAULT)?)
+                .unwrap_or(usize::MAX),
+            breaker_cooldown: Duration::from_millis(positive(
+                &section.breaker_cooldown_ms,
+                COOLDOWN_DEFAULT_MS,
+            )?),
+        }))
+    }
+}
+
+/// The key pair from the config (id, and the secret from its file) or from `AWS_*`
+/// variables. Never from instance metadata: that would be a destination nobody named.
+fn credentials(
+    section: &SharedSection,
+    base: &Path,
+    src: &TomlSource<'_>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Credentials, FileError> {
+    let access_key_id = match &section.access_key_id {
+        Some(id) if id.get_ref().trim().is_empty() => {
+            return Err(src.error_at(id.span(), "the access key id is empty"));
+        }
+        Some(id) => id.get_ref().clone(),
+        None => env("AWS_ACCESS_KEY_ID").ok_or_else(|| {
+            src.error(
+                "shared.access_key_id",
+                "no access key id: set access_key_id in [shared] or AWS_ACCESS_KEY_ID in the environment",
+            )
+        })?,
+    };
+    let secret_access_key = match &section.secret_access_key_file {
+        Some(file) => {
+            let path = base.join(file.get_ref());
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                src.error_at(
+                    file.span(),
+                    format!(
+                        "cannot read {}: {e}; point secret_access_key_file at a readable file holding only the secret",
+                        path.display()
+                    ),
+                )
+            })?;
+            let secret = text.trim().to_string();
+            if secret.is_empty() {
+                return Err(src.error_at(
+                    file.span(),
+                    format!("{} is empty; write the secret access key into it", path.display()),
+                ));
+            }
+            secret
+        }
+        None => env("AWS_SECRET_ACCESS_KEY").ok_or_else(|| {
+            src.error(
+                "shared.secret_access_key_file",
+                "no secret access key: set secret_access_key_file in [shared] or AWS_SECRET_ACCESS_KEY in the environment",
+            )
+        })?,
+    };
+    Ok(Credentials {
+        access_key_id,
+        secret_access_key,
+        session_token: env("AWS_SESSION_TOKEN").filter(|t| !t.is_empty()),
+    })
+}
+
+/// The PEM certificates in `path`: at least one, each parseable.
+fn ca_pem(path: &Path) -> Result<Vec<u8>, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let pem = std::fs::read(path).map_err(|e| {
+        format!(
+            "cannot read {}: {e}; point ca_file at the PEM file of the store's CA",
+            path.display()
+        )
+    })?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: not PEM certificates: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no PEM certificate", path.display()));
+    }
+    Ok(pem)
+}
+
+/// The bucket and prefix of `s3://bucket/prefix`.
+fn bucket_and_prefix(raw: &str) -> Result<(String, String), String> {
+    let example = "write it as s3://bucket/prefix";
+    let rest = raw
+        .strip_prefix("s3://")
+        .ok_or_else(|| format!("`{raw}` is not an s3:// URL; {example}"))?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let valid_bucket = (3..=63).contains(&bucket.len())
+        && bucket
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    if !valid_bucket {
+        return Err(format!(
+            "`{bucket}` is not a bucket name (3 to 63 of a-z, 0-9, `.` and `-`); {example}"
+        ));
+    }
+    let prefix = prefix.trim_matches('/');
+    let valid_prefix = prefix.split('/').all(|part| {
+        !part.is_empty()
+            && part != "."
+            && part != ".."
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    });
+    if !prefix.is_empty() && !valid_prefix {
+        return Err(format!(
+            "the prefix `{prefix}` may hold only a-z, A-Z, 0-9, `.`, `-` and `_` between single slashes; {example}"
+        ));
+    }
+    Ok((bucket.to_string(), prefix.to_string()))
+}
+
+/// The endpoint, checked: `https`, or `http` with `allow_http`; no credentials, query or
+/// fragment.
+fn endpoint(raw: &str, allow_http: bool) -> Result<String, String> {
+    let url = Url::parse(raw)
+        .map_err(|e| format!("`{raw}` is not a URL ({e}); write it as https://host:port"))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_http => {}
+        "http" => {
+            return Err(
+                "an http:// endpoint sends objects and signatures unencrypted; use https://, or set allow_http = true for a store on a trusted network".into(),
+            );
+        }
+        other => return Err(format!("the scheme `{other}` is not http or https")),
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(
+            "credentials do not belong in the endpoint; use access_key_id and secret_access_key_file"
+                .into(),
+        );
+    }
+    if url.query().is_some() || url.fragment().is_some() || url.path() != "/" {
+        return Err("the endpoint is a scheme, host and port only (no path or query)".into());
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, env: &[(&str, &str)]) -> Result<Option<SharedSettings>, FileError> {
+        #[derive(Deserialize)]
+        struct File {
+            shared: Option<SharedSection>,
+        }
+        let src = TomlSource::new("t.toml", text);
+        let file: File = src.parse()?;
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let lookup = move |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        SharedSettings::from_section(file.shared.as_ref(), Path::new("."), &src, &lookup)
+    }
+
+    const KEYS: &[(&str, &str)] = &[("AWS_ACCESS_KEY_ID", "id"), ("AWS_SECRET_ACCESS_KEY", "s")];
+
+    #[test]
+    fn a_full_table_is_read_and_the_environment_supplies_the_keys() {
+        let s = check(
+            "[shared]\nurl = \"s3://fleet-cache/ci/x\"\nendpoint = \"http://127.0.0.1:8333\"\nallow_http = true\ntimeout_ms = 250\nupload_queue = 3\n",
+            KEYS,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (s.bucket.as_str(), s.prefix.as_str()),
+            ("fleet-cache", "ci/x")
+        );
+        assert_eq!(s.endpoint.as_deref(), Some("http://127.0.0.1:8333"));
+        assert_eq!(s.timeout, Duration::from_millis(250));
+        assert_eq!(s.upload_queue, 3);
+        assert_eq!(s.credentials.access_key_id, "id");
+        assert!(
+            !format!("{s:?}").contains("\"s\""),
+            "the secret never shows"
+        );
+        assert!(check("", KEYS).unwrap().is_none());
+    }
+
+    #[test]
+    fn only_the_config_names_the_endpoint() {
+        let env = [
+            ("AWS_ACCESS_KEY_ID", "id"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("AWS_ENDPOINT", "http://169.254.169.254"),
+            ("AWS_ENDPOINT_URL", "http://169.254.169.254"),
+            ("AWS_ALLOW_HTTP", "true"),
+        ];
+        let s = check("[shared]\nurl = \"s3://bucket\"\n", &env)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            s.endpoint, None,
+            "AWS S3 itself, not the environment's endpoint"
+        );
+        assert!(!s.allow_http);
+        let s = check(
+            "[shared]\nurl = \"s3://bucket\"\nendpoint = \"https://s3.corp.example\"\n",
+            &env,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.endpoint.as_deref(), Some("https://s3.corp.example"));
+    }
+
+    #[test]
+    fn mistakes_name_the_field_and_the_next_step() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("[shared]\n", "shared.url", "s3://bucket/prefix"),
+            ("[shared]\nurl = \"https://b/p\"\n", "shared.url", "s3://"),
+            (
+                "[shared]\nurl = \"s3://B_/p\"\n",
+                "shared.url",
+                "bucket name",
+            ),
+            (
+                "[shared]\nurl = \"s3://bucket/a//b\"\n",
+                "shared.url",
+                "prefix",
+            ),
+            (
+                "[shared]\nurl = \"s3://bucket\"\nendpoint = \"http://127.0.0.1:1\"\n",
+                "shared.endpoint",
+                "allow_http = true",
+            ),
+            (
+                "[shared]\nurl = \"s3://bucket\"\nendpoint = \"https://u:p@h\"\n",
+                "shared.endpoint",
+                "secret_access_key_file",
+            ),
+            (
+                "[shared]\nurl = \"s3://bucket\"\nca_file = \"/nonexistent/ca.pem\"\n",
+                "shared.ca_file",
+                "PEM file of the store's CA",
+            ),
+            (
+                "[shared]\nurl = \"s3://bucket\"\ntimeout_ms = 0\n",
+                "shared.timeout_ms",
+                "at least 1",
+            ),
+            (
+                "[shared]\nurl = \"s3://bucket\"\nbucket = \"x\"\n",
+                "shared.bucket",
+                "unknown field",
+            ),
+        ];
+        for (text, field, hint) in cases {
+            let e = check(text, KEYS).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(*field), "{text}: {e:?}");
+            assert!(e.message.contains(hint), "{text}: {}", e.message);
+        }
+        let e = check("[shared]\nurl = \"s3://bucket\"\n", &[]).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("shared.access_key_id"));
+        assert!(e.message.contains("AWS_ACCESS_KEY_ID"), "{}", e.message);
+    }
+}
