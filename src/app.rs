@@ -81,6 +81,7 @@ pub fn gate(config: &Config, shared: &Shared) -> AppContext {
         shared.seen.clone(),
         &config.love,
         config.packs.clone(),
+        love.budget(),
     );
     let registries = Registries::new(
         &config.registries,

@@ -26,12 +26,20 @@ struct Site {
 
 impl Site {
     async fn start(extra: &str) -> Self {
+        Self::start_with("", extra).await
+    }
+
+    /// A site whose `[love]` table also carries `love` (more key lines).
+    async fn start_with(love: &str, extra: &str) -> Self {
         let routes: Routes = Arc::new(Mutex::new(HashMap::new()));
         let up = Upstream::router("127.0.0.2:0", routes.clone()).await;
         let dir = tempfile::tempdir().unwrap();
         let config = Toml::new()
             .cache_dir(dir.path())
-            .section("love", "max_members = 1000\nmax_expanded_bytes = 8388608")
+            .section(
+                "love",
+                &format!("max_members = 1000\nmax_expanded_bytes = 8388608\n{love}"),
+            )
             .trust(up.addr)
             .raw(&extra.replace("{UP}", &format!("http://127.0.0.2:{}", up.addr.port())))
             .build();
@@ -518,6 +526,58 @@ async fn lgflow_require_trusted_refuses_unsigned_and_untrusted_packages() {
         site.assert_refused_unpublished(label, &got, &artifact, "pack_untrusted")
             .await;
     }
+}
+
+/// Bytes no compressor shrinks (a fixed xorshift stream).
+fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pack_fetches_draw_on_loves_inflight_budget_and_an_archive_over_it_is_refused_by_name() {
+    let site = Site::start_with("max_inflight_bytes = 65536", "").await;
+    let over = |asset: Vec<u8>| {
+        let mut f = lgflow_files();
+        f.push(("assets/big.png".into(), asset));
+        let i = integrity_for(&f).to_string().into_bytes();
+        lgflow_tgz(&f, &i, None)
+    };
+    let cases = [
+        // 96 KiB that do not compress: the download itself is over the budget.
+        ("download-over-budget", over(noise(96 << 10))),
+        // 1 KiB on the wire, 200 KiB of files once read: over the budget at inspection.
+        ("files-over-budget", over(vec![0u8; 200 << 10])),
+    ];
+    for (label, artifact) in cases {
+        let path = format!("/{label}.tar.gz");
+        site.serve(&path, artifact.clone());
+        let got = site.pack("lgflow", &[("url", site.url(&path))]).await;
+        site.assert_refused_unpublished(label, &got, &artifact, "archive_cap_exceeded")
+            .await;
+        let j = body(&got);
+        assert_eq!(j["field"], "max_inflight_bytes", "{label}: {j}");
+        assert!(
+            j["detail"].as_str().unwrap_or("").contains("65536"),
+            "{label}: {j}"
+        );
+    }
+    // The refusals gave their room back: a package within the budget is published.
+    let files = lgflow_files();
+    let i = integrity_for(&files).to_string().into_bytes();
+    let fits = lgflow_tgz(&files, &i, None);
+    site.serve("/fits.tar.gz", fits.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/fits.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
 }
 
 // ---------------------------------------------------------------- Agent Package

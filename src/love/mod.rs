@@ -7,6 +7,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod archive;
+pub(crate) mod budget;
 pub mod discover;
 pub mod document;
 pub mod engine_compat;

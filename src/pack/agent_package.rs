@@ -129,6 +129,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             bytes: got.bytes,
             digest: got.digest,
             from: got.from,
+            _memory: got.memory,
             named_by: shown,
             pinned: pinned.is_some(),
             facts: json!({ "withdrawn": withdrawn, "build_record": { "package": { "sha256": built.hex() } } }),
@@ -138,7 +139,12 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
 
 /// `plugin.json`, the manifest's pointer digests, hidden characters and credentials.
 fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackError> {
-    let files = collect(&cand.bytes, &settings.limits(), "plugin.json")?;
+    let files = collect(
+        &cand.bytes,
+        &settings.limits(),
+        "plugin.json",
+        &settings.budget,
+    )?;
     let field = files.field("plugin.json");
     let manifest = files
         .files

@@ -112,6 +112,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             bytes: got.bytes,
             digest: got.digest,
             from: got.from,
+            _memory: got.memory,
             named_by: manifest.url.clone(),
             pinned: pinned.is_some(),
             facts: json!({
@@ -130,7 +131,12 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
 
 /// `pack.json` against the manifest, the signature, the namespace and the engine range.
 fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackError> {
-    let files = collect(&cand.bytes, &settings.limits(), "pack.json")?;
+    let files = collect(
+        &cand.bytes,
+        &settings.limits(),
+        "pack.json",
+        &settings.budget,
+    )?;
     let field = files.field("pack.json");
     let bytes = files
         .files
