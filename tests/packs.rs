@@ -145,6 +145,18 @@ fn key(seed: u8) -> SigningKey {
     SigningKey::from_bytes(&[seed; 32])
 }
 
+/// The public key of `seed` as Node's `crypto` exports it: a PEM SubjectPublicKeyInfo.
+fn pem(seed: u8) -> String {
+    let mut der = vec![
+        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+    ];
+    der.extend_from_slice(key(seed).verifying_key().as_bytes());
+    format!(
+        "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+        b64(&der)
+    )
+}
+
 // ---------------------------------------------------------------- LGFlow
 
 const ROOT: &str = "customer-support";
@@ -286,6 +298,59 @@ async fn a_signed_lgflow_package_is_verified_published_labelled_and_served() {
         "{}",
         String::from_utf8_lossy(&pinned.body)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lgflow_package_tarred_from_inside_its_directory_verifies_against_a_pem_key() {
+    // `tar -czf cs.tar.gz -C customer-support .` writes `./` and `./<path>`; the trust entry
+    // holds the key as Node exports it; the signature value is hex.
+    let trust = format!(
+        "[lgflow]\nrequire_trusted = true\n\n[[lgflow.key]]\nkey_id = \"vendor-2026a\"\npublisher = \"LGFlow\"\npublic_key = \"\"\"\n{}\"\"\"\nnot_before = \"2026-01-01T00:00:00Z\"\n",
+        pem(1)
+    );
+    let site = Site::start(&trust).await;
+    let files = lgflow_files();
+    let integrity = integrity_for(&files).to_string().into_bytes();
+    let mut sig: Value =
+        serde_json::from_slice(&signature_for(&integrity, &key(1), "vendor-2026a")).unwrap();
+    sig["value"] = json!(hex::encode(key(1).sign(&integrity).to_bytes()));
+    let mut members = vec![Member::dir("./")];
+    for d in [
+        "docs",
+        "agents",
+        "agents/support-agent",
+        "tests",
+        "evals",
+        "assets",
+    ] {
+        members.push(Member::dir(&format!("./{d}/")));
+    }
+    for (p, b) in &files {
+        members.push(Member::file(&format!("./{p}"), b.clone()));
+    }
+    members.push(Member::file("./integrity.json", integrity.clone()));
+    members.push(Member::file("./signature.json", sig.to_string()));
+    let artifact = tgz(&members);
+    site.serve("/dot.tar.gz", artifact.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/dot.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(r["label"], "lgflow:customer-support@1.0.0");
+    assert_eq!(r["inspection"]["trust"]["verdict"], "TRUSTED");
+    assert_eq!(site.cached(&artifact).await.status, 200);
+
+    // `./solution.json` and `solution.json` are one file to every extractor: refused.
+    let mut twice = members.clone();
+    twice.push(Member::file("solution.json", files[0].1.clone()));
+    let twice = tgz(&twice);
+    site.serve("/twice.tar.gz", twice.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/twice.tar.gz"))])
+        .await;
+    site.assert_refused_unpublished("dot-and-bare", &got, &twice, "archive_duplicate")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -686,6 +751,43 @@ async fn an_agent_package_from_a_depot_is_verified_published_and_labelled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_package_read_in_other_spellings_the_seed_allows_is_published() {
+    // The seed writes `<digest>` and names the build record (8.2) without fixing how a depot
+    // carries it: `buildRecord`, `sha256:`-prefixed and uppercase hex are the same facts.
+    let site = Site::start("").await;
+    let name = "spelled-agent";
+    let descriptor =
+        br#"{"offerings":[{"can_use":[{"schema":"https://schema.org/Invoice"}]}]}"#.to_vec();
+    let install = br#"{"format":"agent-install-v1","systems":[]}"#.to_vec();
+    let plugin = json!({
+        "$schema": "https://agentplugins.example/schema/v1.json",
+        "name": name, "version": "1.0.0",
+        "homepage": "https://example.org/agent", "repository": "https://example.org/agent.git",
+        "extensions": { "net.agentdoc.package": {
+            "descriptor": { "path": "descriptor.json", "sha256": format!("sha256:{}", Digest::of(&descriptor).hex()) },
+            "install": { "path": "install.json", "sha256": Digest::of(&install).hex().to_uppercase() },
+            "built": true, "draft": true,
+            "from": [{ "name": "base", "repository": "https://example.org/base.git" }]
+        } }
+    });
+    let files = vec![
+        ("plugin.json".to_string(), plugin.to_string().into_bytes()),
+        ("descriptor.json".to_string(), descriptor),
+        ("install.json".to_string(), install),
+    ];
+    let archive = agent_tgz(name, &files);
+    let sha = Digest::of(&archive).hex();
+    site.depot(name, &archive, &|d| {
+        let record = d.as_object_mut().unwrap().remove("build_record").unwrap();
+        d["buildRecord"] = record;
+        d["buildRecord"]["package"]["sha256"] = json!(format!("sha256:{}", sha.to_uppercase()));
+    });
+    let got = site.agent(name, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["sha256"], sha);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
     let site = Site::start("").await;
     let gh = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
@@ -1036,6 +1138,51 @@ async fn an_openwop_range_skips_yanked_versions_and_a_pin_may_resolve_one() {
 
     let none = site.openwop("@acme/tools", ("range", "^3.0.0")).await;
     assert_eq!(body(&none)["code"], "pack_version_not_found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openwop_registry_may_name_its_v2_tree_in_every_shape_the_seed_allows() {
+    // The key as a PEM SubjectPublicKeyInfo, its namespace as the bare scope, the .sig as hex.
+    let config = format!(
+        "[[openwop.registry]]\nname = \"acme\"\nurl = \"{{UP}}/\"\n\n[[openwop.registry.key]]\nkey_id = \"acme-2026\"\npublic_key = \"\"\"\n{}\"\"\"\npermitted_namespaces = [\"@acme\"]\n",
+        pem(3)
+    );
+    let site = Site::start(&config).await;
+    let w = wop("@acme/tools", "1.0.0", ">=2.0 <3.0.0");
+    let tarball = site.publish_wop(&w);
+    let sig = key(3).sign(w.canonical.as_bytes()).to_bytes();
+    site.serve(
+        &format!("{TREE}/packs/@acme/tools/-/1.0.0.sig"),
+        hex::encode(sig),
+    );
+    let absolute = site.url(&format!("{TREE}/packs"));
+    for endpoints in [
+        json!({ "v1": "/registry/v1/", "v2": { "packs": format!("{TREE}/packs/") } }),
+        json!({ "v1": "registry/v1", "v2": TREE.trim_start_matches('/') }),
+        json!({ "v2": absolute }),
+        json!({ "registry/v2": { "url": TREE } }),
+    ] {
+        site.serve(
+            "/.well-known/openwop-registry.json",
+            json!({ "endpoints": endpoints }).to_string(),
+        );
+        let got = site.openwop("@acme/tools", ("version", "1.0.0")).await;
+        assert_eq!(
+            got.status,
+            200,
+            "{endpoints}: {}",
+            String::from_utf8_lossy(&got.body)
+        );
+        assert_eq!(body(&got)["label"], "openwop:@acme/tools@1.0.0");
+    }
+    assert_eq!(site.cached(&tarball).await.status, 200);
+    let paths: Vec<String> = site.up.requests().iter().map(|s| s.uri.clone()).collect();
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p.contains("/packs/packs/") || p.starts_with("/.well-known/mirror")),
+        "{paths:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

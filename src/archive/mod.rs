@@ -12,7 +12,8 @@
 //!   node-tar (and so npm) skips a single zero block and keeps reading entries; a reader that
 //!   stops there would inspect a different package from the one npm installs;
 //! - paths are relative, `/`-separated, without `.`/`..`/empty segments, backslashes or control
-//!   characters, optionally all under one root directory, and no two members collide under
+//!   characters (when no root is required, one leading `./` is read as every extractor reads
+//!   it), optionally all under one root directory, and no two members collide under
 //!   NFKC case folding (how case-insensitive, normalising file systems compare names).
 
 use std::cell::Cell;
@@ -191,6 +192,9 @@ where
                 return Err(ArchiveError::cap("max_members", limits.max_members));
             }
             let member = check_header(entry.header(), limits, root)?;
+            if member.path.is_empty() {
+                continue;
+            }
             names.admit(&member)?;
             match member.kind {
                 Kind::File => summary.files += 1,
@@ -377,6 +381,13 @@ fn member_path(raw: &[u8], is_dir: bool, root: Option<&str>) -> Result<String, S
     } else {
         text
     };
+    // Without a required root, a leading `./` (what `tar -C dir .` writes) names the same
+    // member every extractor writes; the `.` directory itself is the root, and is skipped.
+    let text = match root {
+        None if is_dir && text == "." => return Ok(String::new()),
+        None => text.strip_prefix("./").unwrap_or(text),
+        Some(_) => text,
+    };
     if text.starts_with('/') {
         return Err("the path is absolute".into());
     }
@@ -428,5 +439,10 @@ mod tests {
         assert!(p(b"package", true).is_ok());
         assert!(p(&[b'p', 0xff], false).is_err());
         assert_eq!(member_path(b"any/x", false, None).unwrap(), "any/x");
+        assert_eq!(member_path(b"./any/x", false, None).unwrap(), "any/x");
+        assert_eq!(member_path(b"./", true, None).unwrap(), "");
+        assert!(member_path(b".", false, None).is_err());
+        assert!(member_path(b"././x", false, None).is_err());
+        assert!(member_path(b"./package/x", false, Some("package")).is_err());
     }
 }

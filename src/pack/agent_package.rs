@@ -26,6 +26,13 @@ pub(crate) const PROFILE: Profile = Profile {
     inspect,
 };
 
+/// A digest as an Agent Package document writes one: 64 hex characters (any case), optionally
+/// prefixed `sha256:` (the seed says `<digest>` without fixing the spelling).
+fn digest_of(text: &str) -> Result<Digest, String> {
+    let hex = text.strip_prefix("sha256:").unwrap_or(text);
+    Digest::parse(&hex.to_ascii_lowercase()).map_err(|e| e.0)
+}
+
 /// The depot's version document: `<depot>/packages/<name>/<version>` (each a single
 /// percent-encoded segment).
 fn version_url(depot: &str, name: &str, version: &str) -> Result<url::Url, PackError> {
@@ -44,6 +51,21 @@ fn version_url(depot: &str, name: &str, version: &str) -> Result<url::Url, PackE
         .pop_if_empty()
         .extend(["packages", name, version]);
     Ok(u)
+}
+
+/// What a version document without a build record carries.
+static NO_RECORD: Value = Value::Null;
+
+/// The build record a version document carries, as `build_record` or `buildRecord` (the seed
+/// names the record, 8.2, not the member holding it); both present must be the same record.
+fn build_record(doc: &Value) -> Result<&Value, String> {
+    match (doc.get("build_record"), doc.get("buildRecord")) {
+        (Some(a), Some(b)) if a != b => {
+            Err("build_record and buildRecord are both present and differ".into())
+        }
+        (Some(r), _) | (None, Some(r)) => Ok(r),
+        (None, None) => Ok(&NO_RECORD),
+    }
 }
 
 /// Reads the depot's version document, checks the build record, withdrawal and pin, and
@@ -66,8 +88,10 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 return Err(bad(member, format!("the depot's {member} is not {want:?}")));
             }
         }
-        let built = doc
-            .pointer("/build_record/package/sha256")
+        let record = build_record(&doc).map_err(|why| bad("build_record", why))?;
+        let built = record
+            .pointer("/package/sha256")
+            .or_else(|| record.get("package.sha256"))
             .and_then(Value::as_str)
             .ok_or_else(|| {
                 PackError::refused(
@@ -77,9 +101,9 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 )
                 .locator(shown.clone())
             })?;
-        let built = Digest::parse(built).map_err(|e| bad("build_record/package/sha256", e.0))?;
+        let built = digest_of(built).map_err(|e| bad("build_record/package/sha256", e))?;
         if let Some(listed) = doc.pointer("/archive/sha256").and_then(Value::as_str)
-            && Digest::parse(listed).ok() != Some(built)
+            && digest_of(listed).ok() != Some(built)
         {
             return Err(PackError::refused(
                 "pack_integrity_failure",
@@ -181,7 +205,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         };
         let at = format!("{field}#/extensions/net.agentdoc.package/{part}");
         let path = strict::str_at(ptr, "path").unwrap_or("");
-        let want = strict::str_at(ptr, "sha256").and_then(|h| Digest::parse(h).ok());
+        let want = strict::str_at(ptr, "sha256").and_then(|h| digest_of(h).ok());
         let got = files.files.get(path).map(|b| Digest::of(b));
         if want.is_none() || got != want {
             return Err(PackError::refused(

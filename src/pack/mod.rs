@@ -15,6 +15,7 @@ mod error;
 mod fetching;
 mod files;
 mod json;
+mod keys;
 mod lgflow;
 mod lgflow_paths;
 mod lgflow_trust;

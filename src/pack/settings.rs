@@ -2,7 +2,6 @@
 //! the keys that may sign for them) and `[lgflow]` (trusted signing keys). Unknown keys are
 //! errors, and every key is checked where it is written.
 
-use base64::Engine;
 use ed25519_dalek::VerifyingKey;
 use serde::Deserialize;
 use toml::Spanned;
@@ -37,7 +36,7 @@ struct RegistrySection {
 struct OpenwopKeySection {
     /// The `keyId` signatures name.
     key_id: Spanned<String>,
-    /// The Ed25519 public key, 32 bytes in standard base64.
+    /// The Ed25519 public key (base64 or hex, raw or SubjectPublicKeyInfo, or PEM).
     public_key: Spanned<String>,
     /// Pack names it may sign: `@scope/*`, an exact name, or `*`.
     permitted_namespaces: Vec<Spanned<String>>,
@@ -62,7 +61,7 @@ struct LgflowKeySection {
     key_id: Spanned<String>,
     /// The publisher of record for what it signs.
     publisher: Spanned<String>,
-    /// The Ed25519 public key, 32 bytes in standard base64.
+    /// The Ed25519 public key (base64 or hex, raw or SubjectPublicKeyInfo, or PEM).
     public_key: Spanned<String>,
     /// RFC 3339 UTC (`2026-01-01T00:00:00Z`): signatures made before it are not its.
     not_before: Spanned<String>,
@@ -77,6 +76,8 @@ struct LgflowKeySection {
 pub(crate) struct OpenwopRegistry {
     /// Its name in requests.
     pub(crate) name: String,
+    /// Its configured URL: relative `endpoints` references resolve against it.
+    pub(crate) base: String,
     /// The URL of its `.well-known/openwop-registry.json`.
     pub(crate) well_known: String,
     /// Its signing keys.
@@ -122,16 +123,11 @@ pub(crate) struct PackConfig {
     pub(crate) lgflow_require_trusted: bool,
 }
 
-/// An Ed25519 public key from base64 config text.
+/// An Ed25519 public key from config text (base64 or hex of the raw key or its DER
+/// SubjectPublicKeyInfo, or a PEM `PUBLIC KEY` block).
 fn public_key(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<VerifyingKey, FileError> {
-    let bad = |why: String| src.error_at(v.span(), why);
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(v.get_ref().trim())
-        .map_err(|e| bad(format!("public_key is not base64: {e}")))?;
-    let arr: [u8; 32] = raw
-        .try_into()
-        .map_err(|_| bad("public_key must be 32 bytes (an Ed25519 public key)".into()))?;
-    VerifyingKey::from_bytes(&arr).map_err(|e| bad(format!("not an Ed25519 public key: {e}")))
+    super::keys::public_key(v.get_ref())
+        .map_err(|why| src.error_at(v.span(), format!("public_key: {why}")))
 }
 
 /// An RFC 3339 UTC time from config text, checked.
@@ -206,6 +202,7 @@ impl PackConfig {
             }
             out.openwop.push(OpenwopRegistry {
                 name: r.name.get_ref().clone(),
+                base: base.to_string(),
                 well_known: well_known.to_string(),
                 keys,
             });

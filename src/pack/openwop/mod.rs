@@ -29,18 +29,6 @@ pub(crate) const PROFILE: Profile = Profile {
     inspect,
 };
 
-/// A detached signature as served: 64 raw bytes, or their base64 (text, whitespace trimmed).
-fn signature_bytes(body: &[u8]) -> Option<Vec<u8>> {
-    if body.len() == 64 {
-        return Some(body.to_vec());
-    }
-    let text = std::str::from_utf8(body).ok()?.trim();
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .ok()?;
-    (raw.len() == 64).then_some(raw)
-}
-
 /// Resolves the version through the registry tree and fetches its manifest, `.sig` and `.tgz`.
 fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
     Box::pin(async move {
@@ -77,11 +65,11 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
         let sig = packs
             .document("registry_unavailable", sig_url.as_str())
             .await?;
-        let sig = signature_bytes(&sig).ok_or_else(|| {
+        let sig = super::keys::signature(&sig).ok_or_else(|| {
             PackError::refused(
                 "pack_signature_invalid",
                 format!("{version}.sig"),
-                "the .sig is not a 64-byte Ed25519 signature (raw, or base64)",
+                "the .sig is not a 64-byte Ed25519 signature (raw, base64 or hex)",
             )
             .locator(redact_locator(sig_url.as_str()))
         })?;
@@ -121,7 +109,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 "kind": manifest.kind,
                 "keyId": manifest.key_id,
                 "signing": manifest.signing,
-                "signature": base64::engine::general_purpose::STANDARD.encode(&sig),
+                "signature": base64::engine::general_purpose::STANDARD.encode(sig),
                 "yanked": manifest.yanked,
                 "versionDeprecated": manifest.deprecated,
             }),

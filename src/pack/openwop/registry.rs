@@ -1,7 +1,7 @@
 //! "The registry tree" and "Version manifests": the v2 tree is found through the registry's
 //! `.well-known/openwop-registry.json` `endpoints` (never constructed from the host), and every
-//! registry path is resolved under it: `packs/<name>/index.json` to list versions for a range,
-//! `packs/<name>/-/<version>.{json,sig,tgz}` for one version. A range skips `yanked` versions; a
+//! registry path is resolved under its `packs/` directory: `<name>/index.json` to list versions
+//! for a range, `<name>/-/<version>.{json,sig,tgz}` for one version. A range skips `yanked` versions; a
 //! pin may resolve one.
 
 use nodejs_semver::{Range, Version};
@@ -51,8 +51,27 @@ pub(crate) fn valid_name(name: &str) -> bool {
     }
 }
 
-/// The v2 tree's root, as the registry's well-known document names it (`endpoints.v2`, a URL
-/// or a reference relative to the document).
+/// A URL `endpoints` gives for the v2 tree: a string, or an object's `packs` (the packs
+/// directory itself) or `url`/`href`/`root`/`base` (the tree). `true` with the packs directory.
+fn v2_endpoint(endpoints: &Value) -> Option<(&str, bool)> {
+    let entry = ["v2", "registry/v2"]
+        .iter()
+        .find_map(|k| endpoints.get(*k))?;
+    if let Some(s) = entry.as_str() {
+        return Some((s, false));
+    }
+    if let Some(s) = str_at(entry, "packs") {
+        return Some((s, true));
+    }
+    ["url", "href", "root", "base"]
+        .iter()
+        .find_map(|k| str_at(entry, k))
+        .map(|s| (s, false))
+}
+
+/// The v2 tree's `packs/` directory, as the registry's well-known document names it:
+/// `endpoints.v2` (or `endpoints["registry/v2"]`), a URL or a reference resolved against the
+/// configured registry URL. A tree whose path already ends in `packs` is the directory itself.
 pub(crate) async fn tree(packs: &Packs, registry: &OpenwopRegistry) -> Result<Url, PackError> {
     let url = &registry.well_known;
     let shown = redact_locator(url);
@@ -61,28 +80,35 @@ pub(crate) async fn tree(packs: &Packs, registry: &OpenwopRegistry) -> Result<Ur
         PackError::refused("pack_registry_invalid", "/endpoints/v2", why).locator(shown.clone())
     };
     let doc = strict::parse(&bytes).map_err(|e| bad(format!("openwop-registry.json: {e}")))?;
-    let v2 = doc
-        .pointer("/endpoints/v2")
-        .and_then(Value::as_str)
+    let (v2, is_packs) = doc
+        .get("endpoints")
+        .and_then(v2_endpoint)
         .ok_or_else(|| bad("endpoints.v2 must name the v2 tree".into()))?;
-    let base = Url::parse(url).map_err(|e| bad(e.to_string()))?;
+    let base = Url::parse(&registry.base).map_err(|e| bad(e.to_string()))?;
     let mut root = base
         .join(v2)
         .map_err(|e| bad(format!("endpoints.v2: {e}")))?;
+    if !matches!(root.scheme(), "http" | "https") {
+        return Err(bad(format!("endpoints.v2 {v2:?} is not an http(s) URL")));
+    }
     if !root.path().ends_with('/') {
         root.set_path(&format!("{}/", root.path()));
     }
-    Ok(root)
+    if is_packs || root.path().ends_with("/packs/") {
+        return Ok(root);
+    }
+    root.join("packs/")
+        .map_err(|e| bad(format!("endpoints.v2: {e}")))
 }
 
-/// `packs/<name>/-/<version>.<ext>` under `root`.
+/// `<name>/-/<version>.<ext>` under the packs directory `root`.
 pub(crate) fn version_file(
     root: &Url,
     name: &str,
     version: &str,
     ext: &str,
 ) -> Result<Url, PackError> {
-    root.join(&format!("packs/{name}/-/{version}.{ext}"))
+    root.join(&format!("{name}/-/{version}.{ext}"))
         .map_err(|e| PackError::internal(format!("cannot resolve a registry path: {e}")))
 }
 
@@ -199,7 +225,7 @@ pub(crate) async fn resolve(
     let parsed = Range::parse(range)
         .map_err(|e| PackError::request("range", format!("not a range: {e}")))?;
     let index = root
-        .join(&format!("packs/{name}/index.json"))
+        .join(&format!("{name}/index.json"))
         .map_err(|e| PackError::internal(e.to_string()))?;
     let bytes = packs
         .document("registry_unavailable", index.as_str())
