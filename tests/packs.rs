@@ -539,6 +539,16 @@ async fn hostile_lgflow_packages_are_refused_by_code_and_never_published() {
             "pack_credential_found",
         ),
         (
+            "bom-before-integrity-json",
+            {
+                // JSON.parse refuses a BOM; a reader that skips it verifies another text.
+                let mut b = vec![0xEF, 0xBB, 0xBF];
+                b.extend(listed(&files));
+                lgflow_tgz(&files, &b, None)
+            },
+            "pack_integrity_failure",
+        ),
+        (
             "no-id",
             {
                 let mut f = lgflow_files();
@@ -994,6 +1004,121 @@ async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
     }
 }
 
+/// `agent_files(name)` with this descriptor and install file (`None`: left out), and the
+/// manifest's pointers rewritten to match them.
+fn agent_declared(
+    name: &str,
+    descriptor: &[u8],
+    install: Option<&[u8]>,
+    plugin_extra: Value,
+) -> Vec<(String, Vec<u8>)> {
+    let mut files = agent_files(name);
+    files.retain(|(p, _)| {
+        !matches!(
+            p.as_str(),
+            "plugin.json" | "descriptor.json" | "install.json"
+        )
+    });
+    let mut ext = json!({ "descriptor": { "path": "descriptor.json", "sha256": Digest::of(descriptor).hex() } });
+    if let Some(i) = install {
+        ext["install"] = json!({ "path": "install.json", "sha256": Digest::of(i).hex() });
+        files.push(("install.json".into(), i.to_vec()));
+    }
+    let mut plugin =
+        json!({ "name": name, "version": "1.0.0", "extensions": { "net.agentdoc.package": ext } });
+    for (k, v) in plugin_extra.as_object().unwrap() {
+        plugin[k] = v.clone();
+    }
+    files.push(("plugin.json".into(), plugin.to_string().into_bytes()));
+    files.push(("descriptor.json".into(), descriptor.to_vec()));
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_declarations_with_an_address_or_a_missing_half_are_refused_and_never_published() {
+    let site = Site::start("").await;
+    let descriptor: &[u8] = br#"{"offerings":[]}"#;
+    let install: &[u8] = br#"{"format":"agent-install-v1"}"#;
+    type Case = (
+        &'static str,
+        Vec<(String, Vec<u8>)>,
+        &'static str,
+        &'static str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "address-in-install",
+            agent_declared(
+                "address-in-install",
+                descriptor,
+                Some(br#"{"format":"agent-install-v1","systems":[{"name":"crm","kind":"service","endpoint":"https://crm.example.com/api"}]}"#),
+                json!({}),
+            ),
+            "pack_address_in_declaration",
+            "install.json#/systems/0/endpoint",
+        ),
+        (
+            "address-in-descriptor",
+            agent_declared(
+                "address-in-descriptor",
+                br#"{"offerings":[{"id":"triage","can_use":[{"schema":"https://schema.org/Invoice","sample":"https://files.example.com/x"}]}]}"#,
+                Some(install),
+                json!({}),
+            ),
+            "pack_address_in_declaration",
+            "descriptor.json#/offerings/0/can_use/0/sample",
+        ),
+        (
+            "ip-in-manifest",
+            agent_declared(
+                "ip-in-manifest",
+                descriptor,
+                Some(install),
+                json!({ "mcpServers": { "crm": { "host": "10.0.0.7" } } }),
+            ),
+            "pack_address_in_declaration",
+            "plugin.json#/mcpServers/crm/host",
+        ),
+        (
+            "no-install-file",
+            agent_declared("no-install-file", descriptor, None, json!({})),
+            "pack_layout_invalid",
+            "install.json",
+        ),
+        (
+            "bom-before-plugin-json",
+            {
+                let mut f = agent_declared("bom-before-plugin-json", descriptor, Some(install), json!({}));
+                let i = f.iter().position(|(p, _)| p == "plugin.json").unwrap();
+                f[i].1.splice(0..0, [0xEF, 0xBB, 0xBF]);
+                f
+            },
+            "pack_manifest_invalid",
+            "plugin.json",
+        ),
+    ];
+    for (name, files, code, field) in cases {
+        let archive = agent_tgz(name, &files);
+        site.depot(name, &archive, &|_| {});
+        let got = site.agent(name, &[]).await;
+        site.assert_refused_unpublished(name, &got, &archive, code)
+            .await;
+        let j = body(&got);
+        assert!(
+            j["field"].as_str().unwrap_or("").ends_with(field),
+            "{name}: {j}"
+        );
+    }
+    // Two build records that disagree: neither is taken.
+    let archive = agent_tgz("two-records", &agent_files("two-records"));
+    site.depot("two-records", &archive, &|d| {
+        d["buildRecord"] = json!({ "package": { "sha256": Digest::of(b"other").hex() } });
+    });
+    let got = site.agent("two-records", &[]).await;
+    site.assert_refused_unpublished("two-records", &got, &archive, "pack_manifest_invalid")
+        .await;
+}
+
 // ---------------------------------------------------------------- OpenWOP
 
 const TREE: &str = "/mirror/tree/v2";
@@ -1336,6 +1461,13 @@ async fn hostile_openwop_packs_are_refused_by_code_and_never_published() {
     let tarball = site.publish_wop(&w);
     let got = site.openwop("@acme/no-kind", ("version", "1.0.0")).await;
     site.assert_refused_unpublished("no-kind", &got, &tarball, "pack_validation_failed")
+        .await;
+    // pack.json behind a byte-order mark, validly signed over its JCS form.
+    let mut w = wop("@acme/bom", "1.0.0", ok);
+    w.pack_json = format!("\u{FEFF}{}", w.pack_json);
+    let tarball = site.publish_wop(&w);
+    let got = site.openwop("@acme/bom", ("version", "1.0.0")).await;
+    site.assert_refused_unpublished("bom", &got, &tarball, "pack_validation_failed")
         .await;
 }
 

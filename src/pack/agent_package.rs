@@ -8,10 +8,11 @@
 
 use serde_json::{Value, json};
 
+use super::agent_addresses::{self, Declaration};
 use super::agent_escapes;
 use super::agent_text::{self, TextFault};
 use super::error::PackError;
-use super::files::collect;
+use super::files::{Files, collect};
 use super::profile::{Candidate, Judged, Located, Params, Profile, pin, required};
 use super::{PackSettings, Packs, json as strict, secrets};
 use crate::redact::redact_locator;
@@ -217,6 +218,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             ));
         }
     }
+    declarations(&files, &manifest, ext)?;
     for path in files.files.keys().chain(files.dirs.iter()) {
         if let Some((at, code_point, what)) = agent_text::hidden_in_name(path) {
             return Err(PackError::refused(
@@ -283,6 +285,57 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             "expanded_bytes": files.expanded_bytes,
         }),
     })
+}
+
+/// 12.2 and rule 3: the draft Descriptor and the install file are present (where the manifest
+/// points, or at their 12.2 paths), and none of the three declarations carries an address
+/// outside the members rule 3 excepts.
+fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<(), PackError> {
+    let mut docs = vec![(
+        Declaration::Manifest,
+        "plugin.json".to_string(),
+        manifest.clone(),
+    )];
+    for (kind, part, default) in [
+        (Declaration::Descriptor, "descriptor", "descriptor.json"),
+        (Declaration::Install, "install", "install.json"),
+    ] {
+        let path = ext
+            .and_then(|e| e.get(part))
+            .and_then(|p| strict::str_at(p, "path"))
+            .unwrap_or(default)
+            .to_string();
+        let Some(bytes) = files.files.get(&path) else {
+            return Err(PackError::refused(
+                "pack_layout_invalid",
+                files.field(&path),
+                format!(
+                    "the package has no {path}: an Agent Package carries a draft Descriptor and an install file (12.2)"
+                ),
+            ));
+        };
+        let doc = strict::parse(bytes).map_err(|e| {
+            PackError::refused(
+                "pack_manifest_invalid",
+                files.field(&path),
+                format!("{path}: {e}"),
+            )
+        })?;
+        docs.push((kind, path, doc));
+    }
+    for (kind, path, doc) in &docs {
+        if let Some(f) = agent_addresses::find(*kind, doc) {
+            return Err(PackError::refused(
+                "pack_address_in_declaration",
+                format!("{}#{}", files.field(path), f.pointer),
+                format!(
+                    "{path} {}: {} in a declaration; rule 3: the manifest, the draft Descriptor and the install file name things and never carry an address (only the manifest's $schema, homepage, repository and from[].repository, and the Descriptor's can_use[].schema, are excepted)",
+                    f.pointer, f.what
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Rule 8 through escapes: a hidden character in a JSON string (`.json` files) or behind a

@@ -8,6 +8,7 @@
 // `PackError` is only built on the error path, where its size costs nothing.
 #![allow(clippy::result_large_err)]
 
+mod agent_addresses;
 mod agent_escapes;
 mod agent_package;
 mod agent_text;
