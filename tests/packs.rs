@@ -837,6 +837,16 @@ async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
             "pack_hidden_character",
         ),
         (
+            // No hidden character in the bytes; the harness's YAML reader decodes one.
+            "front-matter-escape",
+            with(
+                "front-matter-escape",
+                "skills/triage/SKILL.md",
+                b"---\nname: triage\ndescription: \"Sort the queue \\u202e politely\"\n---\n# Triage\n".to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
             "bom-then-bidi",
             with(
                 "bom-then-bidi",
@@ -1417,6 +1427,14 @@ async fn hostile_openwop_packs_are_refused_by_code_and_never_published() {
                 w.extra_member = Some(Member::symlink("package/x", "/etc/passwd"))
             }),
             "archive_member_type",
+        ),
+        (
+            // pack.json at the top and under package/: an npm-style reader reads the other.
+            "pack-json-twice",
+            case("pack-json-twice", ok, &|w| {
+                w.extra_member = Some(Member::file("pack.json", w.pack_json.clone()))
+            }),
+            "pack_layout_invalid",
         ),
     ];
     for (label, w, code) in cases {

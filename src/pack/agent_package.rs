@@ -338,18 +338,26 @@ fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<
     Ok(())
 }
 
-/// Rule 8 through escapes: a hidden character in a JSON string (`.json` files) or behind a
-/// character reference (`.md`, `.markdown`, `.html`, `.htm` files).
+/// Rule 8 through escapes: a hidden character in a JSON string (`.json` files), behind a
+/// backslash escape (`.yaml`, `.yml`, `.toml` files and Markdown front matter, which a harness
+/// reads as YAML) or behind a character reference (`.md`, `.markdown`, `.html`, `.htm` files).
 fn escaped(path: &str, bytes: &[u8], at: &str) -> Result<(), PackError> {
     let text = std::str::from_utf8(bytes).unwrap_or_default();
     let lower = path.to_ascii_lowercase();
     let found = if lower.ends_with(".json") {
         agent_escapes::in_json(text.strip_prefix('\u{FEFF}').unwrap_or(text))
+    } else if [".yaml", ".yml", ".toml"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+    {
+        agent_escapes::in_backslash_escapes(text)
     } else if [".md", ".markdown", ".html", ".htm"]
         .iter()
         .any(|e| lower.ends_with(e))
     {
-        agent_escapes::in_references(text)
+        agent_escapes::front_matter(text)
+            .and_then(agent_escapes::in_backslash_escapes)
+            .or_else(|| agent_escapes::in_references(text))
     } else {
         None
     };

@@ -96,6 +96,22 @@ pub(crate) fn collect(
         all.insert(member.path.clone(), buf);
         Ok(())
     })?;
+    // `marker` at the top and again one directory down: a reader that expects the package under
+    // one directory (npm's `package/`) would read the other one.
+    if all.contains_key(marker)
+        && let Some(inner) = all.keys().find(|p| {
+            p.split_once('/')
+                .is_some_and(|(_, rest)| archive::fold_key(rest) == archive::fold_key(marker))
+        })
+    {
+        return Err(PackError::refused(
+            "pack_layout_invalid",
+            format!("archive:{inner}"),
+            format!(
+                "the archive holds {marker} at its top and {inner}; readers that look in different places would read different packages"
+            ),
+        ));
+    }
     let root = if all.contains_key(marker) {
         String::new()
     } else {
