@@ -140,7 +140,7 @@ impl Config {
             cache,
             love: LoveSettings::from_section(&raw.love, &src)?,
             registries: RegistrySettings::from_sections(&raw.registry, base, &src)?,
-            packs: PackConfig::from_sections(&raw.openwop, &raw.lgflow, &src)?,
+            packs: PackConfig::from_sections(&raw.openwop, &raw.lgflow, base, &src)?,
             max_redirects: match &raw.egress.max_redirects {
                 None => DEFAULT_MAX_REDIRECTS,
                 Some(m) if *m.get_ref() > 20 => {

@@ -354,6 +354,50 @@ async fn an_lgflow_package_tarred_from_inside_its_directory_verifies_against_a_p
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lgflow_trust_store_laid_out_as_the_seed_says_verifies_and_revokes() {
+    let store = tempfile::tempdir().unwrap();
+    std::fs::create_dir(store.path().join("keys")).unwrap();
+    let entry = |id: &str, seed: u8| {
+        json!({ "keyId": id, "publisher": "LGFlow", "publicKey": pem(seed),
+                "notBefore": "2026-01-01T00:00:00.000Z" })
+        .to_string()
+    };
+    std::fs::write(
+        store.path().join("keys/vendor-2026a.json"),
+        entry("vendor-2026a", 1),
+    )
+    .unwrap();
+    std::fs::write(store.path().join("keys/leaked.json"), entry("leaked", 6)).unwrap();
+    std::fs::write(
+        store.path().join("revoked.json"),
+        json!({ "revoked": [{ "keyId": "leaked", "revokedAt": "2026-11-01T00:00:00.000Z", "reason": "leaked" }] })
+            .to_string(),
+    )
+    .unwrap();
+    let site = Site::start(&format!(
+        "[lgflow]\nrequire_trusted = true\ntrust_dir = {:?}\n",
+        store.path().display().to_string()
+    ))
+    .await;
+    let files = lgflow_files();
+    let i = integrity_for(&files).to_string().into_bytes();
+    let good = lgflow_tgz(&files, &i, Some(signature_for(&i, &key(1), "vendor-2026a")));
+    site.serve("/good.tar.gz", good.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/good.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["inspection"]["trust"]["verdict"], "TRUSTED");
+    let revoked = lgflow_tgz(&files, &i, Some(signature_for(&i, &key(6), "leaked")));
+    site.serve("/revoked.tar.gz", revoked.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/revoked.tar.gz"))])
+        .await;
+    site.assert_refused_unpublished("revoked", &got, &revoked, "pack_key_revoked")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_lgflow_packages_are_refused_by_code_and_never_published() {
     let site = Site::start(&lgflow_trust()).await;
     let with = |path: &str, bytes: &[u8]| {

@@ -19,6 +19,7 @@ mod json;
 mod keys;
 mod lgflow;
 mod lgflow_paths;
+mod lgflow_store;
 mod lgflow_trust;
 mod love;
 mod openwop;

@@ -48,6 +48,9 @@ struct OpenwopKeySection {
 pub(crate) struct LgflowSection {
     /// Refuse packages that are not signed by a trusted, unrevoked key (default false).
     require_trusted: Option<bool>,
+    /// A trust store laid out as the seed's `<library root>/trust/` (`keys/<keyId>.json`,
+    /// `revoked.json`), read at load; relative to the config file's directory.
+    trust_dir: Option<Spanned<String>>,
     /// `[[lgflow.key]]`: the local trust store.
     #[serde(default)]
     key: Vec<LgflowKeySection>,
@@ -165,6 +168,7 @@ impl PackConfig {
     pub(crate) fn from_sections(
         openwop: &OpenwopSection,
         lgflow: &LgflowSection,
+        base: &std::path::Path,
         src: &TomlSource<'_>,
     ) -> Result<Self, FileError> {
         let mut out = Self::default();
@@ -216,6 +220,19 @@ impl PackConfig {
                 not_after: k.not_after.as_ref().map(|t| time(t, src)).transpose()?,
                 revoked_at: k.revoked_at.as_ref().map(|t| time(t, src)).transpose()?,
             });
+        }
+        if let Some(dir) = &lgflow.trust_dir {
+            let read = super::lgflow_store::read(&base.join(dir.get_ref()))
+                .map_err(|why| src.error_at(dir.span(), format!("trust_dir: {why}")))?;
+            for k in read {
+                if out.lgflow_keys.iter().any(|o| o.key_id == k.key_id) {
+                    return Err(src.error_at(
+                        dir.span(),
+                        format!("trust_dir: keyId {:?} is also a [[lgflow.key]]", k.key_id),
+                    ));
+                }
+                out.lgflow_keys.push(k);
+            }
         }
         out.lgflow_require_trusted = lgflow.require_trusted.unwrap_or(false);
         Ok(out)
