@@ -1317,6 +1317,20 @@ async fn an_openwop_range_skips_yanked_versions_and_a_pin_may_resolve_one() {
 
     let none = site.openwop("@acme/tools", ("range", "^3.0.0")).await;
     assert_eq!(body(&none)["code"], "pack_version_not_found");
+
+    // The index may mark a version yanked itself; a range skips it even where the version
+    // manifest was not republished yet.
+    site.serve(
+        &format!("{TREE}/packs/@acme/idx/index.json"),
+        json!({ "versions": [{ "version": "1.2.0", "yanked": true }, { "version": "1.1.0" }] })
+            .to_string(),
+    );
+    let newer = site.publish_wop(&wop("@acme/idx", "1.2.0", ">=2 <3.0.0"));
+    site.publish_wop(&wop("@acme/idx", "1.1.0", ">=2 <3.0.0"));
+    let got = site.openwop("@acme/idx", ("range", "^1.0.0")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["version"], "1.1.0");
+    assert_eq!(site.cached(&newer).await.status, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -186,13 +186,15 @@ pub(crate) fn signing_block(signing: &Value) -> Result<String, (&'static str, St
         .ok_or(("pack_validation_failed", "signing.keyId is REQUIRED".into()))
 }
 
-/// `dist.sha256` (hex) or the strongest SHA-256/512 in `dist.integrity`; never SHA-1.
+/// `dist.sha256` (hex) or the strongest SHA-256/512 in `dist.integrity` (or the same members
+/// at the top of the manifest); never SHA-1.
 fn declared_digest(doc: &Value) -> Option<Expected> {
-    if let Some(hex) = doc.pointer("/dist/sha256").and_then(Value::as_str) {
-        return Expected::from_hex(Algorithm::Sha256, hex);
+    let dist = doc.get("dist").unwrap_or(doc);
+    if let Some(hex) = str_at(dist, "sha256") {
+        return Expected::from_hex(Algorithm::Sha256, &hex.to_ascii_lowercase());
     }
-    let sri = doc.pointer("/dist/integrity").and_then(Value::as_str);
-    Expected::from_npm_dist(sri, None).filter(|e| e.algorithm != Algorithm::Sha1)
+    Expected::from_npm_dist(str_at(dist, "integrity"), None)
+        .filter(|e| e.algorithm != Algorithm::Sha1)
 }
 
 /// The version a request names: `version` exactly (a pin, which may be yanked), or the highest
@@ -238,26 +240,37 @@ pub(crate) async fn resolve(
         )
         .locator(redact_locator(index.as_str()))
     })?;
-    let listed: Vec<String> = match doc.get("versions") {
+    // Each listed version, and whether the index itself marks it yanked (a range skips a
+    // version either the index or its own manifest marks).
+    let listed: Vec<(String, bool)> = match doc.get("versions") {
         Some(Value::Array(a)) => a
             .iter()
             .filter_map(|v| {
                 v.as_str()
                     .or_else(|| str_at(v, "version"))
-                    .map(str::to_string)
+                    .map(|s| (s.to_string(), strict::flag(v, "yanked")))
             })
             .collect(),
-        Some(Value::Object(o)) => o.keys().cloned().collect(),
+        Some(Value::Object(o)) => o
+            .iter()
+            .map(|(k, v)| (k.clone(), strict::flag(v, "yanked")))
+            .collect(),
         _ => Vec::new(),
     };
-    let mut matching: Vec<Version> = listed
-        .iter()
-        .filter_map(|v| Version::parse(v).ok())
-        .filter(|v| parsed.satisfies(v))
-        .collect();
+    let mut skipped = Vec::new();
+    let mut matching: Vec<Version> = Vec::new();
+    for (text, yanked) in &listed {
+        let Some(v) = Version::parse(text).ok().filter(|v| parsed.satisfies(v)) else {
+            continue;
+        };
+        if *yanked {
+            skipped.push(text.clone());
+        } else {
+            matching.push(v);
+        }
+    }
     matching.sort();
     matching.dedup();
-    let mut skipped = Vec::new();
     for v in matching.iter().rev().take(MAX_RANGE_READS) {
         let text = v.to_string();
         let m = version_manifest(packs, root, name, &text).await?;
@@ -277,4 +290,27 @@ pub(crate) async fn resolve(
     )
     .field("range")
     .locator(redact_locator(index.as_str())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_tarball_digest_is_read_from_dist_or_the_top_never_sha1() {
+        let hex = "ab".repeat(32);
+        let top = declared_digest(&json!({ "sha256": hex.to_uppercase() }));
+        assert_eq!(top, declared_digest(&json!({ "dist": { "sha256": hex } })));
+        assert!(top.is_some());
+        let sri = format!("sha512-{}", "A".repeat(86) + "==");
+        assert!(declared_digest(&json!({ "integrity": sri })).is_some());
+        assert!(
+            declared_digest(
+                &json!({ "dist": { "integrity": "sha1-AAAAAAAAAAAAAAAAAAAAAAAAAAA=" } })
+            )
+            .is_none()
+        );
+        assert!(declared_digest(&json!({ "kind": "node-pack" })).is_none());
+    }
 }
