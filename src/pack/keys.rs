@@ -16,7 +16,9 @@ const SPKI_PREFIX: [u8; 12] = [
 /// `text` as hex (any case) or base64 (either alphabet, padded or not), whichever gives one of
 /// the byte lengths in `lens`.
 fn decode(text: &str, lens: &[usize]) -> Option<Vec<u8>> {
-    let t = text.trim();
+    // `base64` wraps at 76 columns by default: whitespace is never part of either encoding.
+    let joined: String = text.split_ascii_whitespace().collect();
+    let t = joined.as_str();
     let fits = |v: &Vec<u8>| lens.contains(&v.len());
     if t.bytes().all(|b| b.is_ascii_hexdigit())
         && let Some(v) = hex::decode(t).ok().filter(fits)
@@ -103,6 +105,13 @@ mod tests {
             Some(sig)
         );
         assert_eq!(signature(URL_SAFE_NO_PAD.encode(sig).as_bytes()), Some(sig));
+        let wrapped = STANDARD.encode(sig);
+        let wrapped = format!("{}\n{}\n", &wrapped[..76], &wrapped[76..]);
+        assert_eq!(
+            signature(wrapped.as_bytes()),
+            Some(sig),
+            "as `base64` writes it"
+        );
         assert_eq!(signature(STANDARD.encode([9u8; 63]).as_bytes()), None);
         assert_eq!(
             signature_text(&"a".repeat(64)),

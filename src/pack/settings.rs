@@ -145,9 +145,11 @@ fn time(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<String, FileError> 
         })
 }
 
-/// A sortable key for an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, or `None`.
+/// A sortable key for an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SS[.fraction]Z` (or `+00:00`),
+/// or `None`.
 pub(crate) fn utc_key(t: &str) -> Option<String> {
-    let body = t.strip_suffix('Z')?;
+    // `+00:00` is UTC written as an offset (what Python's `isoformat()` writes).
+    let body = t.strip_suffix('Z').or_else(|| t.strip_suffix("+00:00"))?;
     let (secs, frac) = body.split_once('.').unwrap_or((body, ""));
     let b = secs.as_bytes();
     let shape = b.len() == 19
@@ -280,6 +282,10 @@ mod tests {
         assert!(utc_key("2026-10-12T09:00:00.000Z") < utc_key("2026-10-12T09:00:00.5Z"));
         assert!(utc_key("2026-10-12T09:00:00Z") < utc_key("2026-10-12T09:00:01Z"));
         assert!(utc_key("2026-10-12T09:00:00+01:00").is_none());
+        assert_eq!(
+            utc_key("2026-10-12T09:00:00+00:00"),
+            utc_key("2026-10-12T09:00:00Z")
+        );
         assert!(utc_key("2026-10-12 09:00:00Z").is_none());
     }
 }
