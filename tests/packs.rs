@@ -1134,6 +1134,19 @@ async fn agent_declarations_with_an_address_or_a_missing_half_are_refused_and_ne
             "plugin.json#/mcpServers/crm/host",
         ),
         (
+            "address-in-mcp-json",
+            {
+                let mut f = agent_declared("address-in-mcp-json", descriptor, Some(install), json!({}));
+                f.push((
+                    "mcp.json".into(),
+                    br#"{"mcpServers":{"crm":{"url":"https://mcp.vendor.example/sse"}}}"#.to_vec(),
+                ));
+                f
+            },
+            "pack_address_in_declaration",
+            "mcp.json#/mcpServers/crm/url",
+        ),
+        (
             "no-install-file",
             agent_declared("no-install-file", descriptor, None, json!({})),
             "pack_layout_invalid",
@@ -1471,6 +1484,14 @@ async fn hostile_openwop_packs_are_refused_by_code_and_never_published() {
                 w.manifest_extra = json!({ "dist": null })
             }),
             "pack_integrity_failure",
+        ),
+        (
+            // pack.json admits major 2; the version manifest's restated range does not.
+            "manifest-engine-range",
+            case("manifest-engine-range", ok, &|w| {
+                w.manifest_extra = json!({ "engines": { "openwop": ">=1 <2.0.0" } })
+            }),
+            "pack_engine_unsupported",
         ),
         (
             "manifest-no-kind",

@@ -2,7 +2,8 @@
 //! Descriptor and the install file) carry no address, and a depot refuses to publish one that
 //! does. The exceptions are by member and by file: the manifest's own `$schema`, `homepage`,
 //! `repository` and the `repository` of each `from` entry under `net.agentdoc.package`; the
-//! Descriptor's `schema` of each `can_use` entry; nothing in the install file. An address is
+//! Descriptor's `schema` of each `can_use` entry; nothing in the install file, and nothing in
+//! `mcp.json`, which names servers by system name and carries no vendor address. An address is
 //! read conservatively: a URL (`scheme://`) or an IPv4 literal, in a value or a member name.
 
 use serde_json::Value;
@@ -16,6 +17,8 @@ pub(crate) enum Declaration {
     Descriptor,
     /// `install.json`.
     Install,
+    /// `mcp.json`: servers by system name, with no vendor address (12.2, 12.4 section 3).
+    Servers,
 }
 
 /// An address found: the JSON pointer where, and what kind.
@@ -46,7 +49,7 @@ fn excepted(kind: Declaration, path: &[String]) -> bool {
         Declaration::Descriptor => p
             .windows(3)
             .any(|w| w[0] == "can_use" && w[1].parse::<usize>().is_ok() && w[2] == "schema"),
-        Declaration::Install => false,
+        Declaration::Install | Declaration::Servers => false,
     }
 }
 

@@ -288,8 +288,8 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
 }
 
 /// 12.2 and rule 3: the draft Descriptor and the install file are present (where the manifest
-/// points, or at their 12.2 paths), and none of the three declarations carries an address
-/// outside the members rule 3 excepts.
+/// points, or at their 12.2 paths), none of the three declarations carries an address outside
+/// the members rule 3 excepts, and `mcp.json`, when present, carries none (12.4).
 fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<(), PackError> {
     let mut docs = vec![(
         Declaration::Manifest,
@@ -323,13 +323,23 @@ fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<
         })?;
         docs.push((kind, path, doc));
     }
+    if let Some(bytes) = files.files.get("mcp.json") {
+        let doc = strict::parse(bytes).map_err(|e| {
+            PackError::refused(
+                "pack_manifest_invalid",
+                files.field("mcp.json"),
+                format!("mcp.json: {e}"),
+            )
+        })?;
+        docs.push((Declaration::Servers, "mcp.json".to_string(), doc));
+    }
     for (kind, path, doc) in &docs {
         if let Some(f) = agent_addresses::find(*kind, doc) {
             return Err(PackError::refused(
                 "pack_address_in_declaration",
                 format!("{}#{}", files.field(path), f.pointer),
                 format!(
-                    "{path} {}: {} in a declaration; rule 3: the manifest, the draft Descriptor and the install file name things and never carry an address (only the manifest's $schema, homepage, repository and from[].repository, and the Descriptor's can_use[].schema, are excepted)",
+                    "{path} {}: {} in a declaration; rule 3: the manifest, the draft Descriptor and the install file name things and never carry an address (only the manifest's $schema, homepage, repository and from[].repository, and the Descriptor's can_use[].schema, are excepted), and mcp.json names servers by system name with no vendor address (12.4)",
                     f.pointer, f.what
                 ),
             ));

@@ -112,6 +112,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 "signature": base64::engine::general_purpose::STANDARD.encode(sig),
                 "yanked": manifest.yanked,
                 "versionDeprecated": manifest.deprecated,
+                "engine": manifest.engine,
             }),
         })
     })
@@ -192,6 +193,17 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             why,
         )
     })?;
+    // A version manifest that restates the range is held to it too: "both checks MUST run at
+    // install on every publication path", and the unsigned copy must not admit more.
+    if let Some(restated) = cand.facts.get("engine").filter(|v| !v.is_null()) {
+        engine::admits(restated.as_str().unwrap_or("")).map_err(|why| {
+            PackError::refused(
+                "pack_engine_unsupported",
+                format!("{}.json#/engines/openwop", cand.version),
+                why,
+            )
+        })?;
+    }
     Ok(Judged {
         name: cand.name.clone(),
         version: cand.version.clone(),

@@ -35,6 +35,8 @@ pub(crate) struct VersionManifest {
     pub(crate) expected: Expected,
     /// `signing` as written, to compare with a bare manifest's.
     pub(crate) signing: Value,
+    /// `engines.openwop` as written, when the version manifest restates it.
+    pub(crate) engine: Option<Value>,
 }
 
 /// A pack name as a registry path may hold it: `name` or `@scope/name`, lowercase.
@@ -158,6 +160,7 @@ pub(crate) async fn version_manifest(
         deprecated: strict::flag(&doc, "versionDeprecated"),
         expected,
         signing,
+        engine: doc.pointer("/engines/openwop").cloned(),
     })
 }
 
