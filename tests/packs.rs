@@ -398,6 +398,43 @@ async fn an_lgflow_trust_store_laid_out_as_the_seed_says_verifies_and_revokes() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lgflow_package_written_by_pythons_tarfile_is_read_and_a_path_override_refused() {
+    // Python's tarfile (PAX format, its default) writes a pax header carrying the fractional
+    // mtime before every member; it changes nothing a reader extracts.
+    let site = Site::start("").await;
+    let files = lgflow_files();
+    let integrity = integrity_for(&files).to_string().into_bytes();
+    let mut plain = vec![Member::dir(&format!("{ROOT}/"))];
+    for (p, b) in &files {
+        plain.push(Member::file(&format!("{ROOT}/{p}"), b.clone()));
+    }
+    plain.push(Member::file(&format!("{ROOT}/integrity.json"), integrity));
+    let with_pax = |record: &str| {
+        let mut m = Vec::new();
+        for member in &plain {
+            m.push(Member::pax("././@PaxHeader", record));
+            m.push(member.clone());
+        }
+        tgz(&m)
+    };
+    let python = with_pax("27 mtime=1700000000.123456\n");
+    site.serve("/python.tar.gz", python.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/python.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["label"], "lgflow:customer-support@1.0.0");
+    // A pax record that renames what follows is one readers disagree on: still refused.
+    let renamed = with_pax("30 path=customer-support/x.md\n");
+    site.serve("/renamed.tar.gz", renamed.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/renamed.tar.gz"))])
+        .await;
+    site.assert_refused_unpublished("pax-path", &got, &renamed, "archive_member_type")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_lgflow_packages_are_refused_by_code_and_never_published() {
     let site = Site::start(&lgflow_trust()).await;
     let with = |path: &str, bytes: &[u8]| {

@@ -6,8 +6,10 @@
 //! - exactly one gzip member, and nothing after it (a second member or trailing bytes are
 //!   refused: some readers decompress them, others stop);
 //! - tar headers read raw: only regular files and directories, no links, devices, pax or GNU
-//!   extension entries, no setuid or setgid bits, and a directory carries no data (node-tar
-//!   reads a directory's size as zero, so its "data" would be parsed as further headers);
+//!   extension entries (without a required root, a pax header carrying only times and
+//!   owners, as Python's tarfile writes before every member, is skipped: it changes nothing
+//!   extracted), no setuid or setgid bits, and a directory carries no data (node-tar reads a
+//!   directory's size as zero, so its "data" would be parsed as further headers);
 //! - the archive ends at its first all-zero block, and every byte after it must be zero.
 //!   node-tar (and so npm) skips a single zero block and keeps reading entries; a reader that
 //!   stops there would inspect a different package from the one npm installs;
@@ -20,6 +22,7 @@ use std::cell::Cell;
 use std::io::Read;
 
 mod names;
+mod pax;
 
 use names::Names;
 pub use names::fold_key;
@@ -190,6 +193,17 @@ where
             })?;
             if summary.files + summary.directories >= limits.max_members {
                 return Err(ArchiveError::cap("max_members", limits.max_members));
+            }
+            // Without a required root (the pack profiles), a pax header that only carries
+            // times and owners (Python's tarfile writes one per member) is skipped.
+            if root.is_none() && entry.header().as_bytes()[156] == b'x' {
+                let size = entry.header().entry_size().unwrap_or(u64::MAX);
+                let at = format!(
+                    "archive:{}",
+                    String::from_utf8_lossy(&entry.header().path_bytes())
+                );
+                pax::harmless(&mut entry, size, &at)?;
+                continue;
             }
             let member = check_header(entry.header(), limits, root)?;
             if member.path.is_empty() {
