@@ -397,41 +397,118 @@ async fn an_lgflow_trust_store_laid_out_as_the_seed_says_verifies_and_revokes() 
         .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_lgflow_package_written_by_pythons_tarfile_is_read_and_a_path_override_refused() {
-    // Python's tarfile (PAX format, its default) writes a pax header carrying the fractional
-    // mtime before every member; it changes nothing a reader extracts.
-    let site = Site::start("").await;
-    let files = lgflow_files();
-    let integrity = integrity_for(&files).to_string().into_bytes();
-    let mut plain = vec![Member::dir(&format!("{ROOT}/"))];
-    for (p, b) in &files {
-        plain.push(Member::file(&format!("{ROOT}/{p}"), b.clone()));
+/// A pax record `key=value` with its length prefix, as pax writers compute it.
+fn pax_record(key: &str, value: &str) -> String {
+    let body = format!(" {key}={value}\n");
+    let mut len = body.len() + 1;
+    while format!("{len}{body}").len() != len {
+        len += 1;
     }
-    plain.push(Member::file(&format!("{ROOT}/integrity.json"), integrity));
-    let with_pax = |record: &str| {
+    format!("{len}{body}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lgflow_package_written_by_pythons_tarfile_is_read_and_hostile_pax_refused() {
+    // Python's tarfile (PAX format, its default) writes a pax header carrying the fractional
+    // mtime before every member, and a `path` record for a path over 100 bytes (the header's
+    // own name field then holds a truncated name).
+    let site = Site::start("").await;
+    let long = format!("docs/{}.md", "guide-".repeat(20));
+    assert!(long.len() > 100 && long.len() <= 180);
+    let mut files = lgflow_files();
+    files.push((long.clone(), b"A long page.\n".to_vec()));
+    let integrity = integrity_for(&files).to_string().into_bytes();
+    let mtime = pax_record("mtime", "1700000000.123456");
+    let mut members = vec![Member::dir(&format!("{ROOT}/"))];
+    for (p, b) in &files {
+        members.push(Member::file(&format!("{ROOT}/{p}"), b.clone()));
+    }
+    members.push(Member::file(&format!("{ROOT}/integrity.json"), integrity));
+    let python = |extra: &dyn Fn(&Member) -> Option<String>| {
         let mut m = Vec::new();
-        for member in &plain {
-            m.push(Member::pax("././@PaxHeader", record));
+        for member in &members {
+            let path = String::from_utf8(member.path.clone()).unwrap();
+            let mut records = mtime.clone();
+            if path.len() > 100 {
+                records.push_str(&pax_record("path", &path));
+            }
+            records.push_str(&extra(member).unwrap_or_default());
+            m.push(Member::pax("././@PaxHeader", &records));
             m.push(member.clone());
         }
         tgz(&m)
     };
-    let python = with_pax("27 mtime=1700000000.123456\n");
-    site.serve("/python.tar.gz", python.clone());
+    let good = python(&|_| None);
+    site.serve("/python.tar.gz", good.clone());
     let got = site
         .pack("lgflow", &[("url", site.url("/python.tar.gz"))])
         .await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     assert_eq!(body(&got)["label"], "lgflow:customer-support@1.0.0");
-    // A pax record that renames what follows is one readers disagree on: still refused.
-    let renamed = with_pax("30 path=customer-support/x.md\n");
-    site.serve("/renamed.tar.gz", renamed.clone());
+
+    // GNU tar writes an `L` entry holding the full name instead.
+    let mut gnu = Vec::new();
+    for member in &members {
+        if member.path.len() > 100 {
+            let mut name = member.path.clone();
+            name.push(0);
+            gnu.push(Member {
+                path: b"././@LongLink".to_vec(),
+                typeflag: b'L',
+                mode: 0o644,
+                data: name,
+                link: Vec::new(),
+            });
+        }
+        gnu.push(member.clone());
+    }
+    let gnu = tgz(&gnu);
+    site.serve("/gnu.tar.gz", gnu.clone());
+    // The same label with other bytes: pinned, as a second build must be.
     let got = site
-        .pack("lgflow", &[("url", site.url("/renamed.tar.gz"))])
+        .pack(
+            "lgflow",
+            &[
+                ("url", site.url("/gnu.tar.gz")),
+                ("sha256", Digest::of(&gnu).hex()),
+            ],
+        )
         .await;
-    site.assert_refused_unpublished("pax-path", &got, &renamed, "archive_member_type")
-        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+
+    let readme = format!("{ROOT}/README.md").into_bytes();
+    let hostile: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            // A pax path is judged like any member path.
+            "pax-path-traversal",
+            python(&|m| {
+                (m.path == readme).then(|| pax_record("path", "customer-support/../../evil.md"))
+            }),
+            "archive_path",
+        ),
+        (
+            // A record that changes what is read (here the size) is one readers disagree on.
+            "pax-size",
+            python(&|m| (m.path == readme).then(|| pax_record("size", "4096"))),
+            "archive_member_type",
+        ),
+        (
+            // Two names for one member: readers differ on which wins.
+            "pax-path-twice",
+            python(&|m| {
+                (m.path == readme)
+                    .then(|| format!("{0}{0}", pax_record("path", "customer-support/README.md")))
+            }),
+            "archive_member_type",
+        ),
+    ];
+    for (label, artifact, code) in hostile {
+        let path = format!("/{label}.tar.gz");
+        site.serve(&path, artifact.clone());
+        let got = site.pack("lgflow", &[("url", site.url(&path))]).await;
+        site.assert_refused_unpublished(label, &got, &artifact, code)
+            .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
