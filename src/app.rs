@@ -90,6 +90,7 @@ pub(crate) fn gate(config: &Config, shared: &Shared) -> AppContext {
         shared.seen.clone(),
         &config.love,
         config.packs.clone(),
+        love.budget(),
     );
     let registries = Registries::new(
         &config.registries,

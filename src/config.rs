@@ -144,7 +144,7 @@ impl Config {
             cache,
             love: LoveSettings::from_section(&raw.love, &src)?,
             registries: RegistrySettings::from_sections(&raw.registry, base, &src)?,
-            packs: PackConfig::from_sections(&raw.openwop, &raw.lgflow, &src)?,
+            packs: PackConfig::from_sections(&raw.openwop, &raw.lgflow, base, &src)?,
             shared: SharedSettings::from_section(raw.shared.as_ref(), base, &src, &|k| {
                 std::env::var(k).ok()
             })?,

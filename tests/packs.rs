@@ -26,12 +26,20 @@ struct Site {
 
 impl Site {
     async fn start(extra: &str) -> Self {
+        Self::start_with("", extra).await
+    }
+
+    /// A site whose `[love]` table also carries `love` (more key lines).
+    async fn start_with(love: &str, extra: &str) -> Self {
         let routes: Routes = Arc::new(Mutex::new(HashMap::new()));
         let up = Upstream::router("127.0.0.2:0", routes.clone()).await;
         let dir = tempfile::tempdir().unwrap();
         let config = Toml::new()
             .cache_dir(dir.path())
-            .section("love", "max_members = 1000\nmax_expanded_bytes = 8388608")
+            .section(
+                "love",
+                &format!("max_members = 1000\nmax_expanded_bytes = 8388608\n{love}"),
+            )
             .trust(up.addr)
             .raw(&extra.replace("{UP}", &format!("http://127.0.0.2:{}", up.addr.port())))
             .build();
@@ -135,6 +143,18 @@ fn b64(bytes: &[u8]) -> String {
 
 fn key(seed: u8) -> SigningKey {
     SigningKey::from_bytes(&[seed; 32])
+}
+
+/// The public key of `seed` as Node's `crypto` exports it: a PEM SubjectPublicKeyInfo.
+fn pem(seed: u8) -> String {
+    let mut der = vec![
+        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+    ];
+    der.extend_from_slice(key(seed).verifying_key().as_bytes());
+    format!(
+        "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+        b64(&der)
+    )
 }
 
 // ---------------------------------------------------------------- LGFlow
@@ -278,6 +298,217 @@ async fn a_signed_lgflow_package_is_verified_published_labelled_and_served() {
         "{}",
         String::from_utf8_lossy(&pinned.body)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lgflow_package_tarred_from_inside_its_directory_verifies_against_a_pem_key() {
+    // `tar -czf cs.tar.gz -C customer-support .` writes `./` and `./<path>`; the trust entry
+    // holds the key as Node exports it; the signature value is hex.
+    let trust = format!(
+        "[lgflow]\nrequire_trusted = true\n\n[[lgflow.key]]\nkey_id = \"vendor-2026a\"\npublisher = \"LGFlow\"\npublic_key = \"\"\"\n{}\"\"\"\nnot_before = \"2026-01-01T00:00:00Z\"\n",
+        pem(1)
+    );
+    let site = Site::start(&trust).await;
+    let files = lgflow_files();
+    let integrity = integrity_for(&files).to_string().into_bytes();
+    let mut sig: Value =
+        serde_json::from_slice(&signature_for(&integrity, &key(1), "vendor-2026a")).unwrap();
+    sig["value"] = json!(hex::encode(key(1).sign(&integrity).to_bytes()));
+    let mut members = vec![Member::dir("./")];
+    for d in [
+        "docs",
+        "agents",
+        "agents/support-agent",
+        "tests",
+        "evals",
+        "assets",
+    ] {
+        members.push(Member::dir(&format!("./{d}/")));
+    }
+    for (p, b) in &files {
+        members.push(Member::file(&format!("./{p}"), b.clone()));
+    }
+    members.push(Member::file("./integrity.json", integrity.clone()));
+    members.push(Member::file("./signature.json", sig.to_string()));
+    let artifact = tgz(&members);
+    site.serve("/dot.tar.gz", artifact.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/dot.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(r["label"], "lgflow:customer-support@1.0.0");
+    assert_eq!(r["inspection"]["trust"]["verdict"], "TRUSTED");
+    assert_eq!(site.cached(&artifact).await.status, 200);
+
+    // `./solution.json` and `solution.json` are one file to every extractor: refused.
+    let mut twice = members.clone();
+    twice.push(Member::file("solution.json", files[0].1.clone()));
+    let twice = tgz(&twice);
+    site.serve("/twice.tar.gz", twice.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/twice.tar.gz"))])
+        .await;
+    site.assert_refused_unpublished("dot-and-bare", &got, &twice, "archive_duplicate")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lgflow_trust_store_laid_out_as_the_seed_says_verifies_and_revokes() {
+    let store = tempfile::tempdir().unwrap();
+    std::fs::create_dir(store.path().join("keys")).unwrap();
+    let entry = |id: &str, seed: u8| {
+        json!({ "keyId": id, "publisher": "LGFlow", "publicKey": pem(seed),
+                "notBefore": "2026-01-01T00:00:00.000Z" })
+        .to_string()
+    };
+    std::fs::write(
+        store.path().join("keys/vendor-2026a.json"),
+        entry("vendor-2026a", 1),
+    )
+    .unwrap();
+    std::fs::write(store.path().join("keys/leaked.json"), entry("leaked", 6)).unwrap();
+    std::fs::write(
+        store.path().join("revoked.json"),
+        json!({ "revoked": [{ "keyId": "leaked", "revokedAt": "2026-11-01T00:00:00.000Z", "reason": "leaked" }] })
+            .to_string(),
+    )
+    .unwrap();
+    let site = Site::start(&format!(
+        "[lgflow]\nrequire_trusted = true\ntrust_dir = {:?}\n",
+        store.path().display().to_string()
+    ))
+    .await;
+    let files = lgflow_files();
+    let i = integrity_for(&files).to_string().into_bytes();
+    let good = lgflow_tgz(&files, &i, Some(signature_for(&i, &key(1), "vendor-2026a")));
+    site.serve("/good.tar.gz", good.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/good.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["inspection"]["trust"]["verdict"], "TRUSTED");
+    let revoked = lgflow_tgz(&files, &i, Some(signature_for(&i, &key(6), "leaked")));
+    site.serve("/revoked.tar.gz", revoked.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/revoked.tar.gz"))])
+        .await;
+    site.assert_refused_unpublished("revoked", &got, &revoked, "pack_key_revoked")
+        .await;
+}
+
+/// A pax record `key=value` with its length prefix, as pax writers compute it.
+fn pax_record(key: &str, value: &str) -> String {
+    let body = format!(" {key}={value}\n");
+    let mut len = body.len() + 1;
+    while format!("{len}{body}").len() != len {
+        len += 1;
+    }
+    format!("{len}{body}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lgflow_package_written_by_pythons_tarfile_is_read_and_hostile_pax_refused() {
+    // Python's tarfile (PAX format, its default) writes a pax header carrying the fractional
+    // mtime before every member, and a `path` record for a path over 100 bytes (the header's
+    // own name field then holds a truncated name).
+    let site = Site::start("").await;
+    let long = format!("docs/{}.md", "guide-".repeat(20));
+    assert!(long.len() > 100 && long.len() <= 180);
+    let mut files = lgflow_files();
+    files.push((long.clone(), b"A long page.\n".to_vec()));
+    let integrity = integrity_for(&files).to_string().into_bytes();
+    let mtime = pax_record("mtime", "1700000000.123456");
+    let mut members = vec![Member::dir(&format!("{ROOT}/"))];
+    for (p, b) in &files {
+        members.push(Member::file(&format!("{ROOT}/{p}"), b.clone()));
+    }
+    members.push(Member::file(&format!("{ROOT}/integrity.json"), integrity));
+    let python = |extra: &dyn Fn(&Member) -> Option<String>| {
+        let mut m = Vec::new();
+        for member in &members {
+            let path = String::from_utf8(member.path.clone()).unwrap();
+            let mut records = mtime.clone();
+            if path.len() > 100 {
+                records.push_str(&pax_record("path", &path));
+            }
+            records.push_str(&extra(member).unwrap_or_default());
+            m.push(Member::pax("././@PaxHeader", &records));
+            m.push(member.clone());
+        }
+        tgz(&m)
+    };
+    let good = python(&|_| None);
+    site.serve("/python.tar.gz", good.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/python.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["label"], "lgflow:customer-support@1.0.0");
+
+    // GNU tar writes an `L` entry holding the full name instead.
+    let mut gnu = Vec::new();
+    for member in &members {
+        if member.path.len() > 100 {
+            let mut name = member.path.clone();
+            name.push(0);
+            gnu.push(Member {
+                path: b"././@LongLink".to_vec(),
+                typeflag: b'L',
+                mode: 0o644,
+                data: name,
+                link: Vec::new(),
+            });
+        }
+        gnu.push(member.clone());
+    }
+    let gnu = tgz(&gnu);
+    site.serve("/gnu.tar.gz", gnu.clone());
+    // The same label with other bytes: pinned, as a second build must be.
+    let got = site
+        .pack(
+            "lgflow",
+            &[
+                ("url", site.url("/gnu.tar.gz")),
+                ("sha256", Digest::of(&gnu).hex()),
+            ],
+        )
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+
+    let readme = format!("{ROOT}/README.md").into_bytes();
+    let hostile: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            // A pax path is judged like any member path.
+            "pax-path-traversal",
+            python(&|m| {
+                (m.path == readme).then(|| pax_record("path", "customer-support/../../evil.md"))
+            }),
+            "archive_path",
+        ),
+        (
+            // A record that changes what is read (here the size) is one readers disagree on.
+            "pax-size",
+            python(&|m| (m.path == readme).then(|| pax_record("size", "4096"))),
+            "archive_member_type",
+        ),
+        (
+            // Two names for one member: readers differ on which wins.
+            "pax-path-twice",
+            python(&|m| {
+                (m.path == readme)
+                    .then(|| format!("{0}{0}", pax_record("path", "customer-support/README.md")))
+            }),
+            "archive_member_type",
+        ),
+    ];
+    for (label, artifact, code) in hostile {
+        let path = format!("/{label}.tar.gz");
+        site.serve(&path, artifact.clone());
+        let got = site.pack("lgflow", &[("url", site.url(&path))]).await;
+        site.assert_refused_unpublished(label, &got, &artifact, code)
+            .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -466,6 +697,16 @@ async fn hostile_lgflow_packages_are_refused_by_code_and_never_published() {
             "pack_credential_found",
         ),
         (
+            "bom-before-integrity-json",
+            {
+                // JSON.parse refuses a BOM; a reader that skips it verifies another text.
+                let mut b = vec![0xEF, 0xBB, 0xBF];
+                b.extend(listed(&files));
+                lgflow_tgz(&files, &b, None)
+            },
+            "pack_integrity_failure",
+        ),
+        (
             "no-id",
             {
                 let mut f = lgflow_files();
@@ -518,6 +759,58 @@ async fn lgflow_require_trusted_refuses_unsigned_and_untrusted_packages() {
         site.assert_refused_unpublished(label, &got, &artifact, "pack_untrusted")
             .await;
     }
+}
+
+/// Bytes no compressor shrinks (a fixed xorshift stream).
+fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pack_fetches_draw_on_loves_inflight_budget_and_an_archive_over_it_is_refused_by_name() {
+    let site = Site::start_with("max_inflight_bytes = 65536", "").await;
+    let over = |asset: Vec<u8>| {
+        let mut f = lgflow_files();
+        f.push(("assets/big.png".into(), asset));
+        let i = integrity_for(&f).to_string().into_bytes();
+        lgflow_tgz(&f, &i, None)
+    };
+    let cases = [
+        // 96 KiB that do not compress: the download itself is over the budget.
+        ("download-over-budget", over(noise(96 << 10))),
+        // 1 KiB on the wire, 200 KiB of files once read: over the budget at inspection.
+        ("files-over-budget", over(vec![0u8; 200 << 10])),
+    ];
+    for (label, artifact) in cases {
+        let path = format!("/{label}.tar.gz");
+        site.serve(&path, artifact.clone());
+        let got = site.pack("lgflow", &[("url", site.url(&path))]).await;
+        site.assert_refused_unpublished(label, &got, &artifact, "archive_cap_exceeded")
+            .await;
+        let j = body(&got);
+        assert_eq!(j["field"], "max_inflight_bytes", "{label}: {j}");
+        assert!(
+            j["detail"].as_str().unwrap_or("").contains("65536"),
+            "{label}: {j}"
+        );
+    }
+    // The refusals gave their room back: a package within the budget is published.
+    let files = lgflow_files();
+    let i = integrity_for(&files).to_string().into_bytes();
+    let fits = lgflow_tgz(&files, &i, None);
+    site.serve("/fits.tar.gz", fits.clone());
+    let got = site
+        .pack("lgflow", &[("url", site.url("/fits.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
 }
 
 // ---------------------------------------------------------------- Agent Package
@@ -626,6 +919,43 @@ async fn an_agent_package_from_a_depot_is_verified_published_and_labelled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_package_read_in_other_spellings_the_seed_allows_is_published() {
+    // The seed writes `<digest>` and names the build record (8.2) without fixing how a depot
+    // carries it: `buildRecord`, `sha256:`-prefixed and uppercase hex are the same facts.
+    let site = Site::start("").await;
+    let name = "spelled-agent";
+    let descriptor =
+        br#"{"offerings":[{"can_use":[{"schema":"https://schema.org/Invoice"}]}]}"#.to_vec();
+    let install = br#"{"format":"agent-install-v1","systems":[]}"#.to_vec();
+    let plugin = json!({
+        "$schema": "https://agentplugins.example/schema/v1.json",
+        "name": name, "version": "1.0.0",
+        "homepage": "https://example.org/agent", "repository": "https://example.org/agent.git",
+        "extensions": { "net.agentdoc.package": {
+            "descriptor": { "path": "descriptor.json", "sha256": format!("sha256:{}", Digest::of(&descriptor).hex()) },
+            "install": { "path": "install.json", "sha256": Digest::of(&install).hex().to_uppercase() },
+            "built": true, "draft": true,
+            "from": [{ "name": "base", "repository": "https://example.org/base.git" }]
+        } }
+    });
+    let files = vec![
+        ("plugin.json".to_string(), plugin.to_string().into_bytes()),
+        ("descriptor.json".to_string(), descriptor),
+        ("install.json".to_string(), install),
+    ];
+    let archive = agent_tgz(name, &files);
+    let sha = Digest::of(&archive).hex();
+    site.depot(name, &archive, &|d| {
+        let record = d.as_object_mut().unwrap().remove("build_record").unwrap();
+        d["buildRecord"] = record;
+        d["buildRecord"]["package"]["sha256"] = json!(format!("sha256:{}", sha.to_uppercase()));
+    });
+    let got = site.agent(name, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["sha256"], sha);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
     let site = Site::start("").await;
     let gh = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
@@ -661,6 +991,16 @@ async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
                 "tag-block",
                 "skills/triage/references/notes.json",
                 "{\"x\":\"\u{E0041}\"}".as_bytes().to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            // No hidden character in the bytes; the harness's YAML reader decodes one.
+            "front-matter-escape",
+            with(
+                "front-matter-escape",
+                "skills/triage/SKILL.md",
+                b"---\nname: triage\ndescription: \"Sort the queue \\u202e politely\"\n---\n# Triage\n".to_vec(),
             ),
             "pack_hidden_character",
         ),
@@ -832,6 +1172,134 @@ async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
     }
 }
 
+/// `agent_files(name)` with this descriptor and install file (`None`: left out), and the
+/// manifest's pointers rewritten to match them.
+fn agent_declared(
+    name: &str,
+    descriptor: &[u8],
+    install: Option<&[u8]>,
+    plugin_extra: Value,
+) -> Vec<(String, Vec<u8>)> {
+    let mut files = agent_files(name);
+    files.retain(|(p, _)| {
+        !matches!(
+            p.as_str(),
+            "plugin.json" | "descriptor.json" | "install.json"
+        )
+    });
+    let mut ext = json!({ "descriptor": { "path": "descriptor.json", "sha256": Digest::of(descriptor).hex() } });
+    if let Some(i) = install {
+        ext["install"] = json!({ "path": "install.json", "sha256": Digest::of(i).hex() });
+        files.push(("install.json".into(), i.to_vec()));
+    }
+    let mut plugin =
+        json!({ "name": name, "version": "1.0.0", "extensions": { "net.agentdoc.package": ext } });
+    for (k, v) in plugin_extra.as_object().unwrap() {
+        plugin[k] = v.clone();
+    }
+    files.push(("plugin.json".into(), plugin.to_string().into_bytes()));
+    files.push(("descriptor.json".into(), descriptor.to_vec()));
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_declarations_with_an_address_or_a_missing_half_are_refused_and_never_published() {
+    let site = Site::start("").await;
+    let descriptor: &[u8] = br#"{"offerings":[]}"#;
+    let install: &[u8] = br#"{"format":"agent-install-v1"}"#;
+    type Case = (
+        &'static str,
+        Vec<(String, Vec<u8>)>,
+        &'static str,
+        &'static str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "address-in-install",
+            agent_declared(
+                "address-in-install",
+                descriptor,
+                Some(br#"{"format":"agent-install-v1","systems":[{"name":"crm","kind":"service","endpoint":"https://crm.example.com/api"}]}"#),
+                json!({}),
+            ),
+            "pack_address_in_declaration",
+            "install.json#/systems/0/endpoint",
+        ),
+        (
+            "address-in-descriptor",
+            agent_declared(
+                "address-in-descriptor",
+                br#"{"offerings":[{"id":"triage","can_use":[{"schema":"https://schema.org/Invoice","sample":"https://files.example.com/x"}]}]}"#,
+                Some(install),
+                json!({}),
+            ),
+            "pack_address_in_declaration",
+            "descriptor.json#/offerings/0/can_use/0/sample",
+        ),
+        (
+            "ip-in-manifest",
+            agent_declared(
+                "ip-in-manifest",
+                descriptor,
+                Some(install),
+                json!({ "mcpServers": { "crm": { "host": "10.0.0.7" } } }),
+            ),
+            "pack_address_in_declaration",
+            "plugin.json#/mcpServers/crm/host",
+        ),
+        (
+            "address-in-mcp-json",
+            {
+                let mut f = agent_declared("address-in-mcp-json", descriptor, Some(install), json!({}));
+                f.push((
+                    "mcp.json".into(),
+                    br#"{"mcpServers":{"crm":{"url":"https://mcp.vendor.example/sse"}}}"#.to_vec(),
+                ));
+                f
+            },
+            "pack_address_in_declaration",
+            "mcp.json#/mcpServers/crm/url",
+        ),
+        (
+            "no-install-file",
+            agent_declared("no-install-file", descriptor, None, json!({})),
+            "pack_layout_invalid",
+            "install.json",
+        ),
+        (
+            "bom-before-plugin-json",
+            {
+                let mut f = agent_declared("bom-before-plugin-json", descriptor, Some(install), json!({}));
+                let i = f.iter().position(|(p, _)| p == "plugin.json").unwrap();
+                f[i].1.splice(0..0, [0xEF, 0xBB, 0xBF]);
+                f
+            },
+            "pack_manifest_invalid",
+            "plugin.json",
+        ),
+    ];
+    for (name, files, code, field) in cases {
+        let archive = agent_tgz(name, &files);
+        site.depot(name, &archive, &|_| {});
+        let got = site.agent(name, &[]).await;
+        site.assert_refused_unpublished(name, &got, &archive, code)
+            .await;
+        let j = body(&got);
+        assert!(
+            j["field"].as_str().unwrap_or("").ends_with(field),
+            "{name}: {j}"
+        );
+    }
+    // Two build records that disagree: neither is taken.
+    let archive = agent_tgz("two-records", &agent_files("two-records"));
+    site.depot("two-records", &archive, &|d| {
+        d["buildRecord"] = json!({ "package": { "sha256": Digest::of(b"other").hex() } });
+    });
+    let got = site.agent("two-records", &[]).await;
+    site.assert_refused_unpublished("two-records", &got, &archive, "pack_manifest_invalid")
+        .await;
+}
+
 // ---------------------------------------------------------------- OpenWOP
 
 const TREE: &str = "/mirror/tree/v2";
@@ -976,6 +1444,65 @@ async fn an_openwop_range_skips_yanked_versions_and_a_pin_may_resolve_one() {
 
     let none = site.openwop("@acme/tools", ("range", "^3.0.0")).await;
     assert_eq!(body(&none)["code"], "pack_version_not_found");
+
+    // The index may mark a version yanked itself; a range skips it even where the version
+    // manifest was not republished yet.
+    site.serve(
+        &format!("{TREE}/packs/@acme/idx/index.json"),
+        json!({ "versions": [{ "version": "1.2.0", "yanked": true }, { "version": "1.1.0" }] })
+            .to_string(),
+    );
+    let newer = site.publish_wop(&wop("@acme/idx", "1.2.0", ">=2 <3.0.0"));
+    site.publish_wop(&wop("@acme/idx", "1.1.0", ">=2 <3.0.0"));
+    let got = site.openwop("@acme/idx", ("range", "^1.0.0")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["version"], "1.1.0");
+    assert_eq!(site.cached(&newer).await.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openwop_registry_may_name_its_v2_tree_in_every_shape_the_seed_allows() {
+    // The key as a PEM SubjectPublicKeyInfo, its namespace as the bare scope, the .sig as hex.
+    let config = format!(
+        "[[openwop.registry]]\nname = \"acme\"\nurl = \"{{UP}}/\"\n\n[[openwop.registry.key]]\nkey_id = \"acme-2026\"\npublic_key = \"\"\"\n{}\"\"\"\npermitted_namespaces = [\"@acme\"]\n",
+        pem(3)
+    );
+    let site = Site::start(&config).await;
+    let w = wop("@acme/tools", "1.0.0", ">=2.0 <3.0.0");
+    let tarball = site.publish_wop(&w);
+    let sig = key(3).sign(w.canonical.as_bytes()).to_bytes();
+    site.serve(
+        &format!("{TREE}/packs/@acme/tools/-/1.0.0.sig"),
+        hex::encode(sig),
+    );
+    let absolute = site.url(&format!("{TREE}/packs"));
+    for endpoints in [
+        json!({ "v1": "/registry/v1/", "v2": { "packs": format!("{TREE}/packs/") } }),
+        json!({ "v1": "registry/v1", "v2": TREE.trim_start_matches('/') }),
+        json!({ "v2": absolute }),
+        json!({ "registry/v2": { "url": TREE } }),
+    ] {
+        site.serve(
+            "/.well-known/openwop-registry.json",
+            json!({ "endpoints": endpoints }).to_string(),
+        );
+        let got = site.openwop("@acme/tools", ("version", "1.0.0")).await;
+        assert_eq!(
+            got.status,
+            200,
+            "{endpoints}: {}",
+            String::from_utf8_lossy(&got.body)
+        );
+        assert_eq!(body(&got)["label"], "openwop:@acme/tools@1.0.0");
+    }
+    assert_eq!(site.cached(&tarball).await.status, 200);
+    let paths: Vec<String> = site.up.requests().iter().map(|s| s.uri.clone()).collect();
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p.contains("/packs/packs/") || p.starts_with("/.well-known/mirror")),
+        "{paths:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1073,6 +1600,14 @@ async fn hostile_openwop_packs_are_refused_by_code_and_never_published() {
             "pack_integrity_failure",
         ),
         (
+            // pack.json admits major 2; the version manifest's restated range does not.
+            "manifest-engine-range",
+            case("manifest-engine-range", ok, &|w| {
+                w.manifest_extra = json!({ "engines": { "openwop": ">=1 <2.0.0" } })
+            }),
+            "pack_engine_unsupported",
+        ),
+        (
             "manifest-no-kind",
             case("manifest-no-kind", ok, &|w| {
                 w.manifest_extra = json!({ "kind": null })
@@ -1085,6 +1620,14 @@ async fn hostile_openwop_packs_are_refused_by_code_and_never_published() {
                 w.extra_member = Some(Member::symlink("package/x", "/etc/passwd"))
             }),
             "archive_member_type",
+        ),
+        (
+            // pack.json at the top and under package/: an npm-style reader reads the other.
+            "pack-json-twice",
+            case("pack-json-twice", ok, &|w| {
+                w.extra_member = Some(Member::file("pack.json", w.pack_json.clone()))
+            }),
+            "pack_layout_invalid",
         ),
     ];
     for (label, w, code) in cases {
@@ -1129,6 +1672,13 @@ async fn hostile_openwop_packs_are_refused_by_code_and_never_published() {
     let tarball = site.publish_wop(&w);
     let got = site.openwop("@acme/no-kind", ("version", "1.0.0")).await;
     site.assert_refused_unpublished("no-kind", &got, &tarball, "pack_validation_failed")
+        .await;
+    // pack.json behind a byte-order mark, validly signed over its JCS form.
+    let mut w = wop("@acme/bom", "1.0.0", ok);
+    w.pack_json = format!("\u{FEFF}{}", w.pack_json);
+    let tarball = site.publish_wop(&w);
+    let got = site.openwop("@acme/bom", ("version", "1.0.0")).await;
+    site.assert_refused_unpublished("bom", &got, &tarball, "pack_validation_failed")
         .await;
 }
 

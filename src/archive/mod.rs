@@ -6,19 +6,23 @@
 //! - exactly one gzip member, and nothing after it (a second member or trailing bytes are
 //!   refused: some readers decompress them, others stop);
 //! - tar headers read raw: only regular files and directories, no links, devices, pax or GNU
-//!   extension entries, no setuid or setgid bits, and a directory carries no data (node-tar
-//!   reads a directory's size as zero, so its "data" would be parsed as further headers);
+//!   extension entries (without a required root, a pax header carrying only a path, times and
+//!   owners, as Python's tarfile writes, or one GNU long name names the next member, see
+//!   `pax`), no setuid or setgid bits, and a directory carries no data (node-tar reads a
+//!   directory's size as zero, so its "data" would be parsed as further headers);
 //! - the archive ends at its first all-zero block, and every byte after it must be zero.
 //!   node-tar (and so npm) skips a single zero block and keeps reading entries; a reader that
 //!   stops there would inspect a different package from the one npm installs;
 //! - paths are relative, `/`-separated, without `.`/`..`/empty segments, backslashes or control
-//!   characters, optionally all under one root directory, and no two members collide under
+//!   characters (when no root is required, one leading `./` is read as every extractor reads
+//!   it), optionally all under one root directory, and no two members collide under
 //!   NFKC case folding (how case-insensitive, normalising file systems compare names).
 
 use std::cell::Cell;
 use std::io::Read;
 
 mod names;
+mod pax;
 
 use names::Names;
 pub(crate) use names::fold_key;
@@ -172,6 +176,7 @@ where
     let mut archive = tar::Archive::new(reader);
     let mut summary = Summary::default();
     let mut names = Names::default();
+    let mut long_name: Option<Vec<u8>> = None;
     {
         let entries = archive
             .entries()
@@ -190,7 +195,40 @@ where
             if summary.files + summary.directories >= limits.max_members {
                 return Err(ArchiveError::cap("max_members", limits.max_members));
             }
-            let member = check_header(entry.header(), limits, root)?;
+            // Without a required root (the pack profiles), a pax header carrying a path, times
+            // and owners, or a GNU long name, names the member that follows (see `pax`).
+            let typeflag = entry.header().as_bytes()[156];
+            if root.is_none() && matches!(typeflag, b'x' | b'L') {
+                let size = entry.header().entry_size().unwrap_or(u64::MAX);
+                let at = format!(
+                    "archive:{}",
+                    String::from_utf8_lossy(&entry.header().path_bytes())
+                );
+                let name = if typeflag == b'x' {
+                    pax::records(&mut entry, size, &at)?
+                } else {
+                    Some(pax::long_name(
+                        &mut entry,
+                        size,
+                        limits.max_path_bytes,
+                        &at,
+                    )?)
+                };
+                if let Some(n) = name
+                    && long_name.replace(n).is_some()
+                {
+                    return Err(ArchiveError::new(
+                        "archive_ambiguous",
+                        at,
+                        "two long names (pax path and GNU long name, or two of one kind) precede one member; readers differ on which wins",
+                    ));
+                }
+                continue;
+            }
+            let member = check_header(entry.header(), limits, root, long_name.take())?;
+            if member.path.is_empty() {
+                continue;
+            }
             names.admit(&member)?;
             match member.kind {
                 Kind::File => summary.files += 1,
@@ -198,6 +236,12 @@ where
             }
             visit(&member, &mut entry)?;
         }
+    }
+    if long_name.is_some() {
+        return Err(ArchiveError::malformed(
+            "archive",
+            "a long name with no member after it",
+        ));
     }
     let mut reader = archive.into_inner();
     check_after_end(&mut reader).map_err(|e| if over() { expanded_cap() } else { e })?;
@@ -294,8 +338,9 @@ fn check_header(
     header: &tar::Header,
     limits: &Limits,
     root: Option<&str>,
+    long_name: Option<Vec<u8>>,
 ) -> Result<Member, ArchiveError> {
-    let raw_path = header.path_bytes();
+    let raw_path = long_name.unwrap_or_else(|| header.path_bytes().into_owned());
     let shown: String = String::from_utf8_lossy(&raw_path)
         .chars()
         .take(SHOWN_CHARS)
@@ -377,6 +422,13 @@ fn member_path(raw: &[u8], is_dir: bool, root: Option<&str>) -> Result<String, S
     } else {
         text
     };
+    // Without a required root, a leading `./` (what `tar -C dir .` writes) names the same
+    // member every extractor writes; the `.` directory itself is the root, and is skipped.
+    let text = match root {
+        None if is_dir && text == "." => return Ok(String::new()),
+        None => text.strip_prefix("./").unwrap_or(text),
+        Some(_) => text,
+    };
     if text.starts_with('/') {
         return Err("the path is absolute".into());
     }
@@ -428,5 +480,10 @@ mod tests {
         assert!(p(b"package", true).is_ok());
         assert!(p(&[b'p', 0xff], false).is_err());
         assert_eq!(member_path(b"any/x", false, None).unwrap(), "any/x");
+        assert_eq!(member_path(b"./any/x", false, None).unwrap(), "any/x");
+        assert_eq!(member_path(b"./", true, None).unwrap(), "");
+        assert!(member_path(b".", false, None).is_err());
+        assert!(member_path(b"././x", false, None).is_err());
+        assert!(member_path(b"./package/x", false, Some("package")).is_err());
     }
 }

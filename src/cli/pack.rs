@@ -14,7 +14,8 @@ pub async fn run(config: &Config, action: PackAction) -> Result<ExitCode, String
     let store = super::cache::open(config)?;
     let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
     let fetcher = Arc::new(config.fetcher(store));
-    let packs = Packs::new(fetcher, seen, &config.love, config.packs.clone());
+    let budget = crate::love::budget::Budget::new(config.love.max_inflight_bytes);
+    let packs = Packs::new(fetcher, seen, &config.love, config.packs.clone(), budget);
     let (format, params) = match action {
         PackAction::Fetch { format, params } => (format, params),
         PackAction::Conflicts => {

@@ -7,6 +7,7 @@
 #![allow(clippy::result_large_err)]
 
 pub(crate) mod archive;
+pub(crate) mod budget;
 pub(crate) mod discover;
 pub(crate) mod document;
 pub(crate) mod engine_compat;

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::LoveSettings;
 use super::archive::{Caps, Inspection, inspect};
+use super::budget::{Budget, Held, Short};
 use super::document::{Manifest, PROTOCOL};
 use super::engine_compat::{Compat, check};
 use super::error::LoveError;
@@ -25,8 +26,6 @@ pub(crate) const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 1 << 20;
 pub(crate) const DEFAULT_MAX_INFLIGHT_BYTES: u64 = 512 << 20;
 /// The largest `[love] max_inflight_bytes` accepted (the budget is counted in KiB, as `u32`).
 pub(crate) const MAX_INFLIGHT_BYTES: u64 = (u32::MAX as u64) << 10;
-/// How long a fetch waits for room in the in-memory budget before it is turned away.
-const MEMORY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What a caller brings to a fetch.
 #[derive(Clone, Debug, Default)]
@@ -79,9 +78,8 @@ pub(crate) struct Love {
     seen: Arc<Seen>,
     caps: Caps,
     pub(super) max_document_bytes: u64,
-    /// Room, in KiB, for artifact bytes held in memory by fetches in progress.
-    memory: Arc<tokio::sync::Semaphore>,
-    max_inflight_bytes: u64,
+    /// Room for artifact bytes held in memory by fetches in progress (shared with packs).
+    memory: Budget,
 }
 
 pub(super) fn unavailable(code: &'static str, url: &str, f: LocatorFailure) -> LoveError {
@@ -111,51 +109,40 @@ impl Love {
         seen: Arc<Seen>,
         settings: &LoveSettings,
     ) -> Self {
-        let kib = u32::try_from(settings.max_inflight_bytes >> 10).unwrap_or(u32::MAX);
         Self {
             fetcher,
             seen,
             caps: settings.caps,
             max_document_bytes: settings.max_document_bytes,
-            memory: Arc::new(tokio::sync::Semaphore::new(kib as usize)),
-            max_inflight_bytes: settings.max_inflight_bytes,
+            memory: Budget::new(settings.max_inflight_bytes),
         }
     }
 
-    /// Reserves room for `size` artifact bytes in memory, waiting up to [`MEMORY_WAIT`] for
-    /// other fetches to finish. The room is given back when the permit drops.
-    async fn hold_memory(&self, size: u64) -> Result<tokio::sync::OwnedSemaphorePermit, LoveError> {
-        let kib = u32::try_from(size.div_ceil(1024))
-            .ok()
-            .filter(|k| u64::from(*k) <= self.max_inflight_bytes >> 10)
-            .ok_or_else(|| {
-                LoveError::new(
-                    "archive_cap_exceeded",
-                    422,
-                    format!(
-                        "artifact.size {size} exceeds [love] max_inflight_bytes = {}",
-                        self.max_inflight_bytes
-                    ),
-                    "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
-                )
-                .field("max_inflight_bytes")
-            })?;
-        let busy = || {
-            LoveError::new(
+    /// The in-memory budget, for the pack profiles to share.
+    pub(crate) fn budget(&self) -> Budget {
+        self.memory.clone()
+    }
+
+    /// Reserves room for `size` artifact bytes in memory, waiting up to 30 seconds for other
+    /// fetches (LOVE or packs) to finish. The room is given back when the permit drops.
+    async fn hold_memory(&self, size: u64) -> Result<Held, LoveError> {
+        let max = self.memory.max();
+        self.memory.hold(size).await.map_err(|short| match short {
+            Short::TooLarge => LoveError::new(
+                "archive_cap_exceeded",
+                422,
+                format!("artifact.size {size} exceeds [love] max_inflight_bytes = {max}"),
+                "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
+            )
+            .field("max_inflight_bytes"),
+            Short::Busy => LoveError::new(
                 "love_busy",
                 503,
-                format!(
-                    "other fetches hold the [love] max_inflight_bytes = {} budget",
-                    self.max_inflight_bytes
-                ),
+                format!("other fetches hold the [love] max_inflight_bytes = {max} budget"),
                 "retry in a few seconds",
             )
-            .field("max_inflight_bytes")
-        };
-        match tokio::time::timeout(MEMORY_WAIT, self.memory.clone().acquire_many_owned(kib)).await {
-            Ok(Ok(permit)) => Ok(permit),
-            _ => Err(busy()),
-        }
+            .field("max_inflight_bytes"),
+        })
     }
 
     /// Every `(name, version)` seen with more than one digest.

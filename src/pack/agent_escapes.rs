@@ -107,6 +107,52 @@ pub(crate) fn in_references(text: &str) -> Option<Escaped> {
     None
 }
 
+/// The first `\\uXXXX`, `\\UXXXXXXXX` or `\\xXX` escape to a hidden character: what a YAML
+/// double-quoted scalar (a `SKILL.md` front matter, a `.yaml` file) or a TOML basic string
+/// decodes. Read conservatively: the escape is refused wherever it stands.
+pub(crate) fn in_backslash_escapes(text: &str) -> Option<Escaped> {
+    for (n, line) in text.lines().enumerate() {
+        let b = line.as_bytes();
+        for (i, _) in line.match_indices('\\') {
+            let width = match b.get(i + 1) {
+                Some(b'u') => 4,
+                Some(b'U') => 8,
+                Some(b'x') => 2,
+                _ => continue,
+            };
+            let Some(hex) = line.get(i + 2..i + 2 + width) else {
+                continue;
+            };
+            let found = u32::from_str_radix(hex, 16)
+                .ok()
+                .filter(|_| hex.bytes().all(|c| c.is_ascii_hexdigit()))
+                .and_then(char::from_u32)
+                .and_then(|c| hidden_char(c).map(|what| (c, what)));
+            if let Some((c, what)) = found {
+                return Some(Escaped {
+                    at: format!("line {}", n + 1),
+                    code_point: u32::from(c),
+                    what,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// A Markdown file's front matter (between a first line `---` and the next `---`), if any.
+pub(crate) fn front_matter(text: &str) -> Option<&str> {
+    let body = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))?;
+    let end = body
+        .match_indices("\n---")
+        .map(|(i, _)| i + 1)
+        .next()
+        .unwrap_or(body.len());
+    Some(&text[..text.len() - body.len() + end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +174,15 @@ mod tests {
             Some(0x200F)
         );
         assert_eq!(in_references("&amp; &#65; &lt;"), None);
+        let y = in_backslash_escapes("name: t\ndescription: \"ok \\u202e\"\n").unwrap();
+        assert_eq!((y.at.as_str(), y.code_point), ("line 2", 0x202E));
+        assert_eq!(
+            in_backslash_escapes("x: \"\\U000E0041\"").map(|e| e.code_point),
+            Some(0xE0041)
+        );
+        assert_eq!(in_backslash_escapes("p: C:\\users\\x: \"\\u00e9\""), None);
+        let md = "---\nname: t\n---\nbody \\u202e\n";
+        assert_eq!(front_matter(md), Some("---\nname: t\n"));
+        assert_eq!(front_matter("# no front matter\n"), None);
     }
 }

@@ -8,10 +8,11 @@
 
 use serde_json::{Value, json};
 
+use super::agent_addresses::{self, Declaration};
 use super::agent_escapes;
 use super::agent_text::{self, TextFault};
 use super::error::PackError;
-use super::files::collect;
+use super::files::{Files, collect};
 use super::profile::{Candidate, Judged, Located, Params, Profile, pin, required};
 use super::{PackSettings, Packs, json as strict, secrets};
 use crate::redact::redact_locator;
@@ -25,6 +26,13 @@ pub(crate) const PROFILE: Profile = Profile {
     locate,
     inspect,
 };
+
+/// A digest as an Agent Package document writes one: 64 hex characters (any case), optionally
+/// prefixed `sha256:` (the seed says `<digest>` without fixing the spelling).
+fn digest_of(text: &str) -> Result<Digest, String> {
+    let hex = text.strip_prefix("sha256:").unwrap_or(text);
+    Digest::parse(&hex.to_ascii_lowercase()).map_err(|e| e.0)
+}
 
 /// The depot's version document: `<depot>/packages/<name>/<version>` (each a single
 /// percent-encoded segment).
@@ -44,6 +52,21 @@ fn version_url(depot: &str, name: &str, version: &str) -> Result<url::Url, PackE
         .pop_if_empty()
         .extend(["packages", name, version]);
     Ok(u)
+}
+
+/// What a version document without a build record carries.
+static NO_RECORD: Value = Value::Null;
+
+/// The build record a version document carries, as `build_record` or `buildRecord` (the seed
+/// names the record, 8.2, not the member holding it); both present must be the same record.
+fn build_record(doc: &Value) -> Result<&Value, String> {
+    match (doc.get("build_record"), doc.get("buildRecord")) {
+        (Some(a), Some(b)) if a != b => {
+            Err("build_record and buildRecord are both present and differ".into())
+        }
+        (Some(r), _) | (None, Some(r)) => Ok(r),
+        (None, None) => Ok(&NO_RECORD),
+    }
 }
 
 /// Reads the depot's version document, checks the build record, withdrawal and pin, and
@@ -66,8 +89,10 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 return Err(bad(member, format!("the depot's {member} is not {want:?}")));
             }
         }
-        let built = doc
-            .pointer("/build_record/package/sha256")
+        let record = build_record(&doc).map_err(|why| bad("build_record", why))?;
+        let built = record
+            .pointer("/package/sha256")
+            .or_else(|| record.get("package.sha256"))
             .and_then(Value::as_str)
             .ok_or_else(|| {
                 PackError::refused(
@@ -77,9 +102,9 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 )
                 .locator(shown.clone())
             })?;
-        let built = Digest::parse(built).map_err(|e| bad("build_record/package/sha256", e.0))?;
+        let built = digest_of(built).map_err(|e| bad("build_record/package/sha256", e))?;
         if let Some(listed) = doc.pointer("/archive/sha256").and_then(Value::as_str)
-            && Digest::parse(listed).ok() != Some(built)
+            && digest_of(listed).ok() != Some(built)
         {
             return Err(PackError::refused(
                 "pack_integrity_failure",
@@ -129,6 +154,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             bytes: got.bytes,
             digest: got.digest,
             from: got.from,
+            _memory: got.memory,
             named_by: shown,
             pinned: pinned.is_some(),
             facts: json!({ "withdrawn": withdrawn, "build_record": { "package": { "sha256": built.hex() } } }),
@@ -138,7 +164,12 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
 
 /// `plugin.json`, the manifest's pointer digests, hidden characters and credentials.
 fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackError> {
-    let files = collect(&cand.bytes, &settings.limits(), "plugin.json")?;
+    let files = collect(
+        &cand.bytes,
+        &settings.limits(),
+        "plugin.json",
+        &settings.budget,
+    )?;
     let field = files.field("plugin.json");
     let manifest = files
         .files
@@ -175,7 +206,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         };
         let at = format!("{field}#/extensions/net.agentdoc.package/{part}");
         let path = strict::str_at(ptr, "path").unwrap_or("");
-        let want = strict::str_at(ptr, "sha256").and_then(|h| Digest::parse(h).ok());
+        let want = strict::str_at(ptr, "sha256").and_then(|h| digest_of(h).ok());
         let got = files.files.get(path).map(|b| Digest::of(b));
         if want.is_none() || got != want {
             return Err(PackError::refused(
@@ -187,6 +218,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             ));
         }
     }
+    declarations(&files, &manifest, ext)?;
     for path in files.files.keys().chain(files.dirs.iter()) {
         if let Some((at, code_point, what)) = agent_text::hidden_in_name(path) {
             return Err(PackError::refused(
@@ -255,18 +287,87 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     })
 }
 
-/// Rule 8 through escapes: a hidden character in a JSON string (`.json` files) or behind a
-/// character reference (`.md`, `.markdown`, `.html`, `.htm` files).
+/// 12.2 and rule 3: the draft Descriptor and the install file are present (where the manifest
+/// points, or at their 12.2 paths), none of the three declarations carries an address outside
+/// the members rule 3 excepts, and `mcp.json`, when present, carries none (12.4).
+fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<(), PackError> {
+    let mut docs = vec![(
+        Declaration::Manifest,
+        "plugin.json".to_string(),
+        manifest.clone(),
+    )];
+    for (kind, part, default) in [
+        (Declaration::Descriptor, "descriptor", "descriptor.json"),
+        (Declaration::Install, "install", "install.json"),
+    ] {
+        let path = ext
+            .and_then(|e| e.get(part))
+            .and_then(|p| strict::str_at(p, "path"))
+            .unwrap_or(default)
+            .to_string();
+        let Some(bytes) = files.files.get(&path) else {
+            return Err(PackError::refused(
+                "pack_layout_invalid",
+                files.field(&path),
+                format!(
+                    "the package has no {path}: an Agent Package carries a draft Descriptor and an install file (12.2)"
+                ),
+            ));
+        };
+        let doc = strict::parse(bytes).map_err(|e| {
+            PackError::refused(
+                "pack_manifest_invalid",
+                files.field(&path),
+                format!("{path}: {e}"),
+            )
+        })?;
+        docs.push((kind, path, doc));
+    }
+    if let Some(bytes) = files.files.get("mcp.json") {
+        let doc = strict::parse(bytes).map_err(|e| {
+            PackError::refused(
+                "pack_manifest_invalid",
+                files.field("mcp.json"),
+                format!("mcp.json: {e}"),
+            )
+        })?;
+        docs.push((Declaration::Servers, "mcp.json".to_string(), doc));
+    }
+    for (kind, path, doc) in &docs {
+        if let Some(f) = agent_addresses::find(*kind, doc) {
+            return Err(PackError::refused(
+                "pack_address_in_declaration",
+                format!("{}#{}", files.field(path), f.pointer),
+                format!(
+                    "{path} {}: {} in a declaration; rule 3: the manifest, the draft Descriptor and the install file name things and never carry an address (only the manifest's $schema, homepage, repository and from[].repository, and the Descriptor's can_use[].schema, are excepted), and mcp.json names servers by system name with no vendor address (12.4)",
+                    f.pointer, f.what
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Rule 8 through escapes: a hidden character in a JSON string (`.json` files), behind a
+/// backslash escape (`.yaml`, `.yml`, `.toml` files and Markdown front matter, which a harness
+/// reads as YAML) or behind a character reference (`.md`, `.markdown`, `.html`, `.htm` files).
 fn escaped(path: &str, bytes: &[u8], at: &str) -> Result<(), PackError> {
     let text = std::str::from_utf8(bytes).unwrap_or_default();
     let lower = path.to_ascii_lowercase();
     let found = if lower.ends_with(".json") {
         agent_escapes::in_json(text.strip_prefix('\u{FEFF}').unwrap_or(text))
+    } else if [".yaml", ".yml", ".toml"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+    {
+        agent_escapes::in_backslash_escapes(text)
     } else if [".md", ".markdown", ".html", ".htm"]
         .iter()
         .any(|e| lower.ends_with(e))
     {
-        agent_escapes::in_references(text)
+        agent_escapes::front_matter(text)
+            .and_then(agent_escapes::in_backslash_escapes)
+            .or_else(|| agent_escapes::in_references(text))
     } else {
         None
     };

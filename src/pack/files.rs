@@ -3,9 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::sync::Arc;
 
 use super::error::PackError;
 use crate::archive::{self, ArchiveError, Kind, Limits};
+use crate::love::budget::{Budget, Held, Short};
 
 /// Every regular file of a package, by path relative to its root, and its directories.
 #[derive(Clone, Debug, Default)]
@@ -20,11 +22,61 @@ pub(crate) struct Files {
     pub(crate) members: u64,
     /// Bytes after decompression.
     pub(crate) expanded_bytes: u64,
+    /// The room these files hold in `[love] max_inflight_bytes`, given back when they drop.
+    pub(crate) _memory: Option<Arc<Held>>,
+}
+
+/// Holds room in `budget` for `bytes` of files about to be read into memory.
+fn hold(budget: &Budget, bytes: u64) -> Result<Held, PackError> {
+    let max = budget.max();
+    budget.hold_blocking(bytes).map_err(|short| match short {
+        Short::TooLarge => PackError::refused(
+            "archive_cap_exceeded",
+            "max_inflight_bytes",
+            format!(
+                "the archive's files expand to {bytes} bytes, more than [love] max_inflight_bytes = {max} (the memory every fetch in progress shares)"
+            ),
+        ),
+        Short::Busy => PackError::new(
+            "pack_busy",
+            503,
+            format!("other fetches hold the [love] max_inflight_bytes = {max} budget"),
+            "retry in a few seconds",
+        )
+        .field("max_inflight_bytes"),
+    })
 }
 
 /// Reads every member of `tgz` within `limits`, then finds the root: `marker` at the top, or
-/// every member under one directory that holds `marker`.
-pub(crate) fn collect(tgz: &[u8], limits: &Limits, marker: &str) -> Result<Files, PackError> {
+/// every member under one directory that holds `marker`. A first pass reads no data and sums
+/// the files' sizes, so room for them is held in `budget` before any is kept in memory.
+pub(crate) fn collect(
+    tgz: &[u8],
+    limits: &Limits,
+    marker: &str,
+    budget: &Budget,
+) -> Result<Files, PackError> {
+    let mut total = 0u64;
+    archive::read(tgz, limits, None, |member, _| {
+        if member.kind == Kind::File {
+            total = total.saturating_add(member.size);
+        }
+        Ok(())
+    })?;
+    // The archive itself is already held; what the files need on top must fit beside it.
+    let memory = if total.saturating_add(tgz.len() as u64) > budget.max() {
+        Err(PackError::refused(
+            "archive_cap_exceeded",
+            "max_inflight_bytes",
+            format!(
+                "the archive ({} bytes) and its files ({total} bytes) together exceed [love] max_inflight_bytes = {} (the memory every fetch in progress shares)",
+                tgz.len(),
+                budget.max()
+            ),
+        ))
+    } else {
+        hold(budget, total)
+    }?;
     let mut all: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut dirs = Vec::new();
     let summary = archive::read(tgz, limits, None, |member, data| {
@@ -44,6 +96,22 @@ pub(crate) fn collect(tgz: &[u8], limits: &Limits, marker: &str) -> Result<Files
         all.insert(member.path.clone(), buf);
         Ok(())
     })?;
+    // `marker` at the top and again one directory down: a reader that expects the package under
+    // one directory (npm's `package/`) would read the other one.
+    if all.contains_key(marker)
+        && let Some(inner) = all.keys().find(|p| {
+            p.split_once('/')
+                .is_some_and(|(_, rest)| archive::fold_key(rest) == archive::fold_key(marker))
+        })
+    {
+        return Err(PackError::refused(
+            "pack_layout_invalid",
+            format!("archive:{inner}"),
+            format!(
+                "the archive holds {marker} at its top and {inner}; readers that look in different places would read different packages"
+            ),
+        ));
+    }
     let root = if all.contains_key(marker) {
         String::new()
     } else {
@@ -85,6 +153,7 @@ pub(crate) fn collect(tgz: &[u8], limits: &Limits, marker: &str) -> Result<Files
         dirs,
         members: summary.files + summary.directories,
         expanded_bytes: summary.expanded_bytes,
+        _memory: Some(Arc::new(memory)),
     })
 }
 

@@ -1,5 +1,5 @@
-//! JSON read as a careful consumer must read a signed or hashed document: UTF-8, one value,
-//! and no object with a repeated member name (two parsers keep different duplicates, so a
+//! JSON read as a careful consumer must read a signed or hashed document: UTF-8 without a
+//! byte-order mark, one value, and no object with a repeated member name (two parsers keep different duplicates, so a
 //! signature over one reading would vouch for another).
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -71,7 +71,12 @@ impl<'de> Visitor<'de> for StrictVisitor {
 /// Parses `bytes` as one JSON value with unique member names; the error says why not.
 pub(crate) fn parse(bytes: &[u8]) -> Result<Value, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.starts_with('\u{feff}') {
+        return Err(
+            "a byte-order mark before the JSON text (JSON.parse and other strict consumers refuse it; save it as UTF-8 without a BOM)"
+                .into(),
+        );
+    }
     serde_json::from_str::<Strict>(text)
         .map(|s| s.0)
         .map_err(|e| e.to_string())
@@ -102,6 +107,10 @@ mod tests {
         assert!(parse(br#"{"x":[{"c":1,"c":1}]}"#).is_err());
         assert!(parse(b"{\"a\":1} x").is_err());
         assert!(parse(b"\xff").is_err());
+        assert!(
+            parse(b"\xef\xbb\xbf{}").is_err(),
+            "a BOM is refused, as JSON.parse does"
+        );
     }
 
     #[test]

@@ -49,6 +49,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             bytes: got.bytes,
             digest: got.digest,
             from: got.from,
+            _memory: got.memory,
             named_by: redact_locator(url),
             facts: json!({ "url": redact_locator(url) }),
         })
@@ -64,7 +65,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     limits.max_expanded_bytes = limits
         .max_expanded_bytes
         .min(MAX_UNPACKED_BYTES + (MAX_ENTRIES + 2) * 1024);
-    let files = collect(&cand.bytes, &limits, "solution.json")?;
+    let files = collect(&cand.bytes, &limits, "solution.json", &settings.budget)?;
     let unpacked: u64 = files.files.values().map(|b| b.len() as u64).sum();
     if unpacked > MAX_UNPACKED_BYTES {
         return Err(PackError::refused(

@@ -65,9 +65,11 @@ fn segment(seg: &str) -> Option<String> {
 
 /// Checks a member path (a file, or a directory when `dir`); `Err` says why it is refused.
 pub(crate) fn check(path: &str, dir: bool) -> Result<(), String> {
-    if path.chars().count() > MAX_PATH_CHARS {
+    // Counted as the JavaScript reference counts `length`: UTF-16 code units, so a character
+    // outside the BMP counts twice.
+    if path.encode_utf16().count() > MAX_PATH_CHARS {
         return Err(format!(
-            "the path is longer than {MAX_PATH_CHARS} characters"
+            "the path is longer than {MAX_PATH_CHARS} characters (UTF-16 code units, as JavaScript counts them)"
         ));
     }
     let segs: Vec<&str> = path.split('/').collect();
@@ -150,6 +152,10 @@ mod tests {
             assert!(check(bad, false).is_err(), "{bad}");
         }
         assert!(check(&format!("docs/{}.md", "a".repeat(180)), false).is_err());
+        let astral = format!("docs/{}.md", "\u{1F600}".repeat(87));
+        assert_eq!(astral.chars().count(), 95);
+        assert!(check(&astral, false).is_err(), "179 UTF-16 units plus .md");
+        assert!(check(&format!("docs/{}.md", "\u{1F600}".repeat(86)), false).is_ok());
         assert!(check("agents/x", true).is_ok());
         assert!(check("lib", true).is_err());
     }

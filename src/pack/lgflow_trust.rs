@@ -3,7 +3,6 @@
 //! untrusted key and signed by a revoked key are different verdicts; a signature that is
 //! present and does not verify is always refused.
 
-use base64::Engine;
 use ed25519_dalek::Signature;
 use serde_json::{Value, json};
 
@@ -45,8 +44,7 @@ pub(crate) fn verdict(files: &Files, config: &PackConfig) -> Result<Value, PackE
         .and_then(utc_key)
         .ok_or_else(|| invalid("signedAt", "signedAt must be an RFC 3339 UTC time".into()))?;
     let value = strict::str_at(&doc, "value")
-        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
-        .and_then(|v| <[u8; 64]>::try_from(v).ok())
+        .and_then(super::keys::signature_text)
         .ok_or_else(|| {
             invalid(
                 "value",

@@ -97,6 +97,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 ),
             ));
         }
+        let memory = packs.hold(size, &format!("artifact.size {size}")).await?;
         let cached = packs.fetcher.store().read_bytes(&declared, size);
         let (bytes, from) = match cached {
             Some(b) if b.len() as u64 == size && Digest::of(&b) == declared => (b, "cache".into()),
@@ -137,6 +138,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             named_by: shown,
             pinned: pinned == Some(declared),
             facts: json!({ "protocol": "love-package/v1", "engine": engine }),
+            _memory: std::sync::Arc::new(memory),
         })
     })
 }

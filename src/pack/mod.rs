@@ -8,6 +8,7 @@
 // `PackError` is only built on the error path, where its size costs nothing.
 #![allow(clippy::result_large_err)]
 
+mod agent_addresses;
 mod agent_escapes;
 mod agent_package;
 mod agent_text;
@@ -15,8 +16,10 @@ mod error;
 mod fetching;
 mod files;
 mod json;
+mod keys;
 mod lgflow;
 mod lgflow_paths;
+mod lgflow_store;
 mod lgflow_trust;
 mod love;
 mod openwop;
@@ -36,6 +39,7 @@ pub(crate) use settings::{LgflowSection, OpenwopSection};
 
 use crate::archive::Limits;
 use crate::fetch::through::Fetcher;
+use crate::love::budget::Budget;
 use crate::love::seen::{Conflict, Seen, Sighting};
 use crate::love::{Caps, LoveSettings};
 use crate::store::{FillError, StoreError, now};
@@ -50,6 +54,8 @@ pub(crate) struct PackSettings {
     pub(crate) max_document_bytes: u64,
     /// Trusted registries and keys.
     pub(crate) config: PackConfig,
+    /// `[love] max_inflight_bytes`, shared with LOVE: archives and their files in memory.
+    pub(crate) budget: Budget,
 }
 
 impl PackSettings {
@@ -107,12 +113,13 @@ pub(crate) struct Packs {
 }
 
 impl Packs {
-    /// A service over `fetcher`, sharing LOVE's sightings database.
+    /// A service over `fetcher`, sharing LOVE's sightings database and in-memory budget.
     pub(crate) fn new(
         fetcher: Arc<Fetcher>,
         seen: Arc<Seen>,
         love: &LoveSettings,
         config: PackConfig,
+        budget: Budget,
     ) -> Self {
         Self {
             fetcher,
@@ -121,6 +128,7 @@ impl Packs {
                 caps: love.caps,
                 max_document_bytes: love.max_document_bytes,
                 config,
+                budget,
             },
             turns: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT)),
         }

@@ -8,12 +8,14 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
 
 use super::error::PackError;
 use super::{PackSettings, Packs};
+use crate::love::budget::Held;
 use crate::store::Digest;
 
 /// Request parameters, by name (each given at most once).
@@ -60,6 +62,9 @@ pub(crate) struct Candidate {
     pub(crate) pinned: bool,
     /// What resolution learned that inspection needs or the caller should see.
     pub(crate) facts: Value,
+    /// The room `bytes` hold in `[love] max_inflight_bytes` (shared with LOVE), given back
+    /// when the last clone drops.
+    pub(crate) _memory: Arc<Held>,
 }
 
 /// One format.

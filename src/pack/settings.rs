@@ -2,7 +2,6 @@
 //! the keys that may sign for them) and `[lgflow]` (trusted signing keys). Unknown keys are
 //! errors, and every key is checked where it is written.
 
-use base64::Engine;
 use ed25519_dalek::VerifyingKey;
 use serde::Deserialize;
 use toml::Spanned;
@@ -37,7 +36,7 @@ struct RegistrySection {
 struct OpenwopKeySection {
     /// The `keyId` signatures name.
     key_id: Spanned<String>,
-    /// The Ed25519 public key, 32 bytes in standard base64.
+    /// The Ed25519 public key (base64 or hex, raw or SubjectPublicKeyInfo, or PEM).
     public_key: Spanned<String>,
     /// Pack names it may sign: `@scope/*`, an exact name, or `*`.
     permitted_namespaces: Vec<Spanned<String>>,
@@ -49,6 +48,9 @@ struct OpenwopKeySection {
 pub(crate) struct LgflowSection {
     /// Refuse packages that are not signed by a trusted, unrevoked key (default false).
     require_trusted: Option<bool>,
+    /// A trust store laid out as the seed's `<library root>/trust/` (`keys/<keyId>.json`,
+    /// `revoked.json`), read at load; relative to the config file's directory.
+    trust_dir: Option<Spanned<String>>,
     /// `[[lgflow.key]]`: the local trust store.
     #[serde(default)]
     key: Vec<LgflowKeySection>,
@@ -62,7 +64,7 @@ struct LgflowKeySection {
     key_id: Spanned<String>,
     /// The publisher of record for what it signs.
     publisher: Spanned<String>,
-    /// The Ed25519 public key, 32 bytes in standard base64.
+    /// The Ed25519 public key (base64 or hex, raw or SubjectPublicKeyInfo, or PEM).
     public_key: Spanned<String>,
     /// RFC 3339 UTC (`2026-01-01T00:00:00Z`): signatures made before it are not its.
     not_before: Spanned<String>,
@@ -77,6 +79,8 @@ struct LgflowKeySection {
 pub(crate) struct OpenwopRegistry {
     /// Its name in requests.
     pub(crate) name: String,
+    /// Its configured URL: relative `endpoints` references resolve against it.
+    pub(crate) base: String,
     /// The URL of its `.well-known/openwop-registry.json`.
     pub(crate) well_known: String,
     /// Its signing keys.
@@ -122,16 +126,11 @@ pub(crate) struct PackConfig {
     pub(crate) lgflow_require_trusted: bool,
 }
 
-/// An Ed25519 public key from base64 config text.
+/// An Ed25519 public key from config text (base64 or hex of the raw key or its DER
+/// SubjectPublicKeyInfo, or a PEM `PUBLIC KEY` block).
 fn public_key(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<VerifyingKey, FileError> {
-    let bad = |why: String| src.error_at(v.span(), why);
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(v.get_ref().trim())
-        .map_err(|e| bad(format!("public_key is not base64: {e}")))?;
-    let arr: [u8; 32] = raw
-        .try_into()
-        .map_err(|_| bad("public_key must be 32 bytes (an Ed25519 public key)".into()))?;
-    VerifyingKey::from_bytes(&arr).map_err(|e| bad(format!("not an Ed25519 public key: {e}")))
+    super::keys::public_key(v.get_ref())
+        .map_err(|why| src.error_at(v.span(), format!("public_key: {why}")))
 }
 
 /// An RFC 3339 UTC time from config text, checked.
@@ -146,9 +145,11 @@ fn time(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<String, FileError> 
         })
 }
 
-/// A sortable key for an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, or `None`.
+/// A sortable key for an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SS[.fraction]Z` (or `+00:00`),
+/// or `None`.
 pub(crate) fn utc_key(t: &str) -> Option<String> {
-    let body = t.strip_suffix('Z')?;
+    // `+00:00` is UTC written as an offset (what Python's `isoformat()` writes).
+    let body = t.strip_suffix('Z').or_else(|| t.strip_suffix("+00:00"))?;
     let (secs, frac) = body.split_once('.').unwrap_or((body, ""));
     let b = secs.as_bytes();
     let shape = b.len() == 19
@@ -169,6 +170,7 @@ impl PackConfig {
     pub(crate) fn from_sections(
         openwop: &OpenwopSection,
         lgflow: &LgflowSection,
+        base: &std::path::Path,
         src: &TomlSource<'_>,
     ) -> Result<Self, FileError> {
         let mut out = Self::default();
@@ -206,6 +208,7 @@ impl PackConfig {
             }
             out.openwop.push(OpenwopRegistry {
                 name: r.name.get_ref().clone(),
+                base: base.to_string(),
                 well_known: well_known.to_string(),
                 keys,
             });
@@ -219,6 +222,19 @@ impl PackConfig {
                 not_after: k.not_after.as_ref().map(|t| time(t, src)).transpose()?,
                 revoked_at: k.revoked_at.as_ref().map(|t| time(t, src)).transpose()?,
             });
+        }
+        if let Some(dir) = &lgflow.trust_dir {
+            let read = super::lgflow_store::read(&base.join(dir.get_ref()))
+                .map_err(|why| src.error_at(dir.span(), format!("trust_dir: {why}")))?;
+            for k in read {
+                if out.lgflow_keys.iter().any(|o| o.key_id == k.key_id) {
+                    return Err(src.error_at(
+                        dir.span(),
+                        format!("trust_dir: keyId {:?} is also a [[lgflow.key]]", k.key_id),
+                    ));
+                }
+                out.lgflow_keys.push(k);
+            }
         }
         out.lgflow_require_trusted = lgflow.require_trusted.unwrap_or(false);
         Ok(out)
@@ -266,6 +282,10 @@ mod tests {
         assert!(utc_key("2026-10-12T09:00:00.000Z") < utc_key("2026-10-12T09:00:00.5Z"));
         assert!(utc_key("2026-10-12T09:00:00Z") < utc_key("2026-10-12T09:00:01Z"));
         assert!(utc_key("2026-10-12T09:00:00+01:00").is_none());
+        assert_eq!(
+            utc_key("2026-10-12T09:00:00+00:00"),
+            utc_key("2026-10-12T09:00:00Z")
+        );
         assert!(utc_key("2026-10-12 09:00:00Z").is_none());
     }
 }

@@ -29,18 +29,6 @@ pub(crate) const PROFILE: Profile = Profile {
     inspect,
 };
 
-/// A detached signature as served: 64 raw bytes, or their base64 (text, whitespace trimmed).
-fn signature_bytes(body: &[u8]) -> Option<Vec<u8>> {
-    if body.len() == 64 {
-        return Some(body.to_vec());
-    }
-    let text = std::str::from_utf8(body).ok()?.trim();
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .ok()?;
-    (raw.len() == 64).then_some(raw)
-}
-
 /// Resolves the version through the registry tree and fetches its manifest, `.sig` and `.tgz`.
 fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
     Box::pin(async move {
@@ -77,11 +65,11 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
         let sig = packs
             .document("registry_unavailable", sig_url.as_str())
             .await?;
-        let sig = signature_bytes(&sig).ok_or_else(|| {
+        let sig = super::keys::signature(&sig).ok_or_else(|| {
             PackError::refused(
                 "pack_signature_invalid",
                 format!("{version}.sig"),
-                "the .sig is not a 64-byte Ed25519 signature (raw, or base64)",
+                "the .sig is not a 64-byte Ed25519 signature (raw, base64 or hex)",
             )
             .locator(redact_locator(sig_url.as_str()))
         })?;
@@ -112,6 +100,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             bytes: got.bytes,
             digest: got.digest,
             from: got.from,
+            _memory: got.memory,
             named_by: manifest.url.clone(),
             pinned: pinned.is_some(),
             facts: json!({
@@ -120,9 +109,10 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 "kind": manifest.kind,
                 "keyId": manifest.key_id,
                 "signing": manifest.signing,
-                "signature": base64::engine::general_purpose::STANDARD.encode(&sig),
+                "signature": base64::engine::general_purpose::STANDARD.encode(sig),
                 "yanked": manifest.yanked,
                 "versionDeprecated": manifest.deprecated,
+                "engine": manifest.engine,
             }),
         })
     })
@@ -130,7 +120,12 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
 
 /// `pack.json` against the manifest, the signature, the namespace and the engine range.
 fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackError> {
-    let files = collect(&cand.bytes, &settings.limits(), "pack.json")?;
+    let files = collect(
+        &cand.bytes,
+        &settings.limits(),
+        "pack.json",
+        &settings.budget,
+    )?;
     let field = files.field("pack.json");
     let bytes = files
         .files
@@ -198,6 +193,17 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             why,
         )
     })?;
+    // A version manifest that restates the range is held to it too: "both checks MUST run at
+    // install on every publication path", and the unsigned copy must not admit more.
+    if let Some(restated) = cand.facts.get("engine").filter(|v| !v.is_null()) {
+        engine::admits(restated.as_str().unwrap_or("")).map_err(|why| {
+            PackError::refused(
+                "pack_engine_unsupported",
+                format!("{}.json#/engines/openwop", cand.version),
+                why,
+            )
+        })?;
+    }
     Ok(Judged {
         name: cand.name.clone(),
         version: cand.version.clone(),

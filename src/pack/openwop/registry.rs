@@ -1,7 +1,7 @@
 //! "The registry tree" and "Version manifests": the v2 tree is found through the registry's
 //! `.well-known/openwop-registry.json` `endpoints` (never constructed from the host), and every
-//! registry path is resolved under it: `packs/<name>/index.json` to list versions for a range,
-//! `packs/<name>/-/<version>.{json,sig,tgz}` for one version. A range skips `yanked` versions; a
+//! registry path is resolved under its `packs/` directory: `<name>/index.json` to list versions
+//! for a range, `<name>/-/<version>.{json,sig,tgz}` for one version. A range skips `yanked` versions; a
 //! pin may resolve one.
 
 use nodejs_semver::{Range, Version};
@@ -35,6 +35,8 @@ pub(crate) struct VersionManifest {
     pub(crate) expected: Expected,
     /// `signing` as written, to compare with a bare manifest's.
     pub(crate) signing: Value,
+    /// `engines.openwop` as written, when the version manifest restates it.
+    pub(crate) engine: Option<Value>,
 }
 
 /// A pack name as a registry path may hold it: `name` or `@scope/name`, lowercase.
@@ -51,8 +53,27 @@ pub(crate) fn valid_name(name: &str) -> bool {
     }
 }
 
-/// The v2 tree's root, as the registry's well-known document names it (`endpoints.v2`, a URL
-/// or a reference relative to the document).
+/// A URL `endpoints` gives for the v2 tree: a string, or an object's `packs` (the packs
+/// directory itself) or `url`/`href`/`root`/`base` (the tree). `true` with the packs directory.
+fn v2_endpoint(endpoints: &Value) -> Option<(&str, bool)> {
+    let entry = ["v2", "registry/v2"]
+        .iter()
+        .find_map(|k| endpoints.get(*k))?;
+    if let Some(s) = entry.as_str() {
+        return Some((s, false));
+    }
+    if let Some(s) = str_at(entry, "packs") {
+        return Some((s, true));
+    }
+    ["url", "href", "root", "base"]
+        .iter()
+        .find_map(|k| str_at(entry, k))
+        .map(|s| (s, false))
+}
+
+/// The v2 tree's `packs/` directory, as the registry's well-known document names it:
+/// `endpoints.v2` (or `endpoints["registry/v2"]`), a URL or a reference resolved against the
+/// configured registry URL. A tree whose path already ends in `packs` is the directory itself.
 pub(crate) async fn tree(packs: &Packs, registry: &OpenwopRegistry) -> Result<Url, PackError> {
     let url = &registry.well_known;
     let shown = redact_locator(url);
@@ -61,28 +82,35 @@ pub(crate) async fn tree(packs: &Packs, registry: &OpenwopRegistry) -> Result<Ur
         PackError::refused("pack_registry_invalid", "/endpoints/v2", why).locator(shown.clone())
     };
     let doc = strict::parse(&bytes).map_err(|e| bad(format!("openwop-registry.json: {e}")))?;
-    let v2 = doc
-        .pointer("/endpoints/v2")
-        .and_then(Value::as_str)
+    let (v2, is_packs) = doc
+        .get("endpoints")
+        .and_then(v2_endpoint)
         .ok_or_else(|| bad("endpoints.v2 must name the v2 tree".into()))?;
-    let base = Url::parse(url).map_err(|e| bad(e.to_string()))?;
+    let base = Url::parse(&registry.base).map_err(|e| bad(e.to_string()))?;
     let mut root = base
         .join(v2)
         .map_err(|e| bad(format!("endpoints.v2: {e}")))?;
+    if !matches!(root.scheme(), "http" | "https") {
+        return Err(bad(format!("endpoints.v2 {v2:?} is not an http(s) URL")));
+    }
     if !root.path().ends_with('/') {
         root.set_path(&format!("{}/", root.path()));
     }
-    Ok(root)
+    if is_packs || root.path().ends_with("/packs/") {
+        return Ok(root);
+    }
+    root.join("packs/")
+        .map_err(|e| bad(format!("endpoints.v2: {e}")))
 }
 
-/// `packs/<name>/-/<version>.<ext>` under `root`.
+/// `<name>/-/<version>.<ext>` under the packs directory `root`.
 pub(crate) fn version_file(
     root: &Url,
     name: &str,
     version: &str,
     ext: &str,
 ) -> Result<Url, PackError> {
-    root.join(&format!("packs/{name}/-/{version}.{ext}"))
+    root.join(&format!("{name}/-/{version}.{ext}"))
         .map_err(|e| PackError::internal(format!("cannot resolve a registry path: {e}")))
 }
 
@@ -132,6 +160,7 @@ pub(crate) async fn version_manifest(
         deprecated: strict::flag(&doc, "versionDeprecated"),
         expected,
         signing,
+        engine: doc.pointer("/engines/openwop").cloned(),
     })
 }
 
@@ -160,13 +189,15 @@ pub(crate) fn signing_block(signing: &Value) -> Result<String, (&'static str, St
         .ok_or(("pack_validation_failed", "signing.keyId is REQUIRED".into()))
 }
 
-/// `dist.sha256` (hex) or the strongest SHA-256/512 in `dist.integrity`; never SHA-1.
+/// `dist.sha256` (hex) or the strongest SHA-256/512 in `dist.integrity` (or the same members
+/// at the top of the manifest); never SHA-1.
 fn declared_digest(doc: &Value) -> Option<Expected> {
-    if let Some(hex) = doc.pointer("/dist/sha256").and_then(Value::as_str) {
-        return Expected::from_hex(Algorithm::Sha256, hex);
+    let dist = doc.get("dist").unwrap_or(doc);
+    if let Some(hex) = str_at(dist, "sha256") {
+        return Expected::from_hex(Algorithm::Sha256, &hex.to_ascii_lowercase());
     }
-    let sri = doc.pointer("/dist/integrity").and_then(Value::as_str);
-    Expected::from_npm_dist(sri, None).filter(|e| e.algorithm != Algorithm::Sha1)
+    Expected::from_npm_dist(str_at(dist, "integrity"), None)
+        .filter(|e| e.algorithm != Algorithm::Sha1)
 }
 
 /// The version a request names: `version` exactly (a pin, which may be yanked), or the highest
@@ -199,7 +230,7 @@ pub(crate) async fn resolve(
     let parsed = Range::parse(range)
         .map_err(|e| PackError::request("range", format!("not a range: {e}")))?;
     let index = root
-        .join(&format!("packs/{name}/index.json"))
+        .join(&format!("{name}/index.json"))
         .map_err(|e| PackError::internal(e.to_string()))?;
     let bytes = packs
         .document("registry_unavailable", index.as_str())
@@ -212,26 +243,37 @@ pub(crate) async fn resolve(
         )
         .locator(redact_locator(index.as_str()))
     })?;
-    let listed: Vec<String> = match doc.get("versions") {
+    // Each listed version, and whether the index itself marks it yanked (a range skips a
+    // version either the index or its own manifest marks).
+    let listed: Vec<(String, bool)> = match doc.get("versions") {
         Some(Value::Array(a)) => a
             .iter()
             .filter_map(|v| {
                 v.as_str()
                     .or_else(|| str_at(v, "version"))
-                    .map(str::to_string)
+                    .map(|s| (s.to_string(), strict::flag(v, "yanked")))
             })
             .collect(),
-        Some(Value::Object(o)) => o.keys().cloned().collect(),
+        Some(Value::Object(o)) => o
+            .iter()
+            .map(|(k, v)| (k.clone(), strict::flag(v, "yanked")))
+            .collect(),
         _ => Vec::new(),
     };
-    let mut matching: Vec<Version> = listed
-        .iter()
-        .filter_map(|v| Version::parse(v).ok())
-        .filter(|v| parsed.satisfies(v))
-        .collect();
+    let mut skipped = Vec::new();
+    let mut matching: Vec<Version> = Vec::new();
+    for (text, yanked) in &listed {
+        let Some(v) = Version::parse(text).ok().filter(|v| parsed.satisfies(v)) else {
+            continue;
+        };
+        if *yanked {
+            skipped.push(text.clone());
+        } else {
+            matching.push(v);
+        }
+    }
     matching.sort();
     matching.dedup();
-    let mut skipped = Vec::new();
     for v in matching.iter().rev().take(MAX_RANGE_READS) {
         let text = v.to_string();
         let m = version_manifest(packs, root, name, &text).await?;
@@ -251,4 +293,27 @@ pub(crate) async fn resolve(
     )
     .field("range")
     .locator(redact_locator(index.as_str())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_tarball_digest_is_read_from_dist_or_the_top_never_sha1() {
+        let hex = "ab".repeat(32);
+        let top = declared_digest(&json!({ "sha256": hex.to_uppercase() }));
+        assert_eq!(top, declared_digest(&json!({ "dist": { "sha256": hex } })));
+        assert!(top.is_some());
+        let sri = format!("sha512-{}", "A".repeat(86) + "==");
+        assert!(declared_digest(&json!({ "integrity": sri })).is_some());
+        assert!(
+            declared_digest(
+                &json!({ "dist": { "integrity": "sha1-AAAAAAAAAAAAAAAAAAAAAAAAAAA=" } })
+            )
+            .is_none()
+        );
+        assert!(declared_digest(&json!({ "kind": "node-pack" })).is_none());
+    }
 }

@@ -8,10 +8,15 @@ use serde_json::Value;
 
 use crate::pack::settings::OpenwopKey;
 
-/// Whether `namespaces` admits `name`: `*`, `@scope/*` (any pack in the scope), or the name.
+/// Whether `namespaces` admits `name`: `*`, `@scope/*` or the bare scope `@scope` (any pack
+/// in the scope), or the name.
 pub(crate) fn namespace_admits(namespaces: &[String], name: &str) -> bool {
     namespaces.iter().any(|ns| match ns.strip_suffix("/*") {
         _ if ns == "*" => true,
+        None if ns.len() > 1 && ns.starts_with('@') && !ns.contains('/') => name
+            .strip_prefix(ns.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|rest| !rest.is_empty()),
         Some(scope) => name
             .strip_prefix(scope)
             .is_some_and(|rest| rest.starts_with('/') && rest.len() > 1),
@@ -65,5 +70,9 @@ mod tests {
         assert!(!namespace_admits(&ns(&["@acme/*"]), "tools"));
         assert!(namespace_admits(&ns(&["tools"]), "tools"));
         assert!(namespace_admits(&ns(&["*"]), "anything"));
+        assert!(namespace_admits(&ns(&["@acme"]), "@acme/tools"));
+        assert!(!namespace_admits(&ns(&["@acme"]), "@acme-evil/tools"));
+        assert!(!namespace_admits(&ns(&["@acme"]), "@acme"));
+        assert!(!namespace_admits(&ns(&["@acme"]), "@acme/"));
     }
 }
