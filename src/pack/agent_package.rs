@@ -171,11 +171,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         &settings.budget,
     )?;
     let field = files.field("plugin.json");
-    let manifest = files
-        .files
-        .get("plugin.json")
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let manifest = files.bytes("plugin.json");
     let manifest = strict::parse(manifest).map_err(|e| {
         PackError::refused(
             "pack_manifest_invalid",

@@ -158,6 +158,11 @@ pub(crate) fn collect(
 }
 
 impl Files {
+    /// The bytes of the file at `path` (below the root), empty if there is none.
+    pub(crate) fn bytes(&self, path: &str) -> &[u8] {
+        self.files.get(path).map(Vec::as_slice).unwrap_or_default()
+    }
+
     /// `archive:<root>/<path>`, the field naming a file.
     pub(crate) fn field(&self, path: &str) -> String {
         if self.root.is_empty() {

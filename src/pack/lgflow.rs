@@ -131,11 +131,7 @@ fn solution(files: &Files) -> Result<(String, String), PackError> {
     let bad = |member: &str, why: String| {
         PackError::refused("pack_manifest_invalid", format!("{field}#/{member}"), why)
     };
-    let bytes = files
-        .files
-        .get("solution.json")
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let bytes = files.bytes("solution.json");
     let doc = strict::parse(bytes).map_err(|e| bad("", format!("solution.json: {e}")))?;
     let schema = strict::str_at(&doc, "schemaVersion").unwrap_or("");
     if !SCHEMA_VERSIONS.contains(&schema) {

@@ -81,11 +81,7 @@ pub(crate) fn verdict(files: &Files, config: &PackConfig) -> Result<Value, PackE
             format!("signedAt is outside keyId {key_id:?}'s validity"),
         ));
     }
-    let integrity = files
-        .files
-        .get("integrity.json")
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let integrity = files.bytes("integrity.json");
     key.key
         .verify_strict(integrity, &Signature::from_bytes(&value))
         .map_err(|_| {

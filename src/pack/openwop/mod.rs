@@ -127,11 +127,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         &settings.budget,
     )?;
     let field = files.field("pack.json");
-    let bytes = files
-        .files
-        .get("pack.json")
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let bytes = files.bytes("pack.json");
     let invalid = |member: &str, why: String| {
         PackError::refused("pack_validation_failed", format!("{field}#/{member}"), why)
     };
