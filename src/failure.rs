@@ -85,6 +85,24 @@ impl<T: OriginTable> Failure<T> {
         T::origin(self.code)
     }
 
+    /// No mirror served bytes of the declared `size` and `sha256`; `list` is each mirror's
+    /// failure, `locator` the (redacted) document that declared them.
+    pub(crate) fn all_mirrors_failed(
+        size: u64,
+        sha256: impl std::fmt::Display,
+        locator: String,
+        list: impl Serialize,
+    ) -> Self {
+        Self::new(
+            "all_mirrors_failed",
+            502,
+            format!("no mirror served bytes matching size {size} and sha256 {sha256}"),
+            "try another mirror of the same artifact, or ask the publisher to fix the manifest",
+        )
+        .locator(locator)
+        .extra(serde_json::json!({ "locators": list }))
+    }
+
     /// A store failure while keeping verified bytes, under the codes the cache routes use for
     /// the same [`StoreError`].
     pub(crate) fn store(e: &StoreError) -> Self {

@@ -224,14 +224,9 @@ impl Love {
                 match self.fetcher.fetch_verified(&wanted).await {
                     Ok(v) => (v.bytes, v.from, v.failures),
                     Err(ThroughError::AllFailed(list)) => {
-                        return Err(LoveError::new(
-                            "all_mirrors_failed",
-                            502,
-                            format!("no mirror served bytes matching size {size} and sha256 {expected}"),
-                            "try another mirror of the same artifact, or ask the publisher to fix the manifest",
-                        )
-                        .locator(shown_url)
-                        .extra(json!({ "locators": list })));
+                        return Err(LoveError::all_mirrors_failed(
+                            size, expected, shown_url, list,
+                        ));
                     }
                     Err(ThroughError::Store(e)) => return Err(LoveError::store(&e)),
                 }

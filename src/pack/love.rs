@@ -116,14 +116,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 match packs.fetcher.fetch_verified(&wanted).await {
                     Ok(v) => (v.bytes, v.from),
                     Err(ThroughError::AllFailed(list)) => {
-                        return Err(PackError::new(
-                            "all_mirrors_failed",
-                            502,
-                            format!("no mirror served bytes matching size {size} and sha256 {declared}"),
-                            "try another mirror of the same artifact, or ask the publisher to fix the manifest",
-                        )
-                        .locator(shown)
-                        .extra(json!({ "locators": list })));
+                        return Err(PackError::all_mirrors_failed(size, declared, shown, list));
                     }
                     Err(ThroughError::Store(e)) => return Err(PackError::store(&e)),
                 }

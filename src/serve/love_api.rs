@@ -65,7 +65,8 @@ pub(crate) async fn handle<B>(
     }
 }
 
-fn json(status: StatusCode, v: &serde_json::Value) -> Response<ProxyBody> {
+/// A JSON response with `status` that no cache keeps (the LOVE and pack APIs' answers).
+pub(super) fn json(status: StatusCode, v: &serde_json::Value) -> Response<ProxyBody> {
     let body = Bytes::from(v.to_string());
     let mut resp = Response::new(full(body));
     *resp.status_mut() = status;

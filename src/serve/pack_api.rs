@@ -2,14 +2,12 @@
 //! verification result as JSON; `GET /pack/v1/conflicts` lists labels seen with two digests. The route knows no format: it hands the parameters to
 //! [`crate::pack::Packs::fetch`], which dispatches through the profile table.
 
-use bytes::Bytes;
-use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 
 use super::AppContext;
 use super::body::{Decided, ProxyBody, RequestLog};
+use super::love_api::json;
 use super::problem::Problem;
-use crate::body::full;
 use crate::pack::{PackError, Params};
 
 /// Handles `/pack/v1/...`.
@@ -23,7 +21,10 @@ pub(crate) async fn handle<B>(
     }
     if req.uri().path() == "/pack/v1/conflicts" {
         let list = gate.packs.conflicts()?;
-        return Ok(json(&serde_json::json!({ "conflicts": list })));
+        return Ok(json(
+            StatusCode::OK,
+            &serde_json::json!({ "conflicts": list }),
+        ));
     }
     if req.uri().path() != "/pack/v1/fetch" {
         return Err(PackError::request(
@@ -51,19 +52,8 @@ pub(crate) async fn handle<B>(
     };
     log.decision = Decided::PackFetch;
     let result = gate.packs.fetch(&format, &params).await?;
-    Ok(json(&serde_json::to_value(&result).unwrap_or_default()))
-}
-
-/// A `200` JSON response that no cache keeps.
-fn json(v: &serde_json::Value) -> Response<ProxyBody> {
-    let body = Bytes::from(v.to_string());
-    let mut resp = Response::new(full(body));
-    *resp.status_mut() = StatusCode::OK;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    resp
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::to_value(&result).unwrap_or_default(),
+    ))
 }
