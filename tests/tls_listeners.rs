@@ -572,6 +572,7 @@ fn a_typo_or_an_impossible_tls_table_is_refused_at_load_naming_the_field() {
     let e = refused(&format!("[listen.tls.proxi]\ncert = {c:?}\n"), base);
     assert!(e.contains("proxi"), "{e}");
     let e = refused(&tls_table("proxy", &other_cert, &key, ""), base);
+    eprintln!("{e}");
     assert!(e.contains("not a usable certificate and key pair"), "{e}");
     assert!(
         e.contains("field `listen.tls.proxy.key`") || e.contains("key"),
@@ -610,35 +611,55 @@ fn a_policy_that_would_widen_the_global_one_or_never_apply_is_refused_at_load() 
         base,
     )
     .unwrap();
-    for (policy, want) in [
+    for (policy, field, want) in [
         (
             "clients = [\"token:ci\"]\nports = [8443]",
+            "ports",
             "port 8443 is not allowed by the global policy",
         ),
         (
             "clients = [\"token:ci\"]\nregistries = [\"pypi\"]",
+            "registries",
             "no [[registry]] is named `pypi`",
         ),
         (
             "clients = [\"token:nobody\"]",
+            "clients",
             "no token in [access] tokens_file is named `nobody`",
         ),
         (
             "clients = [\"cert:ci-runner\"]",
+            "clients",
             "no [listen.tls.*] table has a `client_ca`",
         ),
-        ("clients = [\"crt:ci-runner\"]", "is not a client identity"),
-        ("clients = []", "list the clients"),
-        ("clients = [\"token:ci\"]\nhost = [\"x\"]", "host"),
-        ("clients = [\"token:ci\"]\nhosts = [\"*.\"]", "`*.`"),
+        (
+            "clients = [\"crt:ci-runner\"]",
+            "clients",
+            "is not a client identity",
+        ),
+        ("clients = []", "clients", "list the clients"),
+        (
+            "clients = [\"token:ci\"]\nhost = [\"x\"]",
+            "host",
+            "unknown field `host`",
+        ),
+        (
+            "clients = [\"token:ci\"]\nhosts = [\"*.\"]",
+            "hosts",
+            "`*.`",
+        ),
         (
             "clients = [\"token:ci\", \"token:ci\"]",
+            "clients",
             "already selects policy `ci`",
         ),
     ] {
         let e = refused(&with(policy), base);
         assert!(e.contains(want), "{policy}: {e}");
-        assert!(e.contains("f.toml"), "{e}");
+        assert!(
+            e.contains("f.toml:1") && e.contains(&format!(": access.policy[0].{field}: ")),
+            "{policy}: {e}"
+        );
     }
     // Two policies with one name, or claiming one identity.
     let e = refused(
@@ -699,7 +720,10 @@ async fn sighup_swaps_in_a_new_certificate_and_refuses_a_bad_pair_keeping_the_ol
     let mut s = start(&path, &[]).await;
     let proxy: SocketAddr = format!("127.0.0.1:{pp}").parse().unwrap();
     let tls = connector(&pki.ca_pem, None);
-    assert_eq!(presented(proxy, &tls).await, der_of(&first.0));
+    assert!(
+        presented(proxy, &tls).await == der_of(&first.0),
+        "the first certificate"
+    );
 
     // The refusal's log line names the policy too.
     let auth = [("proxy-authorization", "Bearer tok-ci-1")];
@@ -718,7 +742,10 @@ async fn sighup_swaps_in_a_new_certificate_and_refuses_a_bad_pair_keeping_the_ol
     write_pair(&second);
     hup();
     s.wait_for("configuration reloaded").await;
-    assert_eq!(presented(proxy, &tls).await, der_of(&second.0));
+    assert!(
+        presented(proxy, &tls).await == der_of(&second.0),
+        "the new certificate"
+    );
 
     // A certificate with another certificate's key: refused, logged, the old pair kept.
     std::fs::write(pki.path("proxy.pem"), &third.0).unwrap();
@@ -728,7 +755,10 @@ async fn sighup_swaps_in_a_new_certificate_and_refuses_a_bad_pair_keeping_the_ol
         line.contains("not a usable certificate and key pair"),
         "{line}"
     );
-    assert_eq!(presented(proxy, &tls).await, der_of(&second.0));
+    assert!(
+        presented(proxy, &tls).await == der_of(&second.0),
+        "still the old pair"
+    );
     assert_eq!(
         tls_get(proxy, &tls, &url(&two), &auth)
             .await
@@ -738,4 +768,47 @@ async fn sighup_swaps_in_a_new_certificate_and_refuses_a_bad_pair_keeping_the_ol
         "the listener still serves with the old pair"
     );
     let _ = s.child.kill().await;
+}
+
+/// The commented TLS and policy blocks of the shipped example, uncommented, load with the
+/// real parser (so the documented keys and forms stay true).
+#[test]
+fn the_example_configs_tls_and_policy_blocks_load_when_uncommented() {
+    let pki = Pki::new("fetchgate test CA");
+    std::fs::create_dir(pki.path("tls")).unwrap();
+    for stem in ["proxy", "admin"] {
+        let (cert, key) = pki.server_files(stem);
+        std::fs::rename(cert, pki.path(&format!("tls/{stem}.pem"))).unwrap();
+        std::fs::rename(key, pki.path(&format!("tls/{stem}.key"))).unwrap();
+    }
+    std::fs::rename(pki.ca_file(), pki.path("tls/clients-ca.pem")).unwrap();
+    std::fs::write(pki.path("tokens"), "ci tok-1\nbuilder tok-2\n").unwrap();
+    let example = std::fs::read_to_string("deploy/fetchgate.example.toml").unwrap();
+    let mut out = String::new();
+    let mut uncommenting = false;
+    let mut blocks = 0;
+    for line in example.lines() {
+        if line == "# [listen.tls.proxy]" || (line == "# [[access.policy]]" && !uncommenting) {
+            uncommenting = true;
+            blocks += 1;
+        }
+        if uncommenting && !line.starts_with('#') {
+            uncommenting = false;
+        }
+        let line = match line {
+            l if l.starts_with("tokens_file") => "tokens_file = \"tokens\"",
+            l if l.starts_with("extra_roots") => "",
+            l if uncommenting => l.strip_prefix("# ").unwrap_or(""),
+            l => l,
+        };
+        out.push_str(line);
+        out.push('\n');
+    }
+    assert_eq!(blocks, 2, "both commented blocks were found");
+    assert!(
+        out.contains("\n[[access.policy]]\nname = \"builders\""),
+        "{out}"
+    );
+    let config = Config::from_toml_in("fetchgate.example.toml", &out, pki.dir.path());
+    config.unwrap_or_else(|e| panic!("{e}"));
 }
