@@ -21,7 +21,7 @@ use rcgen::{
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use support::config::Toml;
-use support::proxy::{Got, start_proxy_in, start_proxy_with_mounts};
+use support::proxy::{Got, read_head, start_proxy_in, start_proxy_with_mounts};
 use support::upstream::{Reply, Upstream};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -183,15 +183,7 @@ async fn plain_reply(addr: SocketAddr, target: &str) -> Vec<u8> {
 async fn connect_head<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, authority: &str) -> String {
     let req = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
     stream.write_all(req.as_bytes()).await.unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match stream.read(&mut b).await {
-            Ok(1) => head.push(b[0]),
-            _ => break,
-        }
-    }
-    String::from_utf8_lossy(&head).into_owned()
+    read_head(&mut stream).await
 }
 
 /// Two trusted upstreams, on 127.0.0.2 and 127.0.0.3.

@@ -1,5 +1,6 @@
-//! Serve: the proxy listener. Accepts connections up to the limit, turns away clients outside
-//! `[access] clients`, and hands every request to [`proxy::handle`].
+//! Serve: the proxy listener. Accepts connections up to the limit, completes the TLS handshake
+//! on a `[listen.tls.*]` listener ([`tls`]), turns away clients outside `[access] clients`, and
+//! hands every request to [`proxy::handle`].
 
 // `Problem` is only built on the error path, where its size costs nothing; boxing it would
 // only add noise to every handler.
@@ -234,7 +235,8 @@ impl Server {
                 let (stream, cert_names) = match tls::accept(tls, stream, timeout).await {
                     Ok(accepted) => accepted,
                     Err(e) => {
-                        tracing::info!(target: "fetchgate::tls", client = %peer, error = %e, "TLS handshake refused");
+                        let listener = if mount.is_some() { "registry" } else { "proxy" };
+                        tracing::info!(target: "fetchgate::tls", client = %peer, listener, error = %e, "TLS handshake refused");
                         return;
                     }
                 };

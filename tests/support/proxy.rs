@@ -161,7 +161,7 @@ pub async fn connect_on(
 
 /// Reads up to the end of a response head, byte by byte (so nothing after it is consumed).
 /// For responses with a body, the body follows on the stream.
-pub async fn read_head(s: &mut TcpStream) -> String {
+pub async fn read_head<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
