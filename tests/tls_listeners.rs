@@ -330,9 +330,10 @@ async fn a_certificate_identity_selects_its_policy_and_refusals_name_it() {
     let head = connect_head(tls_to(proxy, &ci).await.unwrap(), &three.addr.to_string()).await;
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
     assert!(head.contains("policy_host_not_allowed"), "{head}");
-    assert!(
-        three.requests().is_empty(),
-        "nothing from ci reached 127.0.0.3"
+    assert_eq!(
+        three.connection_count(),
+        0,
+        "nothing from ci, not even a tunnel, reached 127.0.0.3"
     );
 
     // The other client's policy is the mirror image.
