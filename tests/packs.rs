@@ -1823,3 +1823,46 @@ async fn the_cli_dispatches_through_the_same_table_and_conflicts_are_listed() {
     assert_eq!(c["conflicts"][0]["name"], "lgflow:customer-support", "{c}");
     assert_eq!(c["conflicts"][0]["seen"].as_array().map(Vec::len), Some(2));
 }
+
+// ---------------------------------------------------------------- issue 18, format profiles
+
+/// Item 13: a `.sig` the registry does not have (404, 410) is a missing signature,
+/// `pack_signature_invalid`, not an outage; a `.sig` the registry fails to serve (503) is
+/// still `registry_unavailable`, worth a retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_openwop_signature_is_invalid_but_a_failing_registry_is_an_outage() {
+    let site = Site::start(&openwop_config()).await;
+    site.openwop_registry(&[]);
+    for (n, status) in [("gone", 404u16), ("removed", 410)] {
+        let w = wop(&format!("@acme/{n}"), "1.0.0", ">=2.0 <3.0.0");
+        let tarball = site.publish_wop(&w);
+        site.routes
+            .lock()
+            .unwrap()
+            .get_mut(&format!("{TREE}/packs/@acme/{n}/-/1.0.0.sig"))
+            .unwrap()
+            .status = status;
+        let got = site.openwop(&w.name, ("version", "1.0.0")).await;
+        assert_eq!(
+            got.status,
+            422,
+            "{status}: {}",
+            String::from_utf8_lossy(&got.body)
+        );
+        site.assert_refused_unpublished(n, &got, &tarball, "pack_signature_invalid")
+            .await;
+        assert_eq!(body(&got)["field"], "1.0.0.sig");
+    }
+    let w = wop("@acme/flaky", "1.0.0", ">=2.0 <3.0.0");
+    let tarball = site.publish_wop(&w);
+    site.routes
+        .lock()
+        .unwrap()
+        .get_mut(&format!("{TREE}/packs/@acme/flaky/-/1.0.0.sig"))
+        .unwrap()
+        .status = 503;
+    let got = site.openwop(&w.name, ("version", "1.0.0")).await;
+    assert_eq!(got.status, 502);
+    assert_eq!(body(&got)["code"], "registry_unavailable");
+    assert_eq!(site.cached(&tarball).await.status, 404);
+}

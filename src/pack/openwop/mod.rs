@@ -18,6 +18,7 @@ use super::files::collect;
 use super::profile::{Candidate, Judged, Located, Params, Profile, pin, required};
 use super::{PackSettings, Packs, json as strict};
 use crate::fetch::integrity::{Expected, Hasher};
+use crate::fetch::through::LocatorFailure;
 use crate::redact::redact_locator;
 
 /// The `openwop` row of the profile table.
@@ -63,8 +64,10 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
         .await?;
         let sig_url = registry::version_file(&root, name, &version, "sig")?;
         let sig = packs
-            .document("registry_unavailable", sig_url.as_str())
-            .await?;
+            .fetcher
+            .get_document(sig_url.as_str(), packs.settings.max_document_bytes)
+            .await
+            .map_err(|f| missing_signature(&version, sig_url.as_str(), f))?;
         let sig = super::keys::signature(&sig).ok_or_else(|| {
             PackError::refused(
                 "pack_signature_invalid",
@@ -116,6 +119,24 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             }),
         })
     })
+}
+
+/// A `.sig` that could not be read: one the registry says it does not have (404, 410) is a
+/// version without its signature, `pack_signature_invalid` (retrying will not help); any
+/// other failure is the registry's outage, `registry_unavailable`.
+fn missing_signature(version: &str, url: &str, f: LocatorFailure) -> PackError {
+    if !super::error::is_absent(&f) {
+        return PackError::unavailable("registry_unavailable", url, f);
+    }
+    PackError::refused(
+        "pack_signature_invalid",
+        format!("{version}.sig"),
+        format!(
+            "the registry has no signature for this version ({}): every v2 version carries one",
+            f.detail
+        ),
+    )
+    .locator(redact_locator(url))
 }
 
 /// `pack.json` against the manifest, the signature, the namespace and the engine range.
