@@ -1866,3 +1866,183 @@ async fn a_missing_openwop_signature_is_invalid_but_a_failing_registry_is_an_out
     assert_eq!(body(&got)["code"], "registry_unavailable");
     assert_eq!(site.cached(&tarball).await.status, 404);
 }
+
+/// UTF-16LE bytes of `s`, with no byte-order mark.
+fn utf16le(s: &str) -> Vec<u8> {
+    s.encode_utf16().flat_map(u16::to_le_bytes).collect()
+}
+
+/// Items 10, 11 and 12: character references a browser decodes (the whole HTML5 table, and
+/// numeric references without `;`), text that cannot be decoded and checked (UTF-16 without a
+/// byte-order mark, a NUL in a text file), and an IPv6 literal in the install file are
+/// refused and never published. Their twins, text an HTML reader shows as ordinary
+/// characters, binary files, and system names with colons, are published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn html_references_undecodable_text_and_ipv6_literals_are_refused_and_twins_published() {
+    let site = Site::start("").await;
+    let with = |name: &str, path: &str, bytes: Vec<u8>| {
+        let mut f = agent_files(name);
+        f.retain(|(p, _)| p != path);
+        f.push((path.to_string(), bytes));
+        f
+    };
+    let md =
+        |name: &str, text: &str| with(name, "skills/triage/SKILL.md", text.as_bytes().to_vec());
+    let install = |name: &str, install: &str| {
+        agent_declared(
+            name,
+            br#"{"offerings":[]}"#,
+            Some(install.as_bytes()),
+            json!({}),
+        )
+    };
+    type Case = (&'static str, Vec<(String, Vec<u8>)>, &'static str);
+    let cases: Vec<Case> = vec![
+        (
+            "nvts",
+            md("nvts", "# T\n\nok&NegativeVeryThinSpace;x\n"),
+            "pack_hidden_character",
+        ),
+        (
+            "nmsp",
+            md("nmsp", "a&NegativeMediumSpace;b\n"),
+            "pack_hidden_character",
+        ),
+        (
+            "nthk",
+            md("nthk", "a&NegativeThickSpace;b\n"),
+            "pack_hidden_character",
+        ),
+        (
+            "nthn",
+            md("nthn", "a&NegativeThinSpace;b\n"),
+            "pack_hidden_character",
+        ),
+        ("it", md("it", "x&it;y\n"), "pack_hidden_character"),
+        ("ic", md("ic", "x&ic;y\n"), "pack_hidden_character"),
+        ("af", md("af", "f&af;x\n"), "pack_hidden_character"),
+        (
+            "numeric-no-semicolon",
+            md("numeric-no-semicolon", "if admin &#x202E then\n"),
+            "pack_hidden_character",
+        ),
+        (
+            "decimal-no-semicolon",
+            md("decimal-no-semicolon", "x &#8207 y\n"),
+            "pack_hidden_character",
+        ),
+        (
+            "html-page",
+            with(
+                "html-page",
+                "docs/index.html",
+                b"<p>pay &#8238;gpj.exe</p>\n".to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "utf16-no-bom-named",
+            with(
+                "utf16-no-bom-named",
+                "skills/triage/SKILL.md",
+                utf16le("# T\nif admin \u{202E} }\n"),
+            ),
+            "pack_text_encoding",
+        ),
+        (
+            "utf16-no-bom-unnamed",
+            with(
+                "utf16-no-bom-unnamed",
+                "skills/triage/NOTES",
+                utf16le("plain words \u{202E} more words\n"),
+            ),
+            "pack_text_encoding",
+        ),
+        (
+            "nul-in-text",
+            with(
+                "nul-in-text",
+                "skills/triage/SKILL.md",
+                b"# T\n\nhidden\0after\n".to_vec(),
+            ),
+            "pack_text_encoding",
+        ),
+        (
+            "ipv6-in-install",
+            install(
+                "ipv6-in-install",
+                r#"{"format":"agent-install-v1","systems":[{"name":"crm","kind":"service","host":"2001:db8::7"}]}"#,
+            ),
+            "pack_address_in_declaration",
+        ),
+        (
+            "ipv6-bracketed",
+            install(
+                "ipv6-bracketed",
+                r#"{"format":"agent-install-v1","systems":[{"name":"crm","note":"reach it at [fe80::1%eth0]:8443"}]}"#,
+            ),
+            "pack_address_in_declaration",
+        ),
+        (
+            "ipv6-mapped",
+            install(
+                "ipv6-mapped",
+                r#"{"format":"agent-install-v1","systems":[{"name":"crm","host":"::ffff:10.0.0.7"}]}"#,
+            ),
+            "pack_address_in_declaration",
+        ),
+        (
+            "ipv6-loopback",
+            install(
+                "ipv6-loopback",
+                r#"{"format":"agent-install-v1","systems":[{"name":"crm","host":"::1"}]}"#,
+            ),
+            "pack_address_in_declaration",
+        ),
+    ];
+    for (name, files, code) in cases {
+        let archive = agent_tgz(name, &files);
+        site.depot(name, &archive, &|_| {});
+        let got = site.agent(name, &[]).await;
+        site.assert_refused_unpublished(name, &got, &archive, code)
+            .await;
+    }
+    // The twins: references to ordinary characters, `&` text that is no reference, a binary
+    // file full of NULs, and system names and times with colons.
+    let twins: Vec<(&str, Vec<(String, Vec<u8>)>)> = vec![
+        (
+            "refs-ok",
+            md(
+                "refs-ok",
+                "AT&T &amp; &lt;tag&gt; &eacute; &#233 &copy; &NotAnEntity; &#65;\n",
+            ),
+        ),
+        (
+            "binary-nul",
+            with(
+                "binary-nul",
+                "assets/logo.png",
+                vec![0x89, b'P', b'N', b'G', 0, 0, 0, 13, 0, 0xff, 0, 1],
+            ),
+        ),
+        (
+            "colons-ok",
+            install(
+                "colons-ok",
+                r#"{"format":"agent-install-v1","systems":[{"name":"crm::sales","kind":"service","window":"12:30:45","ref":"std::vector","tag":"a:b"}]}"#,
+            ),
+        ),
+    ];
+    for (name, files) in twins {
+        let archive = agent_tgz(name, &files);
+        site.depot(name, &archive, &|_| {});
+        let got = site.agent(name, &[]).await;
+        assert_eq!(
+            got.status,
+            200,
+            "{name}: {}",
+            String::from_utf8_lossy(&got.body)
+        );
+        assert_eq!(site.cached(&archive).await.status, 200, "{name}");
+    }
+}

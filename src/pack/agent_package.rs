@@ -346,7 +346,7 @@ fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<
 
 /// Rule 8 through escapes: a hidden character in a JSON string (`.json` files), behind a
 /// backslash escape (`.yaml`, `.yml`, `.toml` files and Markdown front matter, which a harness
-/// reads as YAML) or behind a character reference (`.md`, `.markdown`, `.html`, `.htm` files).
+/// reads as YAML) or behind a character reference (Markdown, HTML, SVG and XML files).
 fn escaped(path: &str, bytes: &[u8], at: &str) -> Result<(), PackError> {
     let text = std::str::from_utf8(bytes).unwrap_or_default();
     let lower = path.to_ascii_lowercase();
@@ -357,9 +357,18 @@ fn escaped(path: &str, bytes: &[u8], at: &str) -> Result<(), PackError> {
         .any(|e| lower.ends_with(e))
     {
         agent_escapes::in_backslash_escapes(text)
-    } else if [".md", ".markdown", ".html", ".htm"]
-        .iter()
-        .any(|e| lower.ends_with(e))
+    } else if [
+        ".md",
+        ".markdown",
+        ".mdx",
+        ".html",
+        ".htm",
+        ".xhtml",
+        ".svg",
+        ".xml",
+    ]
+    .iter()
+    .any(|e| lower.ends_with(e))
     {
         agent_escapes::front_matter(text)
             .and_then(agent_escapes::in_backslash_escapes)
