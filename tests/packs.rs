@@ -1896,7 +1896,8 @@ async fn html_references_undecodable_text_and_ipv6_literals_are_refused_and_twin
             json!({}),
         )
     };
-    type Case = (&'static str, Vec<(String, Vec<u8>)>, &'static str);
+    type Files = Vec<(String, Vec<u8>)>;
+    type Case = (&'static str, Files, &'static str);
     let cases: Vec<Case> = vec![
         (
             "nvts",
@@ -2009,7 +2010,7 @@ async fn html_references_undecodable_text_and_ipv6_literals_are_refused_and_twin
     }
     // The twins: references to ordinary characters, `&` text that is no reference, a binary
     // file full of NULs, and system names and times with colons.
-    let twins: Vec<(&str, Vec<(String, Vec<u8>)>)> = vec![
+    let twins: Vec<(&str, Files)> = vec![
         (
             "refs-ok",
             md(
