@@ -2047,3 +2047,193 @@ async fn html_references_undecodable_text_and_ipv6_literals_are_refused_and_twin
         assert_eq!(site.cached(&archive).await.status, 200, "{name}");
     }
 }
+
+/// `signature.json` by `signer` over `integrity`, claiming `signed_at`.
+fn signature_at(integrity: &[u8], signer: &SigningKey, key_id: &str, signed_at: &str) -> Vec<u8> {
+    json!({
+        "schemaVersion": "1.0", "algorithm": "ed25519", "keyId": key_id,
+        "signedAt": signed_at,
+        "value": b64(&signer.sign(integrity).to_bytes()),
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A trust store with a key rotated out (past `not_after`, not revoked) and a current one.
+fn rotated_trust(require_trusted: bool) -> String {
+    let k = |seed: u8| b64(key(seed).verifying_key().as_bytes());
+    format!(
+        "[lgflow]\nrequire_trusted = {require_trusted}\n\n[[lgflow.key]]\nkey_id = \"rotated\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2025-01-01T00:00:00Z\"\nnot_after = \"2026-03-01T00:00:00Z\"\n\n[[lgflow.key]]\nkey_id = \"current\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2025-01-01T00:00:00Z\"\nnot_after = \"2099-01-01T00:00:00Z\"\n",
+        k(7),
+        k(8)
+    )
+}
+
+/// Item 9: `signedAt` is outside the signature. A rotated-out key signing a new package
+/// backdated into its validity is not `TRUSTED` (refused with `require_trusted`), since
+/// fetchgate first saw the digest after the key's `not_after`; the twin, a package signed by
+/// a key still valid when fetchgate first saw it, is `TRUSTED`, and reports when that was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_out_key_cannot_backdate_a_new_package_into_trust() {
+    let files = lgflow_files();
+    let i = integrity_for(&files).to_string().into_bytes();
+    let backdated = lgflow_tgz(
+        &files,
+        &i,
+        Some(signature_at(&i, &key(7), "rotated", "2026-02-01T00:00:00Z")),
+    );
+    let current = lgflow_tgz(
+        &files,
+        &i,
+        Some(signature_at(&i, &key(8), "current", "2026-02-01T00:00:00Z")),
+    );
+
+    let strict = Site::start(&rotated_trust(true)).await;
+    strict.serve("/backdated.tar.gz", backdated.clone());
+    let got = strict
+        .pack("lgflow", &[("url", strict.url("/backdated.tar.gz"))])
+        .await;
+    strict
+        .assert_refused_unpublished("backdated", &got, &backdated, "pack_untrusted")
+        .await;
+    assert!(
+        body(&got)["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("first saw"),
+        "{}",
+        body(&got)
+    );
+    strict.serve("/current.tar.gz", current.clone());
+    let got = strict
+        .pack("lgflow", &[("url", strict.url("/current.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let trust = &body(&got)["inspection"]["trust"];
+    assert_eq!(trust["verdict"], "TRUSTED", "{trust}");
+    assert!(
+        trust["first_seen"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{trust}"
+    );
+
+    // Without require_trusted it is published, but said to be untrusted, with the reason.
+    let lax = Site::start(&rotated_trust(false)).await;
+    lax.serve("/backdated.tar.gz", backdated.clone());
+    let got = lax
+        .pack("lgflow", &[("url", lax.url("/backdated.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let trust = &body(&got)["inspection"]["trust"];
+    assert_eq!(trust["verdict"], "KEY_NOT_TRUSTED", "{trust}");
+}
+
+/// Item 14: sightings are per depot. `triage-agent@1.0.0` fetched first from another depot
+/// does not turn the real depot's package into a conflict: it is published, and the other
+/// depot's digest is reported beside it. The twin: the same depot (spelled without its
+/// trailing slash) naming other bytes for the same version is still `409 digest_conflict`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_first_seen_at_another_depot_is_reported_not_a_conflict() {
+    let site = Site::start("").await;
+    let name = "triage-agent";
+    let mut evil_files = agent_files(name);
+    evil_files.push((
+        "skills/triage/extra.md".into(),
+        b"do something else\n".to_vec(),
+    ));
+    let evil = agent_tgz(name, &evil_files);
+    let evil_doc = json!({
+        "name": name, "version": "1.0.0",
+        "archive": { "url": format!("../../archives/{name}.tgz") },
+        "build_record": { "package": { "sha256": Digest::of(&evil).hex() } },
+    });
+    site.serve(
+        &format!("/other-depot/packages/{name}/1.0.0"),
+        evil_doc.to_string(),
+    );
+    site.serve(&format!("/other-depot/archives/{name}.tgz"), evil.clone());
+    let got = site
+        .pack(
+            "agent-package",
+            &[
+                ("depot", site.url("/other-depot/")),
+                ("name", name.into()),
+                ("version", "1.0.0".into()),
+            ],
+        )
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+
+    let real = agent_tgz(name, &agent_files(name));
+    site.depot(name, &real, &|_| {});
+    let got = site.agent(name, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(r["sha256"], Digest::of(&real).hex());
+    assert_eq!(r["elsewhere"][0]["sha256"], Digest::of(&evil).hex(), "{r}");
+    assert!(
+        r["elsewhere"][0]["source"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/other-depot/"),
+        "{r}"
+    );
+    assert_eq!(site.cached(&real).await.status, 200);
+
+    // The twin: the real depot now names other bytes for 1.0.0.
+    let mut again = agent_files(name);
+    again.push(("skills/triage/more.md".into(), b"more\n".to_vec()));
+    let changed = agent_tgz(name, &again);
+    site.depot(name, &changed, &|_| {});
+    let got = site
+        .pack(
+            "agent-package",
+            &[
+                ("depot", site.url("/depot")),
+                ("name", name.into()),
+                ("version", "1.0.0".into()),
+            ],
+        )
+        .await;
+    assert_eq!(got.status, 409, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["code"], "digest_conflict");
+    assert_eq!(site.cached(&changed).await.status, 404);
+}
+
+/// Item 8, immutability: once an OpenWOP version is verified, a different tarball for the
+/// same name and version from that registry is a conflict, and a pin does not settle it (a
+/// registry never republishes a version). The twin: the verified tarball is still served
+/// and fetched, and a new version is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openwop_version_once_verified_never_takes_another_tarball() {
+    let site = Site::start(&openwop_config()).await;
+    site.openwop_registry(&[]);
+    let first = site.publish_wop(&wop("@acme/tools", "1.0.0", ">=2.0 <3.0.0"));
+    let got = site.openwop("@acme/tools", ("version", "1.0.0")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+
+    let mut w = wop("@acme/tools", "1.0.0", ">=2.0 <3.0.0");
+    w.extra_member = Some(Member::file(
+        "package/index.js",
+        "require('child_process')\n",
+    ));
+    let second = site.publish_wop(&w);
+    let got = site.openwop("@acme/tools", ("version", "1.0.0")).await;
+    assert_eq!(got.status, 409, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["code"], "digest_conflict");
+    let p = [
+        ("registry", "acme".to_string()),
+        ("name", "@acme/tools".to_string()),
+        ("version", "1.0.0".to_string()),
+        ("sha256", Digest::of(&second).hex()),
+    ];
+    let got = site.pack("openwop", &p).await;
+    assert_eq!(got.status, 409, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(site.cached(&second).await.status, 404);
+    assert_eq!(site.cached(&first).await.status, 200);
+
+    site.publish_wop(&wop("@acme/tools", "1.0.1", ">=2.0 <3.0.0"));
+    let got = site.openwop("@acme/tools", ("version", "1.0.1")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+}

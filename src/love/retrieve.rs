@@ -274,6 +274,7 @@ impl Love {
                     size,
                     manifest_url: shown_url.clone(),
                     first_seen: now(),
+                    source: String::new(),
                 },
             )
             .map_err(|e| {

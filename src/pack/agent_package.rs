@@ -25,6 +25,7 @@ pub(crate) const PROFILE: Profile = Profile {
     params: &["depot", "name", "version", "sha256"],
     locate,
     inspect,
+    immutable_versions: false,
 };
 
 /// A digest as an Agent Package document writes one: 64 hex characters (any case), optionally
@@ -157,9 +158,23 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             _memory: got.memory,
             named_by: shown,
             pinned: pinned.is_some(),
+            source: depot_source(required(params, "depot")?),
+            first_seen: None,
             facts: json!({ "withdrawn": withdrawn, "build_record": { "package": { "sha256": built.hex() } } }),
         })
     })
+}
+
+/// The depot as a sighting source: its URL parsed (so spellings of one depot agree), redacted,
+/// ending in `/`.
+fn depot_source(depot: &str) -> String {
+    let mut shown = url::Url::parse(depot)
+        .map(|u| redact_locator(u.as_str()))
+        .unwrap_or_else(|_| redact_locator(depot));
+    if !shown.ends_with('/') {
+        shown.push('/');
+    }
+    format!("depot {shown}")
 }
 
 /// `plugin.json`, the manifest's pointer digests, hidden characters and credentials.

@@ -96,6 +96,10 @@ pub(crate) struct PackResult {
     pub(crate) inspection: Value,
     /// Where to get the verified bytes from this fetchgate.
     pub(crate) cache_path: String,
+    /// Other digests other sources (another depot, registry or origin) published for this
+    /// name and version: reported, not a conflict here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) elsewhere: Vec<Sighting>,
 }
 
 /// Most pack fetches in progress at once: each may hold an archive and its files in memory.
@@ -191,7 +195,8 @@ impl Packs {
                     "retry in a few seconds",
                 )
             })?;
-        let cand = (profile.locate)(self, params).await?;
+        let mut cand = (profile.locate)(self, params).await?;
+        cand.first_seen = Some(self.first_seen(&cand.digest).await?);
         let settings = self.settings.clone();
         let inspect = profile.inspect;
         let candidate = cand.clone();
@@ -200,7 +205,7 @@ impl Packs {
             .map_err(|e| PackError::internal(e.to_string()))?
             .map_err(|e| e.locator(cand.named_by.clone()))?;
         let label_name = profile.label_name(&judged.name);
-        self.settle(&label_name, &judged.version, &cand)?;
+        let elsewhere = self.settle(profile, &label_name, &judged.version, &cand)?;
 
         let label = format!("{label_name}@{}", judged.version);
         self.publish(&cand, &label).await?;
@@ -213,6 +218,7 @@ impl Packs {
                     size: cand.bytes.len() as u64,
                     manifest_url: cand.named_by.clone(),
                     first_seen: now(),
+                    source: cand.source.clone(),
                 },
             )
             .map_err(PackError::internal)?;
@@ -228,44 +234,61 @@ impl Packs {
             resolution: cand.facts.clone(),
             inspection: judged.report,
             cache_path: format!("/sha256/{}", cand.digest.hex()),
+            elsewhere,
         })
     }
 
-    /// A label verified before under another digest is a conflict, never an update, unless the
-    /// request pinned this digest.
+    /// When fetchgate first saw `digest` (now, if never before), from the durable record.
+    async fn first_seen(&self, digest: &crate::store::Digest) -> Result<u64, PackError> {
+        let (seen, hex) = (self.seen.clone(), digest.hex());
+        tokio::task::spawn_blocking(move || seen.first_seen(&hex, now()))
+            .await
+            .map_err(|e| PackError::internal(e.to_string()))?
+            .map_err(PackError::internal)
+    }
+
+    /// A label verified before under another digest from the same source is a conflict, never
+    /// an update, unless the request pinned this digest (and the profile's versions are not
+    /// immutable). Other digests other sources published are returned, to be reported.
     fn settle(
         &self,
+        profile: &profile::Profile,
         label_name: &str,
         version: &str,
         cand: &profile::Candidate,
-    ) -> Result<(), PackError> {
+    ) -> Result<Vec<Sighting>, PackError> {
         let seen = self
             .seen
             .get(label_name, version)
             .map_err(PackError::internal)?;
-        let others: Vec<&Sighting> = seen
-            .iter()
+        let (here, elsewhere): (Vec<Sighting>, Vec<Sighting>) = seen
+            .into_iter()
             .filter(|s| s.sha256 != cand.digest.hex())
-            .collect();
-        if others.is_empty() || cand.pinned {
-            return Ok(());
+            .partition(|s| s.same_source(&cand.source));
+        if here.is_empty() || (cand.pinned && !profile.immutable_versions) {
+            return Ok(elsewhere);
         }
+        let next = if profile.immutable_versions {
+            "a version's bytes never change once verified: do not install this one; ask the registry why it republished the version"
+        } else {
+            "the same name and version with two digests needs an explicit choice: review both, then pin one with sha256=<hex>"
+        };
         Err(PackError::new(
             "digest_conflict",
             409,
             format!(
                 "{label_name}@{version} was verified before as sha256 {} (named by {}); now it is sha256 {}",
-                others[0].sha256, others[0].manifest_url, cand.digest
+                here[0].sha256, here[0].manifest_url, cand.digest
             ),
-            "the same name and version with two digests needs an explicit choice: review both, then pin one with sha256=<hex>",
+            next,
         )
         .locator(cand.named_by.clone())
         .extra(json!({
             "conflict": {
                 "name": label_name,
                 "version": version,
-                "this": { "sha256": cand.digest.hex(), "named_by": cand.named_by },
-                "seen": others,
+                "this": { "sha256": cand.digest.hex(), "named_by": cand.named_by, "source": cand.source },
+                "seen": here,
             }
         })))
     }

@@ -28,6 +28,7 @@ pub(crate) const PROFILE: Profile = Profile {
     params: &["registry", "name", "version", "range", "sha256"],
     locate,
     inspect,
+    immutable_versions: true,
 };
 
 /// Resolves the version through the registry tree and fetches its manifest, `.sig` and `.tgz`.
@@ -106,6 +107,8 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             _memory: got.memory,
             named_by: manifest.url.clone(),
             pinned: pinned.is_some(),
+            source: format!("openwop registry {}", registry.name),
+            first_seen: None,
             facts: json!({
                 "registry": registry.name,
                 "tree": redact_locator(root.as_str()),
