@@ -27,7 +27,9 @@ mod profile;
 mod secrets;
 pub(crate) mod settings;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -107,6 +109,9 @@ const MAX_CONCURRENT: usize = 4;
 /// How long a fetch waits for a turn before it is turned away.
 const TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Most of the [`MAX_CONCURRENT`] turns one client address may hold at once.
+const MAX_TURNS_PER_CLIENT: usize = MAX_CONCURRENT / 2;
+
 /// The pack service: the fetcher, the sightings shared with LOVE, and the settings.
 pub(crate) struct Packs {
     pub(crate) fetcher: Arc<Fetcher>,
@@ -114,6 +119,49 @@ pub(crate) struct Packs {
     pub(crate) settings: PackSettings,
     /// Turns for fetches in progress (bounds the memory they hold together).
     turns: Arc<tokio::sync::Semaphore>,
+    /// Turns held per client address (at most [`MAX_TURNS_PER_CLIENT`] each).
+    client_turns: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    /// The client this view of the service fetches for (`None`: the command line); its
+    /// downloads are counted against its share of the memory budget.
+    pub(crate) client: Option<IpAddr>,
+}
+
+/// A turn counted against a client address, given back when dropped.
+struct ClientTurn {
+    turns: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    client: Option<IpAddr>,
+}
+
+impl ClientTurn {
+    /// Counts a turn for `client`, unless it already holds [`MAX_TURNS_PER_CLIENT`].
+    fn take(turns: &Arc<Mutex<HashMap<IpAddr, usize>>>, client: Option<IpAddr>) -> Option<Self> {
+        if let Some(ip) = client {
+            let mut map = turns.lock().ok()?;
+            let held = map.entry(ip).or_insert(0);
+            if *held >= MAX_TURNS_PER_CLIENT {
+                return None;
+            }
+            *held += 1;
+        }
+        Some(Self {
+            turns: turns.clone(),
+            client,
+        })
+    }
+}
+
+impl Drop for ClientTurn {
+    fn drop(&mut self) {
+        if let Some(ip) = self.client
+            && let Ok(mut map) = self.turns.lock()
+            && let Some(held) = map.get_mut(&ip)
+        {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                map.remove(&ip);
+            }
+        }
+    }
 }
 
 impl Packs {
@@ -135,6 +183,20 @@ impl Packs {
                 budget,
             },
             turns: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT)),
+            client_turns: Arc::default(),
+            client: None,
+        }
+    }
+
+    /// This service fetching for `client`: the same fetcher, sightings, budget and turns.
+    fn for_client(&self, client: Option<IpAddr>) -> Self {
+        Self {
+            fetcher: self.fetcher.clone(),
+            seen: self.seen.clone(),
+            settings: self.settings.clone(),
+            turns: self.turns.clone(),
+            client_turns: self.client_turns.clone(),
+            client,
         }
     }
 
@@ -143,17 +205,19 @@ impl Packs {
         self.seen.conflicts().map_err(PackError::internal)
     }
 
-    /// Locates, verifies, inspects and only then publishes a package of `format`, counting
-    /// the outcome in `fetchgate_pack_fetches_total`.
+    /// Locates, verifies, inspects and only then publishes a package of `format` for
+    /// `client` (its address, when it came over the network), counting the outcome in
+    /// `fetchgate_pack_fetches_total`.
     pub(crate) async fn fetch(
         &self,
         format: &str,
         params: &Params,
+        client: Option<IpAddr>,
     ) -> Result<PackResult, PackError> {
         let profile = profile::find(format);
         let label = profile.as_ref().map_or("unknown", |p| p.name);
         let result = match profile {
-            Ok(p) => self.fetch_with(p, params).await,
+            Ok(p) => self.for_client(client).fetch_with(p, params).await,
             Err(e) => Err(e),
         };
         let outcome = result.as_ref().map_or_else(|e| e.code, |_| "published");
@@ -183,6 +247,16 @@ impl Packs {
                 ),
             ));
         }
+        let _client_turn = ClientTurn::take(&self.client_turns, self.client).ok_or_else(|| {
+            PackError::new(
+                "pack_busy",
+                503,
+                format!(
+                    "this client already has {MAX_TURNS_PER_CLIENT} of the {MAX_CONCURRENT} pack fetches in progress"
+                ),
+                "wait for one of them to finish, then retry",
+            )
+        })?;
         let _turn = tokio::time::timeout(TURN_WAIT, self.turns.clone().acquire_owned())
             .await
             .ok()
