@@ -2325,3 +2325,102 @@ async fn a_trickling_download_holds_only_what_arrived_and_one_client_only_its_sh
         a.abort();
     }
 }
+
+/// `w` with its signed `pack.json` binding `files` (path → bytes) through `x-files`.
+fn wop_binding(mut w: Wop, files: &[(&str, &[u8])]) -> Wop {
+    let map: serde_json::Map<String, Value> = files
+        .iter()
+        .map(|(p, b)| (p.to_string(), json!(Digest::of(b).hex())))
+        .collect();
+    let map = Value::Object(map).to_string();
+    w.pack_json = w
+        .pack_json
+        .replacen('{', &format!("{{ \"x-files\": {map},"), 1);
+    let end = w.canonical.len() - 1;
+    w.canonical.insert_str(end, &format!(",\"x-files\":{map}"));
+    w
+}
+
+/// Item 8: an OpenWOP signature covers `pack.json` alone, and the result says so, naming the
+/// files it does not cover; a registry configured `strict = true` refuses a tarball with an
+/// uncovered file. The twins: a signed `pack.json` that binds its other files by digest
+/// (`x-files`) is published by the strict registry, and one whose binding the bytes do not
+/// match is refused by any registry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openwop_result_says_what_its_signature_covers_and_a_strict_registry_refuses_the_rest() {
+    let k = b64(key(3).verifying_key().as_bytes());
+    let strict = format!(
+        "\n[[openwop.registry]]\nname = \"strict\"\nurl = \"{{UP}}/\"\nstrict = true\n\n[[openwop.registry.key]]\nkey_id = \"acme-2026\"\npublic_key = \"{k}\"\npermitted_namespaces = [\"@acme/*\"]\n"
+    );
+    let site = Site::start(&format!("{}{strict}", openwop_config())).await;
+    site.openwop_registry(&[]);
+    let from = |registry: &str, name: &str| {
+        [
+            ("registry", registry.to_string()),
+            ("name", name.to_string()),
+            ("version", "1.0.0".to_string()),
+        ]
+    };
+
+    // Lax: published, and the result says README.md is not covered.
+    let plain = site.publish_wop(&wop("@acme/plain", "1.0.0", ">=2.0 <3.0.0"));
+    let got = site.pack("openwop", &from("acme", "@acme/plain")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(
+        r["inspection"]["signature_covers"],
+        json!(["pack.json"]),
+        "{r}"
+    );
+    assert_eq!(
+        r["inspection"]["signature_does_not_cover"],
+        json!(["README.md"]),
+        "{r}"
+    );
+
+    // Strict: the same kind of pack is refused, naming the uncovered file.
+    let loose = site.publish_wop(&wop("@acme/loose", "1.0.0", ">=2.0 <3.0.0"));
+    let got = site.pack("openwop", &from("strict", "@acme/loose")).await;
+    site.assert_refused_unpublished("strict-uncovered", &got, &loose, "pack_integrity_failure")
+        .await;
+    assert!(
+        body(&got)["field"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("README.md"),
+        "{}",
+        body(&got)
+    );
+    assert_eq!(site.cached(&plain).await.status, 200);
+
+    // The twin: every file bound by the signed pack.json, so the strict registry publishes.
+    let bound = wop_binding(
+        wop("@acme/bound", "1.0.0", ">=2.0 <3.0.0"),
+        &[("README.md", b"# pack\n")],
+    );
+    let tarball = site.publish_wop(&bound);
+    let got = site.pack("openwop", &from("strict", "@acme/bound")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(
+        r["inspection"]["signature_covers"],
+        json!(["pack.json", "README.md"]),
+        "{r}"
+    );
+    assert_eq!(
+        r["inspection"]["signature_does_not_cover"],
+        json!([]),
+        "{r}"
+    );
+    assert_eq!(site.cached(&tarball).await.status, 200);
+
+    // A binding the bytes contradict is refused by the lax registry too.
+    let lying = wop_binding(
+        wop("@acme/lying", "1.0.0", ">=2.0 <3.0.0"),
+        &[("README.md", b"# what was signed\n")],
+    );
+    let tarball = site.publish_wop(&lying);
+    let got = site.pack("openwop", &from("acme", "@acme/lying")).await;
+    site.assert_refused_unpublished("binding-mismatch", &got, &tarball, "pack_integrity_failure")
+        .await;
+}

@@ -6,6 +6,7 @@
 //! verifies over its RFC 8785 bytes with a trusted key whose namespaces admit the name, and that
 //! `engines.openwop` admits protocol major 2.
 
+mod coverage;
 mod engine;
 mod registry;
 mod verify;
@@ -202,6 +203,13 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             why,
         )
     })?;
+    let strict = settings
+        .config
+        .openwop
+        .iter()
+        .find(|r| r.name == reg)
+        .is_some_and(|r| r.strict);
+    let covered = coverage::judge(&files, &pack, strict)?;
     let range = pack
         .pointer("/engines/openwop")
         .and_then(Value::as_str)
@@ -231,6 +239,9 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             "kind": strict::str_at(&pack, "kind"),
             "keyId": key_id,
             "signature": "verified over the RFC 8785 bytes of pack.json",
+            "signature_covers": covered["covers"],
+            "signature_does_not_cover": covered["does_not_cover"],
+            "strict": covered["strict"],
             "engine": { "range": range, "host_major": engine::HOST_MAJOR },
             "yanked": cand.facts.get("yanked"),
             "versionDeprecated": cand.facts.get("versionDeprecated"),
