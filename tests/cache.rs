@@ -958,41 +958,74 @@ fn seeded_bytes(n: u64, seed: u64) -> Vec<u8> {
     (0..n).map(|j| ((j + seed * 7) % 253) as u8).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_mirror_that_announces_max_bytes_and_stalls_evicts_nothing() {
-    let max = 4u64 << 20;
-    let routes = support::upstream::Routes::default();
-    let entries: Vec<Vec<u8>> = (0..4).map(|i| seeded_bytes(500_000, i)).collect();
-    let later = seeded_bytes(1_000_000, 9);
-    for (i, b) in entries.iter().enumerate() {
+/// A proxy with `max_bytes = max` (bodies idle at most 300 ms), a good mirror serving each
+/// of `entries` at `/e<i>` and `later` at `/later`, and a mirror that announces `max` bytes
+/// and stalls; every entry is fetched through first.
+struct FullCache {
+    proxy: std::net::SocketAddr,
+    good: Upstream,
+    stall: Stalling,
+    _dir: tempfile::TempDir,
+}
+
+impl FullCache {
+    async fn start(max: u64, entries: &[Vec<u8>], later: &[u8]) -> Self {
+        let routes = support::upstream::Routes::default();
+        for (i, b) in entries.iter().enumerate() {
+            routes
+                .lock()
+                .unwrap()
+                .insert(format!("/e{i}"), Reply::ok(b.clone()));
+        }
         routes
             .lock()
             .unwrap()
-            .insert(format!("/e{i}"), Reply::ok(b.clone()));
+            .insert("/later".into(), Reply::ok(later.to_vec()));
+        let good = Upstream::router("127.0.0.2:0", routes).await;
+        let stall = Stalling::start(max).await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = start_proxy(
+            &Toml::new()
+                .cache(
+                    dir.path(),
+                    &format!("max_bytes = {max}\nfetch_timeout_ms = 3000"),
+                )
+                .section("proxy", "body_idle_timeout_ms = 300")
+                .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
+                .build(),
+        )
+        .await;
+        let rig = Self {
+            proxy,
+            good,
+            stall,
+            _dir: dir,
+        };
+        for (i, b) in entries.iter().enumerate() {
+            let path = through(
+                &Digest::of(b),
+                b.len() as u64,
+                &[rig.url(&format!("/e{i}"))],
+            );
+            assert_eq!(get_path(proxy, &path, &[]).await.status, 200);
+        }
+        rig
     }
-    routes
-        .lock()
-        .unwrap()
-        .insert("/later".into(), Reply::ok(later.clone()));
-    let good = Upstream::router("127.0.0.2:0", routes).await;
-    let stall = Stalling::start(max).await;
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(
-                dir.path(),
-                &format!("max_bytes = {max}\nfetch_timeout_ms = 3000"),
-            )
-            .section("proxy", "body_idle_timeout_ms = 300")
-            .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
-            .build(),
-    )
-    .await;
-    let url = |p: &str| format!("http://127.0.0.2:{}{p}", good.addr.port());
-    for (i, b) in entries.iter().enumerate() {
-        let path = through(&Digest::of(b), 500_000, &[url(&format!("/e{i}"))]);
-        assert_eq!(get_path(proxy, &path, &[]).await.status, 200);
+
+    /// `path` on the good mirror.
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.2:{}{path}", self.good.addr.port())
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_that_announces_max_bytes_and_stalls_evicts_nothing() {
+    let max = 4u64 << 20;
+    let entries: Vec<Vec<u8>> = (0..4).map(|i| seeded_bytes(500_000, i)).collect();
+    let later = seeded_bytes(1_000_000, 9);
+    let rig = FullCache::start(max, &entries, &later).await;
+    let (proxy, stall) = (rig.proxy, &rig.stall);
+    let url = |p: &str| rig.url(p);
     // A request that claims the whole cache, from a mirror that sends a head and stalls:
     // cut off by the body idle limit, having reserved one step, not max_bytes.
     let wanted = Digest::of(b"never sent");
@@ -1317,38 +1350,11 @@ async fn fetches_in_flight_survive_a_reload() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_for_all_of_max_bytes_then_silence_evicts_nothing_but_real_bytes_still_fit() {
     let max = 1u64 << 20;
-    let routes = support::upstream::Routes::default();
     let entries: Vec<Vec<u8>> = (0..4).map(|i| seeded_bytes(200_000, 20 + i)).collect();
     let later = seeded_bytes(500_000, 30);
-    for (i, b) in entries.iter().enumerate() {
-        routes
-            .lock()
-            .unwrap()
-            .insert(format!("/e{i}"), Reply::ok(b.clone()));
-    }
-    routes
-        .lock()
-        .unwrap()
-        .insert("/later".into(), Reply::ok(later.clone()));
-    let good = Upstream::router("127.0.0.2:0", routes).await;
-    let stall = Stalling::start(max).await;
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(
-                dir.path(),
-                &format!("max_bytes = {max}\nfetch_timeout_ms = 3000"),
-            )
-            .section("proxy", "body_idle_timeout_ms = 300")
-            .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
-            .build(),
-    )
-    .await;
-    let url = |p: &str| format!("http://127.0.0.2:{}{p}", good.addr.port());
-    for (i, b) in entries.iter().enumerate() {
-        let path = through(&Digest::of(b), 200_000, &[url(&format!("/e{i}"))]);
-        assert_eq!(get_path(proxy, &path, &[]).await.status, 200);
-    }
+    let rig = FullCache::start(max, &entries, &later).await;
+    let (proxy, stall) = (rig.proxy, &rig.stall);
+    let url = |p: &str| rig.url(p);
     let wanted = Digest::of(b"never sent either");
     let got = get_path(proxy, &through(&wanted, max, &[stall.url()]), &[]).await;
     assert_eq!(got.status, 502);

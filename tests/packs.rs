@@ -868,6 +868,26 @@ impl Site {
         self.serve(&format!("/depot/archives/{name}.tgz"), archive.to_vec());
     }
 
+    /// Publishes `files` as `name@1.0.0` on the test depot and asserts the fetch is refused
+    /// with `code` and nothing published.
+    async fn assert_agent_refused(&self, name: &str, files: &[(String, Vec<u8>)], code: &str) {
+        let archive = agent_tgz(name, files);
+        self.depot(name, &archive, &|_| {});
+        let got = self.agent(name, &[]).await;
+        self.assert_refused_unpublished(name, &got, &archive, code)
+            .await;
+    }
+
+    /// `name@1.0.0` from the depot at `depot` (a path on the test upstream).
+    async fn agent_at(&self, depot: &str, name: &str) -> Got {
+        let p = [
+            ("depot", self.url(depot)),
+            ("name", name.to_string()),
+            ("version", "1.0.0".to_string()),
+        ];
+        self.pack("agent-package", &p).await
+    }
+
     async fn agent(&self, name: &str, extra: &[(&str, String)]) -> Got {
         let mut p = vec![
             ("depot", self.url("/depot/")),
@@ -1118,11 +1138,7 @@ async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
         ),
     ];
     for (name, files, code) in cases {
-        let archive = agent_tgz(name, &files);
-        site.depot(name, &archive, &|_| {});
-        let got = site.agent(name, &[]).await;
-        site.assert_refused_unpublished(name, &got, &archive, code)
-            .await;
+        site.assert_agent_refused(name, &files, code).await;
     }
     let base = |name: &str| agent_tgz(name, &agent_files(name));
     type Tweak<'t> = &'t dyn Fn(&mut Value);
@@ -2002,11 +2018,7 @@ async fn html_references_undecodable_text_and_ipv6_literals_are_refused_and_twin
         ),
     ];
     for (name, files, code) in cases {
-        let archive = agent_tgz(name, &files);
-        site.depot(name, &archive, &|_| {});
-        let got = site.agent(name, &[]).await;
-        site.assert_refused_unpublished(name, &got, &archive, code)
-            .await;
+        site.assert_agent_refused(name, &files, code).await;
     }
     // The twins: references to ordinary characters, `&` text that is no reference, a binary
     // file full of NULs, and system names and times with colons.
@@ -2153,16 +2165,7 @@ async fn a_version_first_seen_at_another_depot_is_reported_not_a_conflict() {
         evil_doc.to_string(),
     );
     site.serve(&format!("/other-depot/archives/{name}.tgz"), evil.clone());
-    let got = site
-        .pack(
-            "agent-package",
-            &[
-                ("depot", site.url("/other-depot/")),
-                ("name", name.into()),
-                ("version", "1.0.0".into()),
-            ],
-        )
-        .await;
+    let got = site.agent_at("/other-depot/", name).await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
 
     let real = agent_tgz(name, &agent_files(name));
@@ -2186,16 +2189,7 @@ async fn a_version_first_seen_at_another_depot_is_reported_not_a_conflict() {
     again.push(("skills/triage/more.md".into(), b"more\n".to_vec()));
     let changed = agent_tgz(name, &again);
     site.depot(name, &changed, &|_| {});
-    let got = site
-        .pack(
-            "agent-package",
-            &[
-                ("depot", site.url("/depot")),
-                ("name", name.into()),
-                ("version", "1.0.0".into()),
-            ],
-        )
-        .await;
+    let got = site.agent_at("/depot", name).await;
     assert_eq!(got.status, 409, "{}", String::from_utf8_lossy(&got.body));
     assert_eq!(body(&got)["code"], "digest_conflict");
     assert_eq!(site.cached(&changed).await.status, 404);
