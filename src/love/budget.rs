@@ -40,6 +40,8 @@ pub(crate) enum Short {
     Busy,
     /// The client already holds its share of the budget ([`CLIENT_SHARE`]).
     ClientShare,
+    /// More than one client's whole share: it can never be held for one client.
+    OverShare,
 }
 
 /// Room held for some bytes (by one client, when known); given back when dropped.
@@ -69,6 +71,9 @@ impl Held {
         }
         if let Some((ip, shares, share)) = &self.client {
             let mut map = shares.lock().map_err(|_| Short::Busy)?;
+            if want > *share {
+                return Err(Short::OverShare);
+            }
             let held = map.entry(*ip).or_insert(0);
             if *held + more > *share {
                 return Err(Short::ClientShare);
@@ -229,6 +234,11 @@ mod tests {
         let mut second = b.empty_for(Some(me));
         second.grow_to(22 << 10).await.unwrap();
         assert_eq!(second.grow_to(23 << 10).await, Err(Short::ClientShare));
+        assert_eq!(
+            b.hold_for(Some(other), 33 << 10).await.unwrap_err(),
+            Short::OverShare,
+            "one fetch larger than a share can never be held"
+        );
         assert_eq!(
             b.hold_for(Some(me), 1).await.unwrap_err(),
             Short::ClientShare

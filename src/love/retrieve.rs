@@ -149,6 +149,15 @@ impl Love {
                 "retry in a few seconds",
             )
             .field("max_inflight_bytes"),
+            Short::OverShare => LoveError::new(
+                "archive_cap_exceeded",
+                422,
+                format!(
+                    "artifact.size {size} is more than one client may hold: half of [love] max_inflight_bytes = {max}"
+                ),
+                "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
+            )
+            .field("max_inflight_bytes"),
             Short::ClientShare => LoveError::new(
                 "love_busy",
                 503,

@@ -44,6 +44,13 @@ pub(crate) fn short_of_room(budget: &Budget, short: Short, too_large: String) ->
         Short::Busy => busy(format!(
             "other fetches hold the [love] max_inflight_bytes = {max} budget"
         )),
+        Short::OverShare => PackError::refused(
+            "archive_cap_exceeded",
+            "max_inflight_bytes",
+            format!(
+                "the archive needs more than one client may hold: half of [love] max_inflight_bytes = {max}"
+            ),
+        ),
         Short::ClientShare => busy(format!(
             "this client's fetches already hold its share ({} bytes) of [love] max_inflight_bytes = {max}: no one client may hold more than half",
             budget.client_share()
