@@ -95,6 +95,20 @@ pub struct Client {
 impl Client {
     pub async fn connect(proxy: SocketAddr) -> Self {
         let stream = TcpStream::connect(proxy).await.expect("connect to proxy");
+        Self::over(stream).await
+    }
+
+    /// A connection from the loopback address `local` (another client, as the proxy sees it).
+    pub async fn connect_from(proxy: SocketAddr, local: &str) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(format!("{local}:0").parse().expect("a loopback address"))
+            .expect("bind a loopback client address");
+        let stream = socket.connect(proxy).await.expect("connect to proxy");
+        Self::over(stream).await
+    }
+
+    async fn over(stream: TcpStream) -> Self {
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .expect("handshake");
