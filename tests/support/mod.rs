@@ -5,6 +5,7 @@
 pub mod config;
 pub mod dns;
 pub mod oci;
+pub mod process;
 pub mod proxy;
 pub mod registry;
 pub mod seaweed;

@@ -24,18 +24,12 @@ pub fn digest_of(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
-/// Fails the test unless `tool` runs, naming the Debian package and `scripts/test`.
+/// Fails the test unless `tool --version` runs, naming the Debian package and `scripts/test`.
 pub fn require_tool(tool: &str, package: &str) {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "these tests need the real `{tool}`: it was not found on PATH; install Debian's \
-         `{package}` (`apt-get install -y {package}`; scripts/test, the one test command, does this)"
+    super::process::require(
+        tool,
+        "--version",
+        &format!("install Debian's `{package}` (`apt-get install -y {package}`)"),
     );
 }
 

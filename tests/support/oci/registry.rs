@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use super::{free_port, raw_get, require_tool};
@@ -132,12 +132,7 @@ impl DockerRegistry {
     /// Stops the registry (its data and access log stay, for [`DockerRegistry::resume`]);
     /// returns once its port refuses connections.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
-        }
+        super::super::process::stop(&mut self.child);
         let deadline = Instant::now() + Duration::from_secs(20);
         while raw_get(self.addr, "/v2/", &[]).is_ok() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
@@ -164,18 +159,13 @@ impl DockerRegistry {
         "#;
         // A clean environment: no proxy variables, no AWS_CA_BUNDLE or profile (distribution's
         // S3 driver refuses a custom CA bundle with its own transport), HOME in the temp dir.
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .arg("watchdog")
-            .arg(std::process::id().to_string())
+        let child = super::super::process::watchdog(script)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.dir.path())
             .env("CONFIG", self.dir.path().join("config.yml"))
             .env("ACCESS", self.dir.path().join("access.log"))
             .env("LOG", self.dir.path().join("registry.log"))
-            .stdin(Stdio::null())
             .spawn()
             .expect("start the docker-registry watchdog");
         self.child = Some(child);
@@ -238,12 +228,7 @@ impl DockerRegistry {
 
 impl Drop for DockerRegistry {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
-        }
+        super::super::process::stop(&mut self.child);
     }
 }
 
