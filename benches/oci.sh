@@ -49,12 +49,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# skopeo with no trust policy, an empty registries.conf, its own auth file, no proxy variables.
+# skopeo with no trust policy, an empty registries.conf (skopeo 1.9 reads only its hidden
+# --registries-conf, not CONTAINERS_REGISTRIES_CONF), its own auth file, no proxy variables.
 : >"$W/registries.conf"; echo '{}' >"$W/auth.json"
 skopeo_() {
   env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy -u ALL_PROXY -u all_proxy \
-    CONTAINERS_REGISTRIES_CONF="$W/registries.conf" REGISTRY_AUTH_FILE="$W/auth.json" \
-    "${LOAD[@]}" skopeo --insecure-policy --tmpdir "$W" "$@"
+    REGISTRY_AUTH_FILE="$W/auth.json" \
+    "${LOAD[@]}" skopeo --insecure-policy --registries-conf "$W/registries.conf" --tmpdir "$W" "$@"
 }
 
 # The image: LAYERS layers of LAYER_MIB MiB of random bytes each, as an OCI layout tagged v1.

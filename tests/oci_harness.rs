@@ -312,3 +312,62 @@ fn flipped_blob_byte_is_served_under_the_old_digest_and_skopeo_refuses_it() {
     let run = Skopeo::new().pull(&reg.image_ref("fetchgate/tamper", "v1"), out.path(), &[]);
     assert!(!run.ok, "skopeo took a tampered layer");
 }
+
+#[test]
+fn distribution_proxy_mode_mirrors_and_passes_a_flipped_byte_with_200() {
+    let upstream = DockerRegistry::filesystem();
+    let proxy = DockerRegistry::proxy_of(&upstream);
+    let skopeo = Skopeo::new();
+    let img = Image::build("harness-proxy", "amd64", &[8 * 1024]);
+    push_image(&skopeo, &upstream, &img, "fetchgate/proxied", "v1");
+
+    // skopeo, told to use the proxy as a mirror, pulls the upstream's name through it.
+    let client = Skopeo::new();
+    client.use_mirror(upstream.addr, &proxy.addr.to_string());
+    let out = tempfile::tempdir().unwrap();
+    let run = client.pull(
+        &upstream.image_ref("fetchgate/proxied", "v1"),
+        out.path(),
+        &[],
+    );
+    assert!(run.ok, "pull through the mirror: {}", run.stderr);
+    assert_eq!(image::pulled_layers(out.path()).1, img.layer_digests());
+    assert!(
+        proxy.count("GET", "/v2/fetchgate/proxied/blobs/") >= 2,
+        "the mirror served the blobs: {:?}",
+        proxy.requests()
+    );
+
+    // The twin: with the mirror gone, the same client falls back to the upstream itself.
+    let before = upstream.count("GET", "/v2/fetchgate/proxied/manifests/v1");
+    drop(proxy);
+    let out = tempfile::tempdir().unwrap();
+    let run = client.pull(
+        &upstream.image_ref("fetchgate/proxied", "v1"),
+        out.path(),
+        &[],
+    );
+    assert!(run.ok, "fallback pull: {}", run.stderr);
+    assert!(upstream.count("GET", "/v2/fetchgate/proxied/manifests/v1") > before);
+
+    // The anchor from issue 19: a byte flipped upstream reaches a proxy-mode client with 200
+    // under the digest asked for, the first time it is fetched.
+    let proxy = DockerRegistry::proxy_of(&upstream);
+    let tampered = Image::build("harness-proxy-tamper", "amd64", &[8 * 1024]);
+    push_image(&skopeo, &upstream, &tampered, "fetchgate/proxied", "v2");
+    let layer = &tampered.layers[0];
+    upstream.flip_blob_byte(&layer.digest, 200);
+    let r = raw_get(
+        proxy.addr,
+        &format!("/v2/fetchgate/proxied/blobs/{}", layer.digest),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "distribution's proxy mode answers 200");
+    assert_eq!(r.body.len(), layer.bytes.len());
+    assert_ne!(
+        digest_of(&r.body),
+        layer.digest,
+        "with bytes that do not match the digest"
+    );
+}

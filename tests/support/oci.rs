@@ -163,6 +163,16 @@ impl Skopeo {
         std::fs::write(self.registries_conf(), text).expect("write registries.conf");
     }
 
+    /// Sends pulls of `registry` (`127.0.0.1:<port>`) to `mirror` first, over plain HTTP,
+    /// as an operator's `registries.conf` would point skopeo, podman or CRI-O at fetchgate;
+    /// `mirror` may hold a path prefix (`127.0.0.1:<port>/registry/hub`).
+    pub fn use_mirror(&self, registry: SocketAddr, mirror: &str) {
+        self.set_registries_conf(&format!(
+            "[[registry]]\nlocation = \"{registry}\"\ninsecure = true\n\n\
+             [[registry.mirror]]\nlocation = \"{mirror}\"\ninsecure = true\n"
+        ));
+    }
+
     /// The `registries.conf` this client reads.
     pub fn registries_conf(&self) -> PathBuf {
         self.dir.path().join("registries.conf")
@@ -177,7 +187,11 @@ impl Skopeo {
     /// Runs `skopeo <args>` with the client's settings.
     pub fn run(&self, args: &[&str]) -> SkopeoRun {
         let mut cmd = Command::new("skopeo");
+        // skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF; its hidden `--registries-conf` is
+        // what keeps /etc/containers/registries.conf out.
         cmd.arg("--insecure-policy")
+            .arg("--registries-conf")
+            .arg(self.registries_conf())
             .arg("--tmpdir")
             .arg(self.dir.path());
         if let Some(a) = &self.override_arch {
@@ -197,7 +211,6 @@ impl Skopeo {
         }
         let out: Output = cmd
             .args(args)
-            .env("CONTAINERS_REGISTRIES_CONF", self.registries_conf())
             .env("REGISTRY_AUTH_FILE", self.dir.path().join("auth.json"))
             .env("XDG_RUNTIME_DIR", self.dir.path())
             .stdin(Stdio::null())

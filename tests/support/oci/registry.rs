@@ -94,6 +94,15 @@ impl DockerRegistry {
         Self::start(Options::default())
     }
 
+    /// distribution's own pull-through mode (filesystem storage, no auth) in front of
+    /// `upstream`: the anchor fetchgate is measured against.
+    pub fn proxy_of(upstream: &DockerRegistry) -> Self {
+        Self::start(Options {
+            proxy_remote: Some(upstream.url()),
+            ..Options::default()
+        })
+    }
+
     /// Starts a registry with `options` and waits until `/v2/` answers.
     pub fn start(options: Options) -> Self {
         require_tool("docker-registry", "docker-registry");
