@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use support::oci::image::{self, Image, Index, Top};
 use support::oci::registry::{DockerRegistry, Options, Storage};
+use support::oci::relay::Relay;
 use support::oci::token::{TokenPolicy, TokenServer, TokenSigner};
 use support::oci::{Skopeo, digest_of, raw_get, split_loopback_url};
 use support::seaweed;
@@ -369,5 +370,52 @@ fn distribution_proxy_mode_mirrors_and_passes_a_flipped_byte_with_200() {
         digest_of(&r.body),
         layer.digest,
         "with bytes that do not match the digest"
+    );
+}
+
+#[test]
+fn the_relay_sees_every_accept_line_skopeo_sends_and_passes_bytes_unchanged() {
+    let reg = DockerRegistry::filesystem();
+    let index = Index::build("harness-relay", &["amd64", "arm64"], &[4 * 1024]);
+    let layout = tempfile::tempdir().unwrap();
+    image::write_layout(layout.path(), "v1", Top::Index(&index));
+    Skopeo::new().push(layout.path(), "v1", reg.addr, "fetchgate/relayed", &[]);
+
+    let relay = Relay::start(reg.addr);
+    let out = tempfile::tempdir().unwrap();
+    let run = Skopeo::new().override_arch("arm64").pull(
+        &format!("{}/fetchgate/relayed:v1", relay.addr),
+        out.path(),
+        &[],
+    );
+    assert!(run.ok, "pull through the relay: {}", run.stderr);
+    assert_eq!(
+        image::pulled_layers(out.path()).1,
+        index.image("arm64").layer_digests()
+    );
+
+    let manifests: Vec<_> = relay
+        .requests()
+        .into_iter()
+        .filter(|r| r.target == "/v2/fetchgate/relayed/manifests/v1")
+        .collect();
+    assert_eq!(
+        manifests.len(),
+        1,
+        "one manifest request by tag: {manifests:?}"
+    );
+    let accept = manifests[0].all("accept");
+    assert_eq!(
+        accept.len(),
+        6,
+        "skopeo 1.9 sends six Accept lines: {accept:?}"
+    );
+    assert!(accept.contains(&image::INDEX_V1), "{accept:?}");
+    assert!(accept.contains(&image::MANIFEST_V1), "{accept:?}");
+    // The twin: the relay counted the blob GETs the pull made, and only those.
+    assert_eq!(
+        relay.count("GET", "/v2/fetchgate/relayed/blobs/"),
+        2,
+        "the arm64 config and layer, not the amd64 ones"
     );
 }

@@ -9,6 +9,7 @@
 
 pub mod image;
 pub mod registry;
+pub mod relay;
 pub mod token;
 
 use std::io::{Read, Write};
