@@ -1,7 +1,8 @@
 //! Container images for the OCI tests, with the real server and the real client: Debian's
 //! `docker-registry` (CNCF distribution 2.8) on a loopback port ([`registry`]), images the test
 //! builds itself as OCI image layouts ([`image`]), pushed and pulled with Debian's `skopeo`
-//! ([`Skopeo`]), and a token server signing JWTs for distribution's token auth ([`token`]).
+//! ([`Skopeo`]), a token server signing JWTs for distribution's token auth ([`token`]), and a
+//! recording relay to put in front of any of them ([`relay`]).
 //!
 //! Everything listens on 127.0.0.1 only. `docker-registry` runs under a watchdog shell that
 //! kills it when the test process is gone. A missing `docker-registry` or `skopeo` fails the
