@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod dns;
+pub mod gomod;
 pub mod proxy;
 pub mod registry;
 pub mod seaweed;
