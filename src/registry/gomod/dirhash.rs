@@ -99,21 +99,21 @@ pub(crate) fn hash_zip(module: &str, zip: &[u8]) -> Result<String, ZipRuleError>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::registry::gomod::zip_rules::tests::build;
 
     // Vectors from the real `go` (go1.19.8): `go mod download -json` of these exact files
     // from a file:// GOPROXY, with GONOSUMDB set; its `Sum` and `GoModSum`.
     /// The module's go.mod.
-    const LIB_GO_MOD: &[u8] = b"module example.com/lib\n\ngo 1.19\n";
+    pub(crate) const LIB_GO_MOD: &[u8] = b"module example.com/lib\n\ngo 1.19\n";
     /// lib.go.
-    const LIB_GO: &[u8] =
+    pub(crate) const LIB_GO: &[u8] =
         b"package lib\n\n// Answer is the answer.\nfunc Answer() int { return 42 }\n";
     /// What go printed as GoModSum.
-    const LIB_MOD_SUM: &str = "h1:HwqbfeMRqJtcNhqUwzjhPwsEB0Cr5U3U5sCLg7xgNyo=";
+    pub(crate) const LIB_MOD_SUM: &str = "h1:HwqbfeMRqJtcNhqUwzjhPwsEB0Cr5U3U5sCLg7xgNyo=";
     /// What go printed as Sum.
-    const LIB_ZIP_SUM: &str = "h1:UFhUrFYuD/mhWm+dbCND6aAKZdrLhGnNf3swuc+tpEM=";
+    pub(crate) const LIB_ZIP_SUM: &str = "h1:UFhUrFYuD/mhWm+dbCND6aAKZdrLhGnNf3swuc+tpEM=";
 
     #[test]
     fn mod_hash_matches_go() {

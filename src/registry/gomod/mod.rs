@@ -15,5 +15,6 @@ pub(crate) mod note;
 pub(crate) mod tile;
 pub(crate) mod tlog;
 pub(crate) mod tree;
+pub(crate) mod verify;
 pub(crate) mod version;
 pub(crate) mod zip_rules;

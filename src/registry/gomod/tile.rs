@@ -326,4 +326,4 @@ pub(crate) fn check_record_in_tree(
 
 #[cfg(test)]
 #[path = "tile_tests.rs"]
-mod tests;
+pub(crate) mod tests;

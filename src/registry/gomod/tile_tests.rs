@@ -4,7 +4,7 @@ use super::*;
 use crate::registry::gomod::tlog::tests::{Stored, build_log, mth, records};
 
 /// The tile's bytes from stored hashes (`tlog.ReadTileData`).
-fn tile_data(tile: &Tile, stored: &[Hash]) -> Vec<u8> {
+pub(crate) fn tile_data(tile: &Tile, stored: &[Hash]) -> Vec<u8> {
     let start = tile.n << tile.h;
     (0..i64::from(tile.w))
         .flat_map(|i| stored[stored_hash_index(tile.l as u32 * tile.h, start + i) as usize])
