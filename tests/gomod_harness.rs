@@ -186,3 +186,43 @@ async fn go_refuses_notes_signed_by_another_key() {
         download.stderr
     );
 }
+
+/// The forgery `forge_record_in_tile` makes is one the installed `go` does not catch: its
+/// sumdb client (x/mod's `TileHashReader`) checks tiles against their parents only from the
+/// index `len(subtrees)` on, so when the tree's top-level subtrees share tiles, the tile that
+/// holds the record goes unchecked. This pins that, so the later fetchgate test (fetchgate
+/// refuses the same world, `registry::gomod::tile`'s forged-tile tests) proves something `go`
+/// alone does not. If this starts failing, `go` now checks every tile: make it expect refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_alone_accepts_a_record_only_its_unchecked_tile_vouches_for() {
+    let (lib, app) = lib_and_app();
+    // The modules first (records 0 and 1), then 300 more: record 0 sits in the full tile
+    // tile/8/0/000, which is not one of the tiles the root hash is recomputed from.
+    let w = GoWorld::start_ordered(vec![lib, app], 0, 300).await;
+    w.forge_record_in_tile(
+        "example.com/Upper/lib",
+        "v1.0.0",
+        &[
+            ("go.mod", "module example.com/Upper/lib\n\ngo 1.19\n"),
+            ("lib.go", "package lib\n\n// Answer is what the app prints.\nfunc Answer() int { return 666 }\n"),
+            ("LICENSE", "test fixture\n"),
+        ],
+    );
+    let (download, build, home) = download_and_build(&w).await;
+    assert!(
+        download.success,
+        "go refused the forgery (good news, see above):\n{}",
+        download.stderr
+    );
+    let build = build.unwrap();
+    assert!(build.success, "{}", build.stderr);
+    let out = std::process::Command::new(home.path().join("app-bin"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "666\n",
+        "the forged library was built"
+    );
+    assert_eq!(w.requests("/tile/8/0/000"), 1, "{:#?}", w.paths());
+}

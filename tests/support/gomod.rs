@@ -81,6 +81,11 @@ impl GoModule {
         h1(vec![("go.mod".to_string(), self.go_mod())])
     }
 
+    /// The database's lookup path for this version.
+    pub fn lookup_path(&self) -> String {
+        format!("/lookup/{}@{}", escape(&self.path), escape(&self.version))
+    }
+
     /// The checksum database's record for this version: its two go.sum lines.
     pub fn record(&self) -> String {
         format!(
@@ -252,10 +257,18 @@ fn percent_spellings(routes: HashMap<String, Reply>) -> HashMap<String, Reply> {
 
 /// The knobs, and what the servers currently answer.
 struct State {
+    /// The modules as the database recorded them.
     modules: Vec<GoModule>,
+    /// Every record, fillers included.
     records: Vec<String>,
+    /// The record id of `modules[0]`.
+    first_id: usize,
     key: SumKey,
     dropped: Vec<(String, String)>,
+    /// Zips the proxy serves instead of the recorded ones.
+    swapped: HashMap<(String, String), Vec<u8>>,
+    /// Records the lookup answers (and the level-0 tile holds) instead of the real ones.
+    forged: HashMap<(String, String), String>,
 }
 
 /// The GOPROXY server and the checksum database, both on 127.0.0.1.
@@ -273,18 +286,23 @@ impl GoWorld {
     /// Serves `modules`, with `filler` unrelated records logged before them (so proofs cross
     /// tiles: 300 gives a full and a partial level-0 tile and a level-1 tile).
     pub async fn start(modules: Vec<GoModule>, filler: usize) -> Self {
+        Self::start_ordered(modules, filler, 0).await
+    }
+
+    /// Serves `modules` with `before` filler records logged before them and `after` after.
+    pub async fn start_ordered(modules: Vec<GoModule>, before: usize, after: usize) -> Self {
         let key = SumKey::generate("sumdb.fetchgate.test");
-        let mut records: Vec<String> = (0..filler)
-            .map(|i| {
-                let m = GoModule::new(
-                    &format!("filler.test/m{i}"),
-                    "v1.0.0",
-                    &[("go.mod", "module x\n")],
-                );
-                m.record()
-            })
-            .collect();
+        let filler = |i: usize| {
+            GoModule::new(
+                &format!("filler.test/m{i}"),
+                "v1.0.0",
+                &[("go.mod", "module x\n")],
+            )
+            .record()
+        };
+        let mut records: Vec<String> = (0..before).map(filler).collect();
         records.extend(modules.iter().map(GoModule::record));
+        records.extend((before..before + after).map(filler));
         let proxy_routes: Routes = Default::default();
         let sumdb_routes: Routes = Default::default();
         let proxy = Upstream::router("127.0.0.1:0", proxy_routes.clone()).await;
@@ -292,8 +310,11 @@ impl GoWorld {
         let state = State {
             modules,
             records,
+            first_id: before,
             key: key.clone(),
             dropped: Vec::new(),
+            swapped: HashMap::new(),
+            forged: HashMap::new(),
         };
         let world = Self {
             proxy,
@@ -330,7 +351,9 @@ impl GoWorld {
             );
             proxy.insert(format!("{base}.info"), Reply::ok(info.clone()));
             proxy.insert(format!("{base}.mod"), Reply::ok(m.go_mod()));
-            proxy.insert(format!("{base}.zip"), Reply::ok(m.zip()));
+            let key = (m.path.clone(), m.version.clone());
+            let zip = state.swapped.get(&key).cloned().unwrap_or_else(|| m.zip());
+            proxy.insert(format!("{base}.zip"), Reply::ok(zip));
             proxy.insert(format!("/{}/@latest", escape(&m.path)), Reply::ok(info));
             versions.entry(&m.path).or_default().push(&m.version);
         }
@@ -347,22 +370,35 @@ impl GoWorld {
             STANDARD.encode(mth(&leaves))
         );
         let note = state.key.sign(&tree);
-        let mut sumdb: HashMap<String, Reply> = tiles(&leaves)
+        let mut tiles = tiles(&leaves);
+        let mut lookups = HashMap::new();
+        for (i, m) in state.modules.iter().enumerate() {
+            let key = (m.path.clone(), m.version.clone());
+            if state.dropped.contains(&key) {
+                continue;
+            }
+            let id = state.first_id + i;
+            let record = match state.forged.get(&key) {
+                None => state.records[id].clone(),
+                Some(forged) => {
+                    // Only the level-0 tile holding the record is rewritten: the signed tree
+                    // and every other tile stay the real ones.
+                    let width = (leaves.len() - id / 256 * 256).min(256);
+                    let tile = tiles.get_mut(&tile_path(0, id / 256, width)).unwrap();
+                    tile[id % 256 * 32..id % 256 * 32 + 32]
+                        .copy_from_slice(&leaf(forged.as_bytes()));
+                    forged.clone()
+                }
+            };
+            lookups.insert(m.lookup_path(), format!("{id}\n{record}\n{note}"));
+        }
+        let mut sumdb: HashMap<String, Reply> = tiles
             .into_iter()
             .map(|(p, data)| (format!("/{p}"), Reply::ok(data)))
             .collect();
         sumdb.insert("/latest".into(), Reply::ok(note.clone()));
-        let filler = state.records.len() - state.modules.len();
-        for (i, m) in state.modules.iter().enumerate() {
-            if state.dropped.contains(&(m.path.clone(), m.version.clone())) {
-                continue;
-            }
-            let id = filler + i;
-            let body = format!("{id}\n{}\n{note}", state.records[id]);
-            sumdb.insert(
-                format!("/lookup/{}@{}", escape(&m.path), escape(&m.version)),
-                Reply::ok(body),
-            );
+        for (path, body) in lookups {
+            sumdb.insert(path, Reply::ok(body));
         }
         *self.proxy_routes.lock().unwrap() = percent_spellings(proxy);
         *self.sumdb_routes.lock().unwrap() = percent_spellings(sumdb);
@@ -370,28 +406,23 @@ impl GoWorld {
 
     /// Serves other files under the same module version (the database keeps the old hash).
     pub fn swap_zip(&self, path: &str, version: &str, files: &[(&str, &str)]) {
+        let zip = GoModule::new(path, version, files).zip();
+        let key = (path.to_string(), version.to_string());
+        self.state.lock().unwrap().swapped.insert(key, zip);
+        self.publish();
+    }
+
+    /// Serves other files under the same version, and a record for them that only the
+    /// level-0 tile holding it vouches for (the signed tree, its other tiles and the tile above
+    /// stay real): a forgery only a client that checks every tile against its parent refuses.
+    pub fn forge_record_in_tile(&self, path: &str, version: &str, files: &[(&str, &str)]) {
+        let forged = GoModule::new(path, version, files);
+        let key = (path.to_string(), version.to_string());
         let mut state = self.state.lock().unwrap();
-        let m = state
-            .modules
-            .iter_mut()
-            .find(|m| m.path == path && m.version == version)
-            .unwrap();
-        m.files = GoModule::new(path, version, files).files;
+        state.swapped.insert(key.clone(), forged.zip());
+        state.forged.insert(key, forged.record());
         drop(state);
-        // Republish only the proxy's zip: recomputing records would follow the swap.
-        let zip = {
-            let state = self.state.lock().unwrap();
-            state
-                .modules
-                .iter()
-                .find(|m| m.path == path && m.version == version)
-                .unwrap()
-                .zip()
-        };
-        let route = format!("/{}/@v/{}.zip", escape(path), escape(version));
-        let mut routes = self.proxy_routes.lock().unwrap();
-        routes.insert(route.replace('!', "%21"), Reply::ok(zip.clone()));
-        routes.insert(route, Reply::ok(zip));
+        self.publish();
     }
 
     /// The database forgets `path@version`: its lookup answers 404.

@@ -200,3 +200,26 @@ fn consistency_proofs_read_from_tiles_of_the_newer_tree() {
     }
     let _ = Stored(&stored);
 }
+
+#[test]
+fn a_record_forged_in_its_own_unchecked_tile_is_refused() {
+    // The forgery the installed go accepts (tests/gomod_harness.rs): the signed tree and the
+    // level-1 tile are real, only tile/8/0/000 carries the forged record's hash. The top-level
+    // subtrees of a 302-record tree share tiles, so x/mod's count skips this tile; ours does not.
+    let recs = records(302);
+    let stored = build_log(&recs);
+    let tree = Tree {
+        n: 302,
+        hash: mth(&recs),
+    };
+    let forged_record = b"example.com/m0 v1.0.0 h1:forged\n";
+    let forged = |t: &Tile| {
+        let mut data = tile_data(t, &stored);
+        if t.path() == "tile/8/0/000" {
+            data[..32].copy_from_slice(&record_hash(forged_record));
+        }
+        Ok(data)
+    };
+    let err = check_record_in_tree(tree, 0, forged_record, forged).unwrap_err();
+    assert_eq!(err.code, "go_sumdb_tile_invalid");
+}
