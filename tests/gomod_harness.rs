@@ -8,6 +8,24 @@ mod support;
 
 use support::gomod::{GoWorld, go, lib_and_app, write_main_module};
 
+/// The library's files with other code, served under the same version.
+const EVIL_LIB: [(&str, &str); 3] = [
+    ("go.mod", "module example.com/Upper/lib\n\ngo 1.19\n"),
+    (
+        "lib.go",
+        "package lib\n\n// Answer is what the app prints.\nfunc Answer() int { return 666 }\n",
+    ),
+    ("LICENSE", "test fixture\n"),
+];
+
+/// What the app `go build` wrote under `home` prints.
+fn app_output(home: &std::path::Path) -> String {
+    let out = std::process::Command::new(home.join("app-bin"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A world serving the library and the app, 300 filler records before them.
 async fn world() -> GoWorld {
     let (lib, app) = lib_and_app();
@@ -63,11 +81,8 @@ async fn go_downloads_and_builds_through_the_test_world() {
     );
     let build = build.unwrap();
     assert!(build.success, "go build failed:\n{}", build.stderr);
-    let out = std::process::Command::new(home.path().join("app-bin"))
-        .output()
-        .unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        app_output(home.path()),
         "42\n",
         "the app runs the library's code"
     );
@@ -121,15 +136,7 @@ async fn go_downloads_and_builds_through_the_test_world() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn go_refuses_a_zip_swapped_under_the_same_version() {
     let w = world().await;
-    w.swap_zip(
-        "example.com/Upper/lib",
-        "v1.0.0",
-        &[
-            ("go.mod", "module example.com/Upper/lib\n\ngo 1.19\n"),
-            ("lib.go", "package lib\n\n// Answer is what the app prints.\nfunc Answer() int { return 666 }\n"),
-            ("LICENSE", "test fixture\n"),
-        ],
-    );
+    w.swap_zip("example.com/Upper/lib", "v1.0.0", &EVIL_LIB);
     let (download, _, _home) = download_and_build(&w).await;
     assert!(!download.success, "go accepted a swapped zip");
     let (lib, _) = lib_and_app();
@@ -199,15 +206,7 @@ async fn go_alone_accepts_a_record_only_its_unchecked_tile_vouches_for() {
     // The modules first (records 0 and 1), then 300 more: record 0 sits in the full tile
     // tile/8/0/000, which is not one of the tiles the root hash is recomputed from.
     let w = GoWorld::start_ordered(vec![lib, app], 0, 300).await;
-    w.forge_record_in_tile(
-        "example.com/Upper/lib",
-        "v1.0.0",
-        &[
-            ("go.mod", "module example.com/Upper/lib\n\ngo 1.19\n"),
-            ("lib.go", "package lib\n\n// Answer is what the app prints.\nfunc Answer() int { return 666 }\n"),
-            ("LICENSE", "test fixture\n"),
-        ],
-    );
+    w.forge_record_in_tile("example.com/Upper/lib", "v1.0.0", &EVIL_LIB);
     let (download, build, home) = download_and_build(&w).await;
     assert!(
         download.success,
@@ -216,11 +215,8 @@ async fn go_alone_accepts_a_record_only_its_unchecked_tile_vouches_for() {
     );
     let build = build.unwrap();
     assert!(build.success, "{}", build.stderr);
-    let out = std::process::Command::new(home.path().join("app-bin"))
-        .output()
-        .unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        app_output(home.path()),
         "666\n",
         "the forged library was built"
     );

@@ -484,16 +484,11 @@ impl GoWorld {
 
 /// Fails (never skips) unless the real `go` is installed, naming scripts/test.
 pub fn require_go() {
-    let ok = std::process::Command::new("go")
-        .arg("version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "these tests drive the real Go toolchain: `go` was not found on PATH; install Debian's \
-         golang-go (`apt-get install -y golang-go`; scripts/test, the one test command, does this)"
+    super::require_tool(
+        "go",
+        "version",
+        "these tests drive the real Go toolchain: install Debian's golang-go \
+         (`apt-get install -y golang-go`; scripts/test, the one test command, does this)",
     );
 }
 

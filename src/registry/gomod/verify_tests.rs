@@ -27,6 +27,14 @@ fn lib_zip() -> Vec<u8> {
     ])
 }
 
+/// The module's zip with other code under the same version.
+fn swapped_zip() -> Vec<u8> {
+    build(&[
+        ("example.com/lib@v1.0.0/go.mod", LIB_GO_MOD),
+        ("example.com/lib@v1.0.0/lib.go", b"package lib\n"),
+    ])
+}
+
 /// A database of 300 filler records, then `extra`, signed by `signer`.
 struct Db {
     records: Vec<Vec<u8>>,
@@ -108,10 +116,7 @@ fn the_module_go_hashed_verifies() {
 #[test]
 fn a_swapped_zip_is_a_digest_mismatch_naming_both_hashes() {
     let db = Db::new(vec![lib_record()]);
-    let swapped = build(&[
-        ("example.com/lib@v1.0.0/go.mod", LIB_GO_MOD),
-        ("example.com/lib@v1.0.0/lib.go", b"package lib\n"),
-    ]);
+    let swapped = swapped_zip();
     let err = check(&db, &swapped, LIB_GO_MOD, &db.lookup(300), None).unwrap_err();
     let VerifyError::DigestMismatch {
         module,
@@ -151,10 +156,7 @@ fn a_swapped_mod_file_is_a_digest_mismatch_on_go_mod() {
 #[test]
 fn a_record_rewritten_to_match_a_swapped_zip_fails_its_proof() {
     let db = Db::new(vec![lib_record()]);
-    let swapped = build(&[
-        ("example.com/lib@v1.0.0/go.mod", LIB_GO_MOD),
-        ("example.com/lib@v1.0.0/lib.go", b"package lib\n"),
-    ]);
+    let swapped = swapped_zip();
     let forged_h1 = crate::registry::gomod::dirhash::hash_zip("m", &swapped).unwrap();
     let lookup = String::from_utf8(db.lookup(300))
         .unwrap()
