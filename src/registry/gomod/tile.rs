@@ -210,6 +210,12 @@ where
         let n = self.tree.n;
         let inconsistent =
             || TlogError::new("go_sumdb_tile_invalid", "downloaded inconsistent tile");
+        if n <= 0 {
+            return Err(TlogError::new(
+                "go_sumdb_record_invalid",
+                "the tree is empty",
+            ));
+        }
         let mut tiles: Vec<Tile> = Vec::new();
         let mut order: HashMap<Tile, usize> = HashMap::new();
         // The tiles holding the tree's top-level subtrees, which hash to the root.

@@ -167,6 +167,19 @@ fn forged_tiles_records_and_trees_are_refused() {
     // An id the tree does not have yet.
     let err = check_record_in_tree(tree, 300, &recs[5], serve(&stored, &mut asked)).unwrap_err();
     assert_eq!(err.code, "go_sumdb_record_invalid");
+    // An empty tree holds nothing, and reading from it is an error, not a panic.
+    let empty = Tree {
+        n: 0,
+        hash: mth(&[]),
+    };
+    let mut reader = TileHashReader {
+        tree: empty,
+        read_tile: serve(&stored, &mut asked),
+    };
+    assert_eq!(
+        reader.read_hashes(&[]).unwrap_err().code,
+        "go_sumdb_record_invalid"
+    );
     // The tile server failing is passed on.
     let down = |_: &Tile| Err(TlogError::new("go_sumdb_unreachable", "down"));
     assert_eq!(
