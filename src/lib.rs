@@ -49,7 +49,8 @@
 //! serve/     listeners and their TLS, access and per-client policies, slots, router, tunnels, objects, tee/, registry API, problems
 //! love/      LOVE documents, schemas, inspection, discovery, retrieval, locks, sightings
 //! pack/      format profiles (love, agent-package, openwop, lgflow): one table, one driver
-//! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service
+//! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service;
+//!            gomod/ the Go module checks (escaping, dirhash, zip rules, notes, tlog, verify)
 //! shared/    the shared tier: [shared] settings, the bucket (object_store), breaker, uploads
 //! ```
 

@@ -11,6 +11,7 @@ pub(crate) mod aliases;
 pub(crate) mod cargo;
 pub(crate) mod error;
 mod fleet;
+pub(crate) mod gomod;
 pub(crate) mod metadata;
 pub(crate) mod names;
 pub(crate) mod npm;

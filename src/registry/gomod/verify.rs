@@ -1,0 +1,241 @@
+//! One module version verified against the checksum database, pure over bytes: the lookup
+//! answer's tree note must carry the configured key's signature, its record must be in that
+//! tree (proved from tiles), the tree must extend the one trusted before (when there is one),
+//! the record must name this module and version, the zip must keep the module zip rules, and
+//! the zip's and the `.mod` file's `h1:` hashes must be the record's. Anything else is a named
+//! refusal, and nothing should be stored or served.
+
+use super::dirhash::{hash_mod, hash_zip};
+use super::escape::PathError;
+use super::note::{NoteError, Verifier, open};
+use super::tile::{Tile, TileHashReader, check_record_in_tree};
+use super::tlog::TlogError;
+use super::tree::{Tree, check_tree, parse_lookup, prove_tree};
+use super::version::check_module_version;
+use super::zip_rules::{ZipRuleError, check_zip};
+use crate::errors::Origin;
+
+/// Why a module version was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum VerifyError {
+    /// The module path or version is not valid.
+    Module(PathError),
+    /// The tree note is malformed or not signed by the configured key.
+    Note(NoteError),
+    /// The lookup answer, tiles, record proof or tree consistency failed.
+    Log(TlogError),
+    /// The zip breaks a module zip rule.
+    Zip(ZipRuleError),
+    /// The database's record has no line for this module version's zip or go.mod.
+    NotInRecord {
+        /// The module path.
+        module: String,
+        /// The version (with `/go.mod` for the go.mod line).
+        version: String,
+    },
+    /// The bytes' `h1:` hash is not the one the database holds.
+    DigestMismatch {
+        /// The module path.
+        module: String,
+        /// The version (with `/go.mod` for the `.mod` file).
+        version: String,
+        /// What the database holds.
+        expected: String,
+        /// What the bytes hash to.
+        computed: String,
+    },
+}
+
+impl VerifyError {
+    /// The stable code; a hash mismatch is `digest_mismatch`, as for the other registries.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            VerifyError::Module(e) => e.code(),
+            VerifyError::Note(e) => e.code(),
+            VerifyError::Log(e) => e.code(),
+            VerifyError::Zip(e) => e.code(),
+            VerifyError::NotInRecord { .. } => "go_sumdb_record_incomplete",
+            VerifyError::DigestMismatch { .. } => "digest_mismatch",
+        }
+    }
+
+    /// Whose side to fix.
+    pub(crate) fn origin(&self) -> Origin {
+        match self {
+            VerifyError::Module(e) => e.origin(),
+            VerifyError::Note(e) => e.origin(),
+            VerifyError::Log(e) => e.origin(),
+            VerifyError::Zip(e) => e.origin(),
+            VerifyError::NotInRecord { .. } | VerifyError::DigestMismatch { .. } => {
+                Origin::Upstream
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VerifyError::Module(e) => e.fmt(f),
+            VerifyError::Note(e) => e.fmt(f),
+            VerifyError::Log(e) => e.fmt(f),
+            VerifyError::Zip(e) => e.fmt(f),
+            VerifyError::NotInRecord { module, version } => write!(
+                f,
+                "the checksum database's record has no line for {module} {version}; the database answered for another module"
+            ),
+            VerifyError::DigestMismatch {
+                module,
+                version,
+                expected,
+                computed,
+            } => write!(
+                f,
+                "{module}@{version}: the checksum database holds {expected}, the upstream's bytes hash to {computed}; nothing was stored"
+            ),
+        }
+    }
+}
+
+/// What a verified module version proved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Verified {
+    /// The zip's `h1:` hash.
+    pub(crate) zip_h1: String,
+    /// The `.mod` file's `h1:` hash.
+    pub(crate) mod_h1: String,
+    /// The record's number in the log.
+    pub(crate) record_id: i64,
+    /// The tree the record was proved in; trust it from now on when it is newer than the one
+    /// trusted before.
+    pub(crate) tree: Tree,
+}
+
+/// The bytes of one module version and the database's answers about it.
+pub(crate) struct Evidence<'a> {
+    /// The module path (unescaped).
+    pub(crate) module: &'a str,
+    /// The version (unescaped, canonical).
+    pub(crate) version: &'a str,
+    /// The `.zip` as the upstream served it.
+    pub(crate) zip: &'a [u8],
+    /// The `.mod` as the upstream served it.
+    pub(crate) go_mod: &'a [u8],
+    /// The database's `/lookup/<module>@<version>` answer.
+    pub(crate) lookup: &'a [u8],
+}
+
+/// The `h1:` the record holds for `<module> <version>`, from its go.sum lines.
+fn record_hash_for<'r>(record: &'r str, module: &str, version: &str) -> Option<&'r str> {
+    record.lines().find_map(|line| {
+        let mut fields = line.split(' ');
+        match (fields.next(), fields.next(), fields.next(), fields.next()) {
+            (Some(m), Some(v), Some(h), None) if m == module && v == version => Some(h),
+            _ => None,
+        }
+    })
+}
+
+/// Compares a computed hash with the record's.
+fn compare(
+    module: &str,
+    version: &str,
+    expected: &str,
+    computed: String,
+) -> Result<String, VerifyError> {
+    if expected == computed {
+        return Ok(computed);
+    }
+    Err(VerifyError::DigestMismatch {
+        module: module.to_string(),
+        version: version.to_string(),
+        expected: expected.to_string(),
+        computed,
+    })
+}
+
+/// Requires `tree` to extend `trusted` (or `trusted` to extend `tree`), reading the proof from
+/// tiles of the larger one.
+fn check_consistent(
+    trusted: Tree,
+    tree: Tree,
+    read_tile: &mut dyn FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
+) -> Result<(), TlogError> {
+    if trusted.n == 0 {
+        return Ok(());
+    }
+    let (old, new) = if trusted.n <= tree.n {
+        (trusted, tree)
+    } else {
+        (tree, trusted)
+    };
+    if old.n == new.n {
+        return if old.hash == new.hash {
+            Ok(())
+        } else {
+            Err(TlogError::new(
+                "go_sumdb_tree_inconsistent",
+                format!("two different trees of size {}", old.n),
+            ))
+        };
+    }
+    let mut reader = TileHashReader {
+        tree: new,
+        read_tile: &mut *read_tile,
+    };
+    let proof = prove_tree(new.n, old.n, &mut reader)?;
+    check_tree(&proof, new.n, &new.hash, old.n, &old.hash)
+}
+
+/// Verifies one module version: see the module documentation for each step. `trusted` is the
+/// newest tree trusted before (none on first use); `read_tile` answers a tile's bytes (from a
+/// cache or the database, fetchgate's business, not this function's).
+pub(crate) fn verify_module(
+    evidence: &Evidence<'_>,
+    verifier: &Verifier,
+    trusted: Option<Tree>,
+    mut read_tile: impl FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
+) -> Result<Verified, VerifyError> {
+    let Evidence {
+        module,
+        version,
+        zip,
+        go_mod,
+        lookup,
+    } = *evidence;
+    check_module_version(module, version).map_err(VerifyError::Module)?;
+    let answer = parse_lookup(lookup).map_err(VerifyError::Log)?;
+    let note = open(answer.note, verifier).map_err(VerifyError::Note)?;
+    let tree = Tree::parse(&note.text).map_err(VerifyError::Log)?;
+    check_record_in_tree(tree, answer.id, answer.text.as_bytes(), &mut read_tile)
+        .map_err(VerifyError::Log)?;
+    if let Some(trusted) = trusted {
+        check_consistent(trusted, tree, &mut read_tile).map_err(VerifyError::Log)?;
+    }
+    let mod_version = format!("{version}/go.mod");
+    let missing = |v: &str| VerifyError::NotInRecord {
+        module: module.to_string(),
+        version: v.to_string(),
+    };
+    let want_zip = record_hash_for(answer.text, module, version).ok_or_else(|| missing(version))?;
+    let want_mod =
+        record_hash_for(answer.text, module, &mod_version).ok_or_else(|| missing(&mod_version))?;
+    let mod_h1 = compare(module, &mod_version, want_mod, hash_mod(go_mod))?;
+    check_zip(module, version, zip).map_err(VerifyError::Zip)?;
+    let computed = hash_zip(&format!("{module}@{version}"), zip).map_err(VerifyError::Zip)?;
+    let zip_h1 = compare(module, version, want_zip, computed)?;
+    let newest = match trusted {
+        Some(t) if t.n > tree.n => t,
+        _ => tree,
+    };
+    Ok(Verified {
+        zip_h1,
+        mod_h1,
+        record_id: answer.id,
+        tree: newest,
+    })
+}
+
+#[cfg(test)]
+#[path = "verify_tests.rs"]
+mod tests;
