@@ -207,3 +207,52 @@ fn docs_config_md_lists_every_key_and_no_other() {
     }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
+
+#[test]
+fn the_readme_shows_a_complete_loadable_block_and_a_client_line_for_every_registry_kind() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let section = readme
+        .split("## Registry pull-through")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the README has a registry section");
+    let blocks: Vec<&str> = section
+        .split("```toml\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .filter(|b| b.contains("[[registry]]"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("npm-token"), "token\n").unwrap();
+    let mut kinds = Vec::new();
+    for block in blocks {
+        let file = dir.path().join("block.toml");
+        std::fs::write(&file, block).unwrap();
+        let loaded = Config::load(Some(&file));
+        assert!(loaded.is_ok(), "{block}\n{:?}", loaded.err());
+        let field = |key: &str| {
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{key} = \"")))
+                .and_then(|l| l.split('"').next())
+                .unwrap_or_else(|| panic!("{key} in {block}"))
+                .to_string()
+        };
+        let (name, kind) = (field("name"), field("kind"));
+        let mount = format!("http://127.0.0.1:3128/registry/{name}/");
+        let client = match kind.as_str() {
+            "npm" => format!("npm config set registry {mount}"),
+            "pypi" => format!("pip install --index-url {mount}"),
+            "cargo" => format!("registry = \"sparse+{mount}\""),
+            other => panic!("a kind the README does not know how to check: {other}"),
+        };
+        assert!(
+            section.contains(&client),
+            "the {kind} client line: {client}"
+        );
+        kinds.push(kind);
+    }
+    kinds.sort();
+    assert_eq!(kinds, ["cargo", "npm", "pypi"], "one block per kind");
+}
