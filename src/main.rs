@@ -89,13 +89,19 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             };
             runtime(true)?.block_on(fetch::run(&config, args))
         }
-        Command::Love { config, action } => {
-            let config = load(config.as_deref())?;
-            runtime(true)?.block_on(love::run(&config, action, json))
+        Command::Love {
+            config: file,
+            action,
+        } => {
+            let config = load(file.as_deref())?;
+            runtime(true)?.block_on(love::run(&config, file.as_deref(), action, json))
         }
-        Command::Pack { config, action } => {
-            let config = load(config.as_deref())?;
-            runtime(true)?.block_on(pack::run(&config, action, json))
+        Command::Pack {
+            config: file,
+            action,
+        } => {
+            let config = load(file.as_deref())?;
+            runtime(true)?.block_on(pack::run(&config, file.as_deref(), action, json))
         }
         Command::Cache { config, action } => {
             cache::run(&load(config.as_deref())?, config.as_deref(), &action, json)

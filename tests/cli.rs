@@ -87,6 +87,13 @@ async fn cache_commands_refuse_a_missing_directory_and_name_it_and_the_setting()
         &["cache", "ls"],
         &["cache", "verify"],
         &["cache", "gc"],
+        &[
+            "cache",
+            "rm",
+            "0000000000000000000000000000000000000000000000000000000000000000",
+        ],
+        &["love", "conflicts"],
+        &["pack", "conflicts"],
     ] {
         let o = run_in(elsewhere.path(), action).await;
         assert_eq!(o.status.code(), Some(2), "{action:?}: {}", text(&o.stdout));

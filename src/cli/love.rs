@@ -24,8 +24,17 @@ fn report(json: bool, e: &LoveError) -> ExitCode {
 }
 
 /// Runs one `love` action. `Err` is a usage or config error (exit 2).
-pub async fn run(config: &Config, action: LoveAction, json: bool) -> Result<ExitCode, String> {
-    let store = super::cache::open(config)?;
+pub async fn run(
+    config: &Config,
+    file: Option<&std::path::Path>,
+    action: LoveAction,
+    json: bool,
+) -> Result<ExitCode, String> {
+    // Listing conflicts only reads: it needs an existing cache and never makes one.
+    let store = match action {
+        LoveAction::Conflicts => super::cache::open_existing(config, file)?,
+        _ => super::cache::open(config)?,
+    };
     let fetcher = Arc::new(config.fetcher(store));
     let love = Love::new(fetcher, &config.love)?;
     match action {

@@ -12,8 +12,17 @@ use crate::love::seen::Seen;
 use crate::pack::{Packs, Params};
 
 /// Runs one `pack` action. `Err` is a usage or config error (exit 2).
-pub async fn run(config: &Config, action: PackAction, json: bool) -> Result<ExitCode, String> {
-    let store = super::cache::open(config)?;
+pub async fn run(
+    config: &Config,
+    file: Option<&std::path::Path>,
+    action: PackAction,
+    json: bool,
+) -> Result<ExitCode, String> {
+    // Listing conflicts only reads: it needs an existing cache and never makes one.
+    let store = match action {
+        PackAction::Conflicts => super::cache::open_existing(config, file)?,
+        PackAction::Fetch { .. } => super::cache::open(config)?,
+    };
     let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
     let fetcher = Arc::new(config.fetcher(store));
     let budget = crate::love::budget::Budget::new(config.love.max_inflight_bytes);
