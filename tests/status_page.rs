@@ -232,3 +232,66 @@ async fn the_status_page_is_plain_html_with_a_tight_policy_and_no_other_route_ch
     assert_eq!(raw(admin, "/healthz", "127.0.0.1").await.0, 200);
     assert_eq!(raw(admin, "/nothing-here", "127.0.0.1").await.0, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_shows_the_shared_tier_breaker_closed_then_open_after_failures() {
+    // A bucket endpoint on loopback that refuses every connection (nothing listens there).
+    let dead = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("s3-secret");
+    std::fs::write(&secret, "secret").unwrap();
+    let (proxy_port, admin_port) = (free_port(), free_port());
+    let config = dir.path().join("fetchgate.toml");
+    std::fs::write(
+        &config,
+        Toml::new()
+            .section(
+                "listen",
+                &format!("proxy = \"127.0.0.1:{proxy_port}\"\nadmin = \"127.0.0.1:{admin_port}\""),
+            )
+            .cache_dir(dir.path().join("cache"))
+            .section(
+                "shared",
+                &format!(
+                    "url = \"s3://fleet/status\"\nendpoint = \"http://127.0.0.1:{dead}\"\n\
+                     allow_http = true\naccess_key_id = \"k\"\nsecret_access_key_file = {:?}\n\
+                     timeout_ms = 500\nbreaker_cooldown_ms = 600000\n",
+                    secret.display().to_string()
+                ),
+            )
+            .build(),
+    )
+    .unwrap();
+    let _server = start(&config, &[]).await;
+    let page = format!("http://127.0.0.1:{admin_port}/");
+    let proxy: std::net::SocketAddr = format!("127.0.0.1:{proxy_port}").parse().unwrap();
+    let host = format!("127.0.0.1:{proxy_port}");
+
+    let (dom, _) = chromium_dom(&page).await;
+    assert!(dom.contains("<code>s3://fleet/status</code>"), "{dom}");
+    assert!(
+        dom.contains("<td id=\"shared-breaker\" class=\"ok\">closed</td>"),
+        "{dom}"
+    );
+
+    // Misses go to the bucket first; three failures in a row open the breaker.
+    for i in 0..4u8 {
+        let hex = Digest::of(&[i]).hex();
+        let (status, text) = raw(proxy, &format!("/sha256/{hex}"), &host).await;
+        assert_eq!(status, 404, "{text}");
+    }
+    let (dom, _) = chromium_dom(&page).await;
+    assert!(
+        dom.contains("<td id=\"shared-breaker\" class=\"bad\">open"),
+        "{dom}"
+    );
+    let reads = dom
+        .split("<th>reads</th><td>")
+        .nth(1)
+        .and_then(|r| r.split("</td>").next())
+        .unwrap_or_default();
+    assert!(
+        !reads.contains(" 0 errors") || !reads.contains(" 0 timeouts"),
+        "{reads}"
+    );
+}
