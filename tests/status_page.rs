@@ -74,6 +74,48 @@ async fn chromium_dom(url: &str) -> (String, String) {
     )
 }
 
+/// A running `fetchgate serve` with its own folder, cache and free ports.
+struct Served {
+    /// Kept until the server is dropped.
+    _dir: tempfile::TempDir,
+    proxy: std::net::SocketAddr,
+    admin: std::net::SocketAddr,
+    _run: support::serve::Running,
+}
+
+impl Served {
+    /// Starts `fetchgate serve` on `toml` (listeners and cache added here).
+    async fn start(dir: tempfile::TempDir, toml: Toml) -> Self {
+        let (proxy_port, admin_port) = (free_port(), free_port());
+        let config = dir.path().join("fetchgate.toml");
+        let text = toml
+            .section(
+                "listen",
+                &format!("proxy = \"127.0.0.1:{proxy_port}\"\nadmin = \"127.0.0.1:{admin_port}\""),
+            )
+            .cache_dir(dir.path().join("cache"))
+            .build();
+        std::fs::write(&config, text).unwrap();
+        let run = start(&config, &[]).await;
+        Self {
+            _dir: dir,
+            proxy: ([127, 0, 0, 1], proxy_port).into(),
+            admin: ([127, 0, 0, 1], admin_port).into(),
+            _run: run,
+        }
+    }
+
+    /// The proxy's own `Host`.
+    fn host(&self) -> String {
+        self.proxy.to_string()
+    }
+
+    /// The status page's URL.
+    fn page(&self) -> String {
+        format!("http://{}/", self.admin)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_shows_cache_registries_shared_tier_and_refusals_in_a_browser() {
     let bytes = pattern_bytes(4096);
@@ -81,29 +123,15 @@ async fn the_status_page_shows_cache_registries_shared_tier_and_refusals_in_a_br
     let mirror = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     // A registry upstream that accepts and hangs up: every metadata fetch fails.
     let broken = CountingListener::start("127.0.0.2:0").await;
-    let dir = tempfile::tempdir().unwrap();
-    let (proxy_port, admin_port) = (free_port(), free_port());
-    let config = dir.path().join("fetchgate.toml");
-    std::fs::write(
-        &config,
-        Toml::new()
-            .section(
-                "listen",
-                &format!("proxy = \"127.0.0.1:{proxy_port}\"\nadmin = \"127.0.0.1:{admin_port}\""),
-            )
-            .cache_dir(dir.path().join("cache"))
-            .trust(mirror.addr)
-            .trust(broken.addr)
-            .raw(&format!(
-                "[[registry]]\nname = \"npm-corp\"\nkind = \"npm\"\nupstream = \"http://{}/\"\n",
-                broken.addr
-            ))
-            .build(),
-    )
-    .unwrap();
-    let _server = start(&config, &[]).await;
-    let proxy: std::net::SocketAddr = format!("127.0.0.1:{proxy_port}").parse().unwrap();
-    let host = format!("127.0.0.1:{proxy_port}");
+    let toml = Toml::new()
+        .trust(mirror.addr)
+        .trust(broken.addr)
+        .raw(&format!(
+            "[[registry]]\nname = \"npm-corp\"\nkind = \"npm\"\nupstream = \"http://{}/\"\n",
+            broken.addr
+        ));
+    let served = Served::start(tempfile::tempdir().unwrap(), toml).await;
+    let (proxy, host) = (served.proxy, served.host());
 
     // Known traffic: a miss filled through a mirror, then a hit; a refused forward request;
     // a registry request whose upstream fails; a locator carrying markup.
@@ -132,8 +160,7 @@ async fn the_status_page_shows_cache_registries_shared_tier_and_refusals_in_a_br
     .await;
     assert!(status >= 400, "{text}");
 
-    let page = format!("http://127.0.0.1:{admin_port}/");
-    let (dom, log) = chromium_dom(&page).await;
+    let (dom, log) = chromium_dom(&served.page()).await;
 
     // The cache: one entry of 4096 bytes, one hit.
     assert!(dom.contains("<td id=\"cache-entries\">1</td>"), "{dom}");
@@ -190,22 +217,8 @@ async fn the_status_page_shows_cache_registries_shared_tier_and_refusals_in_a_br
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_is_plain_html_with_a_tight_policy_and_no_other_route_changes() {
-    let dir = tempfile::tempdir().unwrap();
-    let (proxy_port, admin_port) = (free_port(), free_port());
-    let config = dir.path().join("fetchgate.toml");
-    std::fs::write(
-        &config,
-        Toml::new()
-            .section(
-                "listen",
-                &format!("proxy = \"127.0.0.1:{proxy_port}\"\nadmin = \"127.0.0.1:{admin_port}\""),
-            )
-            .cache_dir(dir.path().join("cache"))
-            .build(),
-    )
-    .unwrap();
-    let _server = start(&config, &[]).await;
-    let admin: std::net::SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let served = Served::start(tempfile::tempdir().unwrap(), Toml::new()).await;
+    let admin = served.admin;
     let (status, text) = raw(admin, "/", "127.0.0.1").await;
     assert_eq!(status, 200);
     let head = text
@@ -240,32 +253,17 @@ async fn the_status_page_shows_the_shared_tier_breaker_closed_then_open_after_fa
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("s3-secret");
     std::fs::write(&secret, "secret").unwrap();
-    let (proxy_port, admin_port) = (free_port(), free_port());
-    let config = dir.path().join("fetchgate.toml");
-    std::fs::write(
-        &config,
-        Toml::new()
-            .section(
-                "listen",
-                &format!("proxy = \"127.0.0.1:{proxy_port}\"\nadmin = \"127.0.0.1:{admin_port}\""),
-            )
-            .cache_dir(dir.path().join("cache"))
-            .section(
-                "shared",
-                &format!(
-                    "url = \"s3://fleet/status\"\nendpoint = \"http://127.0.0.1:{dead}\"\n\
-                     allow_http = true\naccess_key_id = \"k\"\nsecret_access_key_file = {:?}\n\
-                     timeout_ms = 500\nbreaker_cooldown_ms = 600000\n",
-                    secret.display().to_string()
-                ),
-            )
-            .build(),
-    )
-    .unwrap();
-    let _server = start(&config, &[]).await;
-    let page = format!("http://127.0.0.1:{admin_port}/");
-    let proxy: std::net::SocketAddr = format!("127.0.0.1:{proxy_port}").parse().unwrap();
-    let host = format!("127.0.0.1:{proxy_port}");
+    let toml = Toml::new().section(
+        "shared",
+        &format!(
+            "url = \"s3://fleet/status\"\nendpoint = \"http://127.0.0.1:{dead}\"\n\
+             allow_http = true\naccess_key_id = \"k\"\nsecret_access_key_file = {:?}\n\
+             timeout_ms = 500\nbreaker_cooldown_ms = 600000\n",
+            secret.display().to_string()
+        ),
+    );
+    let served = Served::start(dir, toml).await;
+    let (proxy, host, page) = (served.proxy, served.host(), served.page());
 
     let (dom, _) = chromium_dom(&page).await;
     assert!(dom.contains("<code>s3://fleet/status</code>"), "{dom}");
