@@ -118,7 +118,7 @@ mod tests {
         });
         assert_eq!(
             outline(&v),
-            "code: index_invalid\nlocators:\n  -\n    locator: http://a/\n    code: size_mismatch\nn: 3\n"
+            "code: index_invalid\nlocators:\n  -\n    code: size_mismatch\n    locator: http://a/\nn: 3\n"
         );
     }
 
