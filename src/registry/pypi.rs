@@ -6,6 +6,7 @@
 use super::aliases::FileRecord as StoredFile;
 use super::error::RegistryError;
 use super::metadata::Freshness;
+use super::pypi_upstream::{UPSTREAM_FORM, not_a_page};
 use super::service::{Ask, Front, Registries, Reply, sha256_expected};
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -138,25 +139,14 @@ pub(crate) struct Page {
     pub(crate) files: Vec<FileRecord>,
 }
 
-/// What a `pypi` registry's upstream must be, for errors that show it is something else.
-const UPSTREAM_FORM: &str = "[[registry]] upstream for kind \"pypi\" must be a simple index that answers PEP 691 JSON, such as \"https://pypi.org/simple/\" (not \"https://pypi.org/\")";
-
 /// Reads an upstream PEP 691 page fetched from `page_url`, keeps only files with a usable
 /// SHA-256 (nothing else can be verified), and points their URLs at `<base>-/files/...`.
 /// A `.metadata` sidecar without a SHA-256 is hidden, so pip fetches the verified file instead.
 pub(crate) fn read_page(body: &[u8], page_url: &url::Url, base: &str) -> Result<Page, String> {
-    let mut doc: Value = serde_json::from_slice(body).map_err(|e| {
-        let what = if body.trim_ascii_start().starts_with(b"<") {
-            "HTML".to_string()
-        } else {
-            format!("no JSON ({e})")
-        };
-        format!("the upstream answered {what} for {page_url}, not a PEP 691 JSON project page; {UPSTREAM_FORM}")
-    })?;
+    let mut doc: Value =
+        serde_json::from_slice(body).map_err(|e| not_a_page(body, page_url, Some(&e)))?;
     let Some(files) = doc.get_mut("files").and_then(Value::as_array_mut) else {
-        return Err(format!(
-            "the upstream's answer for {page_url} is JSON without a \"files\" list, so not a PEP 691 project page; {UPSTREAM_FORM}"
-        ));
+        return Err(not_a_page(body, page_url, None));
     };
     let mut records = Vec::new();
     let mut kept = Vec::new();
@@ -443,24 +433,6 @@ mod tests {
         assert!(!wants_json(Some(
             "application/vnd.pypi.simple.v1+json; q=0.2, text/html"
         )));
-    }
-
-    #[test]
-    fn an_upstream_of_the_wrong_form_is_named_with_the_form_expected() {
-        let page_url = url::Url::parse("http://up.test/demo/").unwrap();
-        for body in [
-            &b"<!DOCTYPE html><html><body>Welcome</body></html>"[..],
-            br#"{"info": {"name": "demo"}, "releases": {}}"#,
-        ] {
-            let err = read_page(body, &page_url, "http://fg/").unwrap_err();
-            assert!(err.contains("http://up.test/demo/"), "{err}");
-            assert!(err.contains("https://pypi.org/simple/"), "{err}");
-        }
-        let err = read_page(b"<html>", &page_url, "http://fg/").unwrap_err();
-        assert!(err.contains("answered HTML"), "{err}");
-        // The twin: a real PEP 691 page is read.
-        let ok = br#"{"meta": {"api-version": "1.1"}, "name": "demo", "files": []}"#;
-        assert!(read_page(ok, &page_url, "http://fg/").is_ok());
     }
 
     #[test]
