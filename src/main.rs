@@ -4,8 +4,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use fetchgate::cli::{Cli, Command, LogFormat, cache, check, love, pack};
+use clap::{CommandFactory, Parser};
+use fetchgate::cli::{
+    Cli, Command, ConfigAction, LogFormat, cache, check, config_check, fetch, love, pack,
+};
 use fetchgate::config::Config;
 use fetchgate::decide::profile::{BUILTIN_TEXT, Profile};
 use fetchgate::serve::Server;
@@ -29,10 +31,10 @@ fn main() -> ExitCode {
 
 /// Runs one command. `Err` is a usage or config error, reported with exit status 2.
 fn run(cli: Cli) -> Result<ExitCode, String> {
+    let json = cli.json;
     match cli.command {
         Command::Check {
             config,
-            json,
             connect,
             locator,
         } => {
@@ -65,7 +67,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             })
         }
         Command::Serve { config, log_format } => {
-            let _log_guard = init_logging(log_format);
+            let format = if json { LogFormat::Json } else { log_format };
+            let _log_guard = init_logging(format);
             let loaded = load(config.as_deref())?;
             Ok(runtime(true)?.block_on(serve(loaded, config)))
         }
@@ -77,26 +80,59 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             urls,
         } => {
             let config = load(config.as_deref())?;
-            runtime(true)?.block_on(cache::fetch(
-                &config,
-                &sha256,
+            let args = fetch::FetchArgs {
+                sha256: &sha256,
                 size,
-                output.as_deref(),
+                output: output.as_deref(),
                 urls,
-            ))
+                json,
+            };
+            runtime(true)?.block_on(fetch::run(&config, args))
         }
-        Command::Love { config, action } => {
-            let config = load(config.as_deref())?;
-            runtime(true)?.block_on(love::run(&config, action))
+        Command::Love {
+            config: file,
+            action,
+        } => {
+            let config = load(file.as_deref())?;
+            runtime(true)?.block_on(love::run(&config, file.as_deref(), action, json))
         }
-        Command::Pack { config, action } => {
-            let config = load(config.as_deref())?;
-            runtime(true)?.block_on(pack::run(&config, action))
+        Command::Pack {
+            config: file,
+            action,
+        } => {
+            let config = load(file.as_deref())?;
+            runtime(true)?.block_on(pack::run(&config, file.as_deref(), action, json))
         }
-        Command::Cache { config, action } => cache::run(&load(config.as_deref())?, &action),
+        Command::Cache { config, action } => {
+            cache::run(&load(config.as_deref())?, config.as_deref(), &action, json)
+        }
+        Command::Config {
+            action:
+                ConfigAction::Check {
+                    config,
+                    warn_missing_files,
+                },
+        } => config_check::run(config.as_deref(), warn_missing_files, json),
+        Command::Completions { shell } => {
+            if json {
+                return Err("completions prints a shell script; --json does not apply".into());
+            }
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "fetchgate", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Profile => {
             Profile::builtin().map_err(|e| e.to_string())?;
-            print!("{BUILTIN_TEXT}");
+            if json {
+                let table: toml::Table = toml::from_str(BUILTIN_TEXT).map_err(|e| e.to_string())?;
+                let v = serde_json::to_value(table).map_err(|e| e.to_string())?;
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+                );
+            } else {
+                print!("{BUILTIN_TEXT}");
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

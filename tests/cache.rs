@@ -796,7 +796,13 @@ async fn verify_quarantines_a_corrupted_entry_which_is_then_never_served() {
     let cfg_file = dir.path().join("fetchgate.toml");
     std::fs::write(&cfg_file, Toml::new().cache_dir(dir.path()).build()).unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
-        .args(["cache", "verify", "--config", cfg_file.to_str().unwrap()])
+        .args([
+            "cache",
+            "verify",
+            "--json",
+            "--config",
+            cfg_file.to_str().unwrap(),
+        ])
         .output()
         .await
         .unwrap();

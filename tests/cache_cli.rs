@@ -10,6 +10,7 @@ use support::upstream::{Reply, Upstream, pattern_bytes};
 async fn run(args: &[&str]) -> std::process::Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
         .args(args)
+        .arg("--json")
         .output()
         .await
         .expect("run fetchgate")

@@ -720,6 +720,7 @@ async fn discovery_reads_pointer_and_index_and_nothing_else() {
         .args([
             "love",
             "discover",
+            "--json",
             "--config",
             cfg.to_str().unwrap(),
             &site.url("/"),
@@ -757,6 +758,7 @@ async fn discovery_reads_pointer_and_index_and_nothing_else() {
         .args([
             "love",
             "discover",
+            "--json",
             "--config",
             cfg.to_str().unwrap(),
             &site.url("/"),
@@ -792,6 +794,7 @@ async fn a_lock_keeps_the_digest_and_a_changed_manifest_is_a_conflict() {
         let mut args = vec![
             "love".to_string(),
             "fetch".into(),
+            "--json".into(),
             "--config".into(),
             cfg.to_str().unwrap().into(),
             "--lock".into(),

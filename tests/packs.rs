@@ -124,7 +124,7 @@ impl Site {
         let cfg = self.dir.path().join("fetchgate.toml");
         std::fs::write(&cfg, &self.config).unwrap();
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
-            .args(["cache", "stats", "--entries", "--config"])
+            .args(["cache", "stats", "--entries", "--json", "--config"])
             .arg(&cfg)
             .output()
             .unwrap();
@@ -1780,7 +1780,7 @@ async fn the_cli_dispatches_through_the_same_table_and_conflicts_are_listed() {
     std::fs::write(&cfg, &site.config).unwrap();
     let run = |args: &[String]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
-            .args(["pack"])
+            .args(["pack", "--json"])
             .args(args)
             .arg("--config")
             .arg(&cfg)

@@ -185,6 +185,7 @@ async fn npm_install_and_ci_through_fetchgate_then_from_fetchgate_alone() {
             "cache",
             "stats",
             "--entries",
+            "--json",
             "--config",
             cfg.to_str().unwrap(),
         ])

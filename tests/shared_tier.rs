@@ -491,6 +491,7 @@ async fn with_seaweedfs_killed_both_keep_serving_and_recover_when_it_returns() {
 async fn cli(args: &[&str]) -> std::process::Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
         .args(args)
+        .arg("--json")
         .output()
         .await
         .expect("run fetchgate")

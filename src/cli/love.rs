@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use super::output::{emit, emit_failure, outline};
 use crate::cli::LoveAction;
 use crate::config::Config;
 use crate::love::lock::LockFile;
@@ -10,31 +11,43 @@ use crate::love::retrieve::lock_entry;
 use crate::love::{FetchOptions, Love, LoveError};
 use crate::store::Digest;
 
-fn print(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+/// Prints a result: JSON, or the same fields as indented text.
+fn print(json: bool, v: &serde_json::Value) {
+    emit(json, v, outline);
 }
 
-fn report(e: &LoveError) -> ExitCode {
-    print(&serde_json::to_value(e).unwrap_or_default());
+/// Prints a refusal or failure (text to standard error) and returns exit status 1.
+fn report(json: bool, e: &LoveError) -> ExitCode {
+    let v = serde_json::to_value(e).unwrap_or_default();
+    emit_failure(json, &v, |v| format!("fetchgate: refused\n{}", outline(v)));
     ExitCode::from(1)
 }
 
 /// Runs one `love` action. `Err` is a usage or config error (exit 2).
-pub async fn run(config: &Config, action: LoveAction) -> Result<ExitCode, String> {
-    let store = super::cache::open(config)?;
+pub async fn run(
+    config: &Config,
+    file: Option<&std::path::Path>,
+    action: LoveAction,
+    json: bool,
+) -> Result<ExitCode, String> {
+    // Listing conflicts only reads: it needs an existing cache and never makes one.
+    let store = match action {
+        LoveAction::Conflicts => super::cache::open_existing(config, file)?,
+        _ => super::cache::open(config)?,
+    };
     let fetcher = Arc::new(config.fetcher(store));
     let love = Love::new(fetcher, &config.love)?;
     match action {
         LoveAction::Discover { url } => match love.discover(&url).await {
             Ok(d) => {
-                print(&serde_json::to_value(&d).unwrap_or_default());
+                print(json, &serde_json::to_value(&d).unwrap_or_default());
                 Ok(ExitCode::SUCCESS)
             }
-            Err(e) => Ok(report(&e)),
+            Err(e) => Ok(report(json, &e)),
         },
         LoveAction::Conflicts => {
             let list = love.conflicts().map_err(|e| e.to_string())?;
-            print(&serde_json::json!({ "conflicts": list }));
+            print(json, &serde_json::json!({ "conflicts": list }));
             Ok(ExitCode::SUCCESS)
         }
         LoveAction::Fetch {
@@ -67,10 +80,10 @@ pub async fn run(config: &Config, action: LoveAction) -> Result<ExitCode, String
                             .insert(manifest_url.clone(), lock_entry(&manifest_url, &result));
                         l.write(path)?;
                     }
-                    print(&serde_json::to_value(&result).unwrap_or_default());
+                    print(json, &serde_json::to_value(&result).unwrap_or_default());
                     Ok(ExitCode::SUCCESS)
                 }
-                Err(e) => Ok(report(&e)),
+                Err(e) => Ok(report(json, &e)),
             }
         }
     }

@@ -2,17 +2,34 @@
 
 pub mod cache;
 pub mod check;
+pub mod config_check;
+pub mod fetch;
 pub mod love;
+pub(crate) mod output;
 pub mod pack;
+pub(crate) mod progress;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+/// Shown under every command's `--help`: the environment the binary reads.
+const ENVIRONMENT_HELP: &str = "\
+Environment:
+  FETCHGATE_LOG  which log lines `serve` writes to standard error, as a tracing filter
+                 (default \"info\"; for example \"debug\" or \"fetchgate=debug,hyper=warn\")
+
+Output is for people by default; --json prints one JSON object on standard output instead.
+Progress bars appear on standard error only when it is a terminal.";
+
 /// fetchgate: an egress-enforcing fetch proxy and verified content cache.
 #[derive(Debug, Parser)]
-#[command(name = "fetchgate", version, about)]
+#[command(name = "fetchgate", version, about, after_help = ENVIRONMENT_HELP)]
 pub struct Cli {
+    /// Print one JSON object (for scripts) instead of text for people; for `serve`, log
+    /// lines as JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -22,6 +39,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the proxy.
+    #[command(after_help = ENVIRONMENT_HELP)]
     Serve {
         /// Config file (TOML); the embedded defaults when absent.
         #[arg(long, value_name = "FILE")]
@@ -36,9 +54,6 @@ pub enum Command {
         /// Config file (TOML); the embedded defaults when absent.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Print one JSON object instead of text.
-        #[arg(long)]
-        json: bool,
         /// Treat the locator as a CONNECT authority (host:port).
         #[arg(long)]
         connect: bool,
@@ -86,7 +101,22 @@ pub enum Command {
         #[command(subcommand)]
         action: PackAction,
     },
-    /// Look after the content cache.
+    /// Check a config file without starting anything: parse it, validate it and print the
+    /// settings in force. Creates no cache directory and opens no socket. Exit 0 valid, 2 not.
+    Config {
+        /// What to do.
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// Print a completion script for a shell, for example
+    /// `fetchgate completions bash > /etc/bash_completion.d/fetchgate`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Look after the content cache. Every action reads the directory `[cache] dir` names
+    /// (default ./fetchgate-cache, relative to the config file) and refuses to run when it
+    /// does not exist, rather than creating an empty one.
     Cache {
         /// Config file (TOML); the embedded defaults when absent.
         #[arg(long, value_name = "FILE", global = true)]
@@ -94,6 +124,21 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         action: CacheAction,
+    },
+}
+
+/// `fetchgate config` actions.
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Parse and validate the file, then print the effective settings.
+    Check {
+        /// Config file (TOML); the embedded defaults when absent.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Report a file the config names that does not exist (a tokens file that only a
+        /// systemd unit's credentials provide, say) as a warning and check the rest.
+        #[arg(long)]
+        warn_missing_files: bool,
     },
 }
 
@@ -151,6 +196,13 @@ pub enum CacheAction {
         /// List every entry too.
         #[arg(long)]
         entries: bool,
+    },
+    /// One line per entry, most recently used first: digest, size, last use, pin, label.
+    Ls,
+    /// Remove one entry (its file and its record). Exit 1 if there is none or it is pinned.
+    Rm {
+        /// The entry's SHA-256.
+        sha256: String,
     },
     /// Re-hash every entry; quarantine any that no longer match. Exit 1 if any did.
     Verify,

@@ -4,14 +4,25 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use super::output::{emit, emit_failure, outline};
+use super::progress::Progress;
 use crate::cli::PackAction;
 use crate::config::Config;
 use crate::love::seen::Seen;
 use crate::pack::{Packs, Params};
 
 /// Runs one `pack` action. `Err` is a usage or config error (exit 2).
-pub async fn run(config: &Config, action: PackAction) -> Result<ExitCode, String> {
-    let store = super::cache::open(config)?;
+pub async fn run(
+    config: &Config,
+    file: Option<&std::path::Path>,
+    action: PackAction,
+    json: bool,
+) -> Result<ExitCode, String> {
+    // Listing conflicts only reads: it needs an existing cache and never makes one.
+    let store = match action {
+        PackAction::Conflicts => super::cache::open_existing(config, file)?,
+        PackAction::Fetch { .. } => super::cache::open(config)?,
+    };
     let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
     let fetcher = Arc::new(config.fetcher(store));
     let budget = crate::love::budget::Budget::new(config.love.max_inflight_bytes);
@@ -20,8 +31,7 @@ pub async fn run(config: &Config, action: PackAction) -> Result<ExitCode, String
         PackAction::Fetch { format, params } => (format, params),
         PackAction::Conflicts => {
             let list = packs.conflicts().map_err(|e| e.to_string())?;
-            let v = serde_json::json!({ "conflicts": list });
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            emit(json, &serde_json::json!({ "conflicts": list }), outline);
             return Ok(ExitCode::SUCCESS);
         }
     };
@@ -34,13 +44,22 @@ pub async fn run(config: &Config, action: PackAction) -> Result<ExitCode, String
             return Err(format!("{k} is given twice"));
         }
     }
-    let (value, code) = match packs.fetch(&format, &map, None).await {
-        Ok(r) => (serde_json::to_value(&r), ExitCode::SUCCESS),
-        Err(e) => (serde_json::to_value(&e), ExitCode::from(1)),
+    let bar = Progress::spinner_bytes(&format!("pack fetch ({format})"));
+    let result = {
+        let _follow = bar.follow_received();
+        packs.fetch(&format, &map, None).await
     };
-    let text = value
-        .and_then(|v| serde_json::to_string_pretty(&v))
-        .unwrap_or_default();
-    println!("{text}");
-    Ok(code)
+    bar.finish();
+    match result {
+        Ok(r) => {
+            let v = serde_json::to_value(&r).unwrap_or_default();
+            emit(json, &v, |v| format!("published\n{}", outline(v)));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let v = serde_json::to_value(&e).unwrap_or_default();
+            emit_failure(json, &v, |v| format!("fetchgate: refused\n{}", outline(v)));
+            Ok(ExitCode::from(1))
+        }
+    }
 }

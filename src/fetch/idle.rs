@@ -11,6 +11,15 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
+/// Data bytes read from upstream bodies by this process, for the command line's progress
+/// bars (a one-shot CLI runs one fetch at a time, so the difference over a fetch is its own).
+static RECEIVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Data bytes read from upstream bodies by this process so far.
+pub(crate) fn received() -> u64 {
+    RECEIVED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The error when the limit is hit; it names the limit.
 #[derive(Debug)]
 pub(crate) struct BodyIdle(pub Duration);
@@ -57,6 +66,11 @@ impl Body for IdleBody {
             Poll::Ready(frame) => {
                 let idle = self.idle;
                 self.timer.as_mut().reset(Instant::now() + idle);
+                if let Some(Ok(data)) = frame.as_ref().map(|r| r.as_ref().map(Frame::data_ref))
+                    && let Some(data) = data
+                {
+                    RECEIVED.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
                 Poll::Ready(frame.map(|r| r.map_err(Into::into)))
             }
             Poll::Pending => match self.timer.as_mut().poll(cx) {

@@ -17,6 +17,7 @@ pub(crate) mod names;
 pub(crate) mod npm;
 pub(crate) mod oci;
 pub(crate) mod pypi;
+mod pypi_upstream;
 pub(crate) mod service;
 
 use std::net::SocketAddr;

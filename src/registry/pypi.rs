@@ -6,6 +6,7 @@
 use super::aliases::FileRecord as StoredFile;
 use super::error::RegistryError;
 use super::metadata::Freshness;
+use super::pypi_upstream::{UPSTREAM_FORM, not_a_page};
 use super::service::{Ask, Front, Registries, Reply, sha256_expected};
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -143,9 +144,9 @@ pub(crate) struct Page {
 /// A `.metadata` sidecar without a SHA-256 is hidden, so pip fetches the verified file instead.
 pub(crate) fn read_page(body: &[u8], page_url: &url::Url, base: &str) -> Result<Page, String> {
     let mut doc: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the project page is not JSON: {e}"))?;
+        serde_json::from_slice(body).map_err(|e| not_a_page(body, page_url, Some(&e)))?;
     let Some(files) = doc.get_mut("files").and_then(Value::as_array_mut) else {
-        return Err("the project page has no files list".into());
+        return Err(not_a_page(body, page_url, None));
     };
     let mut records = Vec::new();
     let mut kept = Vec::new();
@@ -293,7 +294,10 @@ impl Registries {
                     .meta(front, &name, &path, "application/vnd.pypi.simple.v1+json")
                     .await?;
                 if entry.status != 200 {
-                    return Err(RegistryError::NotFound(format!("project {name}")));
+                    return Err(RegistryError::NotFound(format!(
+                        "project {name} at {}{path} (if no project is ever found, check the upstream: {UPSTREAM_FORM})",
+                        front.settings.upstream
+                    )));
                 }
                 let page_url = front
                     .settings

@@ -140,6 +140,13 @@ impl Registries {
         }
     }
 
+    /// Every configured registry's settings, by name (for the admin status page).
+    pub(crate) fn settings(&self) -> Vec<&RegistrySettings> {
+        let mut all: Vec<&RegistrySettings> = self.fronts.values().map(|f| &f.settings).collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
     /// True if any registry is configured.
     pub(crate) fn any(&self) -> bool {
         !self.fronts.is_empty()

@@ -122,6 +122,7 @@ fn route(handle: &Handle, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 m.encode(),
             )
         }
+        "/" => super::status::page(handle),
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
         "/readyz" => {
             let gate = handle.gate();

@@ -162,6 +162,7 @@ impl Observer for LogLine {
         m.requests
             .get_or_create(&[("kind", l.kind.as_str()), ("outcome", outcome)])
             .inc();
+        super::status::note(l.kind.as_str(), l.reason, l.status, &l.locator);
         tracing::info!(
             target: "fetchgate::request",
             client = %l.client,

@@ -19,6 +19,7 @@ pub(crate) mod proxy;
 pub(crate) mod registry_api;
 pub(crate) mod request_error;
 pub(crate) mod slots;
+pub(crate) mod status;
 pub(crate) mod tee;
 pub(crate) mod tls;
 pub(crate) mod tunnel;

@@ -363,10 +363,12 @@ impl SharedTier {
             .and_then(|hex| Digest::parse(hex).ok())
     }
 
-    /// Uploads every local entry the bucket lacks, now (`fetchgate cache push`).
-    pub(crate) async fn push(&self, store: &Arc<Store>) -> PushReport {
+    /// Uploads every local entry the bucket lacks, now (`fetchgate cache push`), calling
+    /// `each` as it takes up every entry (the command draws its progress bar from it).
+    pub(crate) async fn push_with(&self, store: &Arc<Store>, each: &mut dyn FnMut()) -> PushReport {
         let mut report = PushReport::default();
         for entry in store.list() {
+            each();
             let Ok(digest) = Digest::parse(&entry.sha256) else {
                 continue;
             };

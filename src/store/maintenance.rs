@@ -60,8 +60,9 @@ impl Store {
 
     /// Re-hashes every entry; any whose bytes no longer match their name is moved to
     /// `quarantine/` and never served again, and adopted entries that match are marked
-    /// verified.
-    pub(crate) fn verify(&self) -> VerifyReport {
+    /// verified. `each` is called with an entry's size after it is checked (`cache verify`
+    /// draws its progress bar from it).
+    pub(crate) fn verify_with(&self, each: &mut dyn FnMut(u64)) -> VerifyReport {
         let metas: Vec<(Digest, Arc<Meta>)> = match self.table() {
             Ok(e) => e.iter().map(|(d, m)| (*d, m.clone())).collect(),
             Err(_) => return VerifyReport::default(),
@@ -79,6 +80,7 @@ impl Store {
                 Ok((got, _)) => Some(format!("the bytes hash to {got}")),
                 Err(e) => Some(format!("unreadable: {e}")),
             };
+            each(size);
             match problem {
                 None => report.ok += 1,
                 Some(why) => {
@@ -125,6 +127,25 @@ impl Store {
         }
         self.remove_entry(d);
         tracing::warn!(sha256 = %d, "cache entry failed verification and was quarantined");
+    }
+
+    /// Removes one entry, its file and its record (`cache rm`). `Ok(None)` if there is no
+    /// such entry; a pinned entry is left alone (`Ok(Some(false))`).
+    pub(crate) fn remove(&self, d: &Digest) -> Result<Option<bool>, StoreError> {
+        let Some(meta) = self.meta(d) else {
+            return Ok(None);
+        };
+        if meta.is_pinned() {
+            return Ok(Some(false));
+        }
+        let path = self.object_path(d);
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("remove", &path, e)),
+        }
+        self.remove_entry(d);
+        Ok(Some(true))
     }
 
     /// Evicts down to `max_bytes`, removes stray temp files (those no live fill holds) and
