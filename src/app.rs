@@ -56,6 +56,7 @@ impl Shared {
         })?);
         let metadata = Arc::new(MetadataCache::open(
             &store.root().join("registry-metadata"),
+            config.cache.metadata_max_bytes,
         )?);
         let aliases = Arc::new(Aliases::open(&store.root().join("registry.redb")).map_err(
             |e| io::Error::other(format!("cannot open the registry alias database: {e}")),
