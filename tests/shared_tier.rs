@@ -103,7 +103,7 @@ async fn start_instance(
 
 impl Instance {
     async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Got {
-        let mut h = vec![("host", "fetchgate")];
+        let mut h = vec![("host", "localhost")];
         h.extend_from_slice(headers);
         Client::connect(self.proxy)
             .await
@@ -114,7 +114,7 @@ impl Instance {
     async fn admin(&self, path: &str) -> Got {
         Client::connect(self.admin)
             .await
-            .send("GET", path, &[("host", "admin")])
+            .send("GET", path, &[("host", "localhost")])
             .await
     }
 

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use toml::Spanned;
 
+use super::host::{HostKey, host_key};
 use crate::decide::profile::parse_cidr;
 use crate::errors::Origin;
 use crate::toml_file::{FileError, TomlSource};
@@ -29,6 +30,9 @@ pub(crate) struct AccessSection {
     pub(crate) tokens_file: Option<Spanned<String>>,
     /// Web origins (`https://ci.example.com`) whose pages may use the state-changing routes.
     pub(crate) origins: Option<Vec<Spanned<String>>>,
+    /// Names (or addresses) clients reach fetchgate by, beyond its listen addresses,
+    /// loopback and `localhost`: what an origin-form request's `Host` may say.
+    pub(crate) hosts: Option<Vec<Spanned<String>>>,
 }
 
 /// Checked access rules.
@@ -37,6 +41,7 @@ pub(crate) struct Access {
     clients: Vec<IpNet>,
     tokens: Option<Vec<Vec<u8>>>,
     origins: Vec<String>,
+    hosts: Vec<HostKey>,
 }
 
 /// Why a request a browser sent for a web page was refused on a state-changing route.
@@ -120,6 +125,7 @@ impl Access {
             ],
             tokens: None,
             origins: Vec::new(),
+            hosts: Vec::new(),
         }
     }
 
@@ -163,7 +169,23 @@ impl Access {
                 .origins
                 .push(origin(o.get_ref()).map_err(|why| src.error_at(o.span(), why))?);
         }
+        for h in section.hosts.iter().flatten() {
+            let key = host_key(h.get_ref()).map_err(|why| {
+                src.error_at(
+                    h.span(),
+                    format!(
+                        "{why}; list a name or address without a port, such as fetchgate.internal"
+                    ),
+                )
+            })?;
+            access.hosts.push(key);
+        }
         Ok(access)
+    }
+
+    /// `[access] hosts`, as [`super::host::check_host`] compares them.
+    pub(crate) fn hosts(&self) -> &[HostKey] {
+        &self.hosts
     }
 
     /// For routes that change state through a `GET` (fetch-through, LOVE fetch), which any
@@ -264,6 +286,7 @@ mod tests {
             clients: vec![],
             tokens: Some(vec![b"tok-one".to_vec(), b"tok-two".to_vec()]),
             origins: vec![],
+            hosts: vec![],
         }
     }
 

@@ -8,6 +8,7 @@
 pub(crate) mod access;
 pub mod admin;
 pub(crate) mod body;
+pub(crate) mod host;
 pub(crate) mod limits;
 pub(crate) mod love_api;
 pub(crate) mod objects;
@@ -281,6 +282,10 @@ async fn serve_client(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
     let _ = stream.set_nodelay(true);
+    // The address the client reached: its own `Host` may name it (a rebinding check).
+    let local = stream
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let io = TokioIo::new(stream);
     let current = gate.load_full();
     let allowed = current.access.client_allowed(peer.ip());
@@ -292,6 +297,7 @@ async fn serve_client(
         .keep_alive(allowed);
     let conn = Arc::new(ClientConn {
         client: peer,
+        local,
         pool: Pool::new(POOL_MAX_IDLE, POOL_IDLE_TIMEOUT),
         slot,
         mount,

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::access::{CrossSite, Denied};
 use super::body::ProxyBody;
+use super::host::HostRefused;
 use super::request_error::RequestError;
 use super::slots::Full;
 use crate::body::full;
@@ -266,6 +267,32 @@ impl From<CrossSite> for Problem {
             "send the request from a tool rather than a web page, or ask the operator to list the page's origin in [access] origins",
         )
         .field(e.field())
+    }
+}
+
+impl From<HostRefused> for Problem {
+    fn from(e: HostRefused) -> Self {
+        match &e {
+            HostRefused::Malformed(_) => Problem::new(
+                StatusCode::BAD_REQUEST,
+                e.code(),
+                e.origin(),
+                e.detail(),
+                "send one Host header: the name or address you reach fetchgate at",
+            ),
+            HostRefused::Foreign { accepted, .. } => {
+                let mut p = Problem::new(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    e.code(),
+                    e.origin(),
+                    e.detail(),
+                    "reach fetchgate by one of the accepted names, or ask the operator to list this name in [access] hosts",
+                );
+                p.extra = Some(json!({ "accepted": accepted }));
+                p
+            }
+        }
+        .field("Host")
     }
 }
 
