@@ -14,6 +14,7 @@ mod fleet;
 pub(crate) mod metadata;
 pub(crate) mod names;
 pub(crate) mod npm;
+pub(crate) mod private;
 pub(crate) mod pypi;
 pub(crate) mod service;
 

@@ -17,6 +17,7 @@ use super::aliases::Aliases;
 use super::error::RegistryError;
 use super::metadata::{Ageing, Answer, Entry, Freshness, MetaError, MetadataCache};
 use super::names::{Refusal, canonical};
+use super::private::Credentialed;
 use super::{Kind, RegistrySettings};
 use crate::fetch::expected::{ExpectedError, MetaResponse};
 use crate::fetch::hops::Credential;
@@ -71,6 +72,7 @@ pub(crate) struct Registries {
     pub(super) aliases: Arc<Aliases>,
     pub(super) fetcher: Arc<Fetcher>,
     flights: Mutex<HashMap<String, Flight>>,
+    credentialed: Arc<Credentialed>,
 }
 
 impl Registries {
@@ -80,6 +82,7 @@ impl Registries {
         metadata: Arc<MetadataCache>,
         aliases: Arc<Aliases>,
         fetcher: Arc<Fetcher>,
+        credentialed: Arc<Credentialed>,
     ) -> Self {
         let fronts = settings
             .iter()
@@ -103,6 +106,7 @@ impl Registries {
             aliases,
             fetcher,
             flights: Mutex::new(HashMap::new()),
+            credentialed,
         }
     }
 
@@ -153,11 +157,24 @@ impl Registries {
             .fronts
             .get(name)
             .ok_or_else(|| RegistryError::UnknownRegistry(name.to_string()))?;
-        match front.settings.kind {
+        let reply = match front.settings.kind {
             Kind::Npm => self.npm(front, ask).await,
             Kind::Pypi => self.pypi(front, ask).await,
             Kind::Cargo => self.cargo(front, ask).await,
+        }?;
+        // Whatever a registry with credentials serves may be private: never offered to every
+        // web origin by a plain `/sha256/` read (marked before the client has the digest).
+        if let Reply::Artifact { sha256 } = &reply
+            && front.credential.is_some()
+        {
+            self.credentialed.mark(*sha256).await;
         }
+        Ok(reply)
+    }
+
+    /// True if a registry with credentials served `digest` (its bytes may be private).
+    pub(crate) fn credentialed(&self, digest: &Digest) -> bool {
+        self.credentialed.contains(digest)
     }
 
     pub(super) fn judge(&self, front: &Front, name: &str) -> Result<String, RegistryError> {
@@ -237,8 +254,9 @@ impl Registries {
                 Ok((entry, freshness))
             }
             Err(MetaError::OfflineMiss) => Err(RegistryError::OfflineMiss(path.to_string())),
-            // The body reader stops at the cap and says so with `size_mismatch`.
-            Err(MetaError::Upstream(f)) if f.code == "size_mismatch" => {
+            // A `Content-Length` over the cap is `too_large`; a body without one that runs
+            // past it is stopped there with `size_mismatch`.
+            Err(MetaError::Upstream(f)) if matches!(f.code, "too_large" | "size_mismatch") => {
                 Err(RegistryError::MetadataTooLarge {
                     path: path.to_string(),
                     limit,
