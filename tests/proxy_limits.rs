@@ -401,3 +401,31 @@ async fn an_upstream_body_that_stalls_is_cut_off_never_completed() {
         "a stalled body never arrives complete"
     );
 }
+
+/// A page rebound to the admin address reads no metrics: its name in `Host` is `421` with the
+/// accepted names, while fetchgate's own names (any spelling) are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_port_answers_only_its_own_host_names() {
+    let (admin, _dir) = start_admin("header_read_timeout_ms = 5000").await;
+    for foreign in ["rebind.attacker.example", "Rebind.Attacker.Example.:9128"] {
+        let got = Client::connect(admin)
+            .await
+            .send(
+                "GET",
+                "/metrics",
+                &[("host", foreign), ("sec-fetch-site", "same-origin")],
+            )
+            .await;
+        assert_eq!(got.status, 421, "{foreign}");
+        assert_eq!(got.json()["code"], "host_not_accepted");
+        assert!(got.json()["accepted"].to_string().contains("localhost"));
+        assert!(!String::from_utf8_lossy(&got.body).contains("fetchgate_"));
+    }
+    for own in [admin.to_string(), "LOCALHOST.".to_string(), "127.1".into()] {
+        let got = Client::connect(admin)
+            .await
+            .send("GET", "/metrics", &[("host", own.as_str())])
+            .await;
+        assert_eq!(got.status, 200, "{own}");
+    }
+}
