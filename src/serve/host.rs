@@ -265,4 +265,20 @@ mod tests {
             Err(HostRefused::Malformed(_))
         ));
     }
+
+    #[test]
+    fn a_configured_name_takes_no_port_and_the_error_names_the_field() {
+        let err = crate::config::Config::from_toml(
+            "t.toml",
+            "[access]\nhosts = [\"fetchgate.internal:3128\"]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("hosts") && err.contains("without a port"),
+            "{err}"
+        );
+        let ok = crate::config::Config::from_toml("t.toml", "[access]\nhosts = [\"10.0.0.5\"]\n");
+        assert!(ok.is_ok());
+    }
 }
