@@ -1057,7 +1057,7 @@ async fn a_fetch_whose_clients_all_left_is_abandoned() {
     let d = Digest::of(b"never sent either");
     let path = through(&d, 2 << 20, &[stall.url()]);
     let mut client = tokio::net::TcpStream::connect(proxy).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nhost: fetchgate\r\n\r\n");
+    let req = format!("GET {path} HTTP/1.1\r\nhost: localhost\r\n\r\n");
     client.write_all(req.as_bytes()).await.unwrap();
     assert!(eventually(|| stall.requests() == 1).await);
     assert!(eventually(|| std::fs::read_dir(dir.path().join("tmp")).unwrap().count() == 1).await);

@@ -16,7 +16,6 @@ use serde_json::json;
 
 use super::access::{CrossSite, Denied};
 use super::body::ProxyBody;
-use super::host::HostRefused;
 use super::request_error::RequestError;
 use super::slots::Full;
 use crate::body::full;
@@ -270,32 +269,6 @@ impl From<CrossSite> for Problem {
     }
 }
 
-impl From<HostRefused> for Problem {
-    fn from(e: HostRefused) -> Self {
-        match &e {
-            HostRefused::Malformed(_) => Problem::new(
-                StatusCode::BAD_REQUEST,
-                e.code(),
-                e.origin(),
-                e.detail(),
-                "send one Host header: the name or address you reach fetchgate at",
-            ),
-            HostRefused::Foreign { accepted, .. } => {
-                let mut p = Problem::new(
-                    StatusCode::MISDIRECTED_REQUEST,
-                    e.code(),
-                    e.origin(),
-                    e.detail(),
-                    "reach fetchgate by one of the accepted names, or ask the operator to list this name in [access] hosts",
-                );
-                p.extra = Some(json!({ "accepted": accepted }));
-                p
-            }
-        }
-        .field("Host")
-    }
-}
-
 impl From<Full> for Problem {
     fn from(e: Full) -> Self {
         Problem::new(
@@ -510,5 +483,6 @@ pub(crate) fn refusal(refused: &Refusal, locator: String) -> Problem {
     }
 }
 
+mod host;
 #[cfg(test)]
 mod tests;
