@@ -20,6 +20,7 @@ use crate::love::seen::Seen;
 use crate::pack::Packs;
 use crate::registry::aliases::Aliases;
 use crate::registry::metadata::MetadataCache;
+use crate::registry::private::Credentialed;
 use crate::registry::service::Registries;
 use crate::serve::{AppContext, SharedContext};
 use crate::shared::{SharedSettings, SharedTier};
@@ -36,6 +37,8 @@ pub(crate) struct Shared {
     pub(crate) metadata: Arc<MetadataCache>,
     /// Registry digest aliases, file records and verified URLs.
     pub(crate) aliases: Arc<Aliases>,
+    /// Digests served by registries with credentials.
+    pub(crate) credentialed: Arc<Credentialed>,
     /// Fetches in flight: every fetcher, before and after a reload, joins the same table.
     pub(crate) flights: Arc<Flights>,
     /// The shared tier under the store (`[shared]`), if configured.
@@ -56,10 +59,16 @@ impl Shared {
         })?);
         let metadata = Arc::new(MetadataCache::open(
             &store.root().join("registry-metadata"),
+            config.cache.metadata_max_bytes,
         )?);
         let aliases = Arc::new(Aliases::open(&store.root().join("registry.redb")).map_err(
             |e| io::Error::other(format!("cannot open the registry alias database: {e}")),
         )?);
+        let credentialed = Arc::new(
+            Credentialed::open(&store.root().join("registry-private.redb")).map_err(|e| {
+                io::Error::other(format!("cannot open the credentialed-digest database: {e}"))
+            })?,
+        );
         let tier = match &config.shared {
             None => None,
             Some(settings) => Some(SharedTier::open(settings, &store).map_err(io::Error::other)?),
@@ -69,6 +78,7 @@ impl Shared {
             seen,
             metadata,
             aliases,
+            credentialed,
             flights: Arc::default(),
             tier,
         })
@@ -97,6 +107,7 @@ pub(crate) fn gate(config: &Config, shared: &Shared) -> AppContext {
         shared.metadata.clone(),
         shared.aliases.clone(),
         fetcher.clone(),
+        shared.credentialed.clone(),
     );
     AppContext {
         egress: config.egress(),

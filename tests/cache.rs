@@ -16,7 +16,7 @@ use support::proxy::{Client, Got, start_proxy, start_proxy_in};
 use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes, tls_for};
 
 async fn get_path(proxy: std::net::SocketAddr, path: &str, headers: &[(&str, &str)]) -> Got {
-    let mut h = vec![("host", "fetchgate")];
+    let mut h = vec![("host", "localhost")];
     h.extend_from_slice(headers);
     Client::connect(proxy).await.send("GET", path, &h).await
 }
@@ -256,7 +256,7 @@ async fn serving_rules_range_head_conditional_and_errors() {
     assert!(got.body.is_empty());
     let got = Client::connect(proxy)
         .await
-        .send("HEAD", &path, &[("host", "fetchgate")])
+        .send("HEAD", &path, &[("host", "localhost")])
         .await;
     assert_eq!(got.status, 200);
     assert_eq!(got.headers["content-length"], "10000");
@@ -1096,7 +1096,7 @@ async fn a_fetch_whose_clients_all_left_is_abandoned() {
     let d = Digest::of(b"never sent either");
     let path = through(&d, 2 << 20, &[stall.url()]);
     let mut client = tokio::net::TcpStream::connect(proxy).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nhost: fetchgate\r\n\r\n");
+    let req = format!("GET {path} HTTP/1.1\r\nhost: localhost\r\n\r\n");
     client.write_all(req.as_bytes()).await.unwrap();
     assert!(eventually(|| stall.requests() == 1).await);
     assert!(eventually(|| std::fs::read_dir(dir.path().join("tmp")).unwrap().count() == 1).await);

@@ -47,7 +47,7 @@ async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
     )
     .unwrap();
     let proxy: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let host = [("host", "fetchgate")];
+    let host = [("host", "localhost")];
 
     let mut running = start(&config, &[]).await;
     let small_url = format!("http://127.0.0.2:{}/small.tgz", small_up.addr.port());
@@ -64,7 +64,7 @@ async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
         let mut c = Client::connect(proxy).await;
         let _ = tokio::time::timeout(
             Duration::from_secs(60),
-            c.send("GET", &big_path, &[("host", "fetchgate")]),
+            c.send("GET", &big_path, &[("host", "localhost")]),
         )
         .await;
     });

@@ -104,7 +104,7 @@ impl Site {
             .send(
                 "GET",
                 &format!("/love/v1/fetch?manifest={manifest}{params}"),
-                &[("host", "fetchgate")],
+                &[("host", "localhost")],
             )
             .await
     }
@@ -140,7 +140,7 @@ impl Site {
     async fn cached(&self, sha: &str) -> Got {
         Client::connect(self.proxy)
             .await
-            .send("GET", &format!("/sha256/{sha}"), &[("host", "fetchgate")])
+            .send("GET", &format!("/sha256/{sha}"), &[("host", "localhost")])
             .await
     }
 }
@@ -484,7 +484,7 @@ async fn two_digests_for_one_name_and_version_conflict_until_pinned() {
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     let got = Client::connect(site.proxy)
         .await
-        .send("GET", "/love/v1/conflicts", &[("host", "fetchgate")])
+        .send("GET", "/love/v1/conflicts", &[("host", "localhost")])
         .await;
     let j = body(&got);
     assert_eq!(j["conflicts"][0]["name"], NAME);

@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 async fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
     let got = Client::connect(admin)
         .await
-        .send("GET", path, &[("host", "admin")])
+        .send("GET", path, &[("host", "localhost")])
         .await;
     (
         got.status.as_u16(),
@@ -75,12 +75,16 @@ async fn metrics_after_known_traffic_and_readyz_on_an_unwritable_cache() {
     );
     let c = Client::connect(proxy)
         .await
-        .send("GET", &path, &[("host", "fg")])
+        .send("GET", &path, &[("host", "localhost")])
         .await;
     assert_eq!(c.status, 200);
     let c = Client::connect(proxy)
         .await
-        .send("GET", &format!("/sha256/{}", d.hex()), &[("host", "fg")])
+        .send(
+            "GET",
+            &format!("/sha256/{}", d.hex()),
+            &[("host", "localhost")],
+        )
         .await;
     assert_eq!(c.status, 200);
 

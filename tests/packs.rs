@@ -75,7 +75,7 @@ impl Site {
             .send(
                 "GET",
                 &format!("/pack/v1/fetch?{}", q.finish()),
-                &[("host", "fetchgate")],
+                &[("host", "localhost")],
             )
             .await
     }
@@ -84,7 +84,7 @@ impl Site {
         let sha = Digest::of(bytes).hex();
         Client::connect(self.proxy)
             .await
-            .send("GET", &format!("/sha256/{sha}"), &[("host", "fetchgate")])
+            .send("GET", &format!("/sha256/{sha}"), &[("host", "localhost")])
             .await
     }
 
@@ -1833,7 +1833,7 @@ async fn the_cli_dispatches_through_the_same_table_and_conflicts_are_listed() {
     );
     let got = Client::connect(site.proxy)
         .await
-        .send("GET", "/pack/v1/conflicts", &[("host", "fetchgate")])
+        .send("GET", "/pack/v1/conflicts", &[("host", "localhost")])
         .await;
     let c = body(&got);
     assert_eq!(c["conflicts"][0]["name"], "lgflow:customer-support", "{c}");

@@ -257,7 +257,7 @@ async fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<String> {
 async fn the_admin_port_cuts_off_slow_heads_and_probes_write_nothing() {
     let (admin, dir) = start_admin("header_read_timeout_ms = 300").await;
     let mut s = TcpStream::connect(admin).await.unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\n")
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n")
         .await
         .unwrap();
     let answer = closed_within(&mut s, Duration::from_secs(10))
@@ -274,7 +274,7 @@ async fn the_admin_port_cuts_off_slow_heads_and_probes_write_nothing() {
     for _ in 0..3 {
         let got = Client::connect(admin)
             .await
-            .send("GET", "/readyz", &[("host", "admin")])
+            .send("GET", "/readyz", &[("host", "localhost")])
             .await;
         assert_eq!(got.status, 200);
     }
@@ -294,7 +294,7 @@ async fn the_admin_port_serves_a_few_connections_and_closes_the_rest() {
     }
     let mut extra = TcpStream::connect(admin).await.unwrap();
     let _ = extra
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n")
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await;
     let answer = closed_within(&mut extra, Duration::from_secs(10))
         .await
@@ -306,7 +306,7 @@ async fn the_admin_port_serves_a_few_connections_and_closes_the_rest() {
     for _ in 0..200 {
         let mut s = TcpStream::connect(admin).await.unwrap();
         let _ = s
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n")
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await;
         if read_head(&mut s).await.starts_with("HTTP/1.1 200") {
             answered = true;
@@ -400,4 +400,32 @@ async fn an_upstream_body_that_stalls_is_cut_off_never_completed() {
         (got.body.len() as u64) < total,
         "a stalled body never arrives complete"
     );
+}
+
+/// A page rebound to the admin address reads no metrics: its name in `Host` is `421` with the
+/// accepted names, while fetchgate's own names (any spelling) are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_port_answers_only_its_own_host_names() {
+    let (admin, _dir) = start_admin("header_read_timeout_ms = 5000").await;
+    for foreign in ["rebind.attacker.example", "Rebind.Attacker.Example.:9128"] {
+        let got = Client::connect(admin)
+            .await
+            .send(
+                "GET",
+                "/metrics",
+                &[("host", foreign), ("sec-fetch-site", "same-origin")],
+            )
+            .await;
+        assert_eq!(got.status, 421, "{foreign}");
+        assert_eq!(got.json()["code"], "host_not_accepted");
+        assert!(got.json()["accepted"].to_string().contains("localhost"));
+        assert!(!String::from_utf8_lossy(&got.body).contains("fetchgate_"));
+    }
+    for own in [admin.to_string(), "LOCALHOST.".to_string(), "127.1".into()] {
+        let got = Client::connect(admin)
+            .await
+            .send("GET", "/metrics", &[("host", own.as_str())])
+            .await;
+        assert_eq!(got.status, 200, "{own}");
+    }
 }

@@ -103,7 +103,7 @@ async fn start_instance(
 
 impl Instance {
     async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Got {
-        let mut h = vec![("host", "fetchgate")];
+        let mut h = vec![("host", "localhost")];
         h.extend_from_slice(headers);
         Client::connect(self.proxy)
             .await
@@ -114,7 +114,7 @@ impl Instance {
     async fn admin(&self, path: &str) -> Got {
         Client::connect(self.admin)
             .await
-            .send("GET", path, &[("host", "admin")])
+            .send("GET", path, &[("host", "localhost")])
             .await
     }
 
@@ -908,4 +908,48 @@ async fn an_https_endpoint_with_a_private_ca_is_trusted_through_ca_file_only() {
         store.requests().len() == 1,
         "only the trusting instance got through TLS"
     );
+}
+
+/// Repeated `/sha256/` misses for a digest the bucket lacks cost one bucket GET within
+/// `miss_ttl_ms`, not one each; and the remembered miss never hides an object past that
+/// short TTL: once another instance uploads it, it is served from the bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_misses_are_remembered_briefly_and_never_hide_a_later_upload() {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("misses");
+    let bytes = pattern_bytes(40_003);
+    let d = Digest::of(&bytes);
+    let mirror = mirror(&[("/late", &bytes)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = format!(
+        "url = \"s3://{BUCKET}/{prefix}\"\nendpoint = \"{}\"\ntimeout_ms = 3000\nbreaker_cooldown_ms = 300\nmiss_ttl_ms = 1500\n",
+        weed.endpoint()
+    );
+    let b = start_instance(dir.path(), "b", &shared, None, "").await;
+    let plain = format!("/sha256/{}", d.hex());
+    for _ in 0..5 {
+        assert_eq!(b.get(&plain, &[]).await.status, 404);
+    }
+    assert_eq!(b.gets("miss").await, 1.0, "one bucket GET for five misses");
+    assert_eq!(b.gets("recent_miss").await, 4.0);
+
+    let a = instance(dir.path(), "a", weed, &prefix, Some(mirror.addr)).await;
+    let url = format!("http://{}/late", mirror.addr);
+    assert_eq!(
+        a.get(&through(&d, bytes.len(), &url), &[]).await.status,
+        200
+    );
+    let k = key(&prefix, &d);
+    eventually("A's upload reaches the bucket", || {
+        let (s3, k) = (s3.clone(), k.clone());
+        async move { object(&s3, &k).await.is_some() }
+    })
+    .await;
+    eventually("B serves the upload once its miss is forgotten", || async {
+        let got = b.get(&plain, &[]).await;
+        got.status == 200 && got.body.as_ref() == bytes.as_slice()
+    })
+    .await;
 }

@@ -28,6 +28,24 @@ pub(crate) enum RegistryError {
     Upstream(LocatorFailure),
     /// The metadata could not be read.
     BadMetadata(String),
+    /// The upstream's document is longer than `max_metadata_bytes`.
+    MetadataTooLarge {
+        /// The path below the upstream.
+        path: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// The upstream failed and the cached copy is past `max_stale_seconds`.
+    MetadataTooStale {
+        /// The path below the upstream.
+        path: String,
+        /// Seconds since the upstream last confirmed the copy.
+        age: u64,
+        /// The limit past the TTL.
+        max_stale: u64,
+        /// How the upstream failed.
+        failure: Box<LocatorFailure>,
+    },
     /// The registry published no digest fetchgate can check.
     NoDigest {
         /// `name@version` or the file.
@@ -65,6 +83,8 @@ impl RegistryError {
             }
             RegistryError::Upstream(_) => "registry_upstream_failed",
             RegistryError::BadMetadata(_) => "registry_metadata_invalid",
+            RegistryError::MetadataTooLarge { .. } => "registry_metadata_too_large",
+            RegistryError::MetadataTooStale { .. } => "registry_metadata_too_stale",
             RegistryError::NoDigest { .. } => "no_published_digest",
             RegistryError::DigestMismatch { .. } => "digest_mismatch",
             RegistryError::Cache(_) => "cache_error",
@@ -83,6 +103,8 @@ impl RegistryError {
             RegistryError::Upstream(f) if f.code == "upstream_timeout" => 504,
             RegistryError::Upstream(_)
             | RegistryError::BadMetadata(_)
+            | RegistryError::MetadataTooLarge { .. }
+            | RegistryError::MetadataTooStale { .. }
             | RegistryError::NoDigest { .. }
             | RegistryError::DigestMismatch { .. } => 502,
             RegistryError::Cache(_) | RegistryError::Internal(_) => 500,
@@ -99,6 +121,8 @@ impl RegistryError {
             RegistryError::NotFound(_)
             | RegistryError::Upstream(_)
             | RegistryError::BadMetadata(_)
+            | RegistryError::MetadataTooLarge { .. }
+            | RegistryError::MetadataTooStale { .. }
             | RegistryError::NoDigest { .. }
             | RegistryError::DigestMismatch { .. } => Origin::Upstream,
             RegistryError::Cache(_) | RegistryError::Internal(_) => Origin::Internal,
@@ -110,6 +134,8 @@ impl RegistryError {
         match self {
             RegistryError::NameRefused { list, .. } => Some(list),
             RegistryError::OfflineMiss(_) => Some("offline"),
+            RegistryError::MetadataTooLarge { .. } => Some("max_metadata_bytes"),
+            RegistryError::MetadataTooStale { .. } => Some("max_stale_seconds"),
             RegistryError::DigestMismatch { .. } | RegistryError::NoDigest { .. } => {
                 Some("integrity")
             }
@@ -139,6 +165,18 @@ impl RegistryError {
             }
             RegistryError::Upstream(f) => format!("{}: {}", f.code, f.detail),
             RegistryError::BadMetadata(why) => why.clone(),
+            RegistryError::MetadataTooLarge { path, limit } => format!(
+                "the upstream's {path} is longer than max_metadata_bytes ({limit} bytes); reading stopped there"
+            ),
+            RegistryError::MetadataTooStale {
+                path,
+                age,
+                max_stale,
+                failure,
+            } => format!(
+                "the upstream failed ({}: {}) and the cached {path} was last confirmed {age} s ago, past its TTL plus max_stale_seconds ({max_stale} s); it is not served, so a yank or deprecation is not hidden",
+                failure.code, failure.detail
+            ),
             RegistryError::NoDigest { package } => format!(
                 "the registry published no sha512, sha256 or sha1 digest for {package}; fetchgate serves nothing it cannot verify"
             ),
@@ -169,6 +207,12 @@ impl RegistryError {
                 "fetch it once while the registry is online, or ask the operator to turn offline off"
             }
             RegistryError::Upstream(_) => "retry later; cached metadata is served while it lasts",
+            RegistryError::MetadataTooLarge { .. } => {
+                "ask the operator to raise this registry's max_metadata_bytes, or ask for a smaller document (npm: the abbreviated packument)"
+            }
+            RegistryError::MetadataTooStale { .. } => {
+                "retry when the upstream is back, or ask the operator to raise max_stale_seconds"
+            }
             RegistryError::BadMetadata(_) | RegistryError::NoDigest { .. } => {
                 "report it to the registry's operator; do not install this version"
             }
@@ -186,6 +230,7 @@ impl RegistryError {
     pub(crate) fn locators(&self) -> Option<&LocatorFailure> {
         match self {
             RegistryError::Upstream(f) => Some(f),
+            RegistryError::MetadataTooStale { failure, .. } => Some(failure),
             _ => None,
         }
     }

@@ -16,6 +16,7 @@ pub(crate) mod metadata;
 pub(crate) mod names;
 pub(crate) mod npm;
 pub(crate) mod oci;
+pub(crate) mod private;
 pub(crate) mod pypi;
 mod pypi_upstream;
 pub(crate) mod service;
@@ -32,6 +33,12 @@ use names::{NameRules, Pattern};
 
 /// Default freshness of cached metadata.
 pub(crate) const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(300);
+/// Default `max_stale_seconds`: a day of upstream outage is bridged, a yank arrives after it.
+pub(crate) const DEFAULT_MAX_STALE: Duration = Duration::from_secs(86_400);
+/// Default `max_metadata_bytes`: the largest document read from an upstream.
+pub(crate) const DEFAULT_MAX_METADATA_BYTES: u64 = 64 << 20;
+/// The most `max_metadata_bytes` may be.
+const MAX_METADATA_BYTES_LIMIT: u64 = 512 << 20;
 
 /// Which registry protocol a front-end speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
@@ -70,6 +77,10 @@ pub(crate) struct RegistrySection {
     pub(crate) listen: Option<Spanned<String>>,
     /// How long metadata is served without asking the upstream again.
     pub(crate) metadata_ttl_seconds: Option<Spanned<u64>>,
+    /// How long past the TTL a cached copy is served while the upstream fails.
+    pub(crate) max_stale_seconds: Option<Spanned<u64>>,
+    /// The largest metadata document read from the upstream.
+    pub(crate) max_metadata_bytes: Option<Spanned<u64>>,
     /// Serve only what is cached; never ask the upstream.
     pub(crate) offline: Option<bool>,
     /// Names that may be fetched (globs with `*`; default: all).
@@ -93,6 +104,10 @@ pub(crate) struct RegistrySettings {
     pub(crate) listen: Option<SocketAddr>,
     /// Metadata freshness.
     pub(crate) metadata_ttl: Duration,
+    /// How long past the TTL a stale copy may be served while the upstream fails.
+    pub(crate) max_stale: Duration,
+    /// The largest metadata document read from the upstream.
+    pub(crate) max_metadata_bytes: u64,
     /// Cache-only mode.
     pub(crate) offline: bool,
     /// Allow and deny patterns.
@@ -185,6 +200,23 @@ impl RegistrySettings {
             }
             Some(v) => Duration::from_secs(*v.get_ref()),
         };
+        let max_stale = match &s.max_stale_seconds {
+            None => DEFAULT_MAX_STALE,
+            Some(v) if *v.get_ref() > 30 * 86_400 => {
+                return Err(src.error_at(v.span(), "must be from 0 to 2592000 seconds (30 days)"));
+            }
+            Some(v) => Duration::from_secs(*v.get_ref()),
+        };
+        let max_metadata_bytes = match &s.max_metadata_bytes {
+            None => DEFAULT_MAX_METADATA_BYTES,
+            Some(v) if *v.get_ref() == 0 || *v.get_ref() > MAX_METADATA_BYTES_LIMIT => {
+                return Err(src.error_at(
+                    v.span(),
+                    format!("must be from 1 to {MAX_METADATA_BYTES_LIMIT} bytes"),
+                ));
+            }
+            Some(v) => *v.get_ref(),
+        };
         let patterns = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<Pattern>, FileError> {
             list.iter()
                 .flatten()
@@ -211,6 +243,8 @@ impl RegistrySettings {
             upstream,
             listen,
             metadata_ttl,
+            max_stale,
+            max_metadata_bytes,
             offline: s.offline.unwrap_or(false),
             names,
             credential,

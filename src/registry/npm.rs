@@ -190,8 +190,15 @@ impl Registries {
                 if entry.status != 200 {
                     return Err(RegistryError::NotFound(format!("package {name}")));
                 }
-                let body = rewrite_packument(&entry.body, &name, ask.base)
-                    .map_err(RegistryError::BadMetadata)?;
+                let (owned, base) = (name.clone(), ask.base.to_string());
+                let body = self
+                    .rewritten(
+                        front,
+                        &format!("{name}\0{variant}\0{base}"),
+                        &entry,
+                        move |b| rewrite_packument(b, &owned, &base),
+                    )
+                    .await?;
                 Ok(Reply::Document {
                     content_type: entry
                         .content_type
@@ -216,8 +223,10 @@ impl Registries {
                 if entry.status != 200 {
                     return Err(RegistryError::NotFound(format!("package {name}")));
                 }
-                let dist = find_dist(&entry.body, &file)
-                    .map_err(RegistryError::BadMetadata)?
+                let (source, wanted) = (entry.clone(), file.clone());
+                let dist = self
+                    .parsed(entry.body.len(), move || find_dist(&source.body, &wanted))
+                    .await?
                     .ok_or_else(|| RegistryError::NotFound(format!("tarball {file} of {name}")))?;
                 let expected =
                     Expected::from_npm_dist(dist.integrity.as_deref(), dist.shasum.as_deref())

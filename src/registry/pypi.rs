@@ -304,8 +304,12 @@ impl Registries {
                     .upstream
                     .join(&path)
                     .map_err(|e| RegistryError::BadMetadata(e.to_string()))?;
-                let page = read_page(&entry.body, &page_url, ask.base)
-                    .map_err(RegistryError::BadMetadata)?;
+                let (source, base) = (entry.clone(), ask.base.to_string());
+                let page = self
+                    .parsed(entry.body.len(), move || {
+                        read_page(&source.body, &page_url, &base)
+                    })
+                    .await?;
                 if freshness != Freshness::Fresh && freshness != Freshness::Offline {
                     let records: Vec<(Digest, StoredFile)> = page
                         .files

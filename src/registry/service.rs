@@ -15,17 +15,15 @@ use tokio::sync::watch;
 
 use super::aliases::Aliases;
 use super::error::RegistryError;
-use super::metadata::{Answer, Entry, Freshness, MetaError, MetadataCache};
+use super::metadata::{Ageing, Answer, Entry, Freshness, MetaError, MetadataCache};
 use super::names::{Refusal, canonical};
+use super::private::Credentialed;
 use super::{Kind, RegistrySettings};
 use crate::fetch::expected::{ExpectedError, MetaResponse};
 use crate::fetch::hops::Credential;
 use crate::fetch::integrity::{Algorithm, Expected};
 use crate::fetch::through::Fetcher;
 use crate::store::Digest;
-
-/// Largest metadata document read from an upstream.
-pub(crate) const MAX_METADATA_BYTES: u64 = 64 << 20;
 
 /// What a registry request produced.
 #[derive(Clone, Debug)]
@@ -74,6 +72,7 @@ pub(crate) struct Registries {
     pub(super) aliases: Arc<Aliases>,
     pub(super) fetcher: Arc<Fetcher>,
     flights: Mutex<HashMap<String, Flight>>,
+    credentialed: Arc<Credentialed>,
 }
 
 impl Registries {
@@ -83,6 +82,7 @@ impl Registries {
         metadata: Arc<MetadataCache>,
         aliases: Arc<Aliases>,
         fetcher: Arc<Fetcher>,
+        credentialed: Arc<Credentialed>,
     ) -> Self {
         let fronts = settings
             .iter()
@@ -106,6 +106,7 @@ impl Registries {
             aliases,
             fetcher,
             flights: Mutex::new(HashMap::new()),
+            credentialed,
         }
     }
 
@@ -163,11 +164,24 @@ impl Registries {
             .fronts
             .get(name)
             .ok_or_else(|| RegistryError::UnknownRegistry(name.to_string()))?;
-        match front.settings.kind {
+        let reply = match front.settings.kind {
             Kind::Npm => self.npm(front, ask).await,
             Kind::Pypi => self.pypi(front, ask).await,
             Kind::Cargo => self.cargo(front, ask).await,
+        }?;
+        // Whatever a registry with credentials serves may be private: never offered to every
+        // web origin by a plain `/sha256/` read (marked before the client has the digest).
+        if let Reply::Artifact { sha256 } = &reply
+            && front.credential.is_some()
+        {
+            self.credentialed.mark(*sha256).await;
         }
+        Ok(reply)
+    }
+
+    /// True if a registry with credentials served `digest` (its bytes may be private).
+    pub(crate) fn credentialed(&self, digest: &Digest) -> bool {
+        self.credentialed.contains(digest)
     }
 
     pub(super) fn judge(&self, front: &Front, name: &str) -> Result<String, RegistryError> {
@@ -210,6 +224,7 @@ impl Registries {
         let key = format!("{}:{}:{key}", s.kind.as_str(), s.name);
         let fetcher = &self.fetcher;
         let credential = front.credential.as_ref();
+        let limit = s.max_metadata_bytes;
         let ask = |etag: Option<String>| async move {
             let mut headers = HeaderMap::new();
             headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
@@ -217,34 +232,24 @@ impl Registries {
                 headers.insert(header::IF_NONE_MATCH, tag);
             }
             match fetcher
-                .get_metadata(url.as_str(), headers, credential, MAX_METADATA_BYTES)
-                .await
+                .get_metadata(url.as_str(), headers, credential, limit)
+                .await?
             {
-                Ok(MetaResponse::Ok { headers, body }) => Ok(Answer::Fresh {
+                MetaResponse::Ok { headers, body } => Ok(Answer::Fresh {
                     etag: text(&headers, header::ETAG),
                     content_type: text(&headers, header::CONTENT_TYPE),
                     body,
                 }),
-                Ok(MetaResponse::NotModified) => Ok(Answer::NotModified),
-                Ok(MetaResponse::NotFound) => Ok(Answer::NotFound),
-                Err(f) => Err(f),
+                MetaResponse::NotModified => Ok(Answer::NotModified),
+                MetaResponse::NotFound => Ok(Answer::NotFound),
             }
         };
-        let mut failure = None;
-        let result = self
-            .metadata
-            .get(&key, s.metadata_ttl, s.offline, |etag| {
-                let f = ask(etag);
-                async {
-                    f.await.map_err(|lf| {
-                        let shown = format!("{}: {}", lf.code, lf.detail);
-                        failure = Some(lf);
-                        shown
-                    })
-                }
-            })
-            .await;
-        match result {
+        let ageing = Ageing {
+            ttl: s.metadata_ttl,
+            max_stale: s.max_stale,
+            offline: s.offline,
+        };
+        match self.metadata.get(&key, ageing, ask).await {
             Ok((entry, freshness)) => {
                 if freshness == Freshness::Stale {
                     tracing::warn!(registry = %s.name, key = %key, "upstream failed; serving stale metadata");
@@ -256,11 +261,62 @@ impl Registries {
                 Ok((entry, freshness))
             }
             Err(MetaError::OfflineMiss) => Err(RegistryError::OfflineMiss(path.to_string())),
-            Err(MetaError::Upstream(why)) => Err(match failure {
-                Some(lf) => RegistryError::Upstream(lf),
-                None => RegistryError::BadMetadata(why),
+            // A `Content-Length` over the cap is `too_large`; a body without one that runs
+            // past it is stopped there with `size_mismatch`.
+            Err(MetaError::Upstream(f)) if matches!(f.code, "too_large" | "size_mismatch") => {
+                Err(RegistryError::MetadataTooLarge {
+                    path: path.to_string(),
+                    limit,
+                })
+            }
+            Err(MetaError::Upstream(f)) => Err(RegistryError::Upstream(f)),
+            Err(MetaError::Unexpected(why)) => Err(RegistryError::BadMetadata(why)),
+            Err(MetaError::TooStale {
+                age,
+                max_stale,
+                failure,
+            }) => Err(RegistryError::MetadataTooStale {
+                path: path.to_string(),
+                age,
+                max_stale,
+                failure: Box::new(failure),
             }),
         }
+    }
+
+    /// The document `rewrite` makes of `entry` for this client-visible `variant`: made once
+    /// per entry (off the async workers, within the metadata memory budget) and kept.
+    pub(super) async fn rewritten<F>(
+        &self,
+        front: &Front,
+        variant: &str,
+        entry: &Arc<Entry>,
+        rewrite: F,
+    ) -> Result<Bytes, RegistryError>
+    where
+        F: FnOnce(&[u8]) -> Result<Bytes, String> + Send + 'static,
+    {
+        let variant = format!("{}\0{variant}", front.settings.name);
+        self.metadata
+            .work
+            .rewritten(variant, entry, rewrite)
+            .await
+            .map_err(RegistryError::BadMetadata)
+    }
+
+    /// Runs `job` (a parse of metadata `size` bytes long) off the async workers, within the
+    /// metadata memory budget.
+    pub(super) async fn parsed<T, F>(&self, size: usize, job: F) -> Result<T, RegistryError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, String> + Send + 'static,
+    {
+        self.metadata
+            .work
+            .run(size, job)
+            .await
+            .and_then(|r| r)
+            .map_err(RegistryError::BadMetadata)
     }
 
     /// Fetches `url` verified against `expected`, once for all concurrent askers of the same

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use toml::Spanned;
 
+use super::host::{HostKey, host_key};
 use crate::decide::profile::parse_cidr;
 use crate::errors::Origin;
 use crate::toml_file::{FileError, TomlSource};
@@ -31,6 +32,9 @@ pub(crate) struct AccessSection {
     pub(crate) tokens_file: Option<Spanned<String>>,
     /// Web origins (`https://ci.example.com`) whose pages may use the state-changing routes.
     pub(crate) origins: Option<Vec<Spanned<String>>>,
+    /// Names (or addresses) clients reach fetchgate by, beyond its listen addresses,
+    /// loopback and `localhost`: what an origin-form request's `Host` may say.
+    pub(crate) hosts: Option<Vec<Spanned<String>>>,
     /// Per-client policies (`[[access.policy]]`), each narrowing the global one.
     #[serde(default)]
     pub(crate) policy: Vec<Spanned<super::access_policy::PolicySection>>,
@@ -52,6 +56,7 @@ pub(crate) struct Access {
     origins: Vec<String>,
     /// The `[[access.policy]]` tables, with the identities that select each.
     pub(crate) policies: super::access_policy::Policies,
+    hosts: Vec<HostKey>,
 }
 
 /// Why a request a browser sent for a web page was refused on a state-changing route.
@@ -136,6 +141,7 @@ impl Access {
             tokens: None,
             origins: Vec::new(),
             policies: Default::default(),
+            hosts: Vec::new(),
         }
     }
 
@@ -175,7 +181,23 @@ impl Access {
                 .origins
                 .push(origin(o.get_ref()).map_err(|why| src.error_at(o.span(), why))?);
         }
+        for h in section.hosts.iter().flatten() {
+            let key = host_key(h.get_ref()).map_err(|why| {
+                src.error_at(
+                    h.span(),
+                    format!(
+                        "{why}; list a name or address without a port, such as fetchgate.internal"
+                    ),
+                )
+            })?;
+            access.hosts.push(key);
+        }
         Ok(access)
+    }
+
+    /// `[access] hosts`, as [`super::host::check_host`] compares them.
+    pub(crate) fn hosts(&self) -> &[HostKey] {
+        &self.hosts
     }
 
     /// For routes that change state through a `GET` (fetch-through, LOVE fetch), which any
@@ -312,6 +334,7 @@ mod tests {
             tokens: Some(tokens("tok-one\nci tok-two\n").unwrap()),
             origins: vec![],
             policies: Default::default(),
+            hosts: vec![],
         }
     }
 

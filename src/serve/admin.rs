@@ -71,6 +71,9 @@ impl Admin {
 /// Serves one admin connection, closing it when a head takes longer than the proxy's
 /// `header_read_timeout_ms` (an idle keep-alive connection included).
 async fn serve(stream: TcpStream, handle: Handle) {
+    let local = stream
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let gate = handle.gate();
     let timeout = gate.limits.header_read_timeout;
     let stream = match tls::accept(gate.listen_tls.admin.as_ref(), stream, timeout).await {
@@ -83,7 +86,7 @@ async fn serve(stream: TcpStream, handle: Handle) {
     drop(gate);
     let svc = service_fn(move |req| {
         let handle = handle.clone();
-        async move { Ok::<_, Infallible>(route(&handle, &req)) }
+        async move { Ok::<_, Infallible>(answer(&handle, local, &req)) }
     });
     let _ = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -100,6 +103,19 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
+}
+
+/// The `Host` check every listener applies (a page rebound to this address reads nothing),
+/// then the route.
+fn answer(handle: &Handle, local: SocketAddr, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let gate = handle.gate();
+    match super::host::check_host(req.headers(), local, gate.access.hosts()) {
+        Ok(()) => route(handle, req),
+        Err(refused) => {
+            let p = super::problem::Problem::from(refused);
+            text(p.status, "application/problem+json", p.body().to_string())
+        }
+    }
 }
 
 fn route(handle: &Handle, req: &Request<Incoming>) -> Response<Full<Bytes>> {

@@ -10,6 +10,7 @@ pub(crate) mod access;
 pub(crate) mod access_policy;
 pub mod admin;
 pub(crate) mod body;
+pub(crate) mod host;
 pub(crate) mod limits;
 pub(crate) mod love_api;
 pub(crate) mod objects;
@@ -231,6 +232,10 @@ impl Server {
             let stop = stop_rx.clone();
             tokio::spawn(async move {
                 let _ = stream.set_nodelay(true);
+                // The address the client reached: its own `Host` may name it (a rebinding check).
+                let local = stream
+                    .local_addr()
+                    .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
                 let tls = current.listen_tls.for_listener(mount.is_some());
                 let timeout = current.limits.header_read_timeout;
                 let (stream, cert_names) = match tls::accept(tls, stream, timeout).await {
@@ -244,6 +249,7 @@ impl Server {
                 drop(current);
                 let client = Client {
                     peer,
+                    local,
                     slot,
                     mount,
                     cert_names,
@@ -301,6 +307,8 @@ async fn turn_away(mut stream: TcpStream, full: Full) {
 /// An accepted client: who it is, its claim on the limits, and the listener it came in on.
 struct Client {
     peer: SocketAddr,
+    /// The address the client connected to.
+    local: SocketAddr,
     slot: Arc<Slot>,
     mount: Option<Arc<str>>,
     cert_names: tls::CertNames,
@@ -318,6 +326,7 @@ async fn serve_client(
 ) -> Result<(), hyper::Error> {
     let Client {
         peer,
+        local,
         slot,
         mount,
         cert_names,
@@ -333,6 +342,7 @@ async fn serve_client(
         .keep_alive(allowed);
     let conn = Arc::new(ClientConn {
         client: peer,
+        local,
         pool: Pool::new(POOL_MAX_IDLE, POOL_IDLE_TIMEOUT),
         slot,
         mount,

@@ -49,7 +49,8 @@ pub(crate) async fn handle<B>(
                 if fetcher.fill_from_shared(digest).await
                     && let Some(object) = lookup(store, digest).await
                 {
-                    return Ok(respond(req.method(), req.headers(), object, true));
+                    let any_origin = !gate.registries.credentialed(&digest);
+                    return Ok(respond(req.method(), req.headers(), object, any_origin));
                 }
                 return Err(RequestError::NotInCache(digest).into());
             };
@@ -66,8 +67,9 @@ pub(crate) async fn handle<B>(
                 .ok_or(RequestError::Evicted(digest))?
         }
     };
-    // Any web page may read an entry, but a fetch-through answer is not for pages to read.
-    let any_origin = req.uri().query().is_none();
+    // Any web page may read an entry, but a fetch-through answer is not for pages to read,
+    // nor bytes a registry fetched with its credentials.
+    let any_origin = req.uri().query().is_none() && !gate.registries.credentialed(&digest);
     Ok(respond(req.method(), req.headers(), object, any_origin))
 }
 

@@ -488,5 +488,6 @@ pub(crate) fn refusal(refused: &Refusal, locator: String) -> Problem {
     }
 }
 
+mod host;
 #[cfg(test)]
 mod tests;

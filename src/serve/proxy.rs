@@ -34,6 +34,8 @@ use crate::redact::redact_locator;
 pub(crate) struct ClientConn {
     /// The client's address.
     pub(crate) client: SocketAddr,
+    /// The address it connected to (what its `Host` may name).
+    pub(crate) local: SocketAddr,
     /// Its idle upstream connections.
     pub(crate) pool: Pool,
     /// Its claim on the connection limits, held by a tunnel it becomes for the tunnel's life.
@@ -120,6 +122,8 @@ async fn route(
         log.kind = Kind::Forward;
         return Box::pin(forward(gate, conn, policies, req, log)).await;
     }
+    // Origin-form: fetchgate itself is the server, so `Host` must name it (DNS rebinding).
+    super::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
     if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
         log.kind = Kind::Registry;
         same_site(gate, &req, log)?;

@@ -20,6 +20,7 @@
 pub(crate) mod breaker;
 pub(crate) mod client;
 mod flight;
+mod misses;
 mod settings;
 pub(crate) mod upload;
 
@@ -32,6 +33,7 @@ pub(crate) use settings::{SharedSection, SharedSettings};
 
 use breaker::{Breaker, State};
 use client::{Bucket, BucketError, Chunks};
+use misses::Misses;
 use upload::{Job, Uploads, Worker};
 
 use crate::metrics::Metrics;
@@ -46,6 +48,8 @@ pub(crate) struct SharedTier {
     metrics: &'static Metrics,
     /// Bucket-only fills in flight, by digest.
     fills: flight::Fills,
+    /// Digests the bucket lacked a moment ago.
+    misses: Misses,
 }
 
 impl std::fmt::Debug for SharedTier {
@@ -115,7 +119,10 @@ impl SharedTier {
         );
         let own = locator_base(settings);
         let queue = uploads.clone();
+        let misses = Misses::new(settings.miss_ttl);
+        let published = misses.clone();
         store.on_publish(Box::new(move |digest, locator, label| {
+            published.forget(&digest);
             if locator.is_some_and(|l| l.starts_with(&own)) {
                 return; // it came from the bucket
             }
@@ -131,6 +138,7 @@ impl SharedTier {
             settings: settings.clone(),
             metrics,
             fills: flight::Fills::default(),
+            misses,
         }))
     }
 
@@ -150,6 +158,10 @@ impl SharedTier {
         expected: Option<u64>,
         max: u64,
     ) -> bool {
+        if self.misses.recent(&digest) {
+            self.count("get", "recent_miss");
+            return false;
+        }
         if !self.breaker.allow(Instant::now()) {
             self.count("get", "skipped");
             self.note_breaker();
@@ -160,6 +172,7 @@ impl SharedTier {
         let found = match self.bucket.get(&key).await {
             Ok(Some(found)) => found,
             Ok(None) => {
+                self.misses.note(digest);
                 self.breaker.success();
                 self.count("get", "miss");
                 self.note_breaker();

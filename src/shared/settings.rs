@@ -19,6 +19,11 @@ const TIMEOUT_DEFAULT_MS: u64 = 5000;
 const UPLOAD_QUEUE_DEFAULT: u64 = 1024;
 /// `breaker_cooldown_ms` when unset: how long a dead tier is left alone.
 const COOLDOWN_DEFAULT_MS: u64 = 30_000;
+/// `miss_ttl_ms` when unset: long enough to absorb a burst of misses for one digest, short
+/// enough that another instance's upload is seen soon.
+const MISS_TTL_DEFAULT_MS: u64 = 5000;
+/// The most `miss_ttl_ms` may be.
+const MISS_TTL_MAX_MS: u64 = 60_000;
 /// The region sent when none is named (S3-compatible stores mostly ignore it).
 const REGION_DEFAULT: &str = "us-east-1";
 
@@ -46,6 +51,8 @@ pub(crate) struct SharedSection {
     pub(crate) upload_queue: Option<Spanned<u64>>,
     /// How long the circuit breaker leaves a failing tier alone before probing it again.
     pub(crate) breaker_cooldown_ms: Option<Spanned<u64>>,
+    /// How long a digest the bucket lacked is not asked for again (0: always ask).
+    pub(crate) miss_ttl_ms: Option<Spanned<u64>>,
 }
 
 /// The key pair the bucket is signed with. `Debug` never shows the secret.
@@ -90,6 +97,8 @@ pub(crate) struct SharedSettings {
     pub(crate) upload_queue: usize,
     /// How long an open breaker stays open.
     pub(crate) breaker_cooldown: Duration,
+    /// How long a bucket miss is remembered.
+    pub(crate) miss_ttl: Duration,
 }
 
 impl SharedSettings {
@@ -147,6 +156,16 @@ impl SharedSettings {
             Some(v) => Ok(*v.get_ref()),
             None => Ok(default),
         };
+        let miss_ttl_ms = match &section.miss_ttl_ms {
+            Some(v) if *v.get_ref() > MISS_TTL_MAX_MS => {
+                return Err(src.error_at(
+                    v.span(),
+                    format!("must be from 0 to {MISS_TTL_MAX_MS} (one minute)"),
+                ));
+            }
+            Some(v) => *v.get_ref(),
+            None => MISS_TTL_DEFAULT_MS,
+        };
         Ok(Some(Self {
             bucket,
             prefix,
@@ -162,6 +181,7 @@ impl SharedSettings {
                 &section.breaker_cooldown_ms,
                 COOLDOWN_DEFAULT_MS,
             )?),
+            miss_ttl: Duration::from_millis(miss_ttl_ms),
         }))
     }
 }

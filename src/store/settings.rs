@@ -35,6 +35,8 @@ pub struct CacheSection {
     /// Longest one chunk of a teed body may wait for the store's writer before the tee is
     /// given up.
     pub(crate) tee_stall_ms: Option<Spanned<u64>>,
+    /// Most bytes of registry metadata kept on disk (`<dir>/registry-metadata/`).
+    pub(crate) metadata_max_bytes: Option<Spanned<u64>>,
     /// `[[cache.tee]]` rules: hosts whose proxied responses count as public.
     pub(crate) tee: Option<Vec<TeeRuleSection>>,
 }
@@ -68,6 +70,8 @@ pub struct CacheSettings {
     pub tee_stall: Duration,
     /// Every `[[cache.tee]] hosts` entry, lower-case, without a trailing dot or brackets.
     pub tee_public_hosts: Vec<String>,
+    /// Bytes of registry metadata kept on disk, apart from `max_bytes`.
+    pub metadata_max_bytes: u64,
 }
 
 impl Default for CacheSettings {
@@ -81,6 +85,7 @@ impl Default for CacheSettings {
             fetch_timeout: Duration::from_secs(600),
             tee_stall: Duration::from_millis(TEE_STALL_DEFAULT_MS),
             tee_public_hosts: Vec::new(),
+            metadata_max_bytes: crate::registry::metadata::DEFAULT_DISK_BYTES,
         }
     }
 }
@@ -116,6 +121,7 @@ impl CacheSettings {
             0,
         )?;
         s.max_object_bytes = pos(&section.max_object_bytes, s.max_object_bytes, 1)?;
+        s.metadata_max_bytes = pos(&section.metadata_max_bytes, s.metadata_max_bytes, 1)?;
         s.fetch_timeout = Duration::from_millis(pos(&section.fetch_timeout_ms, 600_000, 1)?);
         let stall = pos(&section.tee_stall_ms, TEE_STALL_DEFAULT_MS, 1)?;
         if let Some(v) = &section.tee_stall_ms

@@ -65,6 +65,8 @@ pub struct FakeRegistry {
     require_auth: Arc<Mutex<Option<String>>>,
     /// Every `Authorization` value received (empty string for none).
     pub authorizations: Arc<Mutex<Vec<String>>>,
+    /// While false, every request is logged, then held unanswered until it turns true.
+    open: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl FakeRegistry {
@@ -81,6 +83,7 @@ impl FakeRegistry {
             refused_while_down: Arc::default(),
             require_auth: Arc::default(),
             authorizations: Arc::default(),
+            open: Arc::new(tokio::sync::watch::channel(true).0),
         };
         let r = reg.clone();
         tokio::spawn(async move {
@@ -103,6 +106,7 @@ impl FakeRegistry {
                                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
                                 .unwrap_or_default();
                             r.authorizations.lock().unwrap().push(auth.clone());
+                            let _ = r.open.subscribe().wait_for(|open| *open).await;
                             let required = r.require_auth.lock().unwrap().clone();
                             let doc = match required {
                                 Some(want) if want != auth => Some(Doc {
@@ -145,6 +149,16 @@ impl FakeRegistry {
     /// Requires exactly `value` in `Authorization` from now on.
     pub fn require_auth(&self, value: &str) {
         *self.require_auth.lock().unwrap() = Some(value.to_string());
+    }
+
+    /// Holds every request unanswered (after logging it) until [`Self::release`].
+    pub fn hold(&self) {
+        self.open.send_replace(false);
+    }
+
+    /// Answers the held requests and every later one.
+    pub fn release(&self) {
+        self.open.send_replace(true);
     }
 
     pub fn set_down(&self, down: bool) {
@@ -350,10 +364,19 @@ impl Gatekeeper {
 
     /// Starts fetchgate trusting each of `upstreams` (on 127.0.0.2) with `registries`.
     pub async fn start_trusting(upstreams: &[&FakeRegistry], registries: &str) -> Self {
+        Self::start_with_cache(upstreams, registries, "").await
+    }
+
+    /// [`Self::start_trusting`] with `cache_keys` in its `[cache]` table.
+    pub async fn start_with_cache(
+        upstreams: &[&FakeRegistry],
+        registries: &str,
+        cache_keys: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let ports: Vec<u16> = upstreams.iter().map(|u| u.addr.port()).collect();
         let cfg = Toml::new()
-            .cache_dir(dir.path().join("cache"))
+            .cache(dir.path().join("cache"), cache_keys)
             .trust_ports("127.0.0.2", &ports)
             .raw(registries)
             .build();

@@ -240,6 +240,16 @@ fn registry_errors() -> Vec<RegistryError> {
         RegistryError::Upstream(failure("upstream_timeout")),
         RegistryError::Upstream(failure("upstream_status")),
         RegistryError::BadMetadata("x".into()),
+        RegistryError::MetadataTooLarge {
+            path: "x".into(),
+            limit: 1,
+        },
+        RegistryError::MetadataTooStale {
+            path: "x".into(),
+            age: 2,
+            max_stale: 1,
+            failure: Box::new(failure("upstream_status")),
+        },
         RegistryError::NoDigest {
             package: "x@1".into(),
         },
@@ -258,6 +268,15 @@ fn registry_errors() -> Vec<RegistryError> {
 fn table() -> Vec<(Problem, &'static str, Origin)> {
     let mut rows = Vec::new();
     for e in request_errors() {
+        rows.push((e.code(), e.origin(), Problem::from(e)));
+    }
+    for e in [
+        crate::serve::host::HostRefused::Malformed("x".into()),
+        crate::serve::host::HostRefused::Foreign {
+            host: "x".into(),
+            accepted: vec!["localhost".into()],
+        },
+    ] {
         rows.push((e.code(), e.origin(), Problem::from(e)));
     }
     for e in [Denied::MissingToken, Denied::WrongToken] {

@@ -1,0 +1,284 @@
+//! Which `Host` an origin-form request may carry: the DNS-rebinding check, one function for
+//! every listener (the proxy port, `[[registry]] listen` addresses, the admin listener).
+//!
+//! A web page that rebinds its own name to 127.0.0.1 makes the browser send same-origin
+//! requests (no `Origin`, `Sec-Fetch-Site: same-origin`) whose `Host` is still the page's
+//! name. So a request is answered only if its `Host` names fetchgate itself: the address the
+//! client connected to, any loopback address, `localhost`, or a name the operator listed in
+//! `[access] hosts`. Names are compared as the WHATWG host parser reads them (lower case,
+//! `127.1` is 127.0.0.1, IPv6 in brackets), without one trailing dot; the port is read and
+//! checked for form but not compared, since port forwarding changes it and a port is no part
+//! of a rebinding. A request without `Host` (HTTP/1.0 tools) is answered: browsers always
+//! send one. Absolute-form proxy requests are not judged here: their `Host` is the upstream's.
+
+use std::net::{IpAddr, SocketAddr};
+
+use http::HeaderMap;
+use http::header::HOST;
+
+use crate::errors::Origin;
+
+/// Why a `Host` was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum HostRefused {
+    /// Not one `host[:port]` (two `Host` headers, a bad port, stray characters).
+    Malformed(String),
+    /// A well-formed name that is not fetchgate's.
+    Foreign {
+        /// The host as sent (without its port).
+        host: String,
+        /// The names this listener accepts, for the problem body.
+        accepted: Vec<String>,
+    },
+}
+
+impl HostRefused {
+    /// The stable code.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            HostRefused::Malformed(_) => "host_header_malformed",
+            HostRefused::Foreign { .. } => "host_not_accepted",
+        }
+    }
+
+    /// Always the client (or the page that drove its browser).
+    pub(crate) fn origin(&self) -> Origin {
+        Origin::Downstream
+    }
+
+    /// What happened.
+    pub(crate) fn detail(&self) -> String {
+        match self {
+            HostRefused::Malformed(why) => format!("the Host header is not one host[:port]: {why}"),
+            HostRefused::Foreign { host, accepted } => format!(
+                "Host {host:?} does not name this fetchgate (a page may have rebound its name to this address); accepted: {}",
+                accepted.join(", ")
+            ),
+        }
+    }
+}
+
+/// A host as compared: a name in lower case without a trailing dot, or an address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum HostKey {
+    /// A domain name.
+    Name(String),
+    /// An IP address (IPv4-mapped IPv6 as its IPv4).
+    Ip(IpAddr),
+}
+
+impl HostKey {
+    /// How it is written in a list of accepted names.
+    fn shown(&self) -> String {
+        match self {
+            HostKey::Name(n) => n.clone(),
+            HostKey::Ip(IpAddr::V6(v6)) => format!("[{v6}]"),
+            HostKey::Ip(ip) => ip.to_string(),
+        }
+    }
+}
+
+/// Reads one host (no port) as the WHATWG host parser does. `[access] hosts` entries go
+/// through here too, so a configured name and a request's `Host` compare alike.
+pub(crate) fn host_key(raw: &str) -> Result<HostKey, String> {
+    let allowed =
+        |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']');
+    if raw.is_empty() || !raw.bytes().all(allowed) {
+        return Err(format!(
+            "{raw:?} is not a host name or address (letters, digits, `.`, `-`, or an address)"
+        ));
+    }
+    match url::Host::parse(raw).map_err(|e| format!("{raw:?}: {e}"))? {
+        url::Host::Domain(d) => {
+            let d = d.strip_suffix('.').unwrap_or(&d).to_string();
+            if d.is_empty() || d.ends_with('.') {
+                return Err(format!("{raw:?} is not a host name"));
+            }
+            Ok(HostKey::Name(d))
+        }
+        url::Host::Ipv4(v4) => Ok(HostKey::Ip(IpAddr::V4(v4))),
+        url::Host::Ipv6(v6) => Ok(HostKey::Ip(
+            v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        )),
+    }
+}
+
+/// Splits `host[:port]` (`[v6][:port]`), checking the port's form.
+fn split_port(raw: &str) -> Result<&str, String> {
+    let (host, rest) = if raw.starts_with('[') {
+        let end = raw
+            .find(']')
+            .ok_or_else(|| format!("{raw:?}: an IPv6 address without its closing `]`"))?;
+        raw.split_at(end + 1)
+    } else {
+        match raw.find(':') {
+            Some(i) => raw.split_at(i),
+            None => (raw, ""),
+        }
+    };
+    if let Some(port) = rest.strip_prefix(':') {
+        let fits = port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
+        if !fits || (!port.is_empty() && port.parse::<u16>().is_err()) {
+            return Err(format!("{raw:?}: the port is not a number from 0 to 65535"));
+        }
+    } else if !rest.is_empty() {
+        return Err(format!("{raw:?}: stray text after the host"));
+    }
+    Ok(host)
+}
+
+/// Accepts an origin-form request's `Host` if it names this fetchgate: `local` (the address
+/// the client connected to), a loopback address, `localhost`, or one of `names`
+/// (`[access] hosts`, already read by [`host_key`]).
+pub(crate) fn check_host(
+    headers: &HeaderMap,
+    local: SocketAddr,
+    names: &[HostKey],
+) -> Result<(), HostRefused> {
+    let mut values = headers.get_all(HOST).iter();
+    let Some(value) = values.next() else {
+        return Ok(());
+    };
+    if values.next().is_some() {
+        return Err(HostRefused::Malformed("more than one Host header".into()));
+    }
+    let raw = value
+        .to_str()
+        .map_err(|_| HostRefused::Malformed("not ASCII".into()))?;
+    let host = split_port(raw).map_err(HostRefused::Malformed)?;
+    let key = host_key(host).map_err(HostRefused::Malformed)?;
+    let local_ip = match local.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(local.ip(), IpAddr::V4),
+        v4 => v4,
+    };
+    let ours = match &key {
+        HostKey::Ip(ip) => ip.is_loopback() || *ip == local_ip,
+        HostKey::Name(n) => n == "localhost",
+    } || names.contains(&key);
+    if ours {
+        return Ok(());
+    }
+    let mut accepted = vec![
+        "localhost".to_string(),
+        "127.0.0.1 (any loopback address)".to_string(),
+        "[::1]".to_string(),
+    ];
+    if !local_ip.is_loopback() && !local_ip.is_unspecified() {
+        accepted.push(HostKey::Ip(local_ip).shown());
+    }
+    accepted.extend(names.iter().map(HostKey::shown));
+    accepted.dedup();
+    Err(HostRefused::Foreign {
+        host: host.to_string(),
+        accepted,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_host(values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(HOST, v.parse().unwrap());
+        }
+        h
+    }
+
+    fn judge(values: &[&str], local: &str) -> Result<(), HostRefused> {
+        let names = [host_key("FetchGate.Internal.").unwrap()];
+        check_host(&with_host(values), local.parse().unwrap(), &names)
+    }
+
+    #[test]
+    fn fetchgates_own_names_are_accepted_in_every_spelling() {
+        for ok in [
+            "127.0.0.1:3128",
+            "127.0.0.1",
+            "127.1:3128",
+            "127.0.0.1.:3128",
+            "127.9.9.9:1",
+            "[::1]:3128",
+            "[::1]",
+            "[::ffff:127.0.0.1]:3128",
+            "localhost",
+            "LOCALHOST.:3128",
+            "localhost:",
+            "fetchgate.internal",
+            "FETCHGATE.INTERNAL.:8080",
+            "10.1.2.3:3128",
+        ] {
+            assert_eq!(judge(&[ok], "10.1.2.3:3128"), Ok(()), "{ok}");
+        }
+        assert_eq!(judge(&[], "127.0.0.1:3128"), Ok(()), "no Host (HTTP/1.0)");
+        assert_eq!(judge(&["[fd00::5]:80"], "[fd00::5]:80"), Ok(()));
+    }
+
+    #[test]
+    fn a_rebound_or_foreign_name_is_refused_with_the_accepted_names() {
+        for foreign in [
+            "attacker.example",
+            "ATTACKER.EXAMPLE.:3128",
+            "127.0.0.1.attacker.example",
+            "localhost.attacker.example",
+            "fetchgate.internal.attacker.example",
+            "sub.localhost",
+            "10.9.9.9:3128",
+            "[fd00::6]",
+            "0.0.0.0",
+        ] {
+            match judge(&[foreign], "10.1.2.3:3128") {
+                Err(HostRefused::Foreign { accepted, .. }) => {
+                    assert!(accepted.contains(&"fetchgate.internal".to_string()));
+                    assert!(accepted.contains(&"10.1.2.3".to_string()), "{accepted:?}");
+                }
+                other => panic!("{foreign}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_host_a_client_could_read_two_ways_is_malformed() {
+        for bad in [
+            "localhost:99999",
+            "localhost:3128:1",
+            "localhost:-1",
+            "[::1",
+            "[::1]x",
+            "[fe80::1%25eth0]",
+            "local host",
+            "localhost@attacker.example",
+            "%6cocalhost",
+            "",
+        ] {
+            assert!(
+                matches!(
+                    judge(&[bad], "127.0.0.1:3128"),
+                    Err(HostRefused::Malformed(_))
+                ),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            judge(&["localhost", "attacker.example"], "127.0.0.1:3128"),
+            Err(HostRefused::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn a_configured_name_takes_no_port_and_the_error_names_the_field() {
+        let err = crate::config::Config::from_toml(
+            "t.toml",
+            "[access]\nhosts = [\"fetchgate.internal:3128\"]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("hosts") && err.contains("without a port"),
+            "{err}"
+        );
+        let ok = crate::config::Config::from_toml("t.toml", "[access]\nhosts = [\"10.0.0.5\"]\n");
+        assert!(ok.is_ok());
+    }
+}
