@@ -705,3 +705,88 @@ async fn an_offline_registry_serves_only_its_cache() {
     assert_eq!(got.json()["field"], "offline");
     assert!(reg.requests().is_empty(), "{:?}", reg.requests());
 }
+
+/// `sri("sha384", bytes)` and friends: an SRI token for `bytes` in `algorithm`.
+fn sri(algorithm: &str, bytes: &[u8]) -> String {
+    use base64::Engine;
+    use sha2::Digest as _;
+    let digest = match algorithm {
+        "sha1" => sha1::Sha1::digest(bytes).to_vec(),
+        "sha384" => sha2::Sha384::digest(bytes).to_vec(),
+        "sha512" => sha2::Sha512::digest(bytes).to_vec(),
+        other => panic!("no {other} here"),
+    };
+    format!(
+        "{algorithm}-{}",
+        base64::engine::general_purpose::STANDARD.encode(digest)
+    )
+}
+
+/// A packument for `name` 1.0.0 on `reg` whose tarball (`bytes`) has `integrity` as given.
+fn publish_with_integrity(reg: &FakeRegistry, name: &str, bytes: &[u8], integrity: &str) {
+    let path = format!("/{name}/-/{name}-1.0.0.tgz");
+    reg.put(&path, Doc::bytes(bytes.to_vec()));
+    reg.put(
+        &format!("/{name}"),
+        Doc::json(
+            &serde_json::json!({
+                "name": name,
+                "versions": { "1.0.0": { "name": name, "version": "1.0.0", "dist": {
+                    "tarball": format!("{}{}", reg.base(), &path[1..]),
+                    "integrity": integrity } } }
+            }),
+            "application/json",
+        ),
+    );
+}
+
+/// `integrity: "sha384-<good> sha1-<served>"` with other bytes served: judged by the sha384
+/// (the strongest present, as npm's ssri does), so the bytes are refused, never stored or
+/// aliased; the SHA-1 beside it is not a way around the sha384. Its twins: the same pair with
+/// a wrong SHA-1 and the right bytes is served, and a SHA-1 alone is still checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npm_integrity_is_checked_with_its_strongest_algorithm_never_a_weaker_one() {
+    let reg = FakeRegistry::start().await;
+    let good = npm_tarball("fg-strong", "1.0.0", &[]);
+    let evil = npm_tarball("fg-strong", "1.0.0", &[("child_process", "*")]);
+    publish_with_integrity(
+        &reg,
+        "fg-strong",
+        &evil,
+        &format!("{} {}", sri("sha384", &good), sri("sha1", &evil)),
+    );
+    let fine = npm_tarball("fg-fine", "1.0.0", &[]);
+    publish_with_integrity(
+        &reg,
+        "fg-fine",
+        &fine,
+        &format!("{} {}", sri("sha1", &evil), sri("sha384", &fine)),
+    );
+    let legacy = npm_tarball("fg-legacy", "1.0.0", &[]);
+    publish_with_integrity(&reg, "fg-legacy", &legacy, &sri("sha1", &legacy));
+    let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "")).await;
+
+    for _ in 0..2 {
+        let got = fg
+            .get("/registry/npm/fg-strong/-/fg-strong-1.0.0.tgz", &[])
+            .await;
+        assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
+        let j = got.json();
+        assert_eq!(j["code"], "digest_mismatch", "{j}");
+        assert_eq!(j["expected"], sri("sha384", &good), "{j}");
+        assert_eq!(j["received"], sri("sha384", &evil), "{j}");
+    }
+    let got = fg.get(&format!("/sha256/{}", sha256_hex(&evil)), &[]).await;
+    assert_eq!(got.status, 404, "bytes failing the sha384 were stored");
+
+    let got = fg
+        .get("/registry/npm/fg-fine/-/fg-fine-1.0.0.tgz", &[])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == fine.as_slice());
+    let got = fg
+        .get("/registry/npm/fg-legacy/-/fg-legacy-1.0.0.tgz", &[])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == legacy.as_slice());
+}
