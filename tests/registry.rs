@@ -790,3 +790,136 @@ async fn npm_integrity_is_checked_with_its_strongest_algorithm_never_a_weaker_on
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     assert!(got.body.as_ref() == legacy.as_slice());
 }
+
+/// A PyPI page for `project` on `reg` listing one file: `filename` with `sha256` (hex), at
+/// `/files/<dir>/<filename>` on `reg`, whose core-metadata sidecar is `metadata`; the file
+/// there holds `bytes`.
+fn publish_pypi_listing(
+    reg: &FakeRegistry,
+    project: &str,
+    dir: &str,
+    (filename, bytes, metadata): (&str, &[u8], &[u8]),
+) {
+    reg.put(
+        &format!("/files/{dir}/{filename}"),
+        Doc::bytes(bytes.to_vec()),
+    );
+    reg.put(
+        &format!("/files/{dir}/{filename}.metadata"),
+        Doc::bytes(metadata.to_vec()),
+    );
+    let files = serde_json::json!([{
+        "filename": filename,
+        "url": format!("../../files/{dir}/{filename}"),
+        "hashes": { "sha256": sha256_hex(bytes) },
+        "core-metadata": { "sha256": sha256_hex(metadata) },
+    }]);
+    reg.put(
+        &format!("/simple/{project}/"),
+        Doc::json(
+            &serde_json::json!({ "meta": { "api-version": "1.1" }, "name": project, "files": files }),
+            "application/vnd.pypi.simple.v1+json",
+        ),
+    );
+}
+
+/// The path below fetchgate of the first file a PyPI page (JSON) served by fetchgate lists.
+async fn first_file_path(fg: &Gatekeeper, page: &str) -> String {
+    let got = fg
+        .get(page, &[("accept", "application/vnd.pypi.simple.v1+json")])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let v: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    let url = v["files"][0]["url"].as_str().unwrap().to_string();
+    let base = format!("http://{}", fg.proxy);
+    url.strip_prefix(&base).unwrap().to_string()
+}
+
+/// Another PyPI upstream (an attacker's) lists the victim's wheel by its SHA-256 under its
+/// own URL and with its own core-metadata sidecar (`Requires-Dist: evil-payload`), and so does
+/// another project on the victim's own index; read after the victim's page, neither re-points
+/// the victim's file: its sidecar and wheel come from the victim's upstream as its page said,
+/// and pip installs without the payload. The twin: each registry's own page still governs
+/// its own file URLs (the attacker's clients get the attacker's sidecar).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pypi_page_on_another_registry_never_re_points_a_victims_file() {
+    let victim = FakeRegistry::start().await;
+    let attacker = FakeRegistry::start().await;
+    let wheel_file = wheel("fg-victim", "1.0.0", &[]);
+    publish_pypi(&victim, "fg-victim", std::slice::from_ref(&wheel_file));
+    let (filename, bytes, metadata) = &wheel_file;
+    let evil_metadata =
+        b"Metadata-Version: 2.1\nName: fg-victim\nVersion: 1.0.0\nRequires-Dist: evil-payload\n";
+    publish_pypi_listing(
+        &attacker,
+        "fg-lure",
+        "lure",
+        (filename, bytes, evil_metadata),
+    );
+    publish_pypi_listing(
+        &victim,
+        "fg-copycat",
+        "copycat",
+        (filename, bytes, evil_metadata),
+    );
+    let registries = format!(
+        "{}\n[[registry]]\nname = \"evil\"\nkind = \"pypi\"\nupstream = \"{}simple/\"\n",
+        pypi_registry(&victim),
+        attacker.base()
+    );
+    let fg = Gatekeeper::start_trusting(&[&victim, &attacker], &registries).await;
+
+    let victim_file = first_file_path(&fg, "/registry/pypi/fg-victim/").await;
+    let copycat_file = first_file_path(&fg, "/registry/pypi/fg-copycat/").await;
+    let lure_file = first_file_path(&fg, "/registry/evil/fg-lure/").await;
+
+    let got = fg.get(&format!("{victim_file}.metadata"), &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(
+        got.body.as_ref(),
+        metadata.as_slice(),
+        "the sidecar is the one the victim's page published"
+    );
+    let got = fg.get(&victim_file, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == bytes.as_slice());
+    assert_eq!(
+        attacker.requests_ending(".whl"),
+        0,
+        "{:?}",
+        attacker.requests()
+    );
+    assert_eq!(attacker.requests_ending(".metadata"), 0);
+    assert_eq!(victim.requests_ending(&format!("fg-victim/{filename}")), 0);
+    assert_eq!(victim.requests_ending(&format!("/files/{filename}")), 1);
+    assert_eq!(
+        victim.requests_ending(&format!("/files/{filename}.metadata")),
+        1
+    );
+    assert_eq!(
+        victim.requests_ending(&format!("copycat/{filename}.metadata")),
+        0,
+        "another project's page steered the victim's sidecar"
+    );
+
+    // pip, through the victim's registry, installs the wheel and asks for no payload.
+    let ws = Workspace::new();
+    let t = ws.path().join("t");
+    let out = pip_install(&ws, &fg.url("pypi"), &t, "fg-victim").await;
+    assert!(out.status.success(), "{}", shown(&out));
+    assert!(!shown(&out).contains("evil-payload"), "{}", shown(&out));
+    assert_eq!(python_value(&t, "fg_victim").await, "fg-victim@1.0.0");
+
+    // The twins: each page governs its own registry's and project's file.
+    for (path, dir) in [(&lure_file, "lure"), (&copycat_file, "copycat")] {
+        let got = fg.get(&format!("{path}.metadata"), &[]).await;
+        assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+        assert_eq!(got.body.as_ref(), evil_metadata.as_slice(), "{dir}");
+    }
+    assert_eq!(attacker.requests_ending(".metadata"), 1);
+    // A file path naming a project whose page never listed that file is not served.
+    let unlisted = victim_file.replace("/fg-victim/", "/fg-other/");
+    assert_ne!(unlisted, victim_file, "the file path names its project");
+    let got = fg.get(&format!("{unlisted}.metadata"), &[]).await;
+    assert_eq!(got.status, 404, "{}", String::from_utf8_lossy(&got.body));
+}
