@@ -923,3 +923,108 @@ async fn a_pypi_page_on_another_registry_never_re_points_a_victims_file() {
     let got = fg.get(&format!("{unlisted}.metadata"), &[]).await;
     assert_eq!(got.status, 404, "{}", String::from_utf8_lossy(&got.body));
 }
+
+/// A packument for `name` 1.0.0 on `reg` whose tarball is at `tarball` with `integrity`.
+fn publish_npm_elsewhere(reg: &FakeRegistry, name: &str, tarball: &str, integrity: &str) {
+    reg.put(
+        &format!("/{name}"),
+        Doc::json(
+            &serde_json::json!({
+                "name": name,
+                "versions": { "1.0.0": { "name": name, "version": "1.0.0", "dist": {
+                    "tarball": tarball, "integrity": integrity } } }
+            }),
+            "application/json",
+        ),
+    );
+}
+
+/// An attacker's packument on another registry claims the victim's integrity for a tarball
+/// that trickles in and does not match. The victim's installs (two at once) do not inherit
+/// that failure: they wait at most `[cache] flight_hedge_ms` (its default) on the attacker's
+/// fetch, then fetch from their own upstream, once for both (the same source is waited out,
+/// never hedged against, though it is slower than the hedge). The attacker gets its own
+/// `digest_mismatch`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_npm_flight_on_another_registry_never_fails_the_victims_install() {
+    use std::time::Duration;
+    use support::upstream::{Streaming, pattern_bytes};
+    let victim = FakeRegistry::start().await;
+    let attacker = FakeRegistry::start().await;
+    let size = 5 * 64 * 1024;
+    let good = pattern_bytes(size);
+    let victim_files =
+        Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(700)), true).await;
+    let attacker_files =
+        Streaming::start("127.0.0.2:0", size + 1, Some(Duration::from_secs(1)), true).await;
+    let at = |s: &Streaming, file: &str| format!("http://127.0.0.2:{}/{file}", s.addr.port());
+    publish_npm_elsewhere(
+        &victim,
+        "fg-victim",
+        &at(&victim_files, "fg-victim-1.0.0.tgz"),
+        &sri512(&good),
+    );
+    publish_npm_elsewhere(
+        &attacker,
+        "fg-lure",
+        &at(&attacker_files, "fg-lure-1.0.0.tgz"),
+        &sri512(&good),
+    );
+    let registries = format!(
+        "{}\n[[registry]]\nname = \"evil\"\nkind = \"npm\"\nupstream = \"{}\"\n",
+        npm_registry(&victim, ""),
+        attacker.base()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [
+        victim.addr.port(),
+        attacker.addr.port(),
+        victim_files.addr.port(),
+        attacker_files.addr.port(),
+    ];
+    let cfg = support::config::Toml::new()
+        .cache_dir(dir.path().join("cache"))
+        .trust_ports("127.0.0.2", &ports)
+        .raw(&registries)
+        .build();
+    let (proxy, mounts) = support::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
+    let fg = std::sync::Arc::new(Gatekeeper { proxy, mounts, dir });
+
+    let lure = {
+        let fg = fg.clone();
+        tokio::spawn(async move {
+            fg.get("/registry/evil/fg-lure/-/fg-lure-1.0.0.tgz", &[])
+                .await
+        })
+    };
+    for _ in 0..250 {
+        if attacker_files.request_count() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(attacker_files.request_count(), 1);
+    let installs: Vec<_> = (0..2)
+        .map(|_| {
+            let fg = fg.clone();
+            tokio::spawn(async move {
+                fg.get("/registry/npm/fg-victim/-/fg-victim-1.0.0.tgz", &[])
+                    .await
+            })
+        })
+        .collect();
+    for install in installs {
+        let got = install.await.unwrap();
+        assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+        assert!(got.body.as_ref() == good.as_slice());
+    }
+    assert_eq!(
+        victim_files.request_count(),
+        1,
+        "the victim's own upstream is asked, once for both installs"
+    );
+    let got = lure.await.unwrap();
+    assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.json()["code"], "digest_mismatch");
+    assert_eq!(got.json()["package"], "fg-lure");
+}

@@ -39,6 +39,12 @@ impl Algorithm {
             Algorithm::Sha512 => 64,
         }
     }
+
+    /// Whether a digest in this algorithm names one byte string: false for SHA-1, whose
+    /// collisions can be made, so a SHA-1 match says nothing about bytes from another source.
+    pub(crate) fn names_bytes(self) -> bool {
+        self != Algorithm::Sha1
+    }
 }
 
 /// An expected digest.

@@ -16,6 +16,10 @@ const TEE_STALL_DEFAULT_MS: u64 = 2000;
 /// account is an outage, not back-pressure.
 const TEE_STALL_MAX_MS: u64 = 60_000;
 
+/// The most `[cache] flight_hedge_ms` may be: waiting longer on another source's fetch is
+/// what the setting exists to prevent.
+const FLIGHT_HEDGE_MAX_MS: u64 = 60_000;
+
 /// The `[cache]` table of the config file, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,6 +36,9 @@ pub struct CacheSection {
     pub(crate) max_object_bytes: Option<Spanned<u64>>,
     /// Time allowed for one mirror's whole fetch-through.
     pub(crate) fetch_timeout_ms: Option<Spanned<u64>>,
+    /// Longest a request waits on another source's fetch of the same artifact before it
+    /// fetches from its own.
+    pub(crate) flight_hedge_ms: Option<Spanned<u64>>,
     /// Longest one chunk of a teed body may wait for the store's writer before the tee is
     /// given up.
     pub(crate) tee_stall_ms: Option<Spanned<u64>>,
@@ -63,6 +70,9 @@ pub struct CacheSettings {
     pub max_object_bytes: u64,
     /// Time allowed for one mirror's whole fetch-through.
     pub fetch_timeout: Duration,
+    /// Longest a request waits on a fetch of the same artifact from another source (other
+    /// mirrors, another registry or URL) before it fetches from its own.
+    pub flight_hedge: Duration,
     /// Longest one chunk of a teed body waits for the store's writer (the client waits with
     /// it) before the tee is given up and the body goes on uncached.
     pub tee_stall: Duration,
@@ -79,6 +89,7 @@ impl Default for CacheSettings {
             memory_max_object_bytes: 1 << 20,
             max_object_bytes: 1 << 30,
             fetch_timeout: Duration::from_secs(600),
+            flight_hedge: crate::fetch::flight::DEFAULT_FLIGHT_HEDGE,
             tee_stall: Duration::from_millis(TEE_STALL_DEFAULT_MS),
             tee_public_hosts: Vec::new(),
         }
@@ -117,6 +128,20 @@ impl CacheSettings {
         )?;
         s.max_object_bytes = pos(&section.max_object_bytes, s.max_object_bytes, 1)?;
         s.fetch_timeout = Duration::from_millis(pos(&section.fetch_timeout_ms, 600_000, 1)?);
+        let hedge = pos(
+            &section.flight_hedge_ms,
+            s.flight_hedge.as_millis() as u64,
+            0,
+        )?;
+        if let Some(v) = &section.flight_hedge_ms
+            && hedge > FLIGHT_HEDGE_MAX_MS
+        {
+            return Err(src.error_at(
+                v.span(),
+                format!("must be at most {FLIGHT_HEDGE_MAX_MS} (one minute)"),
+            ));
+        }
+        s.flight_hedge = Duration::from_millis(hedge);
         let stall = pos(&section.tee_stall_ms, TEE_STALL_DEFAULT_MS, 1)?;
         if let Some(v) = &section.tee_stall_ms
             && stall > TEE_STALL_MAX_MS
