@@ -1028,3 +1028,45 @@ async fn an_npm_flight_on_another_registry_never_fails_the_victims_install() {
     assert_eq!(got.json()["code"], "digest_mismatch");
     assert_eq!(got.json()["package"], "fg-lure");
 }
+
+/// A SHA-1 does not name bytes (collisions can be made), so another registry's SHA-1 match
+/// never answers for this registry's artifact: the victim's own upstream is asked, then its
+/// own later requests are hits. The twin: a sha512 (which names bytes) verified through one
+/// registry answers for every registry, without an upstream request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sha1_match_on_another_registry_never_answers_for_this_one() {
+    let victim = FakeRegistry::start().await;
+    let other = FakeRegistry::start().await;
+    let legacy = npm_tarball("fg-old", "1.0.0", &[]);
+    let modern = npm_tarball("fg-new", "1.0.0", &[]);
+    for reg in [&victim, &other] {
+        publish_with_integrity(reg, "fg-old", &legacy, &sri("sha1", &legacy));
+        publish_with_integrity(reg, "fg-new", &modern, &sri512(&modern));
+    }
+    let registries = format!(
+        "{}\n[[registry]]\nname = \"other\"\nkind = \"npm\"\nupstream = \"{}\"\n",
+        npm_registry(&victim, ""),
+        other.base()
+    );
+    let fg = Gatekeeper::start_trusting(&[&victim, &other], &registries).await;
+    for name in ["fg-old", "fg-new"] {
+        let got = fg
+            .get(&format!("/registry/other/{name}/-/{name}-1.0.0.tgz"), &[])
+            .await;
+        assert_eq!(got.status, 200, "{}", got.status);
+    }
+    for _ in 0..2 {
+        let got = fg.get("/registry/npm/fg-old/-/fg-old-1.0.0.tgz", &[]).await;
+        assert_eq!(got.status, 200, "{}", got.status);
+        assert!(got.body.as_ref() == legacy.as_slice());
+    }
+    assert_eq!(
+        victim.requests_ending("fg-old-1.0.0.tgz"),
+        1,
+        "another registry's SHA-1 answered for the victim's tarball"
+    );
+    let got = fg.get("/registry/npm/fg-new/-/fg-new-1.0.0.tgz", &[]).await;
+    assert_eq!(got.status, 200, "{}", got.status);
+    assert!(got.body.as_ref() == modern.as_slice());
+    assert_eq!(victim.requests_ending("fg-new-1.0.0.tgz"), 0);
+}
