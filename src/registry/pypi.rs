@@ -284,8 +284,7 @@ impl Registries {
                 sha256,
                 filename,
             } => {
-                let project = self.judge(front, &project)?;
-                let record = self.file_record(front, &project, &sha256, &filename)?;
+                let (project, record) = self.listed_file(front, &project, &sha256, &filename)?;
                 let expected = sha256_expected(&sha256);
                 let url = record.url.clone();
                 self.artifact(front, &expected, || Ok(url), &project, &filename)
@@ -296,8 +295,7 @@ impl Registries {
                 sha256,
                 filename,
             } => {
-                let project = self.judge(front, &project)?;
-                let record = self.file_record(front, &project, &sha256, &filename)?;
+                let (project, record) = self.listed_file(front, &project, &sha256, &filename)?;
                 let meta = record
                     .metadata_sha256
                     .as_deref()
@@ -349,21 +347,24 @@ impl Registries {
             .map_err(RegistryError::Cache)
     }
 
-    /// The upstream record of a file that this registry's page of `project` named; a file no
-    /// such page named (whatever another registry or project said of it) is not fetched.
-    fn file_record(
+    /// The canonical `project` (judged by allow/deny) and the upstream record of a file that
+    /// this registry's page of that project named; a file no such page named (whatever
+    /// another registry or project said of it) is not fetched.
+    fn listed_file(
         &self,
         front: &Front,
         project: &str,
         sha256: &Digest,
         filename: &str,
-    ) -> Result<StoredFile, RegistryError> {
-        let key = file_key(&front.settings.name, project, sha256);
+    ) -> Result<(String, StoredFile), RegistryError> {
+        let project = self.judge(front, project)?;
+        let key = file_key(&front.settings.name, &project, sha256);
         let upstream = front.settings.upstream.as_str();
         self.aliases
             .file(&key)
             .map_err(RegistryError::Cache)?
             .filter(|r| r.upstream == upstream && r.label == format!("{project}/{filename}"))
+            .map(|record| (project.clone(), record))
             .ok_or_else(|| {
                 RegistryError::NotFound(format!(
                     "file {filename} with sha256 {sha256} on the page of project {project} read so far"

@@ -12,13 +12,10 @@ use crate::toml_file::{FileError, TomlSource};
 /// `[cache] tee_stall_ms` when unset: long enough for a busy disk, short enough that a stuck
 /// one does not hold a client for long.
 const TEE_STALL_DEFAULT_MS: u64 = 2000;
-/// The most `[cache] tee_stall_ms` may be: a client held longer than a minute on the cache's
-/// account is an outage, not back-pressure.
-const TEE_STALL_MAX_MS: u64 = 60_000;
-
-/// The most `[cache] flight_hedge_ms` may be: waiting longer on another source's fetch is
-/// what the setting exists to prevent.
-const FLIGHT_HEDGE_MAX_MS: u64 = 60_000;
+/// The most `[cache] tee_stall_ms` and `flight_hedge_ms` may be: a client held longer than a
+/// minute on the cache's account (or on another source's fetch) is an outage, not
+/// back-pressure.
+const ONE_MINUTE_MS: u64 = 60_000;
 
 /// The `[cache]` table of the config file, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -128,30 +125,24 @@ impl CacheSettings {
         )?;
         s.max_object_bytes = pos(&section.max_object_bytes, s.max_object_bytes, 1)?;
         s.fetch_timeout = Duration::from_millis(pos(&section.fetch_timeout_ms, 600_000, 1)?);
-        let hedge = pos(
+        // Milliseconds from `min` to one minute: the most any client is held on a cache's or
+        // another fetch's account.
+        let up_to_a_minute = |v: &Option<Spanned<u64>>, default: u64, min: u64| {
+            let ms = pos(v, default, min)?;
+            match v {
+                Some(v) if ms > ONE_MINUTE_MS => Err(src.error_at(
+                    v.span(),
+                    format!("must be at most {ONE_MINUTE_MS} (one minute)"),
+                )),
+                _ => Ok(Duration::from_millis(ms)),
+            }
+        };
+        s.flight_hedge = up_to_a_minute(
             &section.flight_hedge_ms,
             s.flight_hedge.as_millis() as u64,
             0,
         )?;
-        if let Some(v) = &section.flight_hedge_ms
-            && hedge > FLIGHT_HEDGE_MAX_MS
-        {
-            return Err(src.error_at(
-                v.span(),
-                format!("must be at most {FLIGHT_HEDGE_MAX_MS} (one minute)"),
-            ));
-        }
-        s.flight_hedge = Duration::from_millis(hedge);
-        let stall = pos(&section.tee_stall_ms, TEE_STALL_DEFAULT_MS, 1)?;
-        if let Some(v) = &section.tee_stall_ms
-            && stall > TEE_STALL_MAX_MS
-        {
-            return Err(src.error_at(
-                v.span(),
-                format!("must be at most {TEE_STALL_MAX_MS} (one minute)"),
-            ));
-        }
-        s.tee_stall = Duration::from_millis(stall);
+        s.tee_stall = up_to_a_minute(&section.tee_stall_ms, TEE_STALL_DEFAULT_MS, 1)?;
         for rule in section.tee.iter().flatten() {
             if rule.hosts.get_ref().is_empty() {
                 return Err(src.error_at(
