@@ -1070,3 +1070,36 @@ async fn a_sha1_match_on_another_registry_never_answers_for_this_one() {
     assert!(got.body.as_ref() == modern.as_slice());
     assert_eq!(victim.requests_ending("fg-new-1.0.0.tgz"), 0);
 }
+
+/// A file URL of the older form without its project (`-/files/<sha256>/<file>`, as a lockfile
+/// may hold it) still gets the file when exactly one project page of this registry listed it,
+/// but never a `.metadata` sidecar (its digest would come from a page the URL does not name).
+/// The twin: once a second project's page lists the same SHA-256, the old form is refused
+/// (which page it means cannot be told), and the project's own file URL still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_pypi_file_url_is_served_only_when_one_project_listed_it() {
+    let reg = FakeRegistry::start().await;
+    let solo = wheel("fg-solo", "1.0.0", &[]);
+    publish_pypi(&reg, "fg-solo", std::slice::from_ref(&solo));
+    let fg = Gatekeeper::start(&reg, &pypi_registry(&reg)).await;
+    let scoped = first_file_path(&fg, "/registry/pypi/fg-solo/").await;
+    let old = format!("/registry/pypi/-/files/{}/{}", sha256_hex(&solo.1), solo.0);
+    assert_ne!(scoped, old);
+    let got = fg.get(&old, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == solo.1.as_slice());
+    let got = fg.get(&format!("{old}.metadata"), &[]).await;
+    assert_ne!(got.status, 200, "an unscoped sidecar was served");
+
+    publish_pypi_listing(
+        &reg,
+        "fg-twin",
+        "twin",
+        (&solo.0, &solo.1, b"Name: fg-twin\n"),
+    );
+    first_file_path(&fg, "/registry/pypi/fg-twin/").await;
+    let got = fg.get(&old, &[]).await;
+    assert_eq!(got.status, 404, "{}", String::from_utf8_lossy(&got.body));
+    let got = fg.get(&scoped, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+}

@@ -138,6 +138,29 @@ impl Aliases {
         }
     }
 
+    /// Every project of `registry` whose page listed `sha256`, with its record (a scan of
+    /// that registry's records).
+    pub(crate) fn listings(
+        &self,
+        registry: &str,
+        sha256: &Digest,
+    ) -> Result<Vec<(String, FileRecord)>, String> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let table = txn.open_table(FILES).map_err(err)?;
+        let (from, to) = (format!("{registry}:"), format!("{registry};"));
+        let tail = format!(":{}", sha256.hex());
+        let mut out = Vec::new();
+        for row in table.range(from.as_str()..to.as_str()).map_err(err)? {
+            let (k, v) = row.map_err(err)?;
+            let Some(project) = k.value()[from.len()..].strip_suffix(tail.as_str()) else {
+                continue;
+            };
+            let record = serde_json::from_str(v.value()).map_err(err)?;
+            out.push((project.to_string(), record));
+        }
+        Ok(out)
+    }
+
     /// Records the files a page named, each under its [`file_key`]; when every record is
     /// already there as given, nothing is written (a page read from the metadata cache costs
     /// one read transaction).
@@ -196,6 +219,14 @@ mod tests {
             "another registry's key finds nothing"
         );
         assert_eq!(a.file(&file_key("py", "y", &d)).unwrap(), None);
+        let listed = a.listings("py", &d).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].0, "x");
+        assert!(
+            a.listings("p", &d).unwrap().is_empty(),
+            "a prefix is not a registry"
+        );
+        assert!(a.listings("py", &Digest::of(b"y")).unwrap().is_empty());
         assert_eq!(a.all_aliases().unwrap().len(), 1);
         a.set_verified(None, "http://up/x.whl", &d).unwrap();
         assert_eq!(a.url("http://up/x.whl").unwrap(), Some(d));

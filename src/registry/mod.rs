@@ -15,6 +15,7 @@ pub(crate) mod metadata;
 pub(crate) mod names;
 pub(crate) mod npm;
 pub(crate) mod pypi;
+mod pypi_files;
 mod pypi_html;
 pub(crate) mod service;
 

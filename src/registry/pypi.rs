@@ -7,7 +7,6 @@
 //! and fetchgate remembers each file under its registry and project: the upstream URL and the
 //! sidecar digest used are the ones that registry's page for that project published.
 
-use super::aliases::{FileRecord as StoredFile, file_key};
 use super::error::RegistryError;
 pub(crate) use super::pypi_html::render_html;
 use super::service::{Ask, Front, Registries, Reply, sha256_expected};
@@ -47,20 +46,38 @@ pub(crate) enum Request {
         /// The distribution's file name.
         filename: String,
     },
+    /// A distribution file by the form without its project (`-/files/<sha256>/<filename>`,
+    /// from before records were kept per project; lockfiles may hold it): served only when
+    /// one project of this registry listed it, and never as a `.metadata` sidecar.
+    Unscoped {
+        /// Its SHA-256.
+        sha256: Digest,
+        /// Its file name.
+        filename: String,
+    },
     /// Anything else.
     Other,
 }
 
-/// Reads the path below the mount: `/<project>/` or
-/// `/-/files/<project>/<sha256>/<filename>[.metadata]`. A file path without its project (the
-/// form before file records were kept per project) is not served.
+/// Reads the path below the mount: `/<project>/`, `/-/files/<project>/<sha256>/<filename>
+/// [.metadata]`, or the older `/-/files/<sha256>/<filename>` (the file only).
 pub(crate) fn parse_path(rest: &str) -> Request {
     let path = rest.strip_prefix('/').unwrap_or(rest);
     if let Some(file) = path.strip_prefix("-/files/") {
         let mut parts = file.splitn(3, '/');
         let (Some(project), Some(hex), Some(filename)) = (parts.next(), parts.next(), parts.next())
         else {
-            return Request::Other;
+            return match file.split_once('/') {
+                Some((hex, filename))
+                    if valid_filename(filename) && !filename.ends_with(".metadata") =>
+                {
+                    Digest::parse(hex).map_or(Request::Other, |sha256| Request::Unscoped {
+                        sha256,
+                        filename: filename.to_string(),
+                    })
+                }
+                _ => Request::Other,
+            };
         };
         let (true, Ok(sha256), true) = (
             valid_project(project),
@@ -311,65 +328,15 @@ impl Registries {
                 )
                 .await
             }
+            Request::Unscoped { sha256, filename } => {
+                let project = self.only_listing(front, &sha256, &filename).await?;
+                let (project, record) = self.listed_file(front, &project, &sha256, &filename)?;
+                let expected = sha256_expected(&sha256);
+                self.artifact(front, &expected, || Ok(record.url), &project, &filename)
+                    .await
+            }
             Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),
         }
-    }
-
-    /// Records what this registry's page of `project` says about each file it lists, under
-    /// this registry and project (written only when something changed).
-    async fn remember_files(
-        &self,
-        front: &Front,
-        project: &str,
-        page: &Page,
-    ) -> Result<(), RegistryError> {
-        let registry = &front.settings.name;
-        let upstream = front.settings.upstream.to_string();
-        let records: Vec<(String, StoredFile)> = page
-            .files
-            .iter()
-            .map(|f| {
-                (
-                    file_key(registry, project, &f.sha256),
-                    StoredFile {
-                        upstream: upstream.clone(),
-                        url: f.url.clone(),
-                        label: format!("{project}/{}", f.filename),
-                        metadata_sha256: f.metadata_sha256.map(|d| d.hex()),
-                    },
-                )
-            })
-            .collect();
-        let aliases = self.aliases.clone();
-        tokio::task::spawn_blocking(move || aliases.set_files(&records))
-            .await
-            .map_err(|e| RegistryError::Internal(e.to_string()))?
-            .map_err(RegistryError::Cache)
-    }
-
-    /// The canonical `project` (judged by allow/deny) and the upstream record of a file that
-    /// this registry's page of that project named; a file no such page named (whatever
-    /// another registry or project said of it) is not fetched.
-    fn listed_file(
-        &self,
-        front: &Front,
-        project: &str,
-        sha256: &Digest,
-        filename: &str,
-    ) -> Result<(String, StoredFile), RegistryError> {
-        let project = self.judge(front, project)?;
-        let key = file_key(&front.settings.name, &project, sha256);
-        let upstream = front.settings.upstream.as_str();
-        self.aliases
-            .file(&key)
-            .map_err(RegistryError::Cache)?
-            .filter(|r| r.upstream == upstream && r.label == format!("{project}/{filename}"))
-            .map(|record| (project.clone(), record))
-            .ok_or_else(|| {
-                RegistryError::NotFound(format!(
-                    "file {filename} with sha256 {sha256} on the page of project {project} read so far"
-                ))
-            })
     }
 }
 
@@ -405,7 +372,14 @@ mod tests {
                 filename: "foo-1.0-py3-none-any.whl".into()
             }
         );
-        let unscoped = format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl");
+        assert_eq!(
+            parse_path(&format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl")),
+            Request::Unscoped {
+                sha256: Digest::parse(SHA).unwrap(),
+                filename: "foo-1.0-py3-none-any.whl".into()
+            }
+        );
+        let unscoped = format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl.metadata");
         let bad_project = format!("/-/files/_x/{SHA}/foo-1.0-py3-none-any.whl");
         for bad in [
             "/",
