@@ -28,6 +28,9 @@ struct RegistrySection {
     /// `[[openwop.registry.key]]`: the keys that may sign for it.
     #[serde(default)]
     key: Vec<OpenwopKeySection>,
+    /// Refuse a tarball with any file the signed `pack.json` does not bind by digest
+    /// (`x-files`); default false.
+    strict: Option<bool>,
 }
 
 /// One `[[openwop.registry.key]]`.
@@ -85,6 +88,8 @@ pub(crate) struct OpenwopRegistry {
     pub(crate) well_known: String,
     /// Its signing keys.
     pub(crate) keys: Vec<OpenwopKey>,
+    /// Refuse tarballs whose files are not all bound by the signed `pack.json`.
+    pub(crate) strict: bool,
 }
 
 /// A key that may sign packs in some namespaces.
@@ -211,6 +216,7 @@ impl PackConfig {
                 base: base.to_string(),
                 well_known: well_known.to_string(),
                 keys,
+                strict: r.strict.unwrap_or(false),
             });
         }
         for k in &lgflow.key {

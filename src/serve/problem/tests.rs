@@ -48,6 +48,10 @@ const REFUSALS: &[&str] = &[
     "dns_timeout",
     "dns_failure",
     "answer_refused",
+    "policy_host_not_allowed",
+    "policy_port_not_allowed",
+    "policy_registry_not_allowed",
+    "policy_fetch_not_allowed",
 ];
 
 fn request_errors() -> Vec<RequestError> {
@@ -299,6 +303,7 @@ fn table() -> Vec<(Problem, &'static str, Origin)> {
             },
             detail: Some("x".into()),
             answers: Vec::new(),
+            policy: None,
         };
         rows.push((
             reason.code(),
