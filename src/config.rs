@@ -191,6 +191,7 @@ impl Config {
             max_redirects: self.max_redirects,
             fetch_timeout: self.cache.fetch_timeout,
             body_idle: self.limits.body_idle_timeout,
+            hedge: self.cache.flight_hedge,
         };
         crate::fetch::through::Fetcher::new(
             self.egress(),

@@ -43,7 +43,7 @@ pub struct Metrics {
     pub(crate) fill_failures: Family<Labels1, Counter>,
     /// Answers of `507` (nothing evictable).
     pub(crate) cache_full: Counter,
-    /// Fetch-through fetches in flight.
+    /// Shared fetches in flight (fetch-through and registry artifacts).
     pub(crate) inflight_fetches: Gauge,
     /// Requests waiting on another request's fetch.
     pub(crate) fetch_waiters: Gauge,
@@ -174,7 +174,7 @@ impl Metrics {
             cache_fills: "cache_fills", "Entries published";
             fill_failures: "cache_fill_failures", "Failed fill attempts by reason";
             cache_full: "cache_full", "Answers of 507: nothing evictable";
-            inflight_fetches: "fetches_in_flight", "Fetch-through fetches in flight";
+            inflight_fetches: "fetches_in_flight", "Shared fetches in flight (fetch-through and registry artifacts)";
             fetch_waiters: "fetch_waiters", "Requests waiting on a shared fetch";
             tunnels: "tunnels", "CONNECT tunnels opened";
             tunnels_open: "tunnels_open", "CONNECT tunnels open now";

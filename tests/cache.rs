@@ -888,7 +888,8 @@ async fn redirects_resolve_relative_locations_and_refuse_downgrades() {
 }
 
 /// A mirror that answers every request with a `200` head announcing `len` bytes, then sends
-/// nothing more and keeps the connection open until fetchgate closes it.
+/// nothing more (or, trickling, one byte every so often, never the last) and keeps the
+/// connection open until fetchgate closes it.
 struct Stalling {
     addr: std::net::SocketAddr,
     requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
@@ -897,6 +898,16 @@ struct Stalling {
 
 impl Stalling {
     async fn start(len: u64) -> Self {
+        Self::serve(len, None).await
+    }
+
+    /// Sends one byte every `every` after the head: never silent long enough for an idle
+    /// limit above `every`, never done.
+    async fn trickling(len: u64, every: Duration) -> Self {
+        Self::serve(len, Some(every)).await
+    }
+
+    async fn serve(len: u64, trickle: Option<Duration>) -> Self {
         use std::sync::atomic::{AtomicUsize, Ordering};
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
@@ -919,9 +930,21 @@ impl Stalling {
                     r.fetch_add(1, Ordering::SeqCst);
                     let reply = format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n");
                     let _ = s.write_all(reply.as_bytes()).await;
-                    while let Ok(n) = s.read(&mut buf).await {
-                        if n == 0 {
-                            break;
+                    match trickle {
+                        None => {
+                            while let Ok(n) = s.read(&mut buf).await {
+                                if n == 0 {
+                                    break;
+                                }
+                            }
+                        }
+                        Some(every) => {
+                            for _ in 1..len {
+                                tokio::time::sleep(every).await;
+                                if s.write_all(b"x").await.is_err() {
+                                    break;
+                                }
+                            }
                         }
                     }
                     c.fetch_add(1, Ordering::SeqCst);
@@ -1388,5 +1411,78 @@ async fn a_head_for_all_of_max_bytes_then_silence_evicts_nothing_but_real_bytes_
     assert_eq!(
         gone, 2,
         "room for 500 000 bytes is two 200 000-byte entries"
+    );
+}
+
+/// An attacker's fetch-through for the victim's digest and size from a mirror that trickles
+/// (a byte every 100 ms: never idle long enough to be cut off, done only at
+/// `fetch_timeout_ms`): the victim, naming its own good mirror, waits at most
+/// `[cache] flight_hedge_ms` (its default here) on that flight, then fetches from its own
+/// mirror and is served while the attacker's fetch is still trickling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_victim_hedges_past_a_trickling_flight_from_other_mirrors() {
+    let bytes = pattern_bytes(100_000);
+    let d = Digest::of(&bytes);
+    let good = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+    let trickle = Stalling::trickling(100_000, Duration::from_millis(100)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "fetch_timeout_ms = 60000")
+            .section("proxy", "body_idle_timeout_ms = 5000")
+            .trust_ports("127.0.0.2", &[good.addr.port(), trickle.addr.port()])
+            .build(),
+    )
+    .await;
+    let attack = through(&d, 100_000, &[trickle.url()]);
+    let attacker = tokio::spawn(async move { get_path(proxy, &attack, &[]).await });
+    assert!(eventually(|| trickle.requests() == 1).await);
+    let good_url = format!("http://127.0.0.2:{}/pkg.tgz", good.addr.port());
+    let got = get_path(proxy, &through(&d, 100_000, &[good_url]), &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.body.as_ref(), bytes.as_slice());
+    assert!(
+        !attacker.is_finished(),
+        "the victim waited out the attacker's trickling flight"
+    );
+    assert_eq!(good.requests().len(), 1);
+    attacker.abort();
+}
+
+/// The twin: requests naming the same mirrors never hedge against each other. A slow but
+/// honest fetch (longer than the hedge) is waited out by the second request, and the mirror
+/// is asked once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_from_the_same_mirrors_wait_out_a_slow_flight_without_hedging() {
+    let size = 5 * 64 * 1024;
+    let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(700)), true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "flight_hedge_ms = 300")
+            .trust_ports("127.0.0.2", &[up.addr.port()])
+            .build(),
+    )
+    .await;
+    let bytes = pattern_bytes(size);
+    let path = through(
+        &Digest::of(&bytes),
+        size,
+        &[format!("http://127.0.0.2:{}/slow.tgz", up.addr.port())],
+    );
+    let first = {
+        let path = path.clone();
+        tokio::spawn(async move { get_path(proxy, &path, &[]).await })
+    };
+    assert!(eventually(|| up.request_count() == 1).await);
+    let second = get_path(proxy, &path, &[]).await;
+    for got in [first.await.unwrap(), second] {
+        assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+        assert!(got.body.as_ref() == bytes.as_slice());
+    }
+    assert_eq!(
+        up.request_count(),
+        1,
+        "a request hedged against its own source"
     );
 }

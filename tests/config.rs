@@ -236,3 +236,18 @@ fn tee_stall_must_stay_below_the_body_idle_timeout() {
     )
     .unwrap();
 }
+
+/// `[cache] flight_hedge_ms`: defaulted to 2000, 0 allowed (never wait on another source),
+/// and refused above one minute by name.
+#[test]
+fn flight_hedge_is_defaulted_and_bounded() {
+    let c = Config::from_toml("ops.toml", "").unwrap();
+    assert_eq!(c.cache.flight_hedge, std::time::Duration::from_millis(2000));
+    for ok in [0u64, 60_000] {
+        let c =
+            Config::from_toml("ops.toml", &format!("[cache]\nflight_hedge_ms = {ok}\n")).unwrap();
+        assert_eq!(c.cache.flight_hedge, std::time::Duration::from_millis(ok));
+    }
+    let err = refused("[cache]\nflight_hedge_ms = 60001\n");
+    assert_eq!(err.field.as_deref(), Some("cache.flight_hedge_ms"), "{err}");
+}

@@ -1,63 +1,82 @@
-//! Single flight: concurrent requests for one digest and size share one fetch, which runs on
-//! its own task (a client that leaves does not cancel it for the others, and a fetch nobody
-//! waits for any more is abandoned). A request that joined another's fetch and saw it fail
-//! tries its own untried mirrors, once. The table outlives reloads ([`Flights`]).
+//! Single flight: concurrent requests for one artifact *from one source* share one fetch,
+//! which runs on its own task (a client that leaves does not cancel it for the others, and a
+//! fetch nobody waits for any more is abandoned). A request never inherits a failure from
+//! another source: when a fetch of the same artifact from another source (another mirror list,
+//! another registry or URL) is running, it waits at most `[cache] flight_hedge_ms` for that
+//! fetch to succeed, and then, or as soon as that fetch fails, fetches from its own source
+//! (still taking the other's success if it comes first). The tables outlive reloads
+//! ([`Flights`]).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::through::{Fetcher, ThroughError, Wanted};
+use super::expected::ExpectedError;
+use super::hops::Credential;
+use super::integrity::Expected;
+use super::through::{Fetcher, LocatorFailure, ThroughError, Wanted};
 use crate::metrics::Metrics;
 use crate::store::{Digest, StoreError};
 
+/// Default `[cache] flight_hedge_ms`: long enough that a healthy fetch from another source
+/// usually lands first (one upstream fetch for both), short enough that a trickling one holds
+/// nobody for long.
+pub(crate) const DEFAULT_FLIGHT_HEDGE: Duration = Duration::from_millis(2000);
+
 /// How a shared fetch ended, as the requests waiting for it see it.
 #[derive(Clone)]
-enum Landed {
+enum Landed<T> {
     /// The leader finished with this result.
-    Done(Result<(), Arc<ThroughError>>),
+    Done(T),
     /// Every waiting request went away, so the fetch was stopped and its space freed.
     Abandoned,
 }
 
-type Outcome = Option<Landed>;
+type Outcome<T> = Option<Landed<T>>;
 
-/// One fetch, shared by every request for the same digest and size.
-struct Flight {
-    tx: watch::Sender<Outcome>,
-    /// The mirrors its leader tries, in order.
-    mirrors: Vec<String>,
+/// One fetch from one source, shared by every request for the same key and source.
+struct Flight<S, T> {
+    /// Where it fetches from: the source a request must name to wait it out.
+    source: S,
+    tx: watch::Sender<Outcome<T>>,
 }
 
-/// What single flight is keyed on: a request with another size never waits on this one.
-type FlightKey = (Digest, u64);
+/// Every source's flight of one key.
+type Sources<S, T> = Vec<Arc<Flight<S, T>>>;
 
-/// A request's place in single flight.
-enum Boarding {
-    /// Waiting for a flight it leads or joined.
-    Aboard {
-        rx: watch::Receiver<Outcome>,
-        flight: Arc<Flight>,
-        led: bool,
-    },
-    /// A flight for the key exists that it may not join: it fetches on its own.
-    Alone,
+/// The fetches in flight for one kind of artifact: by key (what is fetched), each with the
+/// flights from every source currently fetching it.
+pub(crate) struct Table<K, S, T> {
+    flights: Mutex<HashMap<K, Sources<S, T>>>,
 }
 
-/// Where a round of single flight left a request.
-enum Flown {
-    /// Done: success, or the failure of a fetch over this request's own mirrors.
-    Final(Result<(), Arc<ThroughError>>),
-    /// Another request's flight failed or was abandoned; `untried` are this request's
-    /// mirrors that it did not try.
-    Fallback {
-        error: Arc<ThroughError>,
-        untried: Vec<String>,
-    },
+impl<K, S, T> Default for Table<K, S, T> {
+    fn default() -> Self {
+        Self {
+            flights: Mutex::new(HashMap::new()),
+        }
+    }
 }
 
-/// Counts a request waiting on another's fetch for as long as it waits (even if it leaves).
+/// One request for single flight: what it wants and from where.
+pub(crate) struct Ask<K, S> {
+    /// What is fetched (a digest and size, or a registry digest).
+    pub(crate) key: K,
+    /// Where this request's bytes come from (its mirrors, or its registry and URL).
+    pub(crate) source: S,
+    /// How long to wait on another source's fetch before fetching from its own.
+    pub(crate) hedge: Duration,
+    /// Where waiting and leading are counted.
+    pub(crate) metrics: &'static Metrics,
+}
+
+/// Counts a request waiting on a fetch it did not start for as long as it waits.
 struct Waiting(&'static Metrics);
 
 impl Waiting {
@@ -73,160 +92,300 @@ impl Drop for Waiting {
     }
 }
 
-/// The fetches in flight, by digest and size. It outlives any one [`Fetcher`]: a reload builds
-/// a new fetcher over the same table, so requests after a reload still join the fetches begun
-/// before it.
-#[derive(Default)]
-pub(crate) struct Flights(Mutex<HashMap<FlightKey, Arc<Flight>>>);
-
-impl Flights {
-    fn lock(
-        &self,
-    ) -> std::sync::LockResult<std::sync::MutexGuard<'_, HashMap<FlightKey, Arc<Flight>>>> {
-        self.0.lock()
-    }
+/// Where boarding left a request.
+struct Boarded<T> {
+    /// Its own source's flight (led or joined), when there is one yet.
+    own: Option<watch::Receiver<Outcome<T>>>,
+    /// Whether it leads that flight.
+    led: bool,
+    /// Flights of the same key from other sources.
+    others: Vec<watch::Receiver<Outcome<T>>>,
 }
 
-impl Fetcher {
-    /// Makes sure `wanted.digest` is published: returns at once on a hit, otherwise joins the
-    /// fetch already running for that digest and size or leads one. If a joined fetch fails,
-    /// this request's own mirrors that it did not try are tried (once: a second round leads,
-    /// joins a fetch that tries all of them, or fetches alone, and its result is final).
-    pub(crate) async fn ensure(self: &Arc<Self>, wanted: Wanted) -> Result<(), Arc<ThroughError>> {
-        if self.store.contains_verified(&wanted.digest) {
-            return Ok(());
+impl<K, S, T, E> Table<K, S, Result<T, E>>
+where
+    K: Eq + Hash + Clone + std::fmt::Debug + Send + Sync + 'static,
+    S: PartialEq + Clone + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// The result of `fetch` for `ask`: joined when a flight from the same source runs,
+    /// otherwise led, after waiting at most `ask.hedge` for other sources' flights of the same
+    /// key (their success is this request's too; their failure is not). `broken` makes the
+    /// error for a broken table.
+    pub(crate) async fn fly<F, Fut>(
+        self: &Arc<Self>,
+        ask: Ask<K, S>,
+        fetch: F,
+        broken: fn(&'static str) -> E,
+    ) -> Result<T, E>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+    {
+        let lock_failed = || broken("the in-flight table is poisoned");
+        let Boarded {
+            mut own,
+            mut led,
+            mut others,
+        } = self.board(&ask, None::<&F>).map_err(|()| lock_failed())?;
+        if own.is_none() && !others.is_empty() {
+            let waiting = Waiting::start(ask.metrics);
+            let hedged = tokio::time::timeout(ask.hedge, any_success(&mut others)).await;
+            drop(waiting);
+            if let Ok(Some(value)) = hedged {
+                return Ok(value);
+            }
         }
-        let (error, untried) = match self.fly(&wanted, |_| true).await? {
-            Flown::Final(result) => return result,
-            Flown::Fallback { error, untried } => (error, untried),
-        };
-        if untried.is_empty() {
-            return Err(error);
+        // A flight led here cannot be abandoned while this request holds its receiver, so a
+        // second round always ends; a third is a table that lost its flights.
+        for _ in 0..3 {
+            let mut rx = match own.take() {
+                Some(rx) => rx,
+                None => {
+                    let b = self.board(&ask, Some(&fetch)).map_err(|()| lock_failed())?;
+                    led = b.led;
+                    b.own.ok_or_else(lock_failed)?
+                }
+            };
+            let waiting = (!led).then(|| Waiting::start(ask.metrics));
+            let landed = tokio::select! {
+                landed = landing(&mut rx) => landed,
+                Some(value) = any_success(&mut others) => Some(Landed::Done(Ok(value))),
+            };
+            drop(waiting);
+            match landed {
+                Some(Landed::Done(result)) => return result,
+                // Abandoned just before this request joined: lead (or join) anew.
+                _ => continue,
+            }
         }
-        if self.store.contains_verified(&wanted.digest) {
-            return Ok(());
-        }
-        let own = Wanted {
-            mirrors: untried,
-            ..wanted
-        };
-        let covers = |f: &Flight| own.mirrors.iter().all(|m| f.mirrors.contains(m));
-        match self.fly(&own, covers).await? {
-            Flown::Final(result) => result,
-            Flown::Fallback { error, .. } => Err(error),
-        }
+        Err(broken("the fetch stopped without a result"))
     }
 
-    /// One round of single flight: lead a flight for `wanted`, join the running one if
-    /// `may_join` allows, or fetch alone.
-    async fn fly(
+    /// Joins the flight of `ask`'s key from its own source; with `lead`, starts one when there
+    /// is none. Also subscribes to the flights from other sources.
+    fn board<F, Fut>(
         self: &Arc<Self>,
-        wanted: &Wanted,
-        may_join: impl Fn(&Flight) -> bool,
-    ) -> Result<Flown, Arc<ThroughError>> {
-        let (mut rx, flight, led) = match self.board(wanted, may_join)? {
-            Boarding::Alone => {
-                return Ok(Flown::Final(self.fetch(wanted).await.map_err(Arc::new)));
-            }
-            Boarding::Aboard { rx, flight, led } => (rx, flight, led),
-        };
-        let waiting = (!led).then(|| Waiting::start(self.metrics));
-        let landed = rx
-            .wait_for(Option::is_some)
-            .await
-            .map(|v| v.clone())
-            .ok()
-            .flatten();
-        drop(waiting);
-        Ok(match landed {
-            Some(Landed::Done(Ok(()))) => Flown::Final(Ok(())),
-            Some(Landed::Done(Err(e))) if led => Flown::Final(Err(e)),
-            Some(Landed::Done(Err(error))) => Flown::Fallback {
-                error,
-                untried: wanted
-                    .mirrors
-                    .iter()
-                    .filter(|m| !flight.mirrors.contains(m))
-                    .cloned()
-                    .collect(),
-            },
-            _ if led => Flown::Final(Err(stopped())),
-            _ => Flown::Fallback {
-                error: stopped(),
-                untried: wanted.mirrors.clone(),
-            },
-        })
-    }
-
-    /// Joins the flight for `wanted`'s digest and size (if `may_join` allows), or starts one
-    /// when there is none.
-    fn board(
-        self: &Arc<Self>,
-        wanted: &Wanted,
-        may_join: impl Fn(&Flight) -> bool,
-    ) -> Result<Boarding, Arc<ThroughError>> {
-        let key = (wanted.digest, wanted.size);
-        let mut inflight = self.inflight.lock().map_err(|_| {
-            Arc::new(ThroughError::Store(StoreError::Internal(
-                "the in-flight table is poisoned".into(),
-            )))
-        })?;
-        if let Some(flight) = inflight.get(&key) {
-            if !may_join(flight) {
-                return Ok(Boarding::Alone);
-            }
-            return Ok(Boarding::Aboard {
-                rx: flight.tx.subscribe(),
-                flight: flight.clone(),
+        ask: &Ask<K, S>,
+        lead: Option<&F>,
+    ) -> Result<Boarded<Result<T, E>>, ()>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+    {
+        let mut table = self.flights.lock().map_err(|_| ())?;
+        let list = table.entry(ask.key.clone()).or_default();
+        let others = list
+            .iter()
+            .filter(|f| f.source != ask.source)
+            .map(|f| f.tx.subscribe())
+            .collect();
+        if let Some(own) = list.iter().find(|f| f.source == ask.source) {
+            return Ok(Boarded {
+                own: Some(own.tx.subscribe()),
                 led: false,
+                others,
             });
         }
+        let Some(fetch) = lead else {
+            if list.is_empty() {
+                table.remove(&ask.key);
+            }
+            return Ok(Boarded {
+                own: None,
+                led: false,
+                others,
+            });
+        };
         let (tx, rx) = watch::channel(None);
         let flight = Arc::new(Flight {
+            source: ask.source.clone(),
             tx,
-            mirrors: wanted.mirrors.clone(),
         });
-        inflight.insert(key, flight.clone());
-        drop(inflight);
-        self.clone().lead(key, flight.clone(), wanted.clone());
-        Ok(Boarding::Aboard {
-            rx,
-            flight,
+        list.push(flight.clone());
+        drop(table);
+        self.clone()
+            .lead(ask.key.clone(), flight, fetch(), ask.metrics);
+        Ok(Boarded {
+            own: Some(rx),
             led: true,
+            others,
         })
     }
 
     /// Runs a flight on its own task, so one client going away does not cancel the fetch the
     /// others wait for; when every waiting client has gone, the fetch is abandoned, which
     /// drops its fill and frees the space it reserved.
-    fn lead(self: Arc<Self>, key: FlightKey, flight: Arc<Flight>, wanted: Wanted) {
+    fn lead(
+        self: Arc<Self>,
+        key: K,
+        flight: Arc<Flight<S, Result<T, E>>>,
+        fetch: impl Future<Output = Result<T, E>> + Send + 'static,
+        metrics: &'static Metrics,
+    ) {
         tokio::spawn(async move {
-            let metrics = self.metrics;
             metrics.inflight_fetches.inc();
             let landed = tokio::select! {
-                result = self.fetch(&wanted) => Landed::Done(result.map_err(Arc::new)),
+                result = fetch => Landed::Done(result),
                 () = flight.tx.closed() => Landed::Abandoned,
             };
             metrics.inflight_fetches.dec();
             if matches!(landed, Landed::Abandoned) {
                 tracing::info!(
-                    sha256 = %wanted.digest,
-                    "every client waiting for a fetch-through went away; fetch abandoned"
+                    key = ?key,
+                    "every client waiting for a fetch went away; fetch abandoned"
                 );
             }
-            if let Ok(mut inflight) = self.inflight.lock()
-                && inflight.get(&key).is_some_and(|f| Arc::ptr_eq(f, &flight))
+            if let Ok(mut table) = self.flights.lock()
+                && let Some(list) = table.get_mut(&key)
             {
-                inflight.remove(&key);
+                list.retain(|f| !Arc::ptr_eq(f, &flight));
+                if list.is_empty() {
+                    table.remove(&key);
+                }
             }
             flight.tx.send_replace(Some(landed));
         });
     }
 }
 
-/// The failure of a shared fetch that stopped without a result.
-fn stopped() -> Arc<ThroughError> {
-    Arc::new(ThroughError::Store(StoreError::Internal(
-        "the fetch stopped without a result".into(),
-    )))
+/// How the flight behind `rx` ended (`None`: its task went away without a word).
+async fn landing<T: Clone>(rx: &mut watch::Receiver<Outcome<T>>) -> Outcome<T> {
+    rx.wait_for(Option::is_some)
+        .await
+        .map(|v| v.clone())
+        .ok()
+        .flatten()
 }
+
+/// The first success among `others`; `None` at once when there are none, and once every one
+/// of them has failed or stopped.
+async fn any_success<T: Clone + Send + Sync, E: Clone + Send + Sync>(
+    others: &mut [watch::Receiver<Outcome<Result<T, E>>>],
+) -> Option<T> {
+    type Wait<'a, T, E> = Pin<Box<dyn Future<Output = Outcome<Result<T, E>>> + Send + 'a>>;
+    let mut waits: Vec<Wait<'_, T, E>> = others
+        .iter_mut()
+        .map(|rx| Box::pin(landing(rx)) as Wait<'_, T, E>)
+        .collect();
+    std::future::poll_fn(|cx| {
+        let mut i = 0;
+        while i < waits.len() {
+            match waits[i].as_mut().poll(cx) {
+                Poll::Ready(Some(Landed::Done(Ok(value)))) => return Poll::Ready(Some(value)),
+                Poll::Ready(_) => drop(waits.swap_remove(i)),
+                Poll::Pending => i += 1,
+            }
+        }
+        if waits.is_empty() {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Fetch-through flights: by digest and size, per mirror list.
+type ThroughTable = Table<(Digest, u64), Vec<String>, Result<(), Arc<ThroughError>>>;
+
+/// Registry artifact flights: by published digest, per registry and URL.
+type ExpectedTable = Table<String, String, Result<Digest, ExpectedError>>;
+
+/// The fetches in flight: fetch-through by digest and size (per mirror list), and registry
+/// artifacts by published digest (per registry and URL). They outlive any one [`Fetcher`]: a
+/// reload builds a new fetcher over the same tables, so requests after a reload still join
+/// the fetches begun before it.
+#[derive(Default)]
+pub(crate) struct Flights {
+    through: Arc<ThroughTable>,
+    expected: Arc<ExpectedTable>,
+}
+
+/// A registry artifact for [`Fetcher::ensure_expected`].
+pub(crate) struct ExpectedAsk {
+    /// What single flight is keyed on (the published digest, or more for a digest that does
+    /// not name bytes).
+    pub(crate) key: String,
+    /// The source: registry and URL.
+    pub(crate) source: String,
+    /// The upstream URL.
+    pub(crate) url: String,
+    /// The published digest.
+    pub(crate) expected: Expected,
+    /// The registry's own credential, if any.
+    pub(crate) credential: Option<Credential>,
+    /// The entry's package label.
+    pub(crate) label: Option<String>,
+}
+
+impl Fetcher {
+    /// Makes sure `wanted.digest` is published: returns at once on a hit, otherwise joins
+    /// the fetch of that digest and size from the same mirrors or leads one (after at most
+    /// `[cache] flight_hedge_ms` on a fetch from other mirrors; see the module).
+    pub(crate) async fn ensure(self: &Arc<Self>, wanted: Wanted) -> Result<(), Arc<ThroughError>> {
+        if self.store.contains_verified(&wanted.digest) {
+            return Ok(());
+        }
+        let ask = Ask {
+            key: (wanted.digest, wanted.size),
+            source: wanted.mirrors.clone(),
+            hedge: self.hedge,
+            metrics: self.metrics,
+        };
+        let fetch = || {
+            let (this, wanted) = (self.clone(), wanted.clone());
+            async move {
+                if this.store.contains_verified(&wanted.digest) {
+                    return Ok(());
+                }
+                this.fetch(&wanted).await.map_err(Arc::new)
+            }
+        };
+        let broken =
+            |why: &'static str| Arc::new(ThroughError::Store(StoreError::Internal(why.into())));
+        self.inflight.through.fly(ask, fetch, broken).await
+    }
+
+    /// Fetches a registry artifact verified against its published digest, once for all
+    /// concurrent requests of the same key and source, on the same terms as [`Self::ensure`].
+    pub(crate) async fn ensure_expected(
+        self: &Arc<Self>,
+        want: ExpectedAsk,
+    ) -> Result<Digest, ExpectedError> {
+        let ask = Ask {
+            key: want.key.clone(),
+            source: want.source.clone(),
+            hedge: self.hedge,
+            metrics: self.metrics,
+        };
+        let want = Arc::new(want);
+        let fetch = || {
+            let (this, want) = (self.clone(), want.clone());
+            async move {
+                this.fetch_expected(
+                    &want.url,
+                    &want.expected,
+                    want.credential.as_ref(),
+                    want.label.clone(),
+                )
+                .await
+            }
+        };
+        let broken = |why: &'static str| {
+            ExpectedError::Locator(LocatorFailure {
+                locator: String::new(),
+                hop: None,
+                code: "internal_error",
+                detail: why.into(),
+                next: "retry",
+            })
+        };
+        self.inflight.expected.fly(ask, fetch, broken).await
+    }
+}
+
+#[cfg(test)]
+#[path = "flight_tests.rs"]
+mod tests;

@@ -1,10 +1,11 @@
 //! The digests registries publish for their artifacts, and checking bytes against them while
 //! they stream: npm's Subresource Integrity strings (`sha512-<base64>`, or the legacy hex
-//! `shasum`), PyPI's and cargo's hex SHA-256.
+//! `shasum`), PyPI's and cargo's hex SHA-256. An SRI string is judged by its strongest
+//! algorithm, as npm's `ssri` does: a weaker hash beside it is never checked instead.
 
 use base64::Engine;
 use sha1::Sha1;
-use sha2::{Digest as _, Sha256, Sha512};
+use sha2::{Digest as _, Sha256, Sha384, Sha512};
 
 /// A digest algorithm a registry may publish, strongest last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -13,6 +14,8 @@ pub(crate) enum Algorithm {
     Sha1,
     /// SHA-256.
     Sha256,
+    /// SHA-384.
+    Sha384,
     /// SHA-512.
     Sha512,
 }
@@ -23,6 +26,7 @@ impl Algorithm {
         match self {
             Algorithm::Sha1 => "sha1",
             Algorithm::Sha256 => "sha256",
+            Algorithm::Sha384 => "sha384",
             Algorithm::Sha512 => "sha512",
         }
     }
@@ -31,8 +35,15 @@ impl Algorithm {
         match self {
             Algorithm::Sha1 => 20,
             Algorithm::Sha256 => 32,
+            Algorithm::Sha384 => 48,
             Algorithm::Sha512 => 64,
         }
+    }
+
+    /// Whether a digest in this algorithm names one byte string: false for SHA-1, whose
+    /// collisions can be made, so a SHA-1 match says nothing about bytes from another source.
+    pub(crate) fn names_bytes(self) -> bool {
+        self != Algorithm::Sha1
     }
 }
 
@@ -46,29 +57,22 @@ pub(crate) struct Expected {
 }
 
 impl Expected {
-    /// The strongest usable digest in an npm `dist`: `integrity` (SRI, possibly several
-    /// space-separated hashes) first, `shasum` (hex SHA-1) only when no integrity is usable.
+    /// The digest an npm `dist` is judged by: in `integrity` (SRI, possibly several
+    /// space-separated hashes), the strongest algorithm present (sha512, sha384, sha256, then
+    /// sha1), as npm's `ssri` picks it; `shasum` (hex SHA-1) only when `integrity` holds no
+    /// hash at all. When the strongest algorithm's digests all have the wrong length the
+    /// result is `None` (no usable digest): a weaker hash never stands in for a stronger one.
     pub(crate) fn from_npm_dist(integrity: Option<&str>, shasum: Option<&str>) -> Option<Self> {
-        let from_sri = integrity.and_then(|sri| {
-            sri.split_ascii_whitespace()
-                .filter_map(Self::from_sri_token)
-                .max_by_key(|e| e.algorithm)
-        });
-        from_sri.or_else(|| shasum.and_then(|h| Self::from_hex(Algorithm::Sha1, h)))
-    }
-
-    fn from_sri_token(token: &str) -> Option<Self> {
-        let (algo, rest) = token.split_once('-')?;
-        let algorithm = match algo {
-            "sha512" => Algorithm::Sha512,
-            "sha256" => Algorithm::Sha256,
-            "sha1" => Algorithm::Sha1,
-            _ => return None,
+        let tokens: Vec<(Algorithm, Vec<u8>)> = integrity
+            .map(|sri| sri.split_ascii_whitespace().filter_map(sri_token).collect())
+            .unwrap_or_default();
+        let Some(strongest) = tokens.iter().map(|(a, _)| *a).max() else {
+            return shasum.and_then(|h| Self::from_hex(Algorithm::Sha1, h));
         };
-        // SRI options (`?...`) follow the digest; they carry nothing we use.
-        let b64 = rest.split('?').next().unwrap_or(rest);
-        let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
-        (bytes.len() == algorithm.len()).then_some(Self { algorithm, bytes })
+        tokens
+            .into_iter()
+            .find(|(a, bytes)| *a == strongest && bytes.len() == strongest.len())
+            .map(|(algorithm, bytes)| Self { algorithm, bytes })
     }
 
     /// A hex digest (`shasum`, PyPI `hashes.sha256`, cargo `cksum`).
@@ -92,12 +96,32 @@ impl Expected {
     }
 }
 
+/// One SRI token (`<algorithm>-<base64>[?options]`) with an algorithm fetchgate can check, its
+/// digest decoded whatever its length (the caller judges the length, so that a broken strong
+/// hash is not mistaken for an absent one).
+fn sri_token(token: &str) -> Option<(Algorithm, Vec<u8>)> {
+    let (algo, rest) = token.split_once('-')?;
+    let algorithm = match algo {
+        "sha512" => Algorithm::Sha512,
+        "sha384" => Algorithm::Sha384,
+        "sha256" => Algorithm::Sha256,
+        "sha1" => Algorithm::Sha1,
+        _ => return None,
+    };
+    // SRI options (`?...`) follow the digest; they carry nothing we use.
+    let b64 = rest.split('?').next().unwrap_or(rest);
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    Some((algorithm, bytes))
+}
+
 /// A running hash in one of the [`Algorithm`]s.
 pub(crate) enum Hasher {
     /// SHA-1.
     Sha1(Sha1),
     /// SHA-256.
     Sha256(Sha256),
+    /// SHA-384.
+    Sha384(Sha384),
     /// SHA-512.
     Sha512(Sha512),
 }
@@ -108,6 +132,7 @@ impl Hasher {
         match algorithm {
             Algorithm::Sha1 => Hasher::Sha1(Sha1::new()),
             Algorithm::Sha256 => Hasher::Sha256(Sha256::new()),
+            Algorithm::Sha384 => Hasher::Sha384(Sha384::new()),
             Algorithm::Sha512 => Hasher::Sha512(Sha512::new()),
         }
     }
@@ -117,6 +142,7 @@ impl Hasher {
         match self {
             Hasher::Sha1(h) => h.update(data),
             Hasher::Sha256(h) => h.update(data),
+            Hasher::Sha384(h) => h.update(data),
             Hasher::Sha512(h) => h.update(data),
         }
     }
@@ -126,6 +152,7 @@ impl Hasher {
         match self {
             Hasher::Sha1(h) => h.finalize().to_vec(),
             Hasher::Sha256(h) => h.finalize().to_vec(),
+            Hasher::Sha384(h) => h.finalize().to_vec(),
             Hasher::Sha512(h) => h.finalize().to_vec(),
         }
     }
@@ -155,6 +182,43 @@ mod tests {
         assert!(
             Expected::from_npm_dist(Some("sha512-AAAA"), None).is_none(),
             "wrong length"
+        );
+    }
+
+    /// `sha384-X sha1-Y` is judged by its sha384 (npm's ssri picks the strongest algorithm
+    /// present), never downgraded to the SHA-1 beside it.
+    #[test]
+    fn npm_integrity_is_judged_by_its_strongest_algorithm() {
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let sha1 = format!("sha1-{}", b64(&[9u8; 20]));
+        let sha256 = format!("sha256-{}", b64(&[5u8; 32]));
+        let sha384 = format!("sha384-{}", b64(&[3u8; 48]));
+        let e = Expected::from_npm_dist(Some(&format!("{sha384} {sha1}")), None).unwrap();
+        assert_eq!(e.algorithm, Algorithm::Sha384);
+        assert_eq!(e.bytes, vec![3u8; 48]);
+        let e = Expected::from_npm_dist(Some(&format!("{sha1} {sha256} {sha384}")), None).unwrap();
+        assert_eq!(e.algorithm, Algorithm::Sha384, "order does not matter");
+        let e = Expected::from_npm_dist(Some(&format!("{sha1} {sha256}")), None).unwrap();
+        assert_eq!(e.algorithm, Algorithm::Sha256);
+        // The twin: SHA-1 is used when nothing stronger is given.
+        let e = Expected::from_npm_dist(Some(&sha1), None).unwrap();
+        assert_eq!(e.algorithm, Algorithm::Sha1);
+        // A strongest digest of the wrong length is unusable, and nothing weaker replaces it.
+        let short384 = format!("sha384-{}", b64(&[3u8; 20]));
+        assert!(
+            Expected::from_npm_dist(
+                Some(&format!("{short384} {sha1}")),
+                Some(&hex::encode([9u8; 20]))
+            )
+            .is_none(),
+            "a broken sha384 must not fall back to sha1"
+        );
+        // Bytes are checked with the chosen algorithm.
+        let mut h = Hasher::new(Algorithm::Sha384);
+        h.update(b"abc");
+        assert_eq!(
+            hex::encode(h.finish()),
+            "cb00753f45a35e8bb5a03d699ac65007272c32ab0eded1631a8b605a43ff5bed8086072ba1e7cc2358baeca134c825a7"
         );
     }
 

@@ -1,7 +1,8 @@
 //! Fetch-through by digest: on a miss, try the mirrors in order, following redirects (each
 //! hop decided and connected like a first request), and publish only bytes whose size and
-//! SHA-256 match what was expected. Concurrent requests for one digest and size share one
-//! fetch; a request that joined another's fetch and saw it fail tries its own mirrors, once.
+//! SHA-256 match what was expected. Concurrent requests for one digest and size from the same
+//! mirrors share one fetch; one from other mirrors waits at most `[cache] flight_hedge_ms` on
+//! it, then fetches from its own ([`super::flight`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,6 +123,9 @@ pub(crate) struct FetchLimits {
     pub(crate) fetch_timeout: Duration,
     /// Silence allowed inside a body (`[proxy] body_idle_timeout_ms`).
     pub(crate) body_idle: Duration,
+    /// How long a request waits on another source's fetch of the same artifact before it
+    /// fetches from its own (`[cache] flight_hedge_ms`).
+    pub(crate) hedge: Duration,
 }
 
 /// Fetches by digest into the store.
@@ -133,6 +137,7 @@ pub(crate) struct Fetcher {
     pub(super) max_redirects: usize,
     pub(super) fetch_timeout: Duration,
     pub(super) body_idle: Duration,
+    pub(super) hedge: Duration,
     pub(super) allow_redirect_downgrade: bool,
     pub(super) inflight: Arc<Flights>,
     /// Where fetches are counted (handed in, so fetching reaches no global).
@@ -163,6 +168,7 @@ impl Fetcher {
             max_redirects: limits.max_redirects,
             fetch_timeout: limits.fetch_timeout,
             body_idle: limits.body_idle,
+            hedge: limits.hedge,
             allow_redirect_downgrade: false,
             inflight: Arc::default(),
             metrics,

@@ -2,6 +2,10 @@
 //! SHA-256 an artifact is stored under, and PyPI's file records (the upstream URL a page named
 //! for a SHA-256, with its sidecar's digest). Kept in `registry.redb` beside the cache index,
 //! so a later request is a hit without the packument, and a restart keeps them.
+//!
+//! A file record is keyed by the registry and the project whose page listed the file, never by
+//! its digest alone: another registry's page (or another project's) naming the same SHA-256
+//! cannot re-point this one's download or its `.metadata` sidecar.
 
 use std::path::Path;
 
@@ -14,9 +18,20 @@ const ALIASES: TableDefinition<&str, &str> = TableDefinition::new("aliases");
 const FILES: TableDefinition<&str, &str> = TableDefinition::new("files");
 const URLS: TableDefinition<&str, &str> = TableDefinition::new("urls");
 
+/// Where a PyPI file record lives: the registry mount and the (canonical) project whose page
+/// listed the file, and the file's SHA-256. Registry names and canonical project names hold
+/// no `:`, so keys of different pages never meet.
+pub(crate) fn file_key(registry: &str, project: &str, sha256: &Digest) -> String {
+    format!("{registry}:{project}:{}", sha256.hex())
+}
+
 /// A distribution file a PyPI page named.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct FileRecord {
+    /// The registry's upstream base URL when the page was read: a record is used only while
+    /// the mount still points there.
+    #[serde(default)]
+    pub(crate) upstream: String,
     /// The upstream URL.
     pub(crate) url: String,
     /// `pypi:<project>/<filename>`.
@@ -113,28 +128,57 @@ impl Aliases {
             .collect()
     }
 
-    /// The file record for a SHA-256.
-    pub(crate) fn file(&self, sha256: &Digest) -> Result<Option<FileRecord>, String> {
+    /// The file record under `key` ([`file_key`]).
+    pub(crate) fn file(&self, key: &str) -> Result<Option<FileRecord>, String> {
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(FILES).map_err(err)?;
-        match table.get(sha256.hex().as_str()).map_err(err)? {
+        match table.get(key).map_err(err)? {
             Some(v) => serde_json::from_str(v.value()).map(Some).map_err(err),
             None => Ok(None),
         }
     }
 
-    /// Records the files a page named (one transaction; unchanged records are rewritten,
-    /// which is cheap next to the page fetch that produced them).
-    pub(crate) fn set_files(&self, records: &[(Digest, FileRecord)]) -> Result<(), String> {
-        if records.is_empty() {
+    /// Every project of `registry` whose page listed `sha256`, with its record (a scan of
+    /// that registry's records).
+    pub(crate) fn listings(
+        &self,
+        registry: &str,
+        sha256: &Digest,
+    ) -> Result<Vec<(String, FileRecord)>, String> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let table = txn.open_table(FILES).map_err(err)?;
+        let (from, to) = (format!("{registry}:"), format!("{registry};"));
+        let tail = format!(":{}", sha256.hex());
+        let mut out = Vec::new();
+        for row in table.range(from.as_str()..to.as_str()).map_err(err)? {
+            let (k, v) = row.map_err(err)?;
+            let Some(project) = k.value()[from.len()..].strip_suffix(tail.as_str()) else {
+                continue;
+            };
+            let record = serde_json::from_str(v.value()).map_err(err)?;
+            out.push((project.to_string(), record));
+        }
+        Ok(out)
+    }
+
+    /// Records the files a page named, each under its [`file_key`]; when every record is
+    /// already there as given, nothing is written (a page read from the metadata cache costs
+    /// one read transaction).
+    pub(crate) fn set_files(&self, records: &[(String, FileRecord)]) -> Result<(), String> {
+        let mut changed = Vec::new();
+        for (key, record) in records {
+            if self.file(key)?.as_ref() != Some(record) {
+                changed.push((key, serde_json::to_string(record).map_err(err)?));
+            }
+        }
+        if changed.is_empty() {
             return Ok(());
         }
         let txn = self.db.begin_write().map_err(err)?;
         {
             let mut table = txn.open_table(FILES).map_err(err)?;
-            for (d, r) in records {
-                let json = serde_json::to_string(r).map_err(err)?;
-                table.insert(d.hex().as_str(), json.as_str()).map_err(err)?;
+            for (key, json) in &changed {
+                table.insert(key.as_str(), json.as_str()).map_err(err)?;
             }
         }
         txn.commit().map_err(err)
@@ -150,12 +194,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("registry.redb");
         let d = Digest::of(b"x");
+        let key = file_key("py", "x", &d);
         {
             let a = Aliases::open(&path).unwrap();
             a.set_alias("sha512:ab", &d).unwrap();
             a.set_files(&[(
-                d,
+                key.clone(),
                 FileRecord {
+                    upstream: "http://up/".into(),
                     url: "http://up/x.whl".into(),
                     label: "pypi:x/x.whl".into(),
                     metadata_sha256: None,
@@ -166,7 +212,21 @@ mod tests {
         let a = Aliases::open(&path).unwrap();
         assert_eq!(a.alias("sha512:ab").unwrap(), Some(d));
         assert_eq!(a.alias("sha512:cd").unwrap(), None);
-        assert_eq!(a.file(&d).unwrap().unwrap().url, "http://up/x.whl");
+        assert_eq!(a.file(&key).unwrap().unwrap().url, "http://up/x.whl");
+        assert_eq!(
+            a.file(&file_key("other", "x", &d)).unwrap(),
+            None,
+            "another registry's key finds nothing"
+        );
+        assert_eq!(a.file(&file_key("py", "y", &d)).unwrap(), None);
+        let listed = a.listings("py", &d).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].0, "x");
+        assert!(
+            a.listings("p", &d).unwrap().is_empty(),
+            "a prefix is not a registry"
+        );
+        assert!(a.listings("py", &Digest::of(b"y")).unwrap().is_empty());
         assert_eq!(a.all_aliases().unwrap().len(), 1);
         a.set_verified(None, "http://up/x.whl", &d).unwrap();
         assert_eq!(a.url("http://up/x.whl").unwrap(), Some(d));

@@ -178,7 +178,7 @@ impl RegistryError {
                 failure.code, failure.detail
             ),
             RegistryError::NoDigest { package } => format!(
-                "the registry published no sha512, sha256 or sha1 digest for {package}; fetchgate serves nothing it cannot verify"
+                "the registry published no usable sha512, sha384, sha256 or sha1 digest for {package} (a malformed strongest digest is not replaced by a weaker one); fetchgate serves nothing it cannot verify"
             ),
             RegistryError::DigestMismatch {
                 package,

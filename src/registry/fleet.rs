@@ -26,6 +26,8 @@ impl Registries {
         let sha256 = match (known, expected.algorithm) {
             (Some(d), _) => d,
             (None, Algorithm::Sha256) => return None,
+            // A SHA-1 does not name bytes: another instance's SHA-1 alias is no evidence.
+            (None, algorithm) if !algorithm.names_bytes() => return None,
             (None, algorithm) => {
                 tier.alias(algorithm.as_str(), &hex::encode(&expected.bytes))
                     .await?
@@ -46,15 +48,17 @@ impl Registries {
             tier.alias_refused(&expected.key(), &sha256);
             return None;
         }
-        let aliases = self.aliases.clone();
-        let key = expected.key();
-        let _ = tokio::task::spawn_blocking(move || aliases.set_alias(&key, &sha256)).await;
+        if expected.algorithm.names_bytes() {
+            let aliases = self.aliases.clone();
+            let key = expected.key();
+            let _ = tokio::task::spawn_blocking(move || aliases.set_alias(&key, &sha256)).await;
+        }
         Some(sha256)
     }
 
     /// Tells the shared tier that `expected` (a non-SHA-256 registry digest) names `sha256`.
     pub(super) fn announce_alias(&self, expected: &Expected, sha256: Digest) {
-        if expected.algorithm == Algorithm::Sha256 {
+        if expected.algorithm == Algorithm::Sha256 || !expected.algorithm.names_bytes() {
             return;
         }
         if let Some(tier) = self.fetcher.shared() {

@@ -18,6 +18,8 @@ pub(crate) mod npm;
 pub(crate) mod oci;
 pub(crate) mod private;
 pub(crate) mod pypi;
+mod pypi_files;
+mod pypi_html;
 mod pypi_upstream;
 pub(crate) mod service;
 

@@ -2,11 +2,14 @@
 //! served in JSON or PEP 503 HTML as the client's `Accept` prefers (`Vary: Accept`), file URLs
 //! pointed at fetchgate with their SHA-256 kept, `.metadata` sidecars (PEP 658/714) served and
 //! verified the same way, yanked flags and `requires-python` passed through.
+//!
+//! A file URL names the project whose page listed it (`-/files/<project>/<sha256>/<file>`),
+//! and fetchgate remembers each file under its registry and project: the upstream URL and the
+//! sidecar digest used are the ones that registry's page for that project published.
 
-use super::aliases::FileRecord as StoredFile;
 use super::error::RegistryError;
-use super::metadata::Freshness;
 use super::pypi_upstream::{UPSTREAM_FORM, not_a_page};
+pub(crate) use super::pypi_html::render_html;
 use super::service::{Ask, Front, Registries, Reply, sha256_expected};
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -28,6 +31,8 @@ pub(crate) enum Request {
     },
     /// A distribution file, by the SHA-256 the project page published.
     File {
+        /// The project whose page listed it, as the URL names it.
+        project: String,
         /// Its SHA-256.
         sha256: Digest,
         /// Its file name.
@@ -35,50 +40,86 @@ pub(crate) enum Request {
     },
     /// A file's core metadata sidecar (`<file>.metadata`).
     Metadata {
+        /// The project whose page listed the distribution.
+        project: String,
         /// The SHA-256 of the distribution it belongs to.
         sha256: Digest,
         /// The distribution's file name.
+        filename: String,
+    },
+    /// A distribution file by the form without its project (`-/files/<sha256>/<filename>`,
+    /// from before records were kept per project; lockfiles may hold it): served only when
+    /// one project of this registry listed it, and never as a `.metadata` sidecar.
+    Unscoped {
+        /// Its SHA-256.
+        sha256: Digest,
+        /// Its file name.
         filename: String,
     },
     /// Anything else.
     Other,
 }
 
-/// Reads the path below the mount: `/<project>/` or `/-/files/<sha256>/<filename>[.metadata]`.
+/// Reads the path below the mount: `/<project>/`, `/-/files/<project>/<sha256>/<filename>
+/// [.metadata]`, or the older `/-/files/<sha256>/<filename>` (the file only).
 pub(crate) fn parse_path(rest: &str) -> Request {
     let path = rest.strip_prefix('/').unwrap_or(rest);
     if let Some(file) = path.strip_prefix("-/files/") {
-        let Some((hex, filename)) = file.split_once('/') else {
+        let mut parts = file.splitn(3, '/');
+        let (Some(project), Some(hex), Some(filename)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return match file.split_once('/') {
+                Some((hex, filename))
+                    if valid_filename(filename) && !filename.ends_with(".metadata") =>
+                {
+                    Digest::parse(hex).map_or(Request::Other, |sha256| Request::Unscoped {
+                        sha256,
+                        filename: filename.to_string(),
+                    })
+                }
+                _ => Request::Other,
+            };
+        };
+        let (true, Ok(sha256), true) = (
+            valid_project(project),
+            Digest::parse(hex),
+            valid_filename(filename),
+        ) else {
             return Request::Other;
         };
-        let (Ok(sha256), true) = (Digest::parse(hex), valid_filename(filename)) else {
-            return Request::Other;
-        };
+        let project = project.to_string();
         return match filename.strip_suffix(".metadata") {
             Some(dist) => Request::Metadata {
+                project,
                 sha256,
                 filename: dist.to_string(),
             },
             None => Request::File {
+                project,
                 sha256,
                 filename: filename.to_string(),
             },
         };
     }
     let name = path.strip_suffix('/').unwrap_or(path);
-    let valid = !name.is_empty()
-        && name.len() <= 200
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && name.as_bytes()[0].is_ascii_alphanumeric();
-    if valid {
+    if valid_project(name) {
         Request::Project {
             name: name.to_string(),
         }
     } else {
         Request::Other
     }
+}
+
+/// A project name as a path segment: letters, digits, `-`, `_`, `.`, starting with a letter
+/// or digit.
+fn valid_project(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name.as_bytes()[0].is_ascii_alphanumeric()
 }
 
 fn valid_filename(f: &str) -> bool {
@@ -139,10 +180,16 @@ pub(crate) struct Page {
     pub(crate) files: Vec<FileRecord>,
 }
 
-/// Reads an upstream PEP 691 page fetched from `page_url`, keeps only files with a usable
-/// SHA-256 (nothing else can be verified), and points their URLs at `<base>-/files/...`.
-/// A `.metadata` sidecar without a SHA-256 is hidden, so pip fetches the verified file instead.
-pub(crate) fn read_page(body: &[u8], page_url: &url::Url, base: &str) -> Result<Page, String> {
+/// Reads an upstream PEP 691 page of `project` (canonical) fetched from `page_url`, keeps only
+/// files with a usable SHA-256 (nothing else can be verified), and points their URLs at
+/// `<base>-/files/<project>/<sha256>/<filename>`. A `.metadata` sidecar without a SHA-256 is
+/// hidden, so pip fetches the verified file instead.
+pub(crate) fn read_page(
+    body: &[u8],
+    page_url: &url::Url,
+    base: &str,
+    project: &str,
+) -> Result<Page, String> {
     let mut doc: Value =
         serde_json::from_slice(body).map_err(|e| not_a_page(body, page_url, Some(&e)))?;
     let Some(files) = doc.get_mut("files").and_then(Value::as_array_mut) else {
@@ -189,7 +236,10 @@ pub(crate) fn read_page(body: &[u8], page_url: &url::Url, base: &str) -> Result<
         obj.remove("data-dist-info-metadata");
         obj.insert(
             "url".into(),
-            Value::String(format!("{base}-/files/{}/{filename}", sha256.hex())),
+            Value::String(format!(
+                "{base}-/files/{project}/{}/{filename}",
+                sha256.hex()
+            )),
         );
         let mut absolute = absolute;
         absolute.set_fragment(None);
@@ -215,75 +265,6 @@ pub(crate) fn render_json(page: &Page) -> Bytes {
     Bytes::from(page.doc.to_string())
 }
 
-/// The page as PEP 503 HTML: one anchor per file with `#sha256=`, `data-requires-python`,
-/// `data-yanked` and the metadata attributes, every value escaped.
-pub(crate) fn render_html(page: &Page) -> Bytes {
-    let name = page.doc.get("name").and_then(Value::as_str).unwrap_or("");
-    let mut out = String::with_capacity(256 + 256 * page.files.len());
-    out.push_str("<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"1.1\"><title>Links for ");
-    out.push_str(&escape(name));
-    out.push_str("</title></head><body><h1>Links for ");
-    out.push_str(&escape(name));
-    out.push_str("</h1>\n");
-    let files = page.doc.get("files").and_then(Value::as_array);
-    for f in files.into_iter().flatten() {
-        let s = |k: &str| f.get(k).and_then(Value::as_str);
-        let (Some(filename), Some(url)) = (s("filename"), s("url")) else {
-            continue;
-        };
-        let sha = f
-            .get("hashes")
-            .and_then(|h| h.get("sha256"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        out.push_str(&format!(
-            "<a href=\"{}#sha256={}\"",
-            escape(url),
-            escape(sha)
-        ));
-        if let Some(rp) = s("requires-python") {
-            out.push_str(&format!(" data-requires-python=\"{}\"", escape(rp)));
-        }
-        match f.get("yanked") {
-            Some(Value::String(reason)) => {
-                out.push_str(&format!(" data-yanked=\"{}\"", escape(reason)));
-            }
-            Some(Value::Bool(true)) => out.push_str(" data-yanked=\"\""),
-            _ => {}
-        }
-        if let Some(m) = f
-            .get("core-metadata")
-            .and_then(|m| m.get("sha256"))
-            .and_then(Value::as_str)
-        {
-            out.push_str(&format!(
-                " data-core-metadata=\"sha256={0}\" data-dist-info-metadata=\"sha256={0}\"",
-                escape(m)
-            ));
-        }
-        out.push('>');
-        out.push_str(&escape(filename));
-        out.push_str("</a><br/>\n");
-    }
-    out.push_str("</body></html>\n");
-    Bytes::from(out)
-}
-
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#x27;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 impl Registries {
     pub(super) async fn pypi(&self, front: &Front, ask: &Ask<'_>) -> Result<Reply, RegistryError> {
         match parse_path(ask.path) {
@@ -304,33 +285,13 @@ impl Registries {
                     .upstream
                     .join(&path)
                     .map_err(|e| RegistryError::BadMetadata(e.to_string()))?;
-                let (source, base) = (entry.clone(), ask.base.to_string());
+                let (source, base, project) = (entry.clone(), ask.base.to_string(), name.clone());
                 let page = self
                     .parsed(entry.body.len(), move || {
-                        read_page(&source.body, &page_url, &base)
+                        read_page(&source.body, &page_url, &base, &project)
                     })
                     .await?;
-                if freshness != Freshness::Fresh && freshness != Freshness::Offline {
-                    let records: Vec<(Digest, StoredFile)> = page
-                        .files
-                        .iter()
-                        .map(|f| {
-                            (
-                                f.sha256,
-                                StoredFile {
-                                    url: f.url.clone(),
-                                    label: format!("{name}/{}", f.filename),
-                                    metadata_sha256: f.metadata_sha256.map(|d| d.hex()),
-                                },
-                            )
-                        })
-                        .collect();
-                    let aliases = self.aliases.clone();
-                    tokio::task::spawn_blocking(move || aliases.set_files(&records))
-                        .await
-                        .map_err(|e| RegistryError::Internal(e.to_string()))?
-                        .map_err(RegistryError::Cache)?;
-                }
+                self.remember_files(front, &name, &page).await?;
                 let (content_type, body) = if wants_json(ask.accept) {
                     (JSON, render_json(&page))
                 } else {
@@ -343,19 +304,23 @@ impl Registries {
                     freshness,
                 })
             }
-            Request::File { sha256, filename } => {
-                let record = self.file_record(front, &sha256, &filename)?;
+            Request::File {
+                project,
+                sha256,
+                filename,
+            } => {
+                let (project, record) = self.listed_file(front, &project, &sha256, &filename)?;
                 let expected = sha256_expected(&sha256);
-                let (project, _) = record.label.split_once('/').unwrap_or((&record.label, ""));
-                self.judge(front, project)?;
                 let url = record.url.clone();
-                self.artifact(front, &expected, || Ok(url), project, &filename)
+                self.artifact(front, &expected, || Ok(url), &project, &filename)
                     .await
             }
-            Request::Metadata { sha256, filename } => {
-                let record = self.file_record(front, &sha256, &filename)?;
-                let (project, _) = record.label.split_once('/').unwrap_or((&record.label, ""));
-                self.judge(front, project)?;
+            Request::Metadata {
+                project,
+                sha256,
+                filename,
+            } => {
+                let (project, record) = self.listed_file(front, &project, &sha256, &filename)?;
                 let meta = record
                     .metadata_sha256
                     .as_deref()
@@ -366,31 +331,20 @@ impl Registries {
                     front,
                     &sha256_expected(&meta),
                     || Ok(url),
-                    project,
+                    &project,
                     &format!("{filename}.metadata"),
                 )
                 .await
             }
+            Request::Unscoped { sha256, filename } => {
+                let project = self.only_listing(front, &sha256, &filename).await?;
+                let (project, record) = self.listed_file(front, &project, &sha256, &filename)?;
+                let expected = sha256_expected(&sha256);
+                self.artifact(front, &expected, || Ok(record.url), &project, &filename)
+                    .await
+            }
             Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),
         }
-    }
-
-    /// The upstream record of a file some project page named; unknown files are not fetched.
-    fn file_record(
-        &self,
-        _front: &Front,
-        sha256: &Digest,
-        filename: &str,
-    ) -> Result<StoredFile, RegistryError> {
-        self.aliases
-            .file(sha256)
-            .map_err(RegistryError::Cache)?
-            .filter(|r| r.label.ends_with(&format!("/{filename}")))
-            .ok_or_else(|| {
-                RegistryError::NotFound(format!(
-                    "file {filename} with sha256 {sha256} on any project page read so far"
-                ))
-            })
     }
 }
 
@@ -409,20 +363,41 @@ mod tests {
             }
         );
         assert_eq!(
-            parse_path(&format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl")),
+            parse_path(&format!("/-/files/foo/{SHA}/foo-1.0-py3-none-any.whl")),
             Request::File {
+                project: "foo".into(),
                 sha256: Digest::parse(SHA).unwrap(),
                 filename: "foo-1.0-py3-none-any.whl".into()
             }
         );
         assert_eq!(
-            parse_path(&format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl.metadata")),
+            parse_path(&format!(
+                "/-/files/foo/{SHA}/foo-1.0-py3-none-any.whl.metadata"
+            )),
             Request::Metadata {
+                project: "foo".into(),
                 sha256: Digest::parse(SHA).unwrap(),
                 filename: "foo-1.0-py3-none-any.whl".into()
             }
         );
-        for bad in ["/", "/-/files/xyz/a.whl", "/../x/", "/_x/", "/-/files/"] {
+        assert_eq!(
+            parse_path(&format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl")),
+            Request::Unscoped {
+                sha256: Digest::parse(SHA).unwrap(),
+                filename: "foo-1.0-py3-none-any.whl".into()
+            }
+        );
+        let unscoped = format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl.metadata");
+        let bad_project = format!("/-/files/_x/{SHA}/foo-1.0-py3-none-any.whl");
+        for bad in [
+            "/",
+            "/-/files/x/xyz/a.whl",
+            "/../x/",
+            "/_x/",
+            "/-/files/",
+            &unscoped,
+            &bad_project,
+        ] {
             assert_eq!(parse_path(bad), Request::Other, "{bad}");
         }
     }
@@ -458,6 +433,7 @@ mod tests {
             body.to_string().as_bytes(),
             &page_url,
             "http://fg/registry/py/",
+            "demo",
         )
         .unwrap();
         assert_eq!(page.files.len(), 2);
@@ -470,7 +446,7 @@ mod tests {
         let files = page.doc["files"].as_array().unwrap();
         assert_eq!(
             files[0]["url"],
-            format!("http://fg/registry/py/-/files/{SHA}/demo-1.0-py3-none-any.whl")
+            format!("http://fg/registry/py/-/files/demo/{SHA}/demo-1.0-py3-none-any.whl")
         );
         assert_eq!(files[0]["hashes"]["sha256"], SHA);
         assert_eq!(
@@ -479,7 +455,7 @@ mod tests {
         );
         let html = String::from_utf8(render_html(&page).to_vec()).unwrap();
         assert!(html.contains(&format!(
-            "-/files/{SHA}/demo-1.0-py3-none-any.whl#sha256={SHA}\""
+            "-/files/demo/{SHA}/demo-1.0-py3-none-any.whl#sha256={SHA}\""
         )));
         assert!(html.contains("data-requires-python=\"&gt;=3.8\""));
         assert!(html.contains("data-yanked=\"broken &lt;b&gt;\""));

@@ -40,13 +40,13 @@ mod tests {
             ),
             (b"Welcome", "no JSON"),
         ] {
-            let err = read_page(body, &page_url, "http://fg/").unwrap_err();
+            let err = read_page(body, &page_url, "http://fg/", "demo").unwrap_err();
             assert!(err.contains(what), "{err}");
             assert!(err.contains("http://up.test/demo/"), "{err}");
             assert!(err.contains("https://pypi.org/simple/"), "{err}");
         }
         // The twin: a real PEP 691 page is read.
         let ok = br#"{"meta": {"api-version": "1.1"}, "name": "demo", "files": []}"#;
-        assert!(read_page(ok, &page_url, "http://fg/").is_ok());
+        assert!(read_page(ok, &page_url, "http://fg/", "demo").is_ok());
     }
 }

@@ -6,12 +6,11 @@
 //! [`super::pypi`], [`super::cargo`]); this module holds what they share.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::HeaderMap;
 use http::header::{self, HeaderValue};
-use tokio::sync::watch;
 
 use super::aliases::Aliases;
 use super::error::RegistryError;
@@ -20,6 +19,7 @@ use super::names::{Refusal, canonical};
 use super::private::Credentialed;
 use super::{Kind, RegistrySettings};
 use crate::fetch::expected::{ExpectedError, MetaResponse};
+use crate::fetch::flight::ExpectedAsk;
 use crate::fetch::hops::Credential;
 use crate::fetch::integrity::{Algorithm, Expected};
 use crate::fetch::through::Fetcher;
@@ -57,8 +57,6 @@ pub(crate) struct Ask<'a> {
     pub(crate) base: &'a str,
 }
 
-type Flight = watch::Receiver<Option<Result<Digest, ExpectedError>>>;
-
 /// One mounted registry with what it needs at run time.
 pub(super) struct Front {
     pub(super) settings: RegistrySettings,
@@ -71,7 +69,6 @@ pub(crate) struct Registries {
     metadata: Arc<MetadataCache>,
     pub(super) aliases: Arc<Aliases>,
     pub(super) fetcher: Arc<Fetcher>,
-    flights: Mutex<HashMap<String, Flight>>,
     credentialed: Arc<Credentialed>,
 }
 
@@ -105,7 +102,6 @@ impl Registries {
             metadata,
             aliases,
             fetcher,
-            flights: Mutex::new(HashMap::new()),
             credentialed,
         }
     }
@@ -320,7 +316,9 @@ impl Registries {
     }
 
     /// Fetches `url` verified against `expected`, once for all concurrent askers of the same
-    /// digest; the result is stored under its SHA-256.
+    /// digest from the same source (this registry and URL); a request never inherits another
+    /// registry's or URL's failure ([`crate::fetch::flight`]). The result is stored under its
+    /// SHA-256.
     async fn fetch_once(
         &self,
         front: &Front,
@@ -328,42 +326,24 @@ impl Registries {
         expected: &Expected,
         label: String,
     ) -> Result<Digest, ExpectedError> {
-        let key = expected.key();
-        loop {
-            let lead = {
-                let mut flights = self.flights.lock().map_err(|_| poisoned())?;
-                match flights.get(&key) {
-                    Some(rx) => Err(rx.clone()),
-                    None => {
-                        let (tx, rx) = watch::channel(None);
-                        flights.insert(key.clone(), rx);
-                        Ok(tx)
-                    }
-                }
-            };
-            match lead {
-                Ok(tx) => {
-                    let _landing = Landing {
-                        flights: &self.flights,
-                        key: &key,
-                    };
-                    let result = self
-                        .fetcher
-                        .fetch_expected(url, expected, front.credential.as_ref(), Some(label))
-                        .await;
-                    let _ = tx.send(Some(result.clone()));
-                    return result;
-                }
-                Err(mut rx) => {
-                    if let Ok(v) = rx.wait_for(Option::is_some).await
-                        && let Some(result) = v.clone()
-                    {
-                        return result;
-                    }
-                    // The leader went away without a result: lead (or join) anew.
-                }
-            }
-        }
+        let source = format!("{} {url}", front.settings.name);
+        // A digest that does not name bytes (SHA-1) is shared with nobody else's source: a
+        // match from another URL says nothing about this one's bytes.
+        let key = if expected.algorithm.names_bytes() {
+            expected.key()
+        } else {
+            format!("{} {source}", expected.key())
+        };
+        self.fetcher
+            .ensure_expected(ExpectedAsk {
+                key,
+                source,
+                url: url.to_string(),
+                expected: expected.clone(),
+                credential: front.credential.clone(),
+                label: Some(label),
+            })
+            .await
     }
 
     /// An artifact verified against `expected`: from the store when an alias or the digest
@@ -383,12 +363,10 @@ impl Registries {
                 .get_or_create(&[("kind", kind), ("outcome", outcome)])
                 .inc();
         };
-        let known = match expected.algorithm {
-            Algorithm::Sha256 => Digest::parse(&hex::encode(&expected.bytes)).ok(),
-            _ => self
-                .aliases
-                .alias(&expected.key())
-                .map_err(RegistryError::Cache)?,
+        let alias = alias_key(front, expected, package, version);
+        let known = match &alias {
+            None => Digest::parse(&hex::encode(&expected.bytes)).ok(),
+            Some(key) => self.aliases.alias(key).map_err(RegistryError::Cache)?,
         };
         if let Some(sha256) = known {
             let store = self.fetcher.store().clone();
@@ -413,7 +391,6 @@ impl Registries {
             Ok(sha256) => {
                 count("miss");
                 self.announce_alias(expected, sha256);
-                let alias = (expected.algorithm != Algorithm::Sha256).then(|| expected.key());
                 let aliases = self.aliases.clone();
                 let url = normalised(&url);
                 tokio::task::spawn_blocking(move || {
@@ -439,28 +416,20 @@ impl Registries {
     }
 }
 
-/// Removes a finished (or abandoned) flight from the table.
-struct Landing<'a> {
-    flights: &'a Mutex<HashMap<String, Flight>>,
-    key: &'a str,
-}
-
-impl Drop for Landing<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut f) = self.flights.lock() {
-            f.remove(self.key);
-        }
+/// The alias-index key for an artifact's published digest (`None` for SHA-256, which names
+/// the entry itself). A digest that names bytes (sha512, sha384) is one key for every
+/// registry; a SHA-1 is only this registry's word for this package and version, so another
+/// registry's (or package's) SHA-1 match never answers for it.
+fn alias_key(front: &Front, expected: &Expected, package: &str, version: &str) -> Option<String> {
+    match expected.algorithm {
+        Algorithm::Sha256 => None,
+        a if a.names_bytes() => Some(expected.key()),
+        _ => Some(format!(
+            "{} {} {package}@{version}",
+            expected.key(),
+            front.settings.name
+        )),
     }
-}
-
-fn poisoned() -> ExpectedError {
-    ExpectedError::Locator(crate::fetch::through::LocatorFailure {
-        locator: String::new(),
-        hop: None,
-        code: "internal_error",
-        detail: "the in-flight table is poisoned".into(),
-        next: "retry",
-    })
 }
 
 pub(super) fn sha256_expected(d: &Digest) -> Expected {

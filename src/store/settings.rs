@@ -12,9 +12,10 @@ use crate::toml_file::{FileError, TomlSource};
 /// `[cache] tee_stall_ms` when unset: long enough for a busy disk, short enough that a stuck
 /// one does not hold a client for long.
 const TEE_STALL_DEFAULT_MS: u64 = 2000;
-/// The most `[cache] tee_stall_ms` may be: a client held longer than a minute on the cache's
-/// account is an outage, not back-pressure.
-const TEE_STALL_MAX_MS: u64 = 60_000;
+/// The most `[cache] tee_stall_ms` and `flight_hedge_ms` may be: a client held longer than a
+/// minute on the cache's account (or on another source's fetch) is an outage, not
+/// back-pressure.
+const ONE_MINUTE_MS: u64 = 60_000;
 
 /// The `[cache]` table of the config file, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -32,6 +33,9 @@ pub struct CacheSection {
     pub(crate) max_object_bytes: Option<Spanned<u64>>,
     /// Time allowed for one mirror's whole fetch-through.
     pub(crate) fetch_timeout_ms: Option<Spanned<u64>>,
+    /// Longest a request waits on another source's fetch of the same artifact before it
+    /// fetches from its own.
+    pub(crate) flight_hedge_ms: Option<Spanned<u64>>,
     /// Longest one chunk of a teed body may wait for the store's writer before the tee is
     /// given up.
     pub(crate) tee_stall_ms: Option<Spanned<u64>>,
@@ -65,6 +69,9 @@ pub struct CacheSettings {
     pub max_object_bytes: u64,
     /// Time allowed for one mirror's whole fetch-through.
     pub fetch_timeout: Duration,
+    /// Longest a request waits on a fetch of the same artifact from another source (other
+    /// mirrors, another registry or URL) before it fetches from its own.
+    pub flight_hedge: Duration,
     /// Longest one chunk of a teed body waits for the store's writer (the client waits with
     /// it) before the tee is given up and the body goes on uncached.
     pub tee_stall: Duration,
@@ -83,6 +90,7 @@ impl Default for CacheSettings {
             memory_max_object_bytes: 1 << 20,
             max_object_bytes: 1 << 30,
             fetch_timeout: Duration::from_secs(600),
+            flight_hedge: crate::fetch::flight::DEFAULT_FLIGHT_HEDGE,
             tee_stall: Duration::from_millis(TEE_STALL_DEFAULT_MS),
             tee_public_hosts: Vec::new(),
             metadata_max_bytes: crate::registry::metadata::DEFAULT_DISK_BYTES,
@@ -123,16 +131,24 @@ impl CacheSettings {
         s.max_object_bytes = pos(&section.max_object_bytes, s.max_object_bytes, 1)?;
         s.metadata_max_bytes = pos(&section.metadata_max_bytes, s.metadata_max_bytes, 1)?;
         s.fetch_timeout = Duration::from_millis(pos(&section.fetch_timeout_ms, 600_000, 1)?);
-        let stall = pos(&section.tee_stall_ms, TEE_STALL_DEFAULT_MS, 1)?;
-        if let Some(v) = &section.tee_stall_ms
-            && stall > TEE_STALL_MAX_MS
-        {
-            return Err(src.error_at(
-                v.span(),
-                format!("must be at most {TEE_STALL_MAX_MS} (one minute)"),
-            ));
-        }
-        s.tee_stall = Duration::from_millis(stall);
+        // Milliseconds from `min` to one minute: the most any client is held on a cache's or
+        // another fetch's account.
+        let up_to_a_minute = |v: &Option<Spanned<u64>>, default: u64, min: u64| {
+            let ms = pos(v, default, min)?;
+            match v {
+                Some(v) if ms > ONE_MINUTE_MS => Err(src.error_at(
+                    v.span(),
+                    format!("must be at most {ONE_MINUTE_MS} (one minute)"),
+                )),
+                _ => Ok(Duration::from_millis(ms)),
+            }
+        };
+        s.flight_hedge = up_to_a_minute(
+            &section.flight_hedge_ms,
+            s.flight_hedge.as_millis() as u64,
+            0,
+        )?;
+        s.tee_stall = up_to_a_minute(&section.tee_stall_ms, TEE_STALL_DEFAULT_MS, 1)?;
         for rule in section.tee.iter().flatten() {
             if rule.hosts.get_ref().is_empty() {
                 return Err(src.error_at(
