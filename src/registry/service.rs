@@ -397,6 +397,7 @@ fn poisoned() -> ExpectedError {
         code: "internal_error",
         detail: "the in-flight table is poisoned".into(),
         next: "retry",
+        refused: None,
     })
 }
 

@@ -432,6 +432,11 @@ impl From<RegistryError> for Problem {
         }
         if let Some(l) = e.locators() {
             p.extra = Some(json!({ "locators": [l] }));
+            if let Some(r) = &l.refused {
+                p.extra = Some(json!({
+                    "locators": [l], "refused": r, "trust_rule": r.trust_rule(),
+                }));
+            }
         }
         if let RegistryError::DigestMismatch {
             package,
