@@ -179,10 +179,26 @@ pub async fn fetch(
             return Ok(ExitCode::from(1));
         }
     }
+    let object = store
+        .get(&d)
+        .ok_or("the entry vanished after verification; retry")?;
+    // A hit is checked as a fill is: the digest names one size, and a different --size means
+    // the manifest is wrong, not that these bytes are what it meant.
+    if object.size != size {
+        let report = serde_json::json!({
+            "code": "size_mismatch",
+            "field": "size",
+            "sha256": d.hex(),
+            "detail": format!("--size {size} does not match the verified entry for sha256 {d}, which is {} bytes", object.size),
+            "next": "check the manifest: its size and sha256 disagree, so it names other bytes than it means",
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+        return Ok(ExitCode::from(1));
+    }
     if let Some(out) = output {
-        let object = store
-            .get(&d)
-            .ok_or("the entry vanished after verification; retry")?;
         write_out(out, &object.body).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     }
     if let Some(tier) = &tier

@@ -36,7 +36,7 @@ pub(crate) async fn handle<B>(
     })?;
     let fetcher = &gate.fetcher;
     let store = fetcher.store();
-    let wanted = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
+    let (claimed, wanted) = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
     let metrics = crate::metrics::get();
     let object = match lookup(store, digest).await {
         Some(object) => {
@@ -49,6 +49,7 @@ pub(crate) async fn handle<B>(
                 if fetcher.fill_from_shared(digest).await
                     && let Some(object) = lookup(store, digest).await
                 {
+                    same_size(&object, claimed)?;
                     return Ok(respond(req.method(), req.headers(), object, true));
                 }
                 return Err(RequestError::NotInCache(digest).into());
@@ -66,6 +67,7 @@ pub(crate) async fn handle<B>(
                 .ok_or(RequestError::Evicted(digest))?
         }
     };
+    same_size(&object, claimed)?;
     // Any web page may read an entry, but a fetch-through answer is not for pages to read.
     let any_origin = req.uri().query().is_none();
     Ok(respond(req.method(), req.headers(), object, any_origin))
@@ -90,14 +92,29 @@ pub(crate) async fn lookup(store: &std::sync::Arc<Store>, digest: Digest) -> Opt
         .flatten()
 }
 
-/// The fetch-through request in the query, if any. `size` is capped at `[cache]
-/// max_object_bytes`, so no one request can claim the cache.
+/// Refuses an entry whose size is not the `size` the request claimed: a hit is checked as a
+/// fill is, so a wrong manifest is named rather than answered with other bytes than it says.
+fn same_size(object: &Object, claimed: Option<u64>) -> Result<(), RequestError> {
+    match claimed {
+        Some(claimed) if claimed != object.size => Err(RequestError::SizeMismatch {
+            digest: object.digest,
+            claimed,
+            stored: object.size,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The claimed `size` and the fetch-through request in the query, if any. `size` is capped at
+/// `[cache] max_object_bytes`, so no one request can claim the cache.
 fn mirrors(
     query: Option<&str>,
     digest: Digest,
     max_object_bytes: u64,
-) -> Result<Option<Wanted>, Problem> {
-    let Some(query) = query else { return Ok(None) };
+) -> Result<(Option<u64>, Option<Wanted>), Problem> {
+    let Some(query) = query else {
+        return Ok((None, None));
+    };
     let mut size = None;
     let mut urls = Vec::new();
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
@@ -115,7 +132,7 @@ fn mirrors(
         }
     }
     if urls.is_empty() {
-        return Ok(None);
+        return Ok((size, None));
     }
     if urls.len() > MAX_MIRRORS {
         return Err(RequestError::TooManyMirrors.into());
@@ -131,12 +148,15 @@ fn mirrors(
         }
         .into());
     }
-    Ok(Some(Wanted {
-        digest,
-        size,
-        mirrors: urls,
-        label: None,
-    }))
+    Ok((
+        Some(size),
+        Some(Wanted {
+            digest,
+            size,
+            mirrors: urls,
+            label: None,
+        }),
+    ))
 }
 
 /// The response for a verified entry: full, partial (`206`), `304`, or `416`. `any_origin`

@@ -78,6 +78,11 @@ fn request_errors() -> Vec<RequestError> {
             detail: "short".into(),
         },
         InvalidSize,
+        SizeMismatch {
+            digest: d,
+            claimed: 1,
+            stored: 2,
+        },
         TooManyMirrors,
         MissingSize,
         SizeTooLarge {
