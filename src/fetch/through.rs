@@ -233,7 +233,7 @@ impl Fetcher {
                 tokio::time::timeout(self.fetch_timeout, self.fetch_mirror(mirror, wanted)).await;
             let failure = match outcome {
                 Ok(Ok(())) => {
-                    metrics.cache_fills.inc();
+                    metrics.fill(crate::metrics::route::FETCH_THROUGH);
                     metrics.bytes_in.inc_by(wanted.size);
                     return Ok(());
                 }

@@ -15,6 +15,7 @@ use super::problem::Problem;
 use super::request_error::RequestError;
 use crate::body::{empty, full};
 use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
+use crate::header_list::{field_elements, unquote};
 use crate::store::{Body, Digest, Object, Store, StoreError};
 
 /// Bytes read from disk per chunk when streaming a large entry.
@@ -40,11 +41,11 @@ pub(crate) async fn handle<B>(
     let metrics = crate::metrics::get();
     let object = match lookup(store, digest).await {
         Some(object) => {
-            metrics.cache_hits.inc();
+            metrics.hit(crate::metrics::route::OBJECT);
             object
         }
         None => {
-            metrics.cache_misses.inc();
+            metrics.miss(crate::metrics::route::OBJECT);
             let Some(wanted) = wanted else {
                 if fetcher.fill_from_shared(digest).await
                     && let Some(object) = lookup(store, digest).await
@@ -249,15 +250,11 @@ pub(crate) fn respond(
 
 /// True if `If-None-Match` names the entry whose hex digest is `hex` (or is `*`).
 fn if_none_match(headers: &HeaderMap, hex: &str) -> bool {
-    headers
-        .get_all(header::IF_NONE_MATCH)
+    field_elements(headers.get_all(header::IF_NONE_MATCH))
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
         .any(|tag| {
-            let tag = tag.trim();
             let tag = tag.strip_prefix("W/").unwrap_or(tag);
-            tag == "*" || tag.trim_matches('"') == hex
+            tag == "*" || unquote(tag) == hex
         })
 }
 
@@ -311,5 +308,26 @@ impl<T> futures_core::Stream for ReceiverStream<T> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<T>> {
         self.0.poll_recv(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_none_match_reads_entity_tags_as_rfc_9110_lists() {
+        let hex = "ab".repeat(32);
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::IF_NONE_MATCH, v.parse().unwrap());
+            if_none_match(&h, &hex)
+        };
+        assert!(with(&format!("\"{hex}\"")));
+        assert!(with(&format!("\"x\", W/\"{hex}\"")));
+        assert!(with("*"));
+        // A comma inside an entity-tag does not make two tags: this one is not the entry's.
+        assert!(!with(&format!("\"{hex},x\"")));
+        assert!(!with("\"other\""));
     }
 }
