@@ -264,18 +264,8 @@ pub(crate) fn render_html(page: &Page) -> Bytes {
 }
 
 fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#x27;"),
-            c => out.push(c),
-        }
-    }
-    out
+    // `&`, `<`, `>`, `"` and `'`: safe in text and in either kind of quoted attribute.
+    html_escape::encode_quoted_attribute(s).into_owned()
 }
 
 impl Registries {
