@@ -10,59 +10,30 @@ use std::process::Output;
 
 use support::config::Toml;
 use support::registry::{
-    Doc, FakeRegistry, Gatekeeper, Workspace, client, crate_file, npm_tarball, pip, publish_cargo,
-    publish_npm, publish_pypi, shown, wheel,
+    Doc, FakeRegistry, Gatekeeper, Workspace, cargo_with_retries, crate_file, npm_tarball,
+    npm_with, pip, publish_cargo, publish_npm, publish_pypi, shown, wheel,
 };
 use support::upstream::CountingListener;
 
 /// `npm <args>` with a private config and cache, and npm's retries on (two, as by default,
 /// with short back-off so a retried request shows within seconds).
 async fn npm_retrying(cwd: &Path, home: &Path, args: &[&str]) -> Output {
-    std::fs::create_dir_all(home).unwrap();
-    let npmrc = home.join("npmrc");
-    std::fs::write(&npmrc, "").unwrap();
-    client("npm")
-        .current_dir(cwd)
-        .args(args)
-        .arg("--userconfig")
-        .arg(&npmrc)
-        .arg("--cache")
-        .arg(home.join("npm-cache"))
-        .args([
-            "--no-audit",
-            "--no-fund",
-            "--ignore-scripts",
-            "--prefer-online",
+    npm_with(
+        cwd,
+        home,
+        args,
+        &[
             "--fetch-retries=2",
             "--fetch-retry-mintimeout=500",
             "--fetch-retry-maxtimeout=1000",
-        ])
-        .env("npm_config_update_notifier", "false")
-        .env_remove("npm_config_registry")
-        .output()
-        .await
-        .expect("run npm")
+        ],
+    )
+    .await
 }
 
 /// `cargo fetch` with crates.io replaced by `source` and cargo's retries on (`net.retry = 3`).
 async fn cargo_retrying(cwd: &Path, home: &Path, source: &str) -> Output {
-    std::fs::create_dir_all(home).unwrap();
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "[source.crates-io]\nreplace-with = \"fetchgate\"\n\n[source.fetchgate]\nregistry = \"sparse+{source}\"\n\n[net]\nretry = 3\n"
-        ),
-    )
-    .unwrap();
-    let mut c = client("cargo");
-    c.current_dir(cwd).arg("fetch").env("CARGO_HOME", home);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("CARGO_") && k != "CARGO_HOME" {
-            c.env_remove(k);
-        }
-    }
-    c.env_remove("RUSTFLAGS");
-    c.output().await.expect("run cargo")
+    cargo_with_retries(cwd, home, source, &["fetch"], 3).await
 }
 
 fn npm_registry(upstream: &str) -> String {
