@@ -235,7 +235,11 @@ impl Metrics {
             "The fetchgate version and the commit it was built from",
             Info::new(vec![
                 ("version", env!("CARGO_PKG_VERSION")),
-                ("commit", env!("FETCHGATE_COMMIT")),
+                // Set by build.rs; a build without it still says what it knows.
+                (
+                    "commit",
+                    option_env!("FETCHGATE_COMMIT").unwrap_or("unknown"),
+                ),
             ]),
         );
         registry.register_collector(Box::new(process::ProcessCollector));
