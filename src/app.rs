@@ -109,6 +109,7 @@ pub(crate) fn gate(config: &Config, shared: &Shared) -> AppContext {
         tee_max_bytes: config.cache.max_object_bytes,
         tee_public_hosts: config.cache.tee_public_hosts.clone(),
         registries: Arc::new(registries),
+        listen_tls: config.listen_tls.clone(),
     }
 }
 

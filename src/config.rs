@@ -16,7 +16,9 @@ use crate::love::{LoveSection, LoveSettings};
 use crate::pack::{LgflowSection, OpenwopSection, PackConfig};
 use crate::registry::{RegistrySection, RegistrySettings};
 use crate::serve::access::{Access, AccessSection};
+use crate::serve::access_policy::PolicyChecks;
 use crate::serve::limits::{Limits, ListenSection, ProxySection};
+use crate::serve::tls::ListenTls;
 use crate::shared::{SharedSection, SharedSettings};
 use crate::store::{CacheSection, CacheSettings};
 use crate::toml_file::{FileError, TomlSource};
@@ -60,6 +62,8 @@ pub struct Config {
     pub(crate) tls: Arc<rustls::ClientConfig>,
     /// Who may use the proxy.
     pub(crate) access: Access,
+    /// TLS on fetchgate's own listeners (`[listen.tls.*]`).
+    pub(crate) listen_tls: ListenTls,
     /// Listener and limits.
     pub limits: Limits,
     /// The content cache.
@@ -135,15 +139,28 @@ impl Config {
                 },
             );
         }
+        let registries = RegistrySettings::from_sections(&raw.registry, base, &src)?;
+        let listen_tls = ListenTls::from_section(&raw.listen.tls, base, &src)?;
+        let checks = PolicyChecks {
+            global: &policy,
+            registries: registries.iter().map(|r| r.name.as_str()).collect(),
+            client_certs: listen_tls.any_client_certs(),
+        };
+        let access = Access::from_section(&raw.access, base, &src)?.with_policies(
+            &raw.access.policy,
+            &checks,
+            &src,
+        )?;
         Ok(Self {
             policy: Arc::new(policy),
             resolver,
             tls: client_config(&raw.tls, base, &src)?,
-            access: Access::from_section(&raw.access, base, &src)?,
+            access,
+            listen_tls,
             limits,
             cache,
             love: LoveSettings::from_section(&raw.love, &src)?,
-            registries: RegistrySettings::from_sections(&raw.registry, base, &src)?,
+            registries,
             packs: PackConfig::from_sections(&raw.openwop, &raw.lgflow, base, &src)?,
             shared: SharedSettings::from_section(raw.shared.as_ref(), base, &src, &|k| {
                 std::env::var(k).ok()

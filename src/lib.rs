@@ -42,11 +42,11 @@
 //! # Layout
 //!
 //! ```text
-//! decide/    locator, profile, classifier, names, operator rules, Decision = Refused | Allowed(Permit)
+//! decide/    locator, profile, classifier, names, operator rules, Decision = Refused | Allowed(Permit), narrowing by a client's policy
 //! connect/   resolution (every answer judged), pinned dialing, TLS, the upstream pool
 //! fetch/     one exchange, redirect hops, fetch-through by digest, single flight, registry digests
 //! store/     fills, space, entries, maintenance, the redb index
-//! serve/     listeners, access, slots, router, tunnels, objects, tee/, registry API, problems
+//! serve/     listeners and their TLS, access and per-client policies, slots, router, tunnels, objects, tee/, registry API, problems
 //! love/      LOVE documents, schemas, inspection, discovery, retrieval, locks, sightings
 //! pack/      format profiles (love, agent-package, openwop, lgflow): one table, one driver
 //! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service

@@ -958,41 +958,74 @@ fn seeded_bytes(n: u64, seed: u64) -> Vec<u8> {
     (0..n).map(|j| ((j + seed * 7) % 253) as u8).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_mirror_that_announces_max_bytes_and_stalls_evicts_nothing() {
-    let max = 4u64 << 20;
-    let routes = support::upstream::Routes::default();
-    let entries: Vec<Vec<u8>> = (0..4).map(|i| seeded_bytes(500_000, i)).collect();
-    let later = seeded_bytes(1_000_000, 9);
-    for (i, b) in entries.iter().enumerate() {
+/// A proxy with `max_bytes = max` (bodies idle at most 300 ms), a good mirror serving each
+/// of `entries` at `/e<i>` and `later` at `/later`, and a mirror that announces `max` bytes
+/// and stalls; every entry is fetched through first.
+struct FullCache {
+    proxy: std::net::SocketAddr,
+    good: Upstream,
+    stall: Stalling,
+    _dir: tempfile::TempDir,
+}
+
+impl FullCache {
+    async fn start(max: u64, entries: &[Vec<u8>], later: &[u8]) -> Self {
+        let routes = support::upstream::Routes::default();
+        for (i, b) in entries.iter().enumerate() {
+            routes
+                .lock()
+                .unwrap()
+                .insert(format!("/e{i}"), Reply::ok(b.clone()));
+        }
         routes
             .lock()
             .unwrap()
-            .insert(format!("/e{i}"), Reply::ok(b.clone()));
+            .insert("/later".into(), Reply::ok(later.to_vec()));
+        let good = Upstream::router("127.0.0.2:0", routes).await;
+        let stall = Stalling::start(max).await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = start_proxy(
+            &Toml::new()
+                .cache(
+                    dir.path(),
+                    &format!("max_bytes = {max}\nfetch_timeout_ms = 3000"),
+                )
+                .section("proxy", "body_idle_timeout_ms = 300")
+                .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
+                .build(),
+        )
+        .await;
+        let rig = Self {
+            proxy,
+            good,
+            stall,
+            _dir: dir,
+        };
+        for (i, b) in entries.iter().enumerate() {
+            let path = through(
+                &Digest::of(b),
+                b.len() as u64,
+                &[rig.url(&format!("/e{i}"))],
+            );
+            assert_eq!(get_path(proxy, &path, &[]).await.status, 200);
+        }
+        rig
     }
-    routes
-        .lock()
-        .unwrap()
-        .insert("/later".into(), Reply::ok(later.clone()));
-    let good = Upstream::router("127.0.0.2:0", routes).await;
-    let stall = Stalling::start(max).await;
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(
-                dir.path(),
-                &format!("max_bytes = {max}\nfetch_timeout_ms = 3000"),
-            )
-            .section("proxy", "body_idle_timeout_ms = 300")
-            .trust_ports("127.0.0.2", &[good.addr.port(), stall.addr.port()])
-            .build(),
-    )
-    .await;
-    let url = |p: &str| format!("http://127.0.0.2:{}{p}", good.addr.port());
-    for (i, b) in entries.iter().enumerate() {
-        let path = through(&Digest::of(b), 500_000, &[url(&format!("/e{i}"))]);
-        assert_eq!(get_path(proxy, &path, &[]).await.status, 200);
+
+    /// `path` on the good mirror.
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.2:{}{path}", self.good.addr.port())
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_that_announces_max_bytes_and_stalls_evicts_nothing() {
+    let max = 4u64 << 20;
+    let entries: Vec<Vec<u8>> = (0..4).map(|i| seeded_bytes(500_000, i)).collect();
+    let later = seeded_bytes(1_000_000, 9);
+    let rig = FullCache::start(max, &entries, &later).await;
+    let (proxy, stall) = (rig.proxy, &rig.stall);
+    let url = |p: &str| rig.url(p);
     // A request that claims the whole cache, from a mirror that sends a head and stalls:
     // cut off by the body idle limit, having reserved one step, not max_bytes.
     let wanted = Digest::of(b"never sent");
@@ -1308,5 +1341,46 @@ async fn fetches_in_flight_survive_a_reload() {
         stall.requests(),
         1,
         "the request after the reload joined the fetch in flight"
+    );
+}
+
+/// Issue 18 item 15: with `max_bytes` at 1 MiB, a mirror that announces 1 MiB and then sends
+/// nothing evicts no earlier entry (space is taken only for bytes that arrived), while a
+/// mirror that really sends bytes still gets room, made from the oldest entries and no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_for_all_of_max_bytes_then_silence_evicts_nothing_but_real_bytes_still_fit() {
+    let max = 1u64 << 20;
+    let entries: Vec<Vec<u8>> = (0..4).map(|i| seeded_bytes(200_000, 20 + i)).collect();
+    let later = seeded_bytes(500_000, 30);
+    let rig = FullCache::start(max, &entries, &later).await;
+    let (proxy, stall) = (rig.proxy, &rig.stall);
+    let url = |p: &str| rig.url(p);
+    let wanted = Digest::of(b"never sent either");
+    let got = get_path(proxy, &through(&wanted, max, &[stall.url()]), &[]).await;
+    assert_eq!(got.status, 502);
+    for (i, b) in entries.iter().enumerate() {
+        let got = get_path(proxy, &format!("/sha256/{}", Digest::of(b).hex()), &[]).await;
+        assert_eq!(
+            got.status, 200,
+            "entry {i} was evicted for bytes that never came"
+        );
+    }
+    // The twin: 500 000 real bytes need room, and get it from two entries, no more.
+    let got = get_path(
+        proxy,
+        &through(&Digest::of(&later), 500_000, &[url("/later")]),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 200, "{:?}", got.body);
+    assert_eq!(got.body.as_ref(), later.as_slice());
+    let mut gone = 0;
+    for b in &entries {
+        let got = get_path(proxy, &format!("/sha256/{}", Digest::of(b).hex()), &[]).await;
+        gone += usize::from(got.status == 404);
+    }
+    assert_eq!(
+        gone, 2,
+        "room for 500 000 bytes is two 200 000-byte entries"
     );
 }

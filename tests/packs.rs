@@ -868,6 +868,26 @@ impl Site {
         self.serve(&format!("/depot/archives/{name}.tgz"), archive.to_vec());
     }
 
+    /// Publishes `files` as `name@1.0.0` on the test depot and asserts the fetch is refused
+    /// with `code` and nothing published.
+    async fn assert_agent_refused(&self, name: &str, files: &[(String, Vec<u8>)], code: &str) {
+        let archive = agent_tgz(name, files);
+        self.depot(name, &archive, &|_| {});
+        let got = self.agent(name, &[]).await;
+        self.assert_refused_unpublished(name, &got, &archive, code)
+            .await;
+    }
+
+    /// `name@1.0.0` from the depot at `depot` (a path on the test upstream).
+    async fn agent_at(&self, depot: &str, name: &str) -> Got {
+        let p = [
+            ("depot", self.url(depot)),
+            ("name", name.to_string()),
+            ("version", "1.0.0".to_string()),
+        ];
+        self.pack("agent-package", &p).await
+    }
+
     async fn agent(&self, name: &str, extra: &[(&str, String)]) -> Got {
         let mut p = vec![
             ("depot", self.url("/depot/")),
@@ -1118,11 +1138,7 @@ async fn hostile_agent_packages_are_refused_by_code_and_never_published() {
         ),
     ];
     for (name, files, code) in cases {
-        let archive = agent_tgz(name, &files);
-        site.depot(name, &archive, &|_| {});
-        let got = site.agent(name, &[]).await;
-        site.assert_refused_unpublished(name, &got, &archive, code)
-            .await;
+        site.assert_agent_refused(name, &files, code).await;
     }
     let base = |name: &str| agent_tgz(name, &agent_files(name));
     type Tweak<'t> = &'t dyn Fn(&mut Value);
@@ -1822,4 +1838,583 @@ async fn the_cli_dispatches_through_the_same_table_and_conflicts_are_listed() {
     let c = body(&got);
     assert_eq!(c["conflicts"][0]["name"], "lgflow:customer-support", "{c}");
     assert_eq!(c["conflicts"][0]["seen"].as_array().map(Vec::len), Some(2));
+}
+
+// ---------------------------------------------------------------- issue 18, format profiles
+
+/// Item 13: a `.sig` the registry does not have (404, 410) is a missing signature,
+/// `pack_signature_invalid`, not an outage; a `.sig` the registry fails to serve (503) is
+/// still `registry_unavailable`, worth a retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_openwop_signature_is_invalid_but_a_failing_registry_is_an_outage() {
+    let site = Site::start(&openwop_config()).await;
+    site.openwop_registry(&[]);
+    for (n, status) in [("gone", 404u16), ("removed", 410)] {
+        let w = wop(&format!("@acme/{n}"), "1.0.0", ">=2.0 <3.0.0");
+        let tarball = site.publish_wop(&w);
+        site.routes
+            .lock()
+            .unwrap()
+            .get_mut(&format!("{TREE}/packs/@acme/{n}/-/1.0.0.sig"))
+            .unwrap()
+            .status = status;
+        let got = site.openwop(&w.name, ("version", "1.0.0")).await;
+        assert_eq!(
+            got.status,
+            422,
+            "{status}: {}",
+            String::from_utf8_lossy(&got.body)
+        );
+        site.assert_refused_unpublished(n, &got, &tarball, "pack_signature_invalid")
+            .await;
+        assert_eq!(body(&got)["field"], "1.0.0.sig");
+    }
+    let w = wop("@acme/flaky", "1.0.0", ">=2.0 <3.0.0");
+    let tarball = site.publish_wop(&w);
+    site.routes
+        .lock()
+        .unwrap()
+        .get_mut(&format!("{TREE}/packs/@acme/flaky/-/1.0.0.sig"))
+        .unwrap()
+        .status = 503;
+    let got = site.openwop(&w.name, ("version", "1.0.0")).await;
+    assert_eq!(got.status, 502);
+    assert_eq!(body(&got)["code"], "registry_unavailable");
+    assert_eq!(site.cached(&tarball).await.status, 404);
+}
+
+/// UTF-16LE bytes of `s`, with no byte-order mark.
+fn utf16le(s: &str) -> Vec<u8> {
+    s.encode_utf16().flat_map(u16::to_le_bytes).collect()
+}
+
+/// Items 10, 11 and 12: character references a browser decodes (the whole HTML5 table, and
+/// numeric references without `;`), text that cannot be decoded and checked (UTF-16 without a
+/// byte-order mark, a NUL in a text file), and an IPv6 literal in the install file are
+/// refused and never published. Their twins, text an HTML reader shows as ordinary
+/// characters, binary files, and system names with colons, are published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn html_references_undecodable_text_and_ipv6_literals_are_refused_and_twins_published() {
+    let site = Site::start("").await;
+    let with = |name: &str, path: &str, bytes: Vec<u8>| {
+        let mut f = agent_files(name);
+        f.retain(|(p, _)| p != path);
+        f.push((path.to_string(), bytes));
+        f
+    };
+    let md =
+        |name: &str, text: &str| with(name, "skills/triage/SKILL.md", text.as_bytes().to_vec());
+    let install = |name: &str, install: &str| {
+        agent_declared(
+            name,
+            br#"{"offerings":[]}"#,
+            Some(install.as_bytes()),
+            json!({}),
+        )
+    };
+    type Files = Vec<(String, Vec<u8>)>;
+    type Case = (&'static str, Files, &'static str);
+    let cases: Vec<Case> = vec![
+        (
+            "nvts",
+            md("nvts", "# T\n\nok&NegativeVeryThinSpace;x\n"),
+            "pack_hidden_character",
+        ),
+        (
+            "nmsp",
+            md("nmsp", "a&NegativeMediumSpace;b\n"),
+            "pack_hidden_character",
+        ),
+        (
+            "nthk",
+            md("nthk", "a&NegativeThickSpace;b\n"),
+            "pack_hidden_character",
+        ),
+        (
+            "nthn",
+            md("nthn", "a&NegativeThinSpace;b\n"),
+            "pack_hidden_character",
+        ),
+        ("it", md("it", "x&it;y\n"), "pack_hidden_character"),
+        ("ic", md("ic", "x&ic;y\n"), "pack_hidden_character"),
+        ("af", md("af", "f&af;x\n"), "pack_hidden_character"),
+        (
+            "numeric-no-semicolon",
+            md("numeric-no-semicolon", "if admin &#x202E then\n"),
+            "pack_hidden_character",
+        ),
+        (
+            "decimal-no-semicolon",
+            md("decimal-no-semicolon", "x &#8207 y\n"),
+            "pack_hidden_character",
+        ),
+        (
+            "html-page",
+            with(
+                "html-page",
+                "docs/index.html",
+                b"<p>pay &#8238;gpj.exe</p>\n".to_vec(),
+            ),
+            "pack_hidden_character",
+        ),
+        (
+            "utf16-no-bom-named",
+            with(
+                "utf16-no-bom-named",
+                "skills/triage/SKILL.md",
+                utf16le("# T\nif admin \u{202E} }\n"),
+            ),
+            "pack_text_encoding",
+        ),
+        (
+            "utf16-no-bom-unnamed",
+            with(
+                "utf16-no-bom-unnamed",
+                "skills/triage/NOTES",
+                utf16le("plain words \u{202E} more words\n"),
+            ),
+            "pack_text_encoding",
+        ),
+        (
+            "nul-in-text",
+            with(
+                "nul-in-text",
+                "skills/triage/SKILL.md",
+                b"# T\n\nhidden\0after\n".to_vec(),
+            ),
+            "pack_text_encoding",
+        ),
+        (
+            "ipv6-in-install",
+            install(
+                "ipv6-in-install",
+                r#"{"format":"agent-install-v1","systems":[{"name":"crm","kind":"service","host":"2001:db8::7"}]}"#,
+            ),
+            "pack_address_in_declaration",
+        ),
+        (
+            "ipv6-bracketed",
+            install(
+                "ipv6-bracketed",
+                r#"{"format":"agent-install-v1","systems":[{"name":"crm","note":"reach it at [fe80::1%eth0]:8443"}]}"#,
+            ),
+            "pack_address_in_declaration",
+        ),
+        (
+            "ipv6-mapped",
+            install(
+                "ipv6-mapped",
+                r#"{"format":"agent-install-v1","systems":[{"name":"crm","host":"::ffff:10.0.0.7"}]}"#,
+            ),
+            "pack_address_in_declaration",
+        ),
+        (
+            "ipv6-loopback",
+            install(
+                "ipv6-loopback",
+                r#"{"format":"agent-install-v1","systems":[{"name":"crm","host":"::1"}]}"#,
+            ),
+            "pack_address_in_declaration",
+        ),
+    ];
+    for (name, files, code) in cases {
+        site.assert_agent_refused(name, &files, code).await;
+    }
+    // The twins: references to ordinary characters, `&` text that is no reference, a binary
+    // file full of NULs, and system names and times with colons.
+    let twins: Vec<(&str, Files)> = vec![
+        (
+            "refs-ok",
+            md(
+                "refs-ok",
+                "AT&T &amp; &lt;tag&gt; &eacute; &#233 &copy; &NotAnEntity; &#65;\n",
+            ),
+        ),
+        (
+            "binary-nul",
+            with(
+                "binary-nul",
+                "assets/logo.png",
+                vec![0x89, b'P', b'N', b'G', 0, 0, 0, 13, 0, 0xff, 0, 1],
+            ),
+        ),
+        (
+            "colons-ok",
+            install(
+                "colons-ok",
+                r#"{"format":"agent-install-v1","systems":[{"name":"crm::sales","kind":"service","window":"12:30:45","ref":"std::vector","tag":"a:b"}]}"#,
+            ),
+        ),
+    ];
+    for (name, files) in twins {
+        let archive = agent_tgz(name, &files);
+        site.depot(name, &archive, &|_| {});
+        let got = site.agent(name, &[]).await;
+        assert_eq!(
+            got.status,
+            200,
+            "{name}: {}",
+            String::from_utf8_lossy(&got.body)
+        );
+        assert_eq!(site.cached(&archive).await.status, 200, "{name}");
+    }
+}
+
+/// `signature.json` by `signer` over `integrity`, claiming `signed_at`.
+fn signature_at(integrity: &[u8], signer: &SigningKey, key_id: &str, signed_at: &str) -> Vec<u8> {
+    json!({
+        "schemaVersion": "1.0", "algorithm": "ed25519", "keyId": key_id,
+        "signedAt": signed_at,
+        "value": b64(&signer.sign(integrity).to_bytes()),
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A trust store with a key rotated out (past `not_after`, not revoked) and a current one.
+fn rotated_trust(require_trusted: bool) -> String {
+    let k = |seed: u8| b64(key(seed).verifying_key().as_bytes());
+    format!(
+        "[lgflow]\nrequire_trusted = {require_trusted}\n\n[[lgflow.key]]\nkey_id = \"rotated\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2025-01-01T00:00:00Z\"\nnot_after = \"2026-03-01T00:00:00Z\"\n\n[[lgflow.key]]\nkey_id = \"current\"\npublisher = \"LGFlow\"\npublic_key = \"{}\"\nnot_before = \"2025-01-01T00:00:00Z\"\nnot_after = \"2099-01-01T00:00:00Z\"\n",
+        k(7),
+        k(8)
+    )
+}
+
+/// Item 9: `signedAt` is outside the signature. A rotated-out key signing a new package
+/// backdated into its validity is not `TRUSTED` (refused with `require_trusted`), since
+/// fetchgate first saw the digest after the key's `not_after`; the twin, a package signed by
+/// a key still valid when fetchgate first saw it, is `TRUSTED`, and reports when that was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_out_key_cannot_backdate_a_new_package_into_trust() {
+    let files = lgflow_files();
+    let i = integrity_for(&files).to_string().into_bytes();
+    let backdated = lgflow_tgz(
+        &files,
+        &i,
+        Some(signature_at(&i, &key(7), "rotated", "2026-02-01T00:00:00Z")),
+    );
+    let current = lgflow_tgz(
+        &files,
+        &i,
+        Some(signature_at(&i, &key(8), "current", "2026-02-01T00:00:00Z")),
+    );
+
+    let strict = Site::start(&rotated_trust(true)).await;
+    strict.serve("/backdated.tar.gz", backdated.clone());
+    let got = strict
+        .pack("lgflow", &[("url", strict.url("/backdated.tar.gz"))])
+        .await;
+    strict
+        .assert_refused_unpublished("backdated", &got, &backdated, "pack_untrusted")
+        .await;
+    assert!(
+        body(&got)["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("first saw"),
+        "{}",
+        body(&got)
+    );
+    strict.serve("/current.tar.gz", current.clone());
+    let got = strict
+        .pack("lgflow", &[("url", strict.url("/current.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let trust = &body(&got)["inspection"]["trust"];
+    assert_eq!(trust["verdict"], "TRUSTED", "{trust}");
+    assert!(
+        trust["first_seen"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{trust}"
+    );
+
+    // Without require_trusted it is published, but said to be untrusted, with the reason.
+    let lax = Site::start(&rotated_trust(false)).await;
+    lax.serve("/backdated.tar.gz", backdated.clone());
+    let got = lax
+        .pack("lgflow", &[("url", lax.url("/backdated.tar.gz"))])
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let trust = &body(&got)["inspection"]["trust"];
+    assert_eq!(trust["verdict"], "KEY_NOT_TRUSTED", "{trust}");
+}
+
+/// Item 14: sightings are per depot. `triage-agent@1.0.0` fetched first from another depot
+/// does not turn the real depot's package into a conflict: it is published, and the other
+/// depot's digest is reported beside it. The twin: the same depot (spelled without its
+/// trailing slash) naming other bytes for the same version is still `409 digest_conflict`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_first_seen_at_another_depot_is_reported_not_a_conflict() {
+    let site = Site::start("").await;
+    let name = "triage-agent";
+    let mut evil_files = agent_files(name);
+    evil_files.push((
+        "skills/triage/extra.md".into(),
+        b"do something else\n".to_vec(),
+    ));
+    let evil = agent_tgz(name, &evil_files);
+    let evil_doc = json!({
+        "name": name, "version": "1.0.0",
+        "archive": { "url": format!("../../archives/{name}.tgz") },
+        "build_record": { "package": { "sha256": Digest::of(&evil).hex() } },
+    });
+    site.serve(
+        &format!("/other-depot/packages/{name}/1.0.0"),
+        evil_doc.to_string(),
+    );
+    site.serve(&format!("/other-depot/archives/{name}.tgz"), evil.clone());
+    let got = site.agent_at("/other-depot/", name).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+
+    let real = agent_tgz(name, &agent_files(name));
+    site.depot(name, &real, &|_| {});
+    let got = site.agent(name, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(r["sha256"], Digest::of(&real).hex());
+    assert_eq!(r["elsewhere"][0]["sha256"], Digest::of(&evil).hex(), "{r}");
+    assert!(
+        r["elsewhere"][0]["source"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/other-depot/"),
+        "{r}"
+    );
+    assert_eq!(site.cached(&real).await.status, 200);
+
+    // The twin: the real depot now names other bytes for 1.0.0.
+    let mut again = agent_files(name);
+    again.push(("skills/triage/more.md".into(), b"more\n".to_vec()));
+    let changed = agent_tgz(name, &again);
+    site.depot(name, &changed, &|_| {});
+    let got = site.agent_at("/depot", name).await;
+    assert_eq!(got.status, 409, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["code"], "digest_conflict");
+    assert_eq!(site.cached(&changed).await.status, 404);
+}
+
+/// Item 8, immutability: once an OpenWOP version is verified, a different tarball for the
+/// same name and version from that registry is a conflict, and a pin does not settle it (a
+/// registry never republishes a version). The twin: the verified tarball is still served
+/// and fetched, and a new version is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openwop_version_once_verified_never_takes_another_tarball() {
+    let site = Site::start(&openwop_config()).await;
+    site.openwop_registry(&[]);
+    let first = site.publish_wop(&wop("@acme/tools", "1.0.0", ">=2.0 <3.0.0"));
+    let got = site.openwop("@acme/tools", ("version", "1.0.0")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+
+    let mut w = wop("@acme/tools", "1.0.0", ">=2.0 <3.0.0");
+    w.extra_member = Some(Member::file(
+        "package/index.js",
+        "require('child_process')\n",
+    ));
+    let second = site.publish_wop(&w);
+    let got = site.openwop("@acme/tools", ("version", "1.0.0")).await;
+    assert_eq!(got.status, 409, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(body(&got)["code"], "digest_conflict");
+    let p = [
+        ("registry", "acme".to_string()),
+        ("name", "@acme/tools".to_string()),
+        ("version", "1.0.0".to_string()),
+        ("sha256", Digest::of(&second).hex()),
+    ];
+    let got = site.pack("openwop", &p).await;
+    assert_eq!(got.status, 409, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(site.cached(&second).await.status, 404);
+    assert_eq!(site.cached(&first).await.status, 200);
+
+    site.publish_wop(&wop("@acme/tools", "1.0.1", ">=2.0 <3.0.0"));
+    let got = site.openwop("@acme/tools", ("version", "1.0.1")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+}
+
+/// Item 7: the memory budget is taken as bytes arrive and shared fairly. With
+/// `max_inflight_bytes` at 1 MiB, two fetches from one client of a URL that trickles 960 KiB
+/// hold only what arrived, so another client's package is published at once (it used to wait
+/// 30 s for the whole budget and get `503 pack_busy`). The twin: the trickling client may not
+/// take a third turn (at most half of the turns, and half of the budget, per client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_download_holds_only_what_arrived_and_one_client_only_its_share() {
+    let site = Site::start_with("max_inflight_bytes = 1048576", "").await;
+    let trickle = support::upstream::Streaming::start(
+        "127.0.0.2:0",
+        960 << 10,
+        Some(std::time::Duration::from_secs(3)),
+        true,
+    )
+    .await;
+    let config = Toml::new()
+        .cache_dir(site.dir.path().join("second").as_path())
+        .section("love", "max_inflight_bytes = 1048576")
+        .trust(site.up.addr)
+        .trust(trickle.addr)
+        .build();
+    let proxy = start_proxy(&config).await;
+    let slow = format!("http://127.0.0.2:{}/slow.tar.gz", trickle.addr.port());
+    let query = |url: &str| {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        q.append_pair("format", "lgflow");
+        q.append_pair("url", url);
+        format!("/pack/v1/fetch?{}", q.finish())
+    };
+    let mut attackers = Vec::new();
+    for _ in 0..2 {
+        let path = query(&slow);
+        attackers.push(tokio::spawn(async move {
+            Client::connect_from(proxy, "127.0.0.5")
+                .await
+                .send("GET", &path, &[("host", "fetchgate")])
+                .await
+        }));
+    }
+    for _ in 0..250 {
+        if trickle.request_count() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(trickle.request_count(), 2);
+
+    // The twin: a third fetch from the trickling client is turned away at once.
+    let third = Client::connect_from(proxy, "127.0.0.5")
+        .await
+        .send("GET", &query(&slow), &[("host", "fetchgate")])
+        .await;
+    assert_eq!(
+        third.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&third.body)
+    );
+    assert_eq!(body(&third)["code"], "pack_busy");
+    assert_eq!(
+        trickle.request_count(),
+        2,
+        "the third fetch sent no request"
+    );
+
+    // Another client's package is published while both downloads trickle.
+    let files = lgflow_files();
+    let i = integrity_for(&files).to_string().into_bytes();
+    let good = lgflow_tgz(&files, &i, None);
+    site.serve("/good.tar.gz", good.clone());
+    let got = Client::connect_from(proxy, "127.0.0.1")
+        .await
+        .send(
+            "GET",
+            &query(&site.url("/good.tar.gz")),
+            &[("host", "fetchgate")],
+        )
+        .await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(
+        attackers.iter().all(|a| !a.is_finished()),
+        "the trickling downloads were still in progress"
+    );
+    for a in attackers {
+        a.abort();
+    }
+}
+
+/// `w` with its signed `pack.json` binding `files` (path → bytes) through `x-files`.
+fn wop_binding(mut w: Wop, files: &[(&str, &[u8])]) -> Wop {
+    let map: serde_json::Map<String, Value> = files
+        .iter()
+        .map(|(p, b)| (p.to_string(), json!(Digest::of(b).hex())))
+        .collect();
+    let map = Value::Object(map).to_string();
+    w.pack_json = w
+        .pack_json
+        .replacen('{', &format!("{{ \"x-files\": {map},"), 1);
+    let end = w.canonical.len() - 1;
+    w.canonical.insert_str(end, &format!(",\"x-files\":{map}"));
+    w
+}
+
+/// Item 8: an OpenWOP signature covers `pack.json` alone, and the result says so, naming the
+/// files it does not cover; a registry configured `strict = true` refuses a tarball with an
+/// uncovered file. The twins: a signed `pack.json` that binds its other files by digest
+/// (`x-files`) is published by the strict registry, and one whose binding the bytes do not
+/// match is refused by any registry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openwop_result_says_what_its_signature_covers_and_a_strict_registry_refuses_the_rest() {
+    let k = b64(key(3).verifying_key().as_bytes());
+    let strict = format!(
+        "\n[[openwop.registry]]\nname = \"strict\"\nurl = \"{{UP}}/\"\nstrict = true\n\n[[openwop.registry.key]]\nkey_id = \"acme-2026\"\npublic_key = \"{k}\"\npermitted_namespaces = [\"@acme/*\"]\n"
+    );
+    let site = Site::start(&format!("{}{strict}", openwop_config())).await;
+    site.openwop_registry(&[]);
+    let from = |registry: &str, name: &str| {
+        [
+            ("registry", registry.to_string()),
+            ("name", name.to_string()),
+            ("version", "1.0.0".to_string()),
+        ]
+    };
+
+    // Lax: published, and the result says README.md is not covered.
+    let plain = site.publish_wop(&wop("@acme/plain", "1.0.0", ">=2.0 <3.0.0"));
+    let got = site.pack("openwop", &from("acme", "@acme/plain")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(
+        r["inspection"]["signature_covers"],
+        json!(["pack.json"]),
+        "{r}"
+    );
+    assert_eq!(
+        r["inspection"]["signature_does_not_cover"],
+        json!(["README.md"]),
+        "{r}"
+    );
+
+    // Strict: the same kind of pack is refused, naming the uncovered file.
+    let loose = site.publish_wop(&wop("@acme/loose", "1.0.0", ">=2.0 <3.0.0"));
+    let got = site.pack("openwop", &from("strict", "@acme/loose")).await;
+    site.assert_refused_unpublished("strict-uncovered", &got, &loose, "pack_integrity_failure")
+        .await;
+    assert!(
+        body(&got)["field"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("README.md"),
+        "{}",
+        body(&got)
+    );
+    assert_eq!(site.cached(&plain).await.status, 200);
+
+    // The twin: every file bound by the signed pack.json, so the strict registry publishes.
+    let bound = wop_binding(
+        wop("@acme/bound", "1.0.0", ">=2.0 <3.0.0"),
+        &[("README.md", b"# pack\n")],
+    );
+    let tarball = site.publish_wop(&bound);
+    let got = site.pack("openwop", &from("strict", "@acme/bound")).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    let r = body(&got);
+    assert_eq!(
+        r["inspection"]["signature_covers"],
+        json!(["pack.json", "README.md"]),
+        "{r}"
+    );
+    assert_eq!(
+        r["inspection"]["signature_does_not_cover"],
+        json!([]),
+        "{r}"
+    );
+    assert_eq!(site.cached(&tarball).await.status, 200);
+
+    // A binding the bytes contradict is refused by the lax registry too.
+    let lying = wop_binding(
+        wop("@acme/lying", "1.0.0", ">=2.0 <3.0.0"),
+        &[("README.md", b"# what was signed\n")],
+    );
+    let tarball = site.publish_wop(&lying);
+    let got = site.pack("openwop", &from("acme", "@acme/lying")).await;
+    site.assert_refused_unpublished("binding-mismatch", &got, &tarball, "pack_integrity_failure")
+        .await;
 }

@@ -34,7 +34,7 @@ pub async fn run(config: &Config, action: PackAction) -> Result<ExitCode, String
             return Err(format!("{k} is given twice"));
         }
     }
-    let (value, code) = match packs.fetch(&format, &map).await {
+    let (value, code) = match packs.fetch(&format, &map, None).await {
         Ok(r) => (serde_json::to_value(&r), ExitCode::SUCCESS),
         Err(e) => (serde_json::to_value(&e), ExitCode::from(1)),
     };

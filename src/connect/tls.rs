@@ -32,17 +32,7 @@ pub(crate) fn client_config(
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for file in &section.extra_roots {
         let path: PathBuf = base.join(file.get_ref());
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&path)
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| {
-                src.error_at(file.span(), format!("cannot read {}: {e}", path.display()))
-            })?;
-        if certs.is_empty() {
-            return Err(src.error_at(
-                file.span(),
-                format!("{} holds no PEM certificate", path.display()),
-            ));
-        }
+        let certs = pem_certs(&path).map_err(|why| src.error_at(file.span(), why))?;
         for cert in certs {
             roots.add(cert).map_err(|e| {
                 src.error_at(
@@ -60,6 +50,17 @@ pub(crate) fn client_config(
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// The certificates of a PEM file, at least one; the error names the file.
+pub(crate) fn pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no PEM certificate", path.display()));
+    }
+    Ok(certs)
 }
 
 /// The name TLS verifies: the host name the request used, or the literal address.

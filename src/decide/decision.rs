@@ -35,6 +35,9 @@ pub struct Refusal {
     pub(crate) detail: Option<String>,
     /// Each address considered, with its own verdict; empty when refused before resolution.
     pub(crate) answers: Vec<(IpAddr, Verdict)>,
+    /// The `[[access.policy]]` that refused, when a client's own policy narrowed an allowed
+    /// destination (see [`super::narrow`]).
+    pub(crate) policy: Option<std::sync::Arc<str>>,
 }
 
 /// Leave to connect: what `connect` needs and nothing it could widen. The fields are private
@@ -76,6 +79,27 @@ impl<U> Permit<U> {
     pub(crate) fn verdict(&self) -> Verdict {
         self.verdict
     }
+
+    /// Turns this permit into a refusal by a client's own policy: the global policy allowed
+    /// the destination, the client's `[[access.policy]]` named `policy` does not.
+    pub(crate) fn refused_by_policy(
+        self,
+        reason: Reason,
+        detail: String,
+        policy: std::sync::Arc<str>,
+    ) -> Refusal {
+        Refusal {
+            target: Some(Target {
+                kind: self.kind,
+                host: self.verify_name,
+                port: self.port,
+            }),
+            verdict: failure(reason),
+            detail: Some(detail),
+            answers: self.answers,
+            policy: Some(policy),
+        }
+    }
 }
 
 impl Permit<Url> {
@@ -93,6 +117,7 @@ impl<U> Decision<U> {
             verdict: failure(e.reason),
             detail: Some(e.detail),
             answers: Vec::new(),
+            policy: None,
         })
     }
 
@@ -282,6 +307,7 @@ fn refuse<U>(
         verdict,
         detail,
         answers,
+        policy: None,
     })
 }
 

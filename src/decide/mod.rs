@@ -10,6 +10,7 @@ pub(crate) mod classify;
 pub(crate) mod decision;
 pub(crate) mod locator;
 pub(crate) mod names;
+pub(crate) mod narrow;
 pub(crate) mod policy;
 pub mod profile;
 pub(crate) mod reason;

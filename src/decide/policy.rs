@@ -70,13 +70,14 @@ pub(crate) struct DenySection {
 
 /// A host name pattern: an exact name, or every name under a suffix.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct HostPattern {
+pub(crate) struct HostPattern {
     name: String,
     suffix: bool,
 }
 
 impl HostPattern {
-    fn parse(text: &str) -> Result<Self, String> {
+    /// Reads `name` or `*.suffix`; an address is refused.
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let (suffix, rest) = match text.strip_prefix("*.") {
             Some(rest) => (true, rest),
             None => (false, text),
@@ -89,7 +90,8 @@ impl HostPattern {
         Ok(Self { name, suffix })
     }
 
-    fn matches(&self, name: &str) -> bool {
+    /// True if `name` (normalised) is the name, or under the suffix.
+    pub(crate) fn matches(&self, name: &str) -> bool {
         if self.suffix {
             name.len() > self.name.len() && name_matches(name, &self.name, true)
         } else {
@@ -273,6 +275,14 @@ impl Policy {
     /// The built-in profile's verdict on an address, before operator rules and ports.
     pub fn classify(&self, ip: IpAddr) -> Verdict {
         self.profile.classifier.classify(ip)
+    }
+
+    /// True if some rule lets `port` be reached: the `http(s)` or CONNECT ports, or a trust
+    /// rule's. A client policy naming any other port would widen the policy, not narrow it.
+    pub(crate) fn reaches_port(&self, port: u16) -> bool {
+        self.ports.contains(&port)
+            || self.connect_ports.contains(&port)
+            || self.trust.iter().any(|t| t.ports.contains(&port))
     }
 
     /// Ports allowed for `kind` without a trust rule.

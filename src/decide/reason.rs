@@ -85,11 +85,21 @@ pub enum Reason {
     DnsFailure,
     /// At least one DNS answer is refused, so the whole destination is.
     AnswerRefused,
+
+    /// The client's `[[access.policy]]` does not list this host.
+    PolicyHostNotAllowed,
+    /// The client's `[[access.policy]]` does not list this port.
+    PolicyPortNotAllowed,
+    /// The client's `[[access.policy]]` does not list this registry.
+    PolicyRegistryNotAllowed,
+    /// The client's `[[access.policy]]` limits hosts or ports, which a fetch by URL (whose
+    /// mirrors and redirects fetchgate follows itself) cannot be held to.
+    PolicyFetchNotAllowed,
 }
 
 impl Reason {
     /// Every reason, in declaration order (the metrics preset refusals with zeros from it).
-    pub(crate) const ALL: [Reason; 36] = [
+    pub(crate) const ALL: [Reason; 40] = [
         Reason::GlobalAddress,
         Reason::Trusted,
         Reason::InvalidLocator,
@@ -126,6 +136,10 @@ impl Reason {
         Reason::DnsTimeout,
         Reason::DnsFailure,
         Reason::AnswerRefused,
+        Reason::PolicyHostNotAllowed,
+        Reason::PolicyPortNotAllowed,
+        Reason::PolicyRegistryNotAllowed,
+        Reason::PolicyFetchNotAllowed,
     ];
 
     /// The stable snake_case code.
@@ -168,6 +182,10 @@ impl Reason {
             DnsTimeout => "dns_timeout",
             DnsFailure => "dns_failure",
             AnswerRefused => "answer_refused",
+            PolicyHostNotAllowed => "policy_host_not_allowed",
+            PolicyPortNotAllowed => "policy_port_not_allowed",
+            PolicyRegistryNotAllowed => "policy_registry_not_allowed",
+            PolicyFetchNotAllowed => "policy_fetch_not_allowed",
         }
     }
 
@@ -249,6 +267,14 @@ impl Reason {
             DnsTimeout => "the resolver did not answer in time",
             DnsFailure => "the resolver failed",
             AnswerRefused => "at least one DNS answer is refused, so the destination is refused",
+            PolicyHostNotAllowed => "the client's [[access.policy]] does not list this host",
+            PolicyPortNotAllowed => "the client's [[access.policy]] does not list this port",
+            PolicyRegistryNotAllowed => {
+                "the client's [[access.policy]] does not list this registry"
+            }
+            PolicyFetchNotAllowed => {
+                "the client's [[access.policy]] limits hosts or ports, so it may not make fetchgate fetch by URL"
+            }
         }
     }
 
@@ -277,6 +303,12 @@ impl Reason {
             DnsNxdomain | DnsNoAnswer => "check the host name, or use another mirror",
             DnsTimeout | DnsFailure => {
                 "retry later or use another mirror; check [resolver] nameservers"
+            }
+            PolicyFetchNotAllowed => {
+                "fetch through the proxy (HTTP_PROXY) or a registry instead, or ask the operator for a policy without hosts and ports limits"
+            }
+            PolicyHostNotAllowed | PolicyPortNotAllowed | PolicyRegistryNotAllowed => {
+                "use a destination your policy lists, or ask the operator to add it to the [[access.policy]] named in `policy`"
             }
             _ => {
                 "use a public mirror, or ask the operator for a scoped [[egress.trust]] rule naming this destination and port"

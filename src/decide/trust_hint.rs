@@ -147,6 +147,7 @@ mod tests {
                 .into_iter()
                 .map(|(ip, r)| (ip, verdict(r)))
                 .collect(),
+            policy: None,
         }
     }
 

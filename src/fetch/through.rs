@@ -326,6 +326,26 @@ impl Fetcher {
             .map_err(|(code, detail)| locator_failure(url, hop, code, detail).into_locator())
     }
 
+    /// Opens `url` (at most `max` bytes announced) for a caller that reads the body itself,
+    /// accounting for each chunk as it arrives: the body, silent for at most `[proxy]
+    /// body_idle_timeout_ms`, and the final URL.
+    pub(crate) async fn open_body(
+        &self,
+        url: &str,
+        max: u64,
+    ) -> Result<(IdleBody, String), LocatorFailure> {
+        let (response, last) = self
+            .open(url, max, None)
+            .await
+            .map_err(Failure::into_locator)?;
+        Ok((IdleBody::new(response.into_body(), self.body_idle), last))
+    }
+
+    /// `[cache] fetch_timeout_ms`: the most one locator's whole fetch may take.
+    pub(crate) fn fetch_timeout(&self) -> Duration {
+        self.fetch_timeout
+    }
+
     /// Fetches `wanted` into memory from the first mirror whose bytes match its size and
     /// digest, without publishing anything (the caller inspects before it publishes). Returns
     /// the bytes, the mirror they came from, and the failures of the mirrors tried before it.
@@ -404,7 +424,7 @@ pub(super) async fn read_capped(
 
 /// The code and detail for an upstream body that failed: went quiet past `[proxy]
 /// body_idle_timeout_ms`, or broke off.
-pub(super) fn body_failure(
+pub(crate) fn body_failure(
     e: &(dyn std::error::Error + Send + Sync + 'static),
 ) -> (&'static str, String) {
     if e.is::<BodyIdle>() {

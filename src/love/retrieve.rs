@@ -36,6 +36,9 @@ pub(crate) struct FetchOptions {
     pub(crate) engine: Option<(String, String)>,
     /// An explicit digest choice that resolves a conflict.
     pub(crate) pin: Option<Digest>,
+    /// The client's address (when it came over the network): its fetches together hold at
+    /// most half of `[love] max_inflight_bytes`.
+    pub(crate) client: Option<std::net::IpAddr>,
 }
 
 /// What a successful fetch reports.
@@ -125,9 +128,13 @@ impl Love {
 
     /// Reserves room for `size` artifact bytes in memory, waiting up to 30 seconds for other
     /// fetches (LOVE or packs) to finish. The room is given back when the permit drops.
-    async fn hold_memory(&self, size: u64) -> Result<Held, LoveError> {
+    async fn hold_memory(
+        &self,
+        client: Option<std::net::IpAddr>,
+        size: u64,
+    ) -> Result<Held, LoveError> {
         let max = self.memory.max();
-        self.memory.hold(size).await.map_err(|short| match short {
+        self.memory.hold_for(client, size).await.map_err(|short| match short {
             Short::TooLarge => LoveError::new(
                 "archive_cap_exceeded",
                 422,
@@ -139,6 +146,25 @@ impl Love {
                 "love_busy",
                 503,
                 format!("other fetches hold the [love] max_inflight_bytes = {max} budget"),
+                "retry in a few seconds",
+            )
+            .field("max_inflight_bytes"),
+            Short::OverShare => LoveError::new(
+                "archive_cap_exceeded",
+                422,
+                format!(
+                    "artifact.size {size} is more than one client may hold: half of [love] max_inflight_bytes = {max}"
+                ),
+                "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
+            )
+            .field("max_inflight_bytes"),
+            Short::ClientShare => LoveError::new(
+                "love_busy",
+                503,
+                format!(
+                    "this client's fetches already hold its share ({} bytes) of [love] max_inflight_bytes = {max}",
+                    self.memory.client_share()
+                ),
                 "retry in a few seconds",
             )
             .field("max_inflight_bytes"),
@@ -201,7 +227,7 @@ impl Love {
         }
 
         // Every byte of the artifact is held in memory from here to publication.
-        let _memory = self.hold_memory(size).await?;
+        let _memory = self.hold_memory(opts.client, size).await?;
         let store = self.fetcher.store().clone();
         let label = format!("{}@{}", manifest.name, manifest.version);
         let cached = store.read_bytes(&expected, size);
@@ -274,6 +300,7 @@ impl Love {
                     size,
                     manifest_url: shown_url.clone(),
                     first_seen: now(),
+                    source: String::new(),
                 },
             )
             .map_err(|e| {

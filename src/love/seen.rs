@@ -1,5 +1,8 @@
 //! Every `(name, version) → sha256` fetchgate has verified, and where each was seen, so that a
 //! second digest for the same label is noticed as a conflict (LOVE §2.2), never as an update.
+//! Each sighting names its source (a depot, a registry, an origin), so a conflict is judged
+//! within one source and a difference between sources is reported, not blocked. Beside them,
+//! the time fetchgate first saw each digest: a durable record no package can backdate.
 //! Kept in its own redb file beside the cache index.
 
 use std::path::Path;
@@ -8,6 +11,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 const SEEN: TableDefinition<&str, &str> = TableDefinition::new("seen");
+/// Digest (hex) → Unix seconds when fetchgate first saw it, whatever became of it.
+const FIRST_SEEN: TableDefinition<&str, u64> = TableDefinition::new("first_seen");
 
 /// One digest seen for a label.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +25,18 @@ pub(crate) struct Sighting {
     pub(crate) manifest_url: String,
     /// Unix seconds when first verified.
     pub(crate) first_seen: u64,
+    /// Where it was seen: the depot, registry or origin the profile names (empty: anywhere,
+    /// as LOVE names and sightings recorded before sources were kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) source: String,
+}
+
+impl Sighting {
+    /// Whether this sighting and one from `source` were seen at the same place, so that two
+    /// digests between them are a conflict. An empty source is every source.
+    pub(crate) fn same_source(&self, source: &str) -> bool {
+        self.source.is_empty() || source.is_empty() || self.source == source
+    }
 }
 
 /// A label with more than one digest.
@@ -49,8 +66,31 @@ impl Seen {
             .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         let txn = db.begin_write().map_err(|e| e.to_string())?;
         txn.open_table(SEEN).map_err(|e| e.to_string())?;
+        txn.open_table(FIRST_SEEN).map_err(|e| e.to_string())?;
         txn.commit().map_err(|e| e.to_string())?;
         Ok(Self { db })
+    }
+
+    /// When fetchgate first saw `sha256` (hex): recorded as `now` the first time it is asked,
+    /// and never changed after.
+    pub(crate) fn first_seen(&self, sha256: &str, now: u64) -> Result<u64, String> {
+        let txn = self.db.begin_write().map_err(|e| e.to_string())?;
+        let at = {
+            let mut table = txn.open_table(FIRST_SEEN).map_err(|e| e.to_string())?;
+            let known = table
+                .get(sha256)
+                .map_err(|e| e.to_string())?
+                .map(|v| v.value());
+            match known {
+                Some(at) => at,
+                None => {
+                    table.insert(sha256, now).map_err(|e| e.to_string())?;
+                    now
+                }
+            }
+        };
+        txn.commit().map_err(|e| e.to_string())?;
+        Ok(at)
     }
 
     /// The sightings for a label, oldest first.
@@ -66,7 +106,8 @@ impl Seen {
         }
     }
 
-    /// Records a verified sighting (a digest already recorded for the label is kept as is).
+    /// Records a verified sighting (a digest already recorded for the label from the same
+    /// source is kept as is).
     pub(crate) fn record(
         &self,
         name: &str,
@@ -81,7 +122,10 @@ impl Seen {
                 Some(v) => serde_json::from_str(v.value()).map_err(|e| e.to_string())?,
                 None => Vec::new(),
             };
-            if !list.iter().any(|s| s.sha256 == sighting.sha256) {
+            if !list
+                .iter()
+                .any(|s| s.sha256 == sighting.sha256 && s.source == sighting.source)
+            {
                 list.push(sighting);
             }
             let json = serde_json::to_string(&list).map_err(|e| e.to_string())?;
@@ -110,5 +154,57 @@ impl Seen {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sighting(sha: &str, source: &str) -> Sighting {
+        Sighting {
+            sha256: sha.into(),
+            size: 1,
+            manifest_url: "u".into(),
+            first_seen: 1,
+            source: source.into(),
+        }
+    }
+
+    #[test]
+    fn first_seen_is_durable_and_sightings_keep_their_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("love.redb");
+        {
+            let seen = Seen::open(&path).unwrap();
+            assert_eq!(seen.first_seen("aa", 100).unwrap(), 100);
+            assert_eq!(
+                seen.first_seen("aa", 900).unwrap(),
+                100,
+                "never moved later"
+            );
+            seen.record("n", "1", sighting("aa", "depot-a")).unwrap();
+            seen.record("n", "1", sighting("aa", "depot-b")).unwrap();
+            seen.record("n", "1", sighting("aa", "depot-a")).unwrap();
+        }
+        let seen = Seen::open(&path).unwrap();
+        assert_eq!(
+            seen.first_seen("aa", 5000).unwrap(),
+            100,
+            "survives a reopen"
+        );
+        assert_eq!(seen.first_seen("bb", 7).unwrap(), 7);
+        let list = seen.get("n", "1").unwrap();
+        assert_eq!(list.len(), 2);
+        assert!(list[0].same_source("depot-a") && !list[0].same_source("depot-b"));
+        assert!(
+            sighting("aa", "").same_source("depot-b"),
+            "a source-less sighting is everywhere"
+        );
+        // An old record without a source still reads.
+        let old: Sighting =
+            serde_json::from_str(r#"{"sha256":"aa","size":1,"manifest_url":"u","first_seen":1}"#)
+                .unwrap();
+        assert_eq!(old.source, "");
     }
 }

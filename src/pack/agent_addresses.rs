@@ -4,7 +4,8 @@
 //! `repository` and the `repository` of each `from` entry under `net.agentdoc.package`; the
 //! Descriptor's `schema` of each `can_use` entry; nothing in the install file, and nothing in
 //! `mcp.json`, which names servers by system name and carries no vendor address. An address is
-//! read conservatively: a URL (`scheme://`) or an IPv4 literal, in a value or a member name.
+//! read conservatively: a URL (`scheme://`), an IPv4 literal or an IPv6 literal (bracketed or
+//! not, with a zone or not), in a value or a member name.
 
 use serde_json::Value;
 
@@ -74,7 +75,20 @@ fn address_in(s: &str) -> Option<&'static str> {
                     .iter()
                     .all(|p| (1..=3).contains(&p.len()) && p.parse::<u8>().is_ok())
         });
-    ip.then_some("an IP address")
+    (ip || has_ipv6(s)).then_some("an IP address")
+}
+
+/// Whether `s` holds an IPv6 literal: a run of letters, digits, `:`, `.` and `%` (so that a
+/// word such as `std::vector` stays whole) with two colons or more, which, without brackets
+/// around it, a port after them or a zone after `%`, parses as an IPv6 address
+/// (`2001:db8::7`, `[fe80::1%eth0]:8443`, `::ffff:10.0.0.7`, `::1`).
+fn has_ipv6(s: &str) -> bool {
+    s.split(|c: char| !(c.is_ascii_alphanumeric() || ":.%".contains(c)))
+        .filter(|run| run.matches(':').count() >= 2)
+        .any(|run| {
+            let addr = run.split('%').next().unwrap_or(run);
+            addr.parse::<std::net::Ipv6Addr>().is_ok()
+        })
 }
 
 /// The first address in `doc` outside the members `kind` excepts.
@@ -166,5 +180,28 @@ mod tests {
             find(Declaration::Install, &json!({ "v": "1.2.3", "n": "a:b" })),
             None
         );
+        for v6 in [
+            "2001:db8::7",
+            "[fe80::1%eth0]:8443",
+            "::ffff:10.0.0.7",
+            "::1",
+            "at fd00::1,",
+        ] {
+            assert!(
+                find(
+                    Declaration::Install,
+                    &json!({ "systems": [{ "host": v6 }] })
+                )
+                .is_some(),
+                "{v6}"
+            );
+        }
+        for not in ["crm::sales", "12:30:45", "std::vector", "a::b::c", "ns:a:b"] {
+            assert_eq!(
+                find(Declaration::Install, &json!({ "n": not })),
+                None,
+                "{not}"
+            );
+        }
     }
 }

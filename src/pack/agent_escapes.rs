@@ -1,6 +1,6 @@
 //! Hidden characters a reader decodes rather than reads: `\u202E` inside a JSON string (what
 //! a harness reading `descriptor.json` gets), and character references such as `&#x202E;` or
-//! `&rlm;` in Markdown and HTML (what a renderer shows). Rule 8 is about the characters a
+//! `&rlm;` in Markdown and HTML (what a renderer shows, decoded with the full HTML5 table). Rule 8 is about the characters a
 //! consumer ends up with, so these are refused like the raw ones.
 
 use serde_json::Value;
@@ -61,47 +61,26 @@ fn walk(v: &Value, pointer: &mut String) -> Option<Escaped> {
     }
 }
 
-/// Named references that stand for hidden characters.
-const NAMED: &[(&str, u32)] = &[
-    ("lrm", 0x200E),
-    ("rlm", 0x200F),
-    ("zwj", 0x200D),
-    ("zwnj", 0x200C),
-    ("ZeroWidthSpace", 0x200B),
-    ("NoBreak", 0x2060),
-    ("InvisibleTimes", 0x2062),
-    ("InvisibleComma", 0x2063),
-    ("ApplyFunction", 0x2061),
-];
-
-/// The first character reference (`&#x202E;`, `&#8238;`, `&rlm;`) to a hidden character.
+/// The first character reference to a hidden character, as an HTML reader decodes it: the
+/// whole HTML5 named table (`&rlm;`, `&NegativeVeryThinSpace;`, `&it;`), numeric references
+/// (`&#x202E;`, `&#8238;`) and the forms without `;` that browsers still decode (`&#x202E`).
+/// Decoding is `htmlize`'s, which follows the HTML5 tokenizer; the decoded text is scanned,
+/// line by line (no reference spans a line). Raw hidden characters are refused before this.
 pub(crate) fn in_references(text: &str) -> Option<Escaped> {
     for (n, line) in text.lines().enumerate() {
-        let mut rest = line;
-        while let Some(i) = rest.find('&') {
-            rest = &rest[i + 1..];
-            let Some(end) = rest.find(';').filter(|e| *e <= 32) else {
-                continue;
-            };
-            let name = &rest[..end];
-            let cp = if let Some(num) = name.strip_prefix('#') {
-                match num.strip_prefix(['x', 'X']) {
-                    Some(hex) => u32::from_str_radix(hex, 16).ok(),
-                    None => num.parse().ok(),
-                }
-            } else {
-                NAMED.iter().find(|(k, _)| *k == name).map(|(_, c)| *c)
-            };
-            let found = cp
-                .and_then(char::from_u32)
-                .and_then(|c| hidden_char(c).map(|what| (c, what)));
-            if let Some((c, what)) = found {
-                return Some(Escaped {
-                    at: format!("line {}", n + 1),
-                    code_point: u32::from(c),
-                    what,
-                });
-            }
+        if !line.contains('&') {
+            continue;
+        }
+        let decoded = htmlize::unescape(line);
+        let found = decoded
+            .chars()
+            .find_map(|c| hidden_char(c).map(|what| (c, what)));
+        if let Some((c, what)) = found {
+            return Some(Escaped {
+                at: format!("line {}", n + 1),
+                code_point: u32::from(c),
+                what,
+            });
         }
     }
     None
@@ -174,6 +153,20 @@ mod tests {
             Some(0x200F)
         );
         assert_eq!(in_references("&amp; &#65; &lt;"), None);
+        for hidden in [
+            "&NegativeVeryThinSpace;",
+            "&NegativeThinSpace;",
+            "&NegativeMediumSpace;",
+            "&NegativeThickSpace;",
+            "&it;",
+            "&ic;",
+            "&af;",
+            "&#x202E",
+            "&#8207 x",
+        ] {
+            assert!(in_references(hidden).is_some(), "{hidden}");
+        }
+        assert_eq!(in_references("AT&T &eacute &NotAnEntity; &#233"), None);
         let y = in_backslash_escapes("name: t\ndescription: \"ok \\u202e\"\n").unwrap();
         assert_eq!((y.at.as_str(), y.code_point), ("line 2", 0x202E));
         assert_eq!(

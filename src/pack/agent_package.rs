@@ -25,6 +25,7 @@ pub(crate) const PROFILE: Profile = Profile {
     params: &["depot", "name", "version", "sha256"],
     locate,
     inspect,
+    immutable_versions: false,
 };
 
 /// A digest as an Agent Package document writes one: 64 hex characters (any case), optionally
@@ -157,9 +158,23 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             _memory: got.memory,
             named_by: shown,
             pinned: pinned.is_some(),
+            source: depot_source(required(params, "depot")?),
+            first_seen: None,
             facts: json!({ "withdrawn": withdrawn, "build_record": { "package": { "sha256": built.hex() } } }),
         })
     })
+}
+
+/// The depot as a sighting source: its URL parsed (so spellings of one depot agree), redacted,
+/// ending in `/`.
+fn depot_source(depot: &str) -> String {
+    let mut shown = url::Url::parse(depot)
+        .map(|u| redact_locator(u.as_str()))
+        .unwrap_or_else(|_| redact_locator(depot));
+    if !shown.ends_with('/') {
+        shown.push('/');
+    }
+    format!("depot {shown}")
 }
 
 /// `plugin.json`, the manifest's pointer digests, hidden characters and credentials.
@@ -346,7 +361,7 @@ fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<
 
 /// Rule 8 through escapes: a hidden character in a JSON string (`.json` files), behind a
 /// backslash escape (`.yaml`, `.yml`, `.toml` files and Markdown front matter, which a harness
-/// reads as YAML) or behind a character reference (`.md`, `.markdown`, `.html`, `.htm` files).
+/// reads as YAML) or behind a character reference (Markdown, HTML, SVG and XML files).
 fn escaped(path: &str, bytes: &[u8], at: &str) -> Result<(), PackError> {
     let text = std::str::from_utf8(bytes).unwrap_or_default();
     let lower = path.to_ascii_lowercase();
@@ -357,9 +372,18 @@ fn escaped(path: &str, bytes: &[u8], at: &str) -> Result<(), PackError> {
         .any(|e| lower.ends_with(e))
     {
         agent_escapes::in_backslash_escapes(text)
-    } else if [".md", ".markdown", ".html", ".htm"]
-        .iter()
-        .any(|e| lower.ends_with(e))
+    } else if [
+        ".md",
+        ".markdown",
+        ".mdx",
+        ".html",
+        ".htm",
+        ".xhtml",
+        ".svg",
+        ".xml",
+    ]
+    .iter()
+    .any(|e| lower.ends_with(e))
     {
         agent_escapes::front_matter(text)
             .and_then(agent_escapes::in_backslash_escapes)

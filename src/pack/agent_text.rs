@@ -1,8 +1,9 @@
 //! Rule 8 of the Agent Package (12.6): no text file carries a zero-width character, a
 //! bidirectional control or a tag-block character. What counts as text is what a harness or an
 //! editor would read as text: a known text extension, or any file that decodes as UTF-8 with
-//! no NUL. A text-named file that is not UTF-8 (UTF-16 with a BOM, stray bytes) is refused:
-//! its characters cannot be checked, and a consumer would still read them.
+//! no NUL. Text that is not UTF-8 is refused, since its characters cannot be checked and a
+//! consumer would still read them: UTF-16 with or without a byte-order mark in any file, and
+//! stray bytes or a NUL in a text-named file.
 
 /// Why a text file is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,20 +76,51 @@ fn text_named(path: &str) -> bool {
     }
 }
 
-/// Checks one file: `Ok(true)` text and clean, `Ok(false)` not text, `Err` a fault.
+/// Whether `bytes` read as UTF-16 text without a byte-order mark: most code units of mostly
+/// Latin text have one zero byte, always on the same side, so one parity of the positions is
+/// mostly zero and the other mostly not. A reader sniffing the encoding (an editor, a
+/// harness) would decode them as UTF-16, so they are text whose characters UTF-8 cannot check.
+fn looks_utf16(bytes: &[u8]) -> bool {
+    let units = bytes.len() / 2;
+    if units < 2 {
+        return false;
+    }
+    let zeros = |parity: usize| {
+        bytes
+            .iter()
+            .skip(parity)
+            .step_by(2)
+            .take(units)
+            .filter(|b| **b == 0)
+            .count()
+    };
+    let (even, odd) = (zeros(0), zeros(1));
+    let mostly = |n: usize| n * 4 >= units * 3;
+    let rarely = |n: usize| n * 8 <= units;
+    (mostly(odd) && rarely(even)) || (mostly(even) && rarely(odd))
+}
+
+/// Checks one file: `Ok(true)` text and clean, `Ok(false)` not text, `Err` a fault. Text
+/// that cannot be decoded as UTF-8 and checked is refused: UTF-16 with a byte-order mark or
+/// without one (any file), and invalid UTF-8 or a NUL in a text-named file.
 pub(crate) fn check(path: &str, bytes: &[u8]) -> Result<bool, TextFault> {
     let named = text_named(path);
-    let utf16 = bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]);
+    if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        return Err(TextFault::Encoding {
+            line: 1,
+            detail: "the file starts with a UTF-16 byte-order mark; text files must be UTF-8"
+                .into(),
+        });
+    }
+    if looks_utf16(bytes) {
+        return Err(TextFault::Encoding {
+            line: 1,
+            detail: "the file reads as UTF-16 without a byte-order mark (every other byte is NUL); text files must be UTF-8".into(),
+        });
+    }
     let text = match std::str::from_utf8(bytes) {
-        Ok(t) if !utf16 && (named || !t.contains('\0')) => t,
-        Ok(_) | Err(_) if !named && !utf16 => return Ok(false),
-        Ok(_) if utf16 => {
-            return Err(TextFault::Encoding {
-                line: 1,
-                detail: "the file starts with a UTF-16 byte-order mark; text files must be UTF-8"
-                    .into(),
-            });
-        }
+        Ok(t) if !t.contains('\0') => t,
+        Ok(_) | Err(_) if !named => return Ok(false),
         Ok(t) => {
             let at = t.find('\0').unwrap_or(0);
             return Err(TextFault::Encoding {
@@ -158,5 +190,22 @@ mod tests {
             check("a.bin", &[0xff, 0xfe, b'a', 0]),
             Err(TextFault::Encoding { .. })
         ));
+        let utf16: Vec<u8> = "if admin \u{202E} }"
+            .encode_utf16()
+            .flat_map(u16::to_be_bytes)
+            .collect();
+        for path in ["a.md", "NOTES"] {
+            assert!(
+                matches!(check(path, &utf16), Err(TextFault::Encoding { .. })),
+                "{path}"
+            );
+        }
+        assert!(matches!(
+            check("a.md", b"one\ntwo\0"),
+            Err(TextFault::Encoding { line: 2, .. })
+        ));
+        // Binary with NULs on both sides is not text; a short file is too small to sniff.
+        assert_eq!(check("blob", &[0, 0, 1, 0, 0, 0, 7, 9, 0, 0]), Ok(false));
+        assert_eq!(check("x.md", b"ok"), Ok(true));
     }
 }

@@ -78,6 +78,15 @@ impl Failure<Pack> {
     }
 }
 
+/// True when the upstream answered that the locator names nothing (`404`, `410`): the
+/// document does not exist, which no retry changes.
+pub(crate) fn is_absent(f: &LocatorFailure) -> bool {
+    f.code == "upstream_status"
+        && ["HTTP 404", "HTTP 410"]
+            .iter()
+            .any(|p| f.detail.starts_with(p))
+}
+
 impl From<ArchiveError> for PackError {
     fn from(e: ArchiveError) -> Self {
         match e.cap {

@@ -1,14 +1,19 @@
 //! The two kinds of request a profile makes, both through the fetcher (decide, pinned
 //! connect, identity-only, redirects decided hop by hop): a bounded document, and an archive
-//! hashed before anyone looks at it.
+//! hashed before anyone looks at it. An archive's room in `[love] max_inflight_bytes` is
+//! taken as its bytes arrive, within the client's share, and its whole download is bounded
+//! by `[cache] fetch_timeout_ms` as each silence is by `[proxy] body_idle_timeout_ms`.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http_body_util::BodyExt;
 
 use super::Packs;
 use super::error::PackError;
-use crate::love::budget::{Held, Short};
+use crate::fetch::hops::locator_failure;
+use crate::fetch::through::{LocatorFailure, body_failure};
+use crate::love::budget::{Budget, Held, Short};
 use crate::redact::redact_locator;
 use crate::store::Digest;
 
@@ -24,6 +29,35 @@ pub(crate) struct Fetched {
     pub(crate) memory: Arc<Held>,
 }
 
+/// The refusal for room `budget` could not give: `too_large` is the detail when the bytes
+/// could never fit.
+pub(crate) fn short_of_room(budget: &Budget, short: Short, too_large: String) -> PackError {
+    let max = budget.max();
+    let busy = |detail: String| {
+        PackError::new("pack_busy", 503, detail, "retry in a few seconds")
+            .field("max_inflight_bytes")
+    };
+    match short {
+        Short::TooLarge => {
+            PackError::refused("archive_cap_exceeded", "max_inflight_bytes", too_large)
+        }
+        Short::Busy => busy(format!(
+            "other fetches hold the [love] max_inflight_bytes = {max} budget"
+        )),
+        Short::OverShare => PackError::refused(
+            "archive_cap_exceeded",
+            "max_inflight_bytes",
+            format!(
+                "the archive needs more than one client may hold: half of [love] max_inflight_bytes = {max}"
+            ),
+        ),
+        Short::ClientShare => busy(format!(
+            "this client's fetches already hold its share ({} bytes) of [love] max_inflight_bytes = {max}: no one client may hold more than half",
+            budget.client_share()
+        )),
+    }
+}
+
 impl Packs {
     /// GETs a document of at most `[love] max_document_bytes`; `code` names the failure.
     pub(crate) async fn document(&self, code: &'static str, url: &str) -> Result<Bytes, PackError> {
@@ -33,30 +67,27 @@ impl Packs {
             .map_err(|f| PackError::unavailable(code, url, f))
     }
 
-    /// Holds room for `bytes` in the in-memory budget shared with LOVE.
+    /// Holds room for `bytes` in the in-memory budget shared with LOVE, within this client's
+    /// share.
     pub(crate) async fn hold(&self, bytes: u64, what: &str) -> Result<Held, PackError> {
-        let max = self.settings.budget.max();
-        self.settings.budget.hold(bytes).await.map_err(|short| match short {
-            Short::TooLarge => PackError::refused(
-                "archive_cap_exceeded",
-                "max_inflight_bytes",
-                format!("{what} exceeds [love] max_inflight_bytes = {max} (the memory every fetch in progress shares)"),
-            ),
-            Short::Busy => PackError::new(
-                "pack_busy",
-                503,
-                format!("other fetches hold the [love] max_inflight_bytes = {max} budget"),
-                "retry in a few seconds",
+        let budget = &self.settings.budget;
+        budget.hold_for(self.client, bytes).await.map_err(|short| {
+            short_of_room(
+                budget,
+                short,
+                format!(
+                    "{what} exceeds [love] max_inflight_bytes = {} (the memory every fetch in progress shares)",
+                    budget.max()
+                ),
             )
-            .field("max_inflight_bytes"),
         })
     }
 
     /// The archive at `url`, at most `[love] max_compressed_bytes` and never more than the
-    /// in-memory budget: room for the whole cap is held before the download and given back
-    /// down to the real size after it. With `expected`, a cached entry of that digest is used
-    /// instead, and bytes hashing to anything else are refused with `pack_integrity_failure`
-    /// naming `field` (the document member that declared it).
+    /// in-memory budget: room is held as the bytes arrive, not before. With `expected`, a
+    /// cached entry of that digest is used instead, and bytes hashing to anything else are
+    /// refused with `pack_integrity_failure` naming `field` (the document member that
+    /// declared it).
     pub(crate) async fn artifact(
         &self,
         url: &str,
@@ -65,12 +96,11 @@ impl Packs {
     ) -> Result<Fetched, PackError> {
         let budget = self.settings.budget.max();
         let max = self.settings.caps.max_compressed_bytes.min(budget);
-        let mut memory = self.hold(max, "the archive").await?;
         if let Some(d) = expected
             && let Some(b) = self.fetcher.store().read_bytes(&d, max)
             && Digest::of(&b) == d
         {
-            memory.shrink_to(b.len() as u64);
+            let memory = self.hold(b.len() as u64, "the archive").await?;
             return Ok(Fetched {
                 bytes: b,
                 digest: d,
@@ -78,19 +108,21 @@ impl Packs {
                 memory: Arc::new(memory),
             });
         }
-        let bytes = self.fetcher.get_document(url, max).await.map_err(|f| {
-            if matches!(f.code, "size_mismatch" | "too_large") && max < self.settings.caps.max_compressed_bytes {
-                PackError::refused(
-                    "archive_cap_exceeded",
-                    "max_inflight_bytes",
-                    format!("the archive is longer than [love] max_inflight_bytes = {budget} (the memory every fetch in progress shares)"),
-                )
-                .locator(redact_locator(url))
-            } else {
-                PackError::unavailable("pack_artifact_unavailable", url, f)
-            }
-        })?;
-        memory.shrink_to(bytes.len() as u64);
+        let mut memory = self.settings.budget.empty_for(self.client);
+        let deadline = self.fetcher.fetch_timeout();
+        let bytes = tokio::time::timeout(deadline, self.download(url, max, &mut memory))
+            .await
+            .unwrap_or_else(|_| {
+                let detail = format!(
+                    "the download did not finish within {} ms ([cache] fetch_timeout_ms)",
+                    deadline.as_millis()
+                );
+                Err(PackError::unavailable(
+                    "pack_artifact_unavailable",
+                    url,
+                    locator_failure(url, None, "fetch_timeout", detail).into_locator(),
+                ))
+            })?;
         let digest = Digest::of(&bytes);
         if let Some(want) = expected
             && want != digest
@@ -108,5 +140,53 @@ impl Packs {
             from: redact_locator(url),
             memory: Arc::new(memory),
         })
+    }
+
+    /// Reads the body at `url` (at most `max` bytes), growing `memory` to cover each chunk
+    /// before it is kept.
+    async fn download(&self, url: &str, max: u64, memory: &mut Held) -> Result<Bytes, PackError> {
+        let budget = self.settings.budget.max();
+        let over_budget = || {
+            PackError::refused(
+                "archive_cap_exceeded",
+                "max_inflight_bytes",
+                format!("the archive is longer than [love] max_inflight_bytes = {budget} (the memory every fetch in progress shares)"),
+            )
+            .locator(redact_locator(url))
+        };
+        let capped_by_budget = max < self.settings.caps.max_compressed_bytes;
+        let failed = |f: LocatorFailure| {
+            if matches!(f.code, "size_mismatch" | "too_large") && capped_by_budget {
+                over_budget()
+            } else {
+                PackError::unavailable("pack_artifact_unavailable", url, f)
+            }
+        };
+        let (mut body, last) = self.fetcher.open_body(url, max).await.map_err(failed)?;
+        let hop = (last != url).then_some(last.as_str());
+        let mut buf = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                let (code, detail) = body_failure(e.as_ref());
+                failed(locator_failure(url, hop, code, detail).into_locator())
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let len = buf.len() as u64 + data.len() as u64;
+            if len > max {
+                let detail = format!("the body is longer than {max} bytes; reading stopped there");
+                return Err(failed(
+                    locator_failure(url, hop, "size_mismatch", detail).into_locator(),
+                ));
+            }
+            memory.grow_to(len).await.map_err(|short| {
+                let too_large =
+                    format!("the archive is longer than [love] max_inflight_bytes = {budget}");
+                short_of_room(&self.settings.budget, short, too_large).locator(redact_locator(url))
+            })?;
+            buf.extend_from_slice(&data);
+        }
+        Ok(buf.freeze())
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::error::PackError;
 use crate::archive::{self, ArchiveError, Kind, Limits};
-use crate::love::budget::{Budget, Held, Short};
+use crate::love::budget::{Budget, Held};
 
 /// Every regular file of a package, by path relative to its root, and its directories.
 #[derive(Clone, Debug, Default)]
@@ -28,22 +28,15 @@ pub(crate) struct Files {
 
 /// Holds room in `budget` for `bytes` of files about to be read into memory.
 fn hold(budget: &Budget, bytes: u64) -> Result<Held, PackError> {
-    let max = budget.max();
-    budget.hold_blocking(bytes).map_err(|short| match short {
-        Short::TooLarge => PackError::refused(
-            "archive_cap_exceeded",
-            "max_inflight_bytes",
+    budget.hold_blocking(bytes).map_err(|short| {
+        super::fetching::short_of_room(
+            budget,
+            short,
             format!(
-                "the archive's files expand to {bytes} bytes, more than [love] max_inflight_bytes = {max} (the memory every fetch in progress shares)"
+                "the archive's files expand to {bytes} bytes, more than [love] max_inflight_bytes = {} (the memory every fetch in progress shares)",
+                budget.max()
             ),
-        ),
-        Short::Busy => PackError::new(
-            "pack_busy",
-            503,
-            format!("other fetches hold the [love] max_inflight_bytes = {max} budget"),
-            "retry in a few seconds",
         )
-        .field("max_inflight_bytes"),
     })
 }
 

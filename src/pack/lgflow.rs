@@ -24,6 +24,7 @@ pub(crate) const PROFILE: Profile = Profile {
     params: &["url", "sha256"],
     locate,
     inspect,
+    immutable_versions: false,
 };
 
 /// Most entries (the seed's LIMITS, as the other two below).
@@ -51,9 +52,19 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             from: got.from,
             _memory: got.memory,
             named_by: redact_locator(url),
+            source: origin_of(url),
+            first_seen: None,
             facts: json!({ "url": redact_locator(url) }),
         })
     })
+}
+
+/// The origin (`scheme://host:port`) a package URL names: LGFlow has no registry, so the
+/// server that published it is its source.
+fn origin_of(url: &str) -> String {
+    url::Url::parse(url)
+        .map(|u| format!("origin {}", u.origin().ascii_serialization()))
+        .unwrap_or_else(|_| format!("url {}", redact_locator(url)))
 }
 
 /// Ceilings, allowlist, `solution.json`, `integrity.json`, trust and credentials.
@@ -90,7 +101,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     }
     let (id, version) = solution(&files)?;
     integrity(&files)?;
-    let trust = lgflow_trust::verdict(&files, &settings.config)?;
+    let trust = lgflow_trust::verdict(&files, &settings.config, cand.first_seen)?;
     for (path, bytes) in &files.files {
         if let Some(f) = secrets::scan(bytes) {
             return Err(PackError::refused(

@@ -1,7 +1,10 @@
 //! LGFlow `signature.json`: a detached Ed25519 signature over `integrity.json`'s exact bytes,
 //! judged against the operator's trust store (`[[lgflow.key]]`). Unsigned, signed by an
 //! untrusted key and signed by a revoked key are different verdicts; a signature that is
-//! present and does not verify is always refused.
+//! present and does not verify is always refused. `signedAt` sits outside the signature, so a
+//! key's end of validity is also judged at the time fetchgate first saw the package's digest
+//! (a durable record): a rotated-out key cannot sign a new package backdated into its
+//! validity and have it called `TRUSTED`.
 
 use ed25519_dalek::Signature;
 use serde_json::{Value, json};
@@ -11,8 +14,19 @@ use super::files::Files;
 use super::json as strict;
 use super::settings::{PackConfig, utc_key};
 
-/// The trust verdict for a package that may be published, or the refusal.
-pub(crate) fn verdict(files: &Files, config: &PackConfig) -> Result<Value, PackError> {
+/// `secs` (Unix seconds) as an RFC 3339 UTC time.
+fn rfc3339(secs: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+        .to_string()
+}
+
+/// The trust verdict for a package that may be published, or the refusal. `first_seen` is
+/// when fetchgate first saw the package's digest (Unix seconds).
+pub(crate) fn verdict(
+    files: &Files,
+    config: &PackConfig,
+    first_seen: Option<u64>,
+) -> Result<Value, PackError> {
     let field = files.field("signature.json");
     let invalid = |member: &str, why: String| {
         PackError::refused("pack_signature_invalid", format!("{field}#/{member}"), why)
@@ -90,6 +104,25 @@ pub(crate) fn verdict(files: &Files, config: &PackConfig) -> Result<Value, PackE
                 format!("the signature does not verify over integrity.json's exact bytes with keyId {key_id:?}"),
             )
         })?;
+    // signedAt is the package's own claim; the first sighting is fetchgate's. A key whose
+    // validity had ended when fetchgate first saw these bytes cannot vouch for them.
+    let seen_at = first_seen.map(rfc3339);
+    if let (Some(seen), Some(end)) = (&seen_at, &key.not_after)
+        && utc_key(seen).zip(utc_key(end)).is_some_and(|(s, e)| s > e)
+    {
+        let why = format!(
+            "keyId {key_id:?}'s validity ended at {end}, and fetchgate first saw this package at {seen}: signedAt is outside the signature, so a package first seen after its key was rotated out is not trusted"
+        );
+        if config.lgflow_require_trusted {
+            return Err(untrusted("KEY_NOT_TRUSTED", why));
+        }
+        return Ok(json!({
+            "verdict": "KEY_NOT_TRUSTED",
+            "keyId": key_id,
+            "reason": why,
+            "first_seen": seen,
+        }));
+    }
     let label = files
         .files
         .get("solution.json")
@@ -101,5 +134,6 @@ pub(crate) fn verdict(files: &Files, config: &PackConfig) -> Result<Value, PackE
         "publisher": key.publisher,
         "publisher_label": label,
         "publisher_label_matches": label.as_deref() == Some(key.publisher.as_str()),
+        "first_seen": seen_at,
     }))
 }

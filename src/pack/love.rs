@@ -22,6 +22,7 @@ pub(crate) const PROFILE: Profile = Profile {
     params: &["manifest", "sha256", "engine"],
     locate,
     inspect,
+    immutable_versions: false,
 };
 
 impl From<LoveError> for PackError {
@@ -130,6 +131,8 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             from,
             named_by: shown,
             pinned: pinned == Some(declared),
+            source: String::new(),
+            first_seen: None,
             facts: json!({ "protocol": "love-package/v1", "engine": engine }),
             _memory: std::sync::Arc::new(memory),
         })

@@ -27,7 +27,9 @@ mod profile;
 mod secrets;
 pub(crate) mod settings;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -96,12 +98,19 @@ pub(crate) struct PackResult {
     pub(crate) inspection: Value,
     /// Where to get the verified bytes from this fetchgate.
     pub(crate) cache_path: String,
+    /// Other digests other sources (another depot, registry or origin) published for this
+    /// name and version: reported, not a conflict here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) elsewhere: Vec<Sighting>,
 }
 
 /// Most pack fetches in progress at once: each may hold an archive and its files in memory.
 const MAX_CONCURRENT: usize = 4;
 /// How long a fetch waits for a turn before it is turned away.
 const TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Most of the [`MAX_CONCURRENT`] turns one client address may hold at once.
+const MAX_TURNS_PER_CLIENT: usize = MAX_CONCURRENT / 2;
 
 /// The pack service: the fetcher, the sightings shared with LOVE, and the settings.
 pub(crate) struct Packs {
@@ -110,6 +119,49 @@ pub(crate) struct Packs {
     pub(crate) settings: PackSettings,
     /// Turns for fetches in progress (bounds the memory they hold together).
     turns: Arc<tokio::sync::Semaphore>,
+    /// Turns held per client address (at most [`MAX_TURNS_PER_CLIENT`] each).
+    client_turns: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    /// The client this view of the service fetches for (`None`: the command line); its
+    /// downloads are counted against its share of the memory budget.
+    pub(crate) client: Option<IpAddr>,
+}
+
+/// A turn counted against a client address, given back when dropped.
+struct ClientTurn {
+    turns: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    client: Option<IpAddr>,
+}
+
+impl ClientTurn {
+    /// Counts a turn for `client`, unless it already holds [`MAX_TURNS_PER_CLIENT`].
+    fn take(turns: &Arc<Mutex<HashMap<IpAddr, usize>>>, client: Option<IpAddr>) -> Option<Self> {
+        if let Some(ip) = client {
+            let mut map = turns.lock().ok()?;
+            let held = map.entry(ip).or_insert(0);
+            if *held >= MAX_TURNS_PER_CLIENT {
+                return None;
+            }
+            *held += 1;
+        }
+        Some(Self {
+            turns: turns.clone(),
+            client,
+        })
+    }
+}
+
+impl Drop for ClientTurn {
+    fn drop(&mut self) {
+        if let Some(ip) = self.client
+            && let Ok(mut map) = self.turns.lock()
+            && let Some(held) = map.get_mut(&ip)
+        {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                map.remove(&ip);
+            }
+        }
+    }
 }
 
 impl Packs {
@@ -131,6 +183,20 @@ impl Packs {
                 budget,
             },
             turns: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT)),
+            client_turns: Arc::default(),
+            client: None,
+        }
+    }
+
+    /// This service fetching for `client`: the same fetcher, sightings, budget and turns.
+    fn for_client(&self, client: Option<IpAddr>) -> Self {
+        Self {
+            fetcher: self.fetcher.clone(),
+            seen: self.seen.clone(),
+            settings: self.settings.clone(),
+            turns: self.turns.clone(),
+            client_turns: self.client_turns.clone(),
+            client,
         }
     }
 
@@ -139,17 +205,19 @@ impl Packs {
         self.seen.conflicts().map_err(PackError::internal)
     }
 
-    /// Locates, verifies, inspects and only then publishes a package of `format`, counting
-    /// the outcome in `fetchgate_pack_fetches_total`.
+    /// Locates, verifies, inspects and only then publishes a package of `format` for
+    /// `client` (its address, when it came over the network), counting the outcome in
+    /// `fetchgate_pack_fetches_total`.
     pub(crate) async fn fetch(
         &self,
         format: &str,
         params: &Params,
+        client: Option<IpAddr>,
     ) -> Result<PackResult, PackError> {
         let profile = profile::find(format);
         let label = profile.as_ref().map_or("unknown", |p| p.name);
         let result = match profile {
-            Ok(p) => self.fetch_with(p, params).await,
+            Ok(p) => self.for_client(client).fetch_with(p, params).await,
             Err(e) => Err(e),
         };
         let outcome = result.as_ref().map_or_else(|e| e.code, |_| "published");
@@ -179,6 +247,16 @@ impl Packs {
                 ),
             ));
         }
+        let _client_turn = ClientTurn::take(&self.client_turns, self.client).ok_or_else(|| {
+            PackError::new(
+                "pack_busy",
+                503,
+                format!(
+                    "this client already has {MAX_TURNS_PER_CLIENT} of the {MAX_CONCURRENT} pack fetches in progress"
+                ),
+                "wait for one of them to finish, then retry",
+            )
+        })?;
         let _turn = tokio::time::timeout(TURN_WAIT, self.turns.clone().acquire_owned())
             .await
             .ok()
@@ -191,7 +269,8 @@ impl Packs {
                     "retry in a few seconds",
                 )
             })?;
-        let cand = (profile.locate)(self, params).await?;
+        let mut cand = (profile.locate)(self, params).await?;
+        cand.first_seen = Some(self.first_seen(&cand.digest).await?);
         let settings = self.settings.clone();
         let inspect = profile.inspect;
         let candidate = cand.clone();
@@ -200,7 +279,7 @@ impl Packs {
             .map_err(|e| PackError::internal(e.to_string()))?
             .map_err(|e| e.locator(cand.named_by.clone()))?;
         let label_name = profile.label_name(&judged.name);
-        self.settle(&label_name, &judged.version, &cand)?;
+        let elsewhere = self.settle(profile, &label_name, &judged.version, &cand)?;
 
         let label = format!("{label_name}@{}", judged.version);
         self.publish(&cand, &label).await?;
@@ -213,6 +292,7 @@ impl Packs {
                     size: cand.bytes.len() as u64,
                     manifest_url: cand.named_by.clone(),
                     first_seen: now(),
+                    source: cand.source.clone(),
                 },
             )
             .map_err(PackError::internal)?;
@@ -228,44 +308,61 @@ impl Packs {
             resolution: cand.facts.clone(),
             inspection: judged.report,
             cache_path: format!("/sha256/{}", cand.digest.hex()),
+            elsewhere,
         })
     }
 
-    /// A label verified before under another digest is a conflict, never an update, unless the
-    /// request pinned this digest.
+    /// When fetchgate first saw `digest` (now, if never before), from the durable record.
+    async fn first_seen(&self, digest: &crate::store::Digest) -> Result<u64, PackError> {
+        let (seen, hex) = (self.seen.clone(), digest.hex());
+        tokio::task::spawn_blocking(move || seen.first_seen(&hex, now()))
+            .await
+            .map_err(|e| PackError::internal(e.to_string()))?
+            .map_err(PackError::internal)
+    }
+
+    /// A label verified before under another digest from the same source is a conflict, never
+    /// an update, unless the request pinned this digest (and the profile's versions are not
+    /// immutable). Other digests other sources published are returned, to be reported.
     fn settle(
         &self,
+        profile: &profile::Profile,
         label_name: &str,
         version: &str,
         cand: &profile::Candidate,
-    ) -> Result<(), PackError> {
+    ) -> Result<Vec<Sighting>, PackError> {
         let seen = self
             .seen
             .get(label_name, version)
             .map_err(PackError::internal)?;
-        let others: Vec<&Sighting> = seen
-            .iter()
+        let (here, elsewhere): (Vec<Sighting>, Vec<Sighting>) = seen
+            .into_iter()
             .filter(|s| s.sha256 != cand.digest.hex())
-            .collect();
-        if others.is_empty() || cand.pinned {
-            return Ok(());
+            .partition(|s| s.same_source(&cand.source));
+        if here.is_empty() || (cand.pinned && !profile.immutable_versions) {
+            return Ok(elsewhere);
         }
+        let next = if profile.immutable_versions {
+            "a version's bytes never change once verified: do not install this one; ask the registry why it republished the version"
+        } else {
+            "the same name and version with two digests needs an explicit choice: review both, then pin one with sha256=<hex>"
+        };
         Err(PackError::new(
             "digest_conflict",
             409,
             format!(
                 "{label_name}@{version} was verified before as sha256 {} (named by {}); now it is sha256 {}",
-                others[0].sha256, others[0].manifest_url, cand.digest
+                here[0].sha256, here[0].manifest_url, cand.digest
             ),
-            "the same name and version with two digests needs an explicit choice: review both, then pin one with sha256=<hex>",
+            next,
         )
         .locator(cand.named_by.clone())
         .extra(json!({
             "conflict": {
                 "name": label_name,
                 "version": version,
-                "this": { "sha256": cand.digest.hex(), "named_by": cand.named_by },
-                "seen": others,
+                "this": { "sha256": cand.digest.hex(), "named_by": cand.named_by, "source": cand.source },
+                "seen": here,
             }
         })))
     }

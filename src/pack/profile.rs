@@ -60,6 +60,12 @@ pub(crate) struct Candidate {
     pub(crate) named_by: String,
     /// True when the request pinned exactly this digest (a choice that settles a conflict).
     pub(crate) pinned: bool,
+    /// Where the package was published (the depot, the registry, the origin of its URL):
+    /// sightings are judged per source. Empty for LOVE, whose names are global.
+    pub(crate) source: String,
+    /// When fetchgate first saw this digest (Unix seconds), from the durable first-seen
+    /// record; set by the driver before inspection (`None` until then).
+    pub(crate) first_seen: Option<u64>,
     /// What resolution learned that inspection needs or the caller should see.
     pub(crate) facts: Value,
     /// The room `bytes` hold in `[love] max_inflight_bytes` (shared with LOVE), given back
@@ -80,6 +86,9 @@ pub(crate) struct Profile {
     pub(crate) locate: Locate,
     /// How it judges the verified bytes.
     pub(crate) inspect: Inspect,
+    /// True when a version, once verified, may never name other bytes from the same source,
+    /// not even with a pin (OpenWOP: a registry never republishes a version).
+    pub(crate) immutable_versions: bool,
 }
 
 impl Profile {

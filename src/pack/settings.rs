@@ -28,6 +28,9 @@ struct RegistrySection {
     /// `[[openwop.registry.key]]`: the keys that may sign for it.
     #[serde(default)]
     key: Vec<OpenwopKeySection>,
+    /// Refuse a tarball with any file the signed `pack.json` does not bind by digest
+    /// (`x-files`); default false.
+    strict: Option<bool>,
 }
 
 /// One `[[openwop.registry.key]]`.
@@ -85,6 +88,8 @@ pub(crate) struct OpenwopRegistry {
     pub(crate) well_known: String,
     /// Its signing keys.
     pub(crate) keys: Vec<OpenwopKey>,
+    /// Refuse tarballs whose files are not all bound by the signed `pack.json`.
+    pub(crate) strict: bool,
 }
 
 /// A key that may sign packs in some namespaces.
@@ -146,7 +151,7 @@ fn time(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<String, FileError> 
 }
 
 /// A sortable key for an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SS[.fraction]Z` (or `+00:00`),
-/// or `None`. The `time` crate reads it, so a month, day, hour, minute or second out of range
+/// or `None`. `humantime` reads it, so a month, day, hour, minute or second out of range
 /// (`2026-99-99T99:99:99Z`) is refused, not just the shape checked.
 pub(crate) fn utc_key(t: &str) -> Option<String> {
     // `+00:00` is UTC written as an offset (what Python's `isoformat()` writes); any other
@@ -154,18 +159,12 @@ pub(crate) fn utc_key(t: &str) -> Option<String> {
     if !(t.ends_with('Z') || t.ends_with("+00:00")) || t.as_bytes().get(10) != Some(&b'T') {
         return None;
     }
-    let at = time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
-        .ok()
-        .filter(|at| at.offset().is_utc())?;
+    let at = humantime::parse_rfc3339(t).ok()?;
+    let since = at.duration_since(std::time::UNIX_EPOCH).ok()?;
     Some(format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}",
-        at.year(),
-        u8::from(at.month()),
-        at.day(),
-        at.hour(),
-        at.minute(),
-        at.second(),
-        at.nanosecond()
+        "{:020}.{:09}",
+        since.as_secs(),
+        since.subsec_nanos()
     ))
 }
 
@@ -215,6 +214,7 @@ impl PackConfig {
                 base: base.to_string(),
                 well_known: well_known.to_string(),
                 keys,
+                strict: r.strict.unwrap_or(false),
             });
         }
         for k in &lgflow.key {

@@ -265,7 +265,7 @@ pub(crate) fn render_html(page: &Page) -> Bytes {
 
 fn escape(s: &str) -> String {
     // `&`, `<`, `>`, `"` and `'`: safe in text and in either kind of quoted attribute.
-    html_escape::encode_quoted_attribute(s).into_owned()
+    htmlize::escape_all_quotes(s).into_owned()
 }
 
 impl Registries {

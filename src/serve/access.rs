@@ -6,6 +6,7 @@
 
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Arc;
 
 use base64::Engine;
 use http::HeaderMap;
@@ -25,18 +26,32 @@ use crate::toml_file::{FileError, TomlSource};
 pub(crate) struct AccessSection {
     /// Client ranges allowed to use the proxy (default: loopback only).
     pub(crate) clients: Option<Vec<Spanned<String>>>,
-    /// A file of bearer tokens, one per line (`#` comments); absent means no token needed.
+    /// A file of bearer tokens, one per line (`#` comments), each optionally after a name
+    /// (`ci tok-...`); absent means no token needed.
     pub(crate) tokens_file: Option<Spanned<String>>,
     /// Web origins (`https://ci.example.com`) whose pages may use the state-changing routes.
     pub(crate) origins: Option<Vec<Spanned<String>>>,
+    /// Per-client policies (`[[access.policy]]`), each narrowing the global one.
+    #[serde(default)]
+    pub(crate) policy: Vec<Spanned<super::access_policy::PolicySection>>,
+}
+
+/// One line of the tokens file: the secret, and the name policies select it by.
+#[derive(Clone, Debug)]
+pub(crate) struct Token {
+    secret: Vec<u8>,
+    /// The name before the token on its line, if any.
+    pub(crate) name: Option<Arc<str>>,
 }
 
 /// Checked access rules.
 #[derive(Clone, Debug)]
 pub(crate) struct Access {
     clients: Vec<IpNet>,
-    tokens: Option<Vec<Vec<u8>>>,
+    pub(crate) tokens: Option<Vec<Token>>,
     origins: Vec<String>,
+    /// The `[[access.policy]]` tables, with the identities that select each.
+    pub(crate) policies: super::access_policy::Policies,
 }
 
 /// Why a request a browser sent for a web page was refused on a state-changing route.
@@ -120,6 +135,7 @@ impl Access {
             ],
             tokens: None,
             origins: Vec::new(),
+            policies: Default::default(),
         }
     }
 
@@ -141,12 +157,8 @@ impl Access {
             let text = std::fs::read_to_string(&path).map_err(|e| {
                 src.error_at(file.span(), format!("cannot read {}: {e}", path.display()))
             })?;
-            let tokens: Vec<Vec<u8>> = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(|l| l.as_bytes().to_vec())
-                .collect();
+            let tokens = tokens(&text)
+                .map_err(|why| src.error_at(file.span(), format!("{}: {why}", path.display())))?;
             if tokens.is_empty() {
                 return Err(src.error_at(
                     file.span(),
@@ -195,25 +207,24 @@ impl Access {
         self.clients.iter().any(|n| n.contains(&ip))
     }
 
-    /// Checks `Proxy-Authorization` (Basic with the token as password, or Bearer).
-    pub(crate) fn check_token(&self, headers: &HeaderMap) -> Result<(), Denied> {
+    /// Checks `Proxy-Authorization` (Basic with the token as password, or Bearer); returns
+    /// the matching token's name, if it has one. Every token is compared, in constant time.
+    pub(crate) fn check_token(&self, headers: &HeaderMap) -> Result<Option<Arc<str>>, Denied> {
         let Some(tokens) = &self.tokens else {
-            return Ok(());
+            return Ok(None);
         };
         let presented = headers
             .get(PROXY_AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(presented_token)
             .ok_or(Denied::MissingToken)?;
-        let mut matched = subtle::Choice::from(0u8);
+        let mut matched = None;
         for t in tokens {
-            matched |= t.as_slice().ct_eq(presented.as_slice());
+            if bool::from(t.secret.as_slice().ct_eq(presented.as_slice())) {
+                matched = Some(t.name.clone());
+            }
         }
-        if bool::from(matched) {
-            Ok(())
-        } else {
-            Err(Denied::WrongToken)
-        }
+        matched.ok_or(Denied::WrongToken)
     }
 }
 
@@ -234,6 +245,42 @@ fn origin(raw: &str) -> Result<String, String> {
         ));
     }
     Ok(canonical)
+}
+
+/// The tokens of a tokens file: one per line, optionally after a name and whitespace
+/// (`ci tok-...`); blank lines and `#` comments skipped. Errors name the line, never a token.
+fn tokens(text: &str) -> Result<Vec<Token>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let (name, secret) = match (words.next(), words.next(), words.next()) {
+            (Some(secret), None, _) => (None, secret),
+            (Some(name), Some(secret), None) => {
+                if !super::access_policy::is_name(name) {
+                    return Err(format!(
+                        "line {}: a token's name is letters, digits, `.`, `_` and `-`",
+                        i + 1
+                    ));
+                }
+                (Some(Arc::from(name)), secret)
+            }
+            _ => {
+                return Err(format!(
+                    "line {}: write a token, or a name and a token, separated by a space",
+                    i + 1
+                ));
+            }
+        };
+        out.push(Token {
+            secret: secret.as_bytes().to_vec(),
+            name,
+        });
+    }
+    Ok(out)
 }
 
 fn presented_token(value: &str) -> Option<Vec<u8>> {
@@ -262,8 +309,9 @@ mod tests {
     fn with_tokens() -> Access {
         Access {
             clients: vec![],
-            tokens: Some(vec![b"tok-one".to_vec(), b"tok-two".to_vec()]),
+            tokens: Some(tokens("tok-one\nci tok-two\n").unwrap()),
             origins: vec![],
+            policies: Default::default(),
         }
     }
 
@@ -277,8 +325,11 @@ mod tests {
     fn basic_and_bearer() {
         let a = with_tokens();
         let basic = base64::engine::general_purpose::STANDARD.encode("ci:tok-two");
-        assert_eq!(a.check_token(&headers(&format!("Basic {basic}"))), Ok(()));
-        assert_eq!(a.check_token(&headers("bearer tok-one")), Ok(()));
+        assert_eq!(
+            a.check_token(&headers(&format!("Basic {basic}"))),
+            Ok(Some(Arc::from("ci")))
+        );
+        assert_eq!(a.check_token(&headers("bearer tok-one")), Ok(None));
         assert_eq!(
             a.check_token(&headers("Bearer tok-three")),
             Err(Denied::WrongToken)
@@ -292,6 +343,24 @@ mod tests {
             a.check_token(&headers("Digest x")),
             Err(Denied::MissingToken)
         );
+    }
+
+    #[test]
+    fn token_lines_may_carry_a_name_and_errors_never_echo_a_token() {
+        let t = tokens("# c\n\n  plain-token \nci   named-token\n").unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(
+            (t[0].secret.as_slice(), t[0].name.as_deref()),
+            (&b"plain-token"[..], None)
+        );
+        assert_eq!(
+            (t[1].secret.as_slice(), t[1].name.as_deref()),
+            (&b"named-token"[..], Some("ci"))
+        );
+        let e = tokens("ok\na b secret-three\n").unwrap_err();
+        assert!(e.starts_with("line 2:") && !e.contains("secret"), "{e}");
+        let e = tokens("c/i secret-four\n").unwrap_err();
+        assert!(e.contains("line 1") && !e.contains("secret"), "{e}");
     }
 
     #[test]

@@ -18,6 +18,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
+
+use super::tls;
 use tokio::sync::Semaphore;
 
 use super::Handle;
@@ -69,7 +71,16 @@ impl Admin {
 /// Serves one admin connection, closing it when a head takes longer than the proxy's
 /// `header_read_timeout_ms` (an idle keep-alive connection included).
 async fn serve(stream: TcpStream, handle: Handle) {
-    let timeout = handle.gate().limits.header_read_timeout;
+    let gate = handle.gate();
+    let timeout = gate.limits.header_read_timeout;
+    let stream = match tls::accept(gate.listen_tls.admin.as_ref(), stream, timeout).await {
+        Ok((stream, _)) => stream,
+        Err(e) => {
+            tracing::info!(target: "fetchgate::tls", listener = "admin", error = %e, "TLS handshake refused");
+            return;
+        }
+    };
+    drop(gate);
     let svc = service_fn(move |req| {
         let handle = handle.clone();
         async move { Ok::<_, Infallible>(route(&handle, &req)) }

@@ -108,6 +108,8 @@ pub(crate) struct RequestLog {
     pub(crate) status: u16,
     /// The response's Content-Length, when it has a body of known length.
     pub(crate) expected_bytes: Option<u64>,
+    /// The `[[access.policy]]` in force for the client (the refusing one on a refusal).
+    pub(crate) policy: Option<std::sync::Arc<str>>,
 }
 
 /// A response body that writes its request's log line when it ends.
@@ -169,6 +171,7 @@ impl Observer for LogLine {
             reason = l.reason,
             upstream = l.upstream.as_deref().unwrap_or("-"),
             status = l.status,
+            policy = l.policy.as_deref().unwrap_or("-"),
             bytes = self.bytes,
             complete,
             duration_ms = self.started.elapsed().as_millis() as u64,

@@ -20,6 +20,9 @@ pub(crate) struct ListenSection {
     pub(crate) proxy: Option<Spanned<String>>,
     /// Admin listener address for /metrics, /healthz, /readyz (default `127.0.0.1:9128`).
     pub(crate) admin: Option<Spanned<String>>,
+    /// TLS on the listeners (`[listen.tls.proxy]`, `.registry`, `.admin`).
+    #[serde(default)]
+    pub(crate) tls: super::tls::ListenTlsSection,
 }
 
 /// The `[proxy]` table, as written.

@@ -48,6 +48,7 @@ pub(crate) async fn handle<B>(
                 return Err(RequestError::MissingManifest.into());
             };
             log.decision = Decided::LoveFetch;
+            opts.client = Some(log.client.ip());
             let result = love.fetch(&manifest, &opts).await?;
             Ok(json(
                 StatusCode::OK,

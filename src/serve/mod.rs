@@ -1,11 +1,13 @@
-//! Serve: the proxy listener. Accepts connections up to the limit, turns away clients outside
-//! `[access] clients`, and hands every request to [`proxy::handle`].
+//! Serve: the proxy listener. Accepts connections up to the limit, completes the TLS handshake
+//! on a `[listen.tls.*]` listener ([`tls`]), turns away clients outside `[access] clients`, and
+//! hands every request to [`proxy::handle`].
 
 // `Problem` is only built on the error path, where its size costs nothing; boxing it would
 // only add noise to every handler.
 #![allow(clippy::result_large_err)]
 
 pub(crate) mod access;
+pub(crate) mod access_policy;
 pub mod admin;
 pub(crate) mod body;
 pub(crate) mod limits;
@@ -18,6 +20,7 @@ pub(crate) mod registry_api;
 pub(crate) mod request_error;
 pub(crate) mod slots;
 pub(crate) mod tee;
+pub(crate) mod tls;
 pub(crate) mod tunnel;
 
 use std::io;
@@ -77,6 +80,8 @@ pub(crate) struct AppContext {
     pub(crate) tee_public_hosts: Vec<String>,
     /// The registry front-ends (`/registry/<name>/` and their own listeners).
     pub(crate) registries: Arc<Registries>,
+    /// TLS on the listeners, read at each accept so a reload swaps certificates.
+    pub(crate) listen_tls: tls::ListenTls,
 }
 
 /// The context in force, swapped whole on reload: each request reads it once, so a request never
@@ -207,9 +212,15 @@ impl Server {
                     continue;
                 }
             };
-            let per_client = self.app.gate().limits.max_connections_per_client;
+            let current = self.app.gate();
+            let per_client = current.limits.max_connections_per_client;
             let slot = match slots.claim(peer.ip(), per_client) {
                 Ok(slot) => Arc::new(slot),
+                // A TLS client would read the plain-text answer as garbage, and a handshake
+                // per refused connection is the work the limit keeps out: it is closed.
+                Err(_) if current.listen_tls.for_listener(mount.is_some()).is_some() => {
+                    continue;
+                }
                 Err(full) => {
                     tokio::spawn(turn_away(stream, full));
                     continue;
@@ -218,7 +229,25 @@ impl Server {
             let gate = self.app.shared_gate();
             let stop = stop_rx.clone();
             tokio::spawn(async move {
-                if let Err(e) = serve_client(gate, stream, peer, slot, mount, stop).await {
+                let _ = stream.set_nodelay(true);
+                let tls = current.listen_tls.for_listener(mount.is_some());
+                let timeout = current.limits.header_read_timeout;
+                let (stream, cert_names) = match tls::accept(tls, stream, timeout).await {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        let listener = if mount.is_some() { "registry" } else { "proxy" };
+                        tracing::info!(target: "fetchgate::tls", client = %peer, listener, error = %e, "TLS handshake refused");
+                        return;
+                    }
+                };
+                drop(current);
+                let client = Client {
+                    peer,
+                    slot,
+                    mount,
+                    cert_names,
+                };
+                if let Err(e) = serve_client(gate, stream, client, stop).await {
                     tracing::debug!(client = %peer, error = %e, "client connection ended");
                 }
             });
@@ -268,19 +297,30 @@ async fn turn_away(mut stream: TcpStream, full: Full) {
     let _ = stream.shutdown().await;
 }
 
+/// An accepted client: who it is, its claim on the limits, and the listener it came in on.
+struct Client {
+    peer: SocketAddr,
+    slot: Arc<Slot>,
+    mount: Option<Arc<str>>,
+    cert_names: tls::CertNames,
+}
+
 /// Serves one client connection: a refusal for clients outside `[access] clients`, otherwise
 /// the router, with the limits of the gate in force when it was accepted. When `stop` fires,
 /// the request in flight finishes and the connection closes; an idle one closes at once. The
 /// connection's `slot` goes to its state, so a tunnel it becomes keeps holding it.
 async fn serve_client(
     gate: SharedContext,
-    stream: TcpStream,
-    peer: SocketAddr,
-    slot: Arc<Slot>,
-    mount: Option<Arc<str>>,
+    stream: tls::ClientStream,
+    client: Client,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
-    let _ = stream.set_nodelay(true);
+    let Client {
+        peer,
+        slot,
+        mount,
+        cert_names,
+    } = client;
     let io = TokioIo::new(stream);
     let current = gate.load_full();
     let allowed = current.access.client_allowed(peer.ip());
@@ -295,6 +335,7 @@ async fn serve_client(
         pool: Pool::new(POOL_MAX_IDLE, POOL_IDLE_TIMEOUT),
         slot,
         mount,
+        cert_names,
     });
     let svc = service_fn(move |req| {
         let gate = gate.load_full();

@@ -51,7 +51,10 @@ pub(crate) async fn handle<B>(
         .into());
     };
     log.decision = Decided::PackFetch;
-    let result = gate.packs.fetch(&format, &params).await?;
+    let result = gate
+        .packs
+        .fetch(&format, &params, Some(log.client.ip()))
+        .await?;
     Ok(json(
         StatusCode::OK,
         &serde_json::to_value(&result).unwrap_or_default(),

@@ -474,7 +474,9 @@ pub(crate) fn refusal(refused: &Refusal, locator: String) -> Problem {
         detail = format!("{detail}: {}", answers.join(", "));
     }
     let field = match reason {
-        Reason::PortNotAllowed | Reason::InvalidPort => Some("port"),
+        Reason::PortNotAllowed | Reason::InvalidPort | Reason::PolicyPortNotAllowed => Some("port"),
+        Reason::PolicyHostNotAllowed => Some("host"),
+        Reason::PolicyRegistryNotAllowed => Some("registry"),
         Reason::SchemeNotAllowed => Some("scheme"),
         Reason::UserinfoPresent => Some("userinfo"),
         Reason::FragmentPresent => Some("fragment"),
@@ -483,7 +485,10 @@ pub(crate) fn refusal(refused: &Refusal, locator: String) -> Problem {
         }
         _ => None,
     };
-    let p = Problem::refused(reason, detail, locator);
+    let mut p = Problem::refused(reason, detail, locator);
+    if let Some(policy) = &refused.policy {
+        p.extra = Some(json!({ "policy": &**policy }));
+    }
     match field {
         Some(f) => p.field(f),
         None => p,

@@ -23,6 +23,7 @@ use super::tunnel::{TunnelEnd, splice};
 use crate::body::empty;
 use crate::connect::dial::dial_tcp;
 use crate::connect::pool::Pool;
+use crate::decide::narrow::{ClientPolicy, narrow_all, narrow_fetch, narrow_registry};
 use crate::decide::{Decision, Permit, Refusal};
 use crate::fetch::headers::strip_hop_by_hop;
 use crate::fetch::idle::IdleBody;
@@ -39,6 +40,8 @@ pub(crate) struct ClientConn {
     pub(crate) slot: Arc<Slot>,
     /// The registry this connection's listener serves at `/`, for `[[registry]] listen`.
     pub(crate) mount: Option<Arc<str>>,
+    /// The names in the client's verified certificate (empty without one).
+    pub(crate) cert_names: super::tls::CertNames,
 }
 
 /// Handles one request; never fails (failures are problem responses).
@@ -58,6 +61,7 @@ pub(crate) async fn handle(
         upstream: None,
         status: 0,
         expected_bytes: None,
+        policy: None,
     };
     let resp = match route(&gate, &conn, req, &mut log).await {
         Ok(r) => r,
@@ -95,23 +99,33 @@ async fn route(
         }
         .into());
     }
-    if let Err(denied) = gate.access.check_token(req.headers()) {
-        return Err(denied.into());
-    }
+    let token = gate
+        .access
+        .check_token(req.headers())
+        .map_err(Problem::from)?;
+    let policies = gate
+        .access
+        .policies
+        .select(&conn.cert_names, token.as_deref());
+    log.policy = policy_names(&policies);
+    let policies = &policies[..];
     // Every route but the cache hit is boxed: hyper keeps a slot the size of this future for
     // each connection, idle keep-alive ones included, and moves it in for each request, so
     // the rarer routes' large state lives on the heap only while such a request runs.
     if req.method() == Method::CONNECT {
         log.kind = Kind::Connect;
-        return Box::pin(connect(gate, conn, req, log)).await;
+        return Box::pin(connect(gate, conn, policies, req, log)).await;
     }
     if req.uri().scheme().is_some() {
         log.kind = Kind::Forward;
-        return Box::pin(forward(gate, conn, req, log)).await;
+        return Box::pin(forward(gate, conn, policies, req, log)).await;
     }
     if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
         log.kind = Kind::Registry;
         same_site(gate, &req, log)?;
+        if let Some(r) = policies.iter().find_map(|p| narrow_registry(p, &name)) {
+            return Err(refusal(&r, log));
+        }
         return Box::pin(super::registry_api::handle(
             gate, &name, path, &prefix, &req, log,
         ))
@@ -121,6 +135,7 @@ async fn route(
         log.kind = Kind::Object;
         if super::objects::fetches_through(req.uri().query()) {
             same_site(gate, &req, log)?;
+            fetch_by_url(policies, log)?;
         }
         return super::objects::handle(gate, &req, log).await;
     }
@@ -128,12 +143,14 @@ async fn route(
         log.kind = Kind::Love;
         if req.uri().path() == "/love/v1/fetch" {
             same_site(gate, &req, log)?;
+            fetch_by_url(policies, log)?;
         }
         return Box::pin(super::love_api::handle(gate, &req, log)).await;
     }
     if req.uri().path().starts_with("/pack/v1/") {
         log.kind = Kind::Pack;
         same_site(gate, &req, log)?;
+        fetch_by_url(policies, log)?;
         return super::pack_api::handle(gate, &req, log).await;
     }
     Err(RequestError::NotFound {
@@ -203,6 +220,26 @@ fn same_site<B>(gate: &AppContext, req: &Request<B>, log: &RequestLog) -> Result
     }
 }
 
+/// Refuses a fetch by URL for a client whose policy limits hosts or ports (see
+/// [`narrow_fetch`]).
+fn fetch_by_url(policies: &[Arc<ClientPolicy>], log: &mut RequestLog) -> Result<(), Problem> {
+    match policies.iter().find_map(|p| narrow_fetch(p)) {
+        Some(r) => Err(refusal(&r, log)),
+        None => Ok(()),
+    }
+}
+
+/// The names of the policies in force, for the log line.
+fn policy_names(policies: &[Arc<ClientPolicy>]) -> Option<Arc<str>> {
+    match policies {
+        [] => None,
+        [one] => Some(one.name.clone()),
+        many => Some(Arc::from(
+            many.iter().map(|p| &*p.name).collect::<Vec<_>>().join(","),
+        )),
+    }
+}
+
 /// Size of the request head as sent: request line, headers, blank line.
 fn head_size<B>(req: &Request<B>) -> usize {
     let uri = req.uri();
@@ -222,12 +259,16 @@ fn head_size<B>(req: &Request<B>) -> usize {
 fn refusal(refused: &Refusal, log: &mut RequestLog) -> Problem {
     log.decision = Decided::Refused;
     log.reason = refused.verdict.reason.code();
+    if let Some(p) = &refused.policy {
+        log.policy = Some(p.clone());
+    }
     problem::refusal(refused, log.locator.clone())
 }
 
 async fn forward(
     gate: &AppContext,
     conn: &ClientConn,
+    policies: &[Arc<ClientPolicy>],
     req: Request<Incoming>,
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {
@@ -240,7 +281,8 @@ async fn forward(
         return Err(Problem::from(e).at(log.locator.clone()));
     }
     let raw = req.uri().to_string();
-    let permit = match gate.egress.resolve_and_decide_url(&raw).await {
+    let decided = gate.egress.resolve_and_decide_url(&raw).await;
+    let permit = match narrow_all(decided, policies) {
         Decision::Allowed(permit) => permit,
         Decision::Refused(refused) => return Err(refusal(&refused, log)),
     };
@@ -309,13 +351,15 @@ fn tee_or_pass(
 async fn connect(
     gate: &AppContext,
     conn: &ClientConn,
+    policies: &[Arc<ClientPolicy>],
     mut req: Request<Incoming>,
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {
     let Some(authority) = req.uri().authority().map(|a| a.as_str().to_string()) else {
         return Err(RequestError::MissingAuthority.into());
     };
-    let permit = match gate.egress.resolve_and_decide_authority(&authority).await {
+    let decided = gate.egress.resolve_and_decide_authority(&authority).await;
+    let permit = match narrow_all(decided, policies) {
         Decision::Allowed(permit) => permit,
         Decision::Refused(refused) => return Err(refusal(&refused, log)),
     };
@@ -389,6 +433,7 @@ pub(crate) fn refuse_client<B>(
         upstream: None,
         status: 403,
         expected_bytes: None,
+        policy: None,
     };
     Ok(client_not_allowed(client).map(|b| logged(b, log, Instant::now())))
 }

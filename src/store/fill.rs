@@ -91,7 +91,6 @@ impl Fill {
         path: PathBuf,
         expected: Option<Digest>,
         size: u64,
-        reserved: u64,
     ) -> Self {
         Self {
             store,
@@ -101,12 +100,12 @@ impl Fill {
             count: 0,
             expected,
             size,
-            reserved,
+            reserved: 0,
         }
     }
 
-    /// Makes sure `need` bytes are reserved, growing the reservation a step at a time
-    /// (evicting only if that step needs room).
+    /// Makes sure `need` bytes are reserved, growing the reservation (a step ahead only from
+    /// free room; evicting only for the `need` bytes that arrived).
     fn reserve_for(&mut self, need: u64) -> Result<(), FillError> {
         self.reserved = self
             .store

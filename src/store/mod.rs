@@ -310,10 +310,10 @@ impl Store {
     }
 
     /// Starts a fill for bytes expected to be exactly `size` long with digest `expected`
-    /// (or, with `expected = None`, any digest and at most `size` bytes). Space is reserved
-    /// as the bytes arrive, a step (1 MiB) at a time, evicting least recently used entries
-    /// only when a step needs room; the first step is reserved here. Blocking: it may remove
-    /// files.
+    /// (or, with `expected = None`, any digest and at most `size` bytes). Nothing is reserved
+    /// here: space is taken as the bytes arrive (a step ahead only from free room), evicting
+    /// least recently used entries only for bytes that arrived. A fill that could never fit
+    /// (the rest is pinned) is refused here. Blocking: it may remove files.
     pub fn begin(
         self: &Arc<Self>,
         expected: Option<Digest>,
@@ -326,19 +326,17 @@ impl Store {
                 limit,
             });
         }
-        let first = Store::first_step(size);
-        self.reserve(first)?;
+        if expected.is_some() {
+            self.could_fit(size)?;
+        }
         let seq = self.tmp_seq.fetch_add(1, Ordering::Relaxed);
         self.temp_files.fetch_add(1, Ordering::Relaxed);
         let path = self
             .tmp
             .join(format!("{}-{seq}-{}.part", std::process::id(), now()));
         match fill::create_exclusive(&path) {
-            Ok(file) => Ok(Fill::new(self.clone(), file, path, expected, size, first)),
-            Err(e) => {
-                self.release(first);
-                Err(io("cannot create", &path, e))
-            }
+            Ok(file) => Ok(Fill::new(self.clone(), file, path, expected, size)),
+            Err(e) => Err(io("cannot create", &path, e)),
         }
     }
 

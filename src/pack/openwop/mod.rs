@@ -6,6 +6,7 @@
 //! verifies over its RFC 8785 bytes with a trusted key whose namespaces admit the name, and that
 //! `engines.openwop` admits protocol major 2.
 
+mod coverage;
 mod engine;
 mod registry;
 mod verify;
@@ -18,6 +19,7 @@ use super::files::collect;
 use super::profile::{Candidate, Judged, Located, Params, Profile, pin, required};
 use super::{PackSettings, Packs, json as strict};
 use crate::fetch::integrity::{Expected, Hasher};
+use crate::fetch::through::LocatorFailure;
 use crate::redact::redact_locator;
 
 /// The `openwop` row of the profile table.
@@ -27,6 +29,7 @@ pub(crate) const PROFILE: Profile = Profile {
     params: &["registry", "name", "version", "range", "sha256"],
     locate,
     inspect,
+    immutable_versions: true,
 };
 
 /// Resolves the version through the registry tree and fetches its manifest, `.sig` and `.tgz`.
@@ -63,8 +66,10 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
         .await?;
         let sig_url = registry::version_file(&root, name, &version, "sig")?;
         let sig = packs
-            .document("registry_unavailable", sig_url.as_str())
-            .await?;
+            .fetcher
+            .get_document(sig_url.as_str(), packs.settings.max_document_bytes)
+            .await
+            .map_err(|f| missing_signature(&version, sig_url.as_str(), f))?;
         let sig = super::keys::signature(&sig).ok_or_else(|| {
             PackError::refused(
                 "pack_signature_invalid",
@@ -103,6 +108,8 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             _memory: got.memory,
             named_by: manifest.url.clone(),
             pinned: pinned.is_some(),
+            source: format!("openwop registry {}", registry.name),
+            first_seen: None,
             facts: json!({
                 "registry": registry.name,
                 "tree": redact_locator(root.as_str()),
@@ -116,6 +123,24 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             }),
         })
     })
+}
+
+/// A `.sig` that could not be read: one the registry says it does not have (404, 410) is a
+/// version without its signature, `pack_signature_invalid` (retrying will not help); any
+/// other failure is the registry's outage, `registry_unavailable`.
+fn missing_signature(version: &str, url: &str, f: LocatorFailure) -> PackError {
+    if !super::error::is_absent(&f) {
+        return PackError::unavailable("registry_unavailable", url, f);
+    }
+    PackError::refused(
+        "pack_signature_invalid",
+        format!("{version}.sig"),
+        format!(
+            "the registry has no signature for this version ({}): every v2 version carries one",
+            f.detail
+        ),
+    )
+    .locator(redact_locator(url))
 }
 
 /// `pack.json` against the manifest, the signature, the namespace and the engine range.
@@ -178,6 +203,13 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             why,
         )
     })?;
+    let strict = settings
+        .config
+        .openwop
+        .iter()
+        .find(|r| r.name == reg)
+        .is_some_and(|r| r.strict);
+    let covered = coverage::judge(&files, &pack, strict)?;
     let range = pack
         .pointer("/engines/openwop")
         .and_then(Value::as_str)
@@ -207,6 +239,9 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             "kind": strict::str_at(&pack, "kind"),
             "keyId": key_id,
             "signature": "verified over the RFC 8785 bytes of pack.json",
+            "signature_covers": covered["covers"],
+            "signature_does_not_cover": covered["does_not_cover"],
+            "strict": covered["strict"],
             "engine": { "range": range, "host_major": engine::HOST_MAJOR },
             "yanked": cand.facts.get("yanked"),
             "versionDeprecated": cand.facts.get("versionDeprecated"),

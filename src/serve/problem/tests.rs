@@ -48,6 +48,10 @@ const REFUSALS: &[&str] = &[
     "dns_timeout",
     "dns_failure",
     "answer_refused",
+    "policy_host_not_allowed",
+    "policy_port_not_allowed",
+    "policy_registry_not_allowed",
+    "policy_fetch_not_allowed",
 ];
 
 fn request_errors() -> Vec<RequestError> {
@@ -237,6 +241,7 @@ fn refused_upstream() -> LocatorFailure {
         verdict,
         detail: None,
         answers: vec![(ip, verdict)],
+        policy: None,
     };
     LocatorFailure {
         locator: "http://127.0.0.2:4873/".into(),
@@ -336,6 +341,7 @@ fn table() -> Vec<(Problem, &'static str, Origin)> {
             },
             detail: Some("x".into()),
             answers: Vec::new(),
+            policy: None,
         };
         rows.push((
             reason.code(),
