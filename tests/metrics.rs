@@ -32,6 +32,22 @@ async fn admin_get_with(admin: SocketAddr, path: &str, headers: &[(&str, &str)])
     )
 }
 
+/// The proxy and its admin listener on ephemeral loopback ports, running `cfg`.
+async fn serve_with_admin(cfg: &str) -> (SocketAddr, SocketAddr) {
+    let config = Config::from_toml("t.toml", cfg).unwrap();
+    let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let proxy = server.local_addr().unwrap();
+    let admin = Admin::bind("127.0.0.1:0".parse().unwrap(), server.handle())
+        .await
+        .unwrap();
+    let admin_addr = admin.local_addr().unwrap();
+    tokio::spawn(admin.run());
+    tokio::spawn(server.run());
+    (proxy, admin_addr)
+}
+
 fn value(metrics: &str, series: &str) -> Option<f64> {
     metrics
         .lines()
@@ -52,17 +68,7 @@ async fn metrics_after_known_traffic_and_readyz_on_an_unwritable_cache() {
         .cache_dir(dir.path())
         .trust_ports("127.0.0.2", &[up.addr.port(), fwd.addr.port()])
         .build();
-    let config = Config::from_toml("t.toml", &cfg).unwrap();
-    let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let proxy = server.local_addr().unwrap();
-    let admin = Admin::bind("127.0.0.1:0".parse().unwrap(), server.handle())
-        .await
-        .unwrap();
-    let admin_addr = admin.local_addr().unwrap();
-    tokio::spawn(admin.run());
-    tokio::spawn(server.run());
+    let (proxy, admin_addr) = serve_with_admin(&cfg).await;
 
     let (status, body) = admin_get(admin_addr, "/readyz").await;
     assert_eq!(status, 200, "{body}");
@@ -302,16 +308,7 @@ fn parse_text_format(text: &str) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_prometheus_text_unless_openmetrics_is_asked_for() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config::from_toml("t.toml", &Toml::new().cache_dir(dir.path()).build()).unwrap();
-    let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let admin = Admin::bind("127.0.0.1:0".parse().unwrap(), server.handle())
-        .await
-        .unwrap();
-    let admin_addr = admin.local_addr().unwrap();
-    tokio::spawn(admin.run());
-    tokio::spawn(server.run());
+    let (_, admin_addr) = serve_with_admin(&Toml::new().cache_dir(dir.path()).build()).await;
 
     let got = Client::connect(admin_addr)
         .await
