@@ -69,6 +69,7 @@ pub mod decide;
 pub mod errors;
 pub(crate) mod failure;
 pub mod fetch;
+pub(crate) mod header_list;
 pub mod love;
 pub mod metrics;
 pub mod pack;

@@ -242,7 +242,8 @@ async fn npm_install_of_a_tampered_tarball_fails_with_digest_mismatch() {
     let got = fg
         .get("/registry/npm/fg-tampered/-/fg-tampered-1.0.0.tgz", &[])
         .await;
-    assert_eq!(got.status, 502);
+    // 424, not 502: bytes that can never verify are not worth a client's retry.
+    assert_eq!(got.status, 424);
     let j = got.json();
     assert_eq!(j["code"], "digest_mismatch");
     assert_eq!(j["package"], "fg-tampered");
@@ -327,8 +328,10 @@ async fn denied_names_and_refused_artifact_addresses_never_reach_the_network() {
     let got = fg
         .get("/registry/npm/fg-trap/-/fg-trap-1.0.0.tgz", &[])
         .await;
-    assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
+    // The egress policy refused it: a policy problem, not an upstream outage.
+    assert_eq!(got.status, 403, "{}", String::from_utf8_lossy(&got.body));
     let j = got.json();
+    assert_eq!(j["source"], "policy", "{j}");
     assert_eq!(j["locators"][0]["code"], "loopback_address", "{j}");
     assert_eq!(
         trap.accepted(),
@@ -800,7 +803,7 @@ async fn a_packument_over_max_metadata_bytes_is_refused_by_name() {
     let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "max_metadata_bytes = 4000")).await;
     for _ in 0..2 {
         let got = fg.get("/registry/npm/fg-huge", &[]).await;
-        assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
+        assert_eq!(got.status, 424, "{}", String::from_utf8_lossy(&got.body));
         assert_eq!(got.json()["code"], "registry_metadata_too_large");
         assert_eq!(got.json()["field"], "max_metadata_bytes");
         assert!(got.json()["detail"].as_str().unwrap().contains("4000"));

@@ -81,10 +81,24 @@ pub async fn run(config: &Config, args: FetchArgs<'_>) -> Result<ExitCode, Strin
         emit_failure(args.json, &report, failure_text);
         return Ok(ExitCode::from(1));
     }
+    let object = store
+        .get(&d)
+        .ok_or("the entry vanished after verification; retry")?;
+    // A hit is held to the size asked for, as a fill is: the digest names one size, and a
+    // different --size means the manifest names other bytes than it means.
+    if object.size != size {
+        let report = json!({
+            "code": "size_mismatch",
+            "field": "size",
+            "sha256": d.hex(),
+            "size": size,
+            "detail": format!("--size {size} does not match the verified entry for sha256 {d}, which is {} bytes", object.size),
+            "next": "check the manifest: its size and sha256 disagree, so it names other bytes than it means",
+        });
+        emit_failure(args.json, &report, failure_text);
+        return Ok(ExitCode::from(1));
+    }
     if let Some(out) = args.output {
-        let object = store
-            .get(&d)
-            .ok_or("the entry vanished after verification; retry")?;
         write_out(out, &object.body).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     }
     if let Some(tier) = &tier

@@ -16,6 +16,7 @@ pub mod profile;
 pub(crate) mod reason;
 pub(crate) mod rule;
 pub(crate) mod table;
+pub(crate) mod trust_hint;
 pub(crate) mod verdict;
 
 pub use decision::{Decision, Lookup, Pending, Permit, Refusal, Step, begin};

@@ -98,6 +98,50 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in declaration order (the metrics preset refusals with zeros from it).
+    pub(crate) const ALL: [Reason; 40] = [
+        Reason::GlobalAddress,
+        Reason::Trusted,
+        Reason::InvalidLocator,
+        Reason::SchemeNotAllowed,
+        Reason::UserinfoPresent,
+        Reason::FragmentPresent,
+        Reason::ForbiddenCharacter,
+        Reason::InvalidPort,
+        Reason::PortNotAllowed,
+        Reason::ZoneIdPresent,
+        Reason::InvalidHost,
+        Reason::LocalhostName,
+        Reason::SpecialUseName,
+        Reason::MetadataName,
+        Reason::OperatorDenied,
+        Reason::UnspecifiedAddress,
+        Reason::PrivateAddress,
+        Reason::SharedAddress,
+        Reason::LoopbackAddress,
+        Reason::LinkLocalAddress,
+        Reason::SpecialPurposeAddress,
+        Reason::DocumentationAddress,
+        Reason::BenchmarkingAddress,
+        Reason::ReservedAddress,
+        Reason::MulticastAddress,
+        Reason::BroadcastAddress,
+        Reason::UniqueLocalAddress,
+        Reason::SiteLocalAddress,
+        Reason::MetadataAddress,
+        Reason::Ipv4MappedAddress,
+        Reason::Ipv4CompatibleAddress,
+        Reason::DnsNxdomain,
+        Reason::DnsNoAnswer,
+        Reason::DnsTimeout,
+        Reason::DnsFailure,
+        Reason::AnswerRefused,
+        Reason::PolicyHostNotAllowed,
+        Reason::PolicyPortNotAllowed,
+        Reason::PolicyRegistryNotAllowed,
+        Reason::PolicyFetchNotAllowed,
+    ];
+
     /// The stable snake_case code.
     pub fn code(self) -> &'static str {
         use Reason::*;

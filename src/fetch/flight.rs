@@ -380,6 +380,7 @@ impl Fetcher {
                 code: "internal_error",
                 detail: why.into(),
                 next: "retry",
+                refused: None,
             })
         };
         self.inflight.expected.fly(ask, fetch, broken).await

@@ -4,6 +4,8 @@
 use http::HeaderMap;
 use http::header::{self, HeaderName, HeaderValue};
 
+use crate::header_list::field_elements;
+
 /// Headers that belong to one hop and are never forwarded (RFC 9110 §7.6.1), plus the
 /// proxy's own credentials and challenges.
 pub(crate) const HOP_BY_HOP: [&str; 9] = [
@@ -20,12 +22,9 @@ pub(crate) const HOP_BY_HOP: [&str; 9] = [
 
 /// Removes hop-by-hop headers, and every header named in `Connection`, from `headers`.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
+    let named: Vec<HeaderName> = field_elements(headers.get_all(header::CONNECTION))
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
         .collect();
     for name in named {
         headers.remove(name);

@@ -15,6 +15,7 @@ use super::upstream::{exchange, upstream_request};
 use crate::body::empty;
 use crate::connect::pool::Pool;
 use crate::decide::Decision;
+use crate::decide::trust_hint::RefusedDestination;
 use crate::redact::redact_locator;
 use crate::store::StoreError;
 
@@ -74,6 +75,7 @@ impl Failure {
                 code: "cache_error",
                 detail: e.to_string(),
                 next: NEXT_MIRROR,
+                refused: None,
             },
         }
     }
@@ -91,6 +93,7 @@ pub(crate) fn locator_failure(
         code,
         detail,
         next: NEXT_MIRROR,
+        refused: None,
     })
 }
 
@@ -116,7 +119,11 @@ impl Fetcher {
                     if let Some(d) = &refused.detail {
                         detail = format!("{detail}: {d}");
                     }
-                    return Err(fail(hop_name, r.code(), detail));
+                    let mut failure = fail(hop_name, r.code(), detail);
+                    if let Failure::Locator(l) = &mut failure {
+                        l.refused = Some(Box::new(RefusedDestination::of(&refused)));
+                    }
+                    return Err(failure);
                 }
             };
             let base = permit.url();

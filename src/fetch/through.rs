@@ -16,6 +16,7 @@ use super::hops::{Failure, GetRequest, locator_failure};
 use super::idle::{BodyIdle, IdleBody};
 use super::upstream::Timeouts;
 use crate::connect::Egress;
+use crate::decide::trust_hint::RefusedDestination;
 use crate::errors::Origin;
 use crate::metrics::Metrics;
 use crate::redact::redact_locator;
@@ -56,6 +57,9 @@ pub(crate) struct LocatorFailure {
     pub(crate) detail: String,
     /// A safe next action.
     pub(crate) next: &'static str,
+    /// What the egress policy refused, when it refused this locator or hop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) refused: Option<Box<RefusedDestination>>,
 }
 
 /// Why a fetch-through failed.
@@ -235,7 +239,7 @@ impl Fetcher {
                 tokio::time::timeout(self.fetch_timeout, self.fetch_mirror(mirror, wanted)).await;
             let failure = match outcome {
                 Ok(Ok(())) => {
-                    metrics.cache_fills.inc();
+                    metrics.fill(crate::metrics::route::FETCH_THROUGH);
                     metrics.bytes_in.inc_by(wanted.size);
                     return Ok(());
                 }
@@ -266,6 +270,7 @@ impl Fetcher {
                 self.fetch_timeout.as_millis()
             ),
             next: NEXT_MIRROR,
+            refused: None,
         }
     }
 

@@ -2,16 +2,14 @@
 //! the algorithm but not the text form: a public key as standard or URL-safe base64 (padded or
 //! not) or hex of the 32 raw bytes, or of the 44-byte DER SubjectPublicKeyInfo, or that DER in
 //! a PEM `PUBLIC KEY` block (what Node's `crypto` exports); a signature as 64 raw bytes, or
-//! their base64 or hex. Every form decodes to one key or one signature, never to two.
+//! their base64 or hex. Every form decodes to one key or one signature, never to two. DER and
+//! PEM are read by `ed25519-dalek`'s `pkcs8` and `pem` features (RFC 8410: the algorithm OID
+//! is checked, not a byte prefix).
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use ed25519_dalek::VerifyingKey;
-
-/// The DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410): the key's 32 bytes follow.
-const SPKI_PREFIX: [u8; 12] = [
-    0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
-];
+use ed25519_dalek::pkcs8::DecodePublicKey;
 
 /// `text` as hex (any case) or base64 (either alphabet, padded or not), whichever gives one of
 /// the byte lengths in `lens`.
@@ -33,29 +31,20 @@ fn decode(text: &str, lens: &[usize]) -> Option<Vec<u8>> {
 /// An Ed25519 public key from any of the text forms above; `Err` says what was expected.
 pub(crate) fn public_key(text: &str) -> Result<VerifyingKey, String> {
     let t = text.trim();
-    let raw = match t.strip_prefix("-----BEGIN PUBLIC KEY-----") {
-        Some(rest) => {
-            let body = rest
-                .split("-----END PUBLIC KEY-----")
-                .next()
-                .unwrap_or("");
-            let joined: String = body.split_whitespace().collect();
-            STANDARD.decode(joined).ok()
-        }
-        None => decode(t, &[32, 44]),
+    if t.starts_with("-----BEGIN PUBLIC KEY-----") {
+        return VerifyingKey::from_public_key_pem(t)
+            .map_err(|e| format!("not a PEM PUBLIC KEY block of an Ed25519 key: {e}"));
     }
-    .ok_or("not the base64 or hex of 32 raw bytes or a 44-byte SubjectPublicKeyInfo, nor a PEM PUBLIC KEY block")?;
-    let bytes = match raw.len() {
-        32 => raw.as_slice(),
-        44 if raw.starts_with(&SPKI_PREFIX) => &raw[12..],
-        n => {
-            return Err(format!(
-                "{n} bytes: an Ed25519 public key is 32 raw bytes or their 44-byte SubjectPublicKeyInfo"
-            ));
+    let raw = decode(t, &[32, 44])
+        .ok_or("not the base64 or hex of 32 raw bytes or a 44-byte SubjectPublicKeyInfo, nor a PEM PUBLIC KEY block")?;
+    match <[u8; 32]>::try_from(raw.as_slice()) {
+        Ok(arr) => {
+            VerifyingKey::from_bytes(&arr).map_err(|e| format!("not an Ed25519 public key: {e}"))
         }
-    };
-    let arr: [u8; 32] = bytes.try_into().map_err(|_| "not 32 bytes".to_string())?;
-    VerifyingKey::from_bytes(&arr).map_err(|e| format!("not an Ed25519 public key: {e}"))
+        Err(_) => VerifyingKey::from_public_key_der(&raw).map_err(|e| {
+            format!("44 bytes, but not an Ed25519 SubjectPublicKeyInfo (RFC 8410): {e}")
+        }),
+    }
 }
 
 /// A 64-byte Ed25519 signature written as text: base64 or hex.
@@ -74,6 +63,29 @@ pub(crate) fn signature(body: &[u8]) -> Option<[u8; 64]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410), to build one by hand.
+    const SPKI_PREFIX: [u8; 12] = [
+        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+    ];
+
+    #[test]
+    fn a_subject_public_key_info_of_another_algorithm_is_refused() {
+        let pk = ed25519_dalek::SigningKey::from_bytes(&[7u8; 32])
+            .verifying_key()
+            .to_bytes();
+        // X25519 (1.3.101.110) has the same shape and length; only the OID differs.
+        let mut x25519 = SPKI_PREFIX.to_vec();
+        x25519[8] = 0x6e;
+        x25519.extend_from_slice(&pk);
+        let err = public_key(&STANDARD.encode(&x25519)).unwrap_err();
+        assert!(err.contains("SubjectPublicKeyInfo"), "{err}");
+        let pem = format!(
+            "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+            STANDARD.encode(&x25519)
+        );
+        assert!(public_key(&pem).is_err());
+    }
 
     #[test]
     fn every_form_of_one_key_and_one_signature_decodes_alike() {

@@ -372,10 +372,16 @@ impl Packs {
         let store = self.fetcher.store().clone();
         let (digest, bytes, label) = (cand.digest, cand.bytes.clone(), label.to_string());
         let from = (cand.from != "cache").then(|| cand.from.clone());
+        let metrics = crate::metrics::get();
+        match from {
+            None => metrics.hit(crate::metrics::route::PACK),
+            Some(_) => metrics.miss(crate::metrics::route::PACK),
+        }
         tokio::task::spawn_blocking(move || {
             if store.contains(&digest) {
                 store.set_label(&digest, &label, from).map(|_| ())
             } else {
+                metrics.fill(crate::metrics::route::PACK);
                 store
                     .put_verified(digest, &bytes, from, Some(label))
                     .map(|_| ())

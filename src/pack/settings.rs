@@ -151,23 +151,21 @@ fn time(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<String, FileError> 
 }
 
 /// A sortable key for an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SS[.fraction]Z` (or `+00:00`),
-/// or `None`.
+/// or `None`. `humantime` reads it, so a month, day, hour, minute or second out of range
+/// (`2026-99-99T99:99:99Z`) is refused, not just the shape checked.
 pub(crate) fn utc_key(t: &str) -> Option<String> {
-    // `+00:00` is UTC written as an offset (what Python's `isoformat()` writes).
-    let body = t.strip_suffix('Z').or_else(|| t.strip_suffix("+00:00"))?;
-    let (secs, frac) = body.split_once('.').unwrap_or((body, ""));
-    let b = secs.as_bytes();
-    let shape = b.len() == 19
-        && b.iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b'-',
-            10 => *c == b'T',
-            13 | 16 => *c == b':',
-            _ => c.is_ascii_digit(),
-        });
-    if !shape || !frac.bytes().all(|c| c.is_ascii_digit()) || frac.len() > 9 {
+    // `+00:00` is UTC written as an offset (what Python's `isoformat()` writes); any other
+    // offset is not UTC, and the key must not depend on one.
+    if !(t.ends_with('Z') || t.ends_with("+00:00")) || t.as_bytes().get(10) != Some(&b'T') {
         return None;
     }
-    Some(format!("{secs}.{frac:0<9}"))
+    let at = humantime::parse_rfc3339(t).ok()?;
+    let since = at.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(format!(
+        "{:020}.{:09}",
+        since.as_secs(),
+        since.subsec_nanos()
+    ))
 }
 
 impl PackConfig {
@@ -293,5 +291,21 @@ mod tests {
             utc_key("2026-10-12T09:00:00Z")
         );
         assert!(utc_key("2026-10-12 09:00:00Z").is_none());
+    }
+
+    #[test]
+    fn times_outside_the_calendar_are_refused() {
+        for bad in [
+            "2026-99-99T99:99:99Z",
+            "2026-02-30T00:00:00Z",
+            "2026-10-12T24:00:00Z",
+            "2026-10-12T09:60:00Z",
+            "2026-13-01T00:00:00Z",
+        ] {
+            assert!(utc_key(bad).is_none(), "{bad}");
+        }
+        // The twin: the last second of a real day, and a leap day.
+        assert!(utc_key("2026-12-31T23:59:59.999999999Z").is_some());
+        assert!(utc_key("2028-02-29T00:00:00Z").is_some());
     }
 }

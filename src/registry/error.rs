@@ -4,6 +4,14 @@
 use crate::errors::Origin;
 use crate::fetch::through::LocatorFailure;
 
+/// The status of upstream content that can never verify (a digest mismatch, metadata that
+/// does not parse, no published digest): `424 Failed Dependency` (RFC 4918 §11.4: the
+/// response depended on another action, the upstream's, and it failed). npm retries 408, 420,
+/// 429 and 5xx (make-fetch-happen), pip 500, 502, 503, 520 and 527 (and 413, 429, 503 with
+/// `Retry-After`), cargo 5xx and 429 (`is_spurious`), so each makes one attempt; cargo reads
+/// 401, 403, 404, 410 and 451 on an index file as "no such crate" or "log in", which 424 is not.
+pub(crate) const PERMANENT_UPSTREAM_FAILURE: u16 = 424;
+
 /// Why a registry request failed.
 #[derive(Clone, Debug)]
 pub(crate) enum RegistryError {
@@ -81,6 +89,7 @@ impl RegistryError {
             RegistryError::Upstream(f) if f.code == "upstream_timeout" => {
                 "registry_upstream_timeout"
             }
+            RegistryError::Upstream(f) if f.refused.is_some() => "registry_upstream_refused",
             RegistryError::Upstream(_) => "registry_upstream_failed",
             RegistryError::BadMetadata(_) => "registry_metadata_invalid",
             RegistryError::MetadataTooLarge { .. } => "registry_metadata_too_large",
@@ -92,21 +101,22 @@ impl RegistryError {
         }
     }
 
-    /// The HTTP status.
+    /// The HTTP status. Content that can never verify is [`PERMANENT_UPSTREAM_FAILURE`], a
+    /// status npm, pip and cargo do not retry; `502` stays for outages, which a retry can cure.
     pub(crate) fn status(&self) -> u16 {
         match self {
             RegistryError::UnknownRegistry(_)
             | RegistryError::NotServed(_)
             | RegistryError::NotFound(_) => 404,
             RegistryError::NameRefused { .. } => 403,
+            RegistryError::Upstream(f) if f.refused.is_some() => 403,
             RegistryError::OfflineMiss(_) => 503,
             RegistryError::Upstream(f) if f.code == "upstream_timeout" => 504,
-            RegistryError::Upstream(_)
-            | RegistryError::BadMetadata(_)
+            RegistryError::Upstream(_) | RegistryError::MetadataTooStale { .. } => 502,
+            RegistryError::BadMetadata(_)
             | RegistryError::MetadataTooLarge { .. }
-            | RegistryError::MetadataTooStale { .. }
             | RegistryError::NoDigest { .. }
-            | RegistryError::DigestMismatch { .. } => 502,
+            | RegistryError::DigestMismatch { .. } => PERMANENT_UPSTREAM_FAILURE,
             RegistryError::Cache(_) | RegistryError::Internal(_) => 500,
         }
     }
@@ -118,6 +128,7 @@ impl RegistryError {
             | RegistryError::NotServed(_)
             | RegistryError::NameRefused { .. }
             | RegistryError::OfflineMiss(_) => Origin::Downstream,
+            RegistryError::Upstream(f) if f.refused.is_some() => Origin::Policy,
             RegistryError::NotFound(_)
             | RegistryError::Upstream(_)
             | RegistryError::BadMetadata(_)
@@ -163,7 +174,19 @@ impl RegistryError {
             RegistryError::OfflineMiss(what) => {
                 format!("this registry is offline and has no cached copy of {what}")
             }
-            RegistryError::Upstream(f) => format!("{}: {}", f.code, f.detail),
+            RegistryError::Upstream(f) => match &f.refused {
+                Some(r) => format!(
+                    "the egress policy refused the upstream {}{}: {} ({})",
+                    f.locator,
+                    f.hop
+                        .as_deref()
+                        .map(|h| format!(" at its redirect to {h}"))
+                        .unwrap_or_default(),
+                    r.describe(),
+                    f.detail
+                ),
+                None => format!("{}: {}", f.code, f.detail),
+            },
             RegistryError::BadMetadata(why) => why.clone(),
             RegistryError::MetadataTooLarge { path, limit } => format!(
                 "the upstream's {path} is longer than max_metadata_bytes ({limit} bytes); reading stopped there"
@@ -192,8 +215,28 @@ impl RegistryError {
         }
     }
 
-    /// A safe next action.
-    pub(crate) fn next(&self) -> &'static str {
+    /// A safe next action: for an upstream the policy refused, the `[[egress.trust]]` rule
+    /// that would allow it (when one can).
+    pub(crate) fn next(&self) -> String {
+        if let RegistryError::Upstream(f) = self
+            && let Some(r) = &f.refused
+        {
+            return match r.trust_rule() {
+                Some(rule) => format!(
+                    "if you operate this upstream, allow it in the config with this rule, then reload (SIGHUP):\n{rule}"
+                ),
+                None => format!(
+                    "no [[egress.trust]] rule can allow {}; {}",
+                    r.describe(),
+                    r.reason.next_action()
+                ),
+            };
+        }
+        self.fixed_next().to_string()
+    }
+
+    /// The next action that does not depend on what was refused.
+    fn fixed_next(&self) -> &'static str {
         match self {
             RegistryError::UnknownRegistry(_) => "use a name configured in [[registry]]",
             RegistryError::NotServed(_) => {

@@ -32,10 +32,39 @@ pub(crate) fn canonical(kind: Kind, name: &str) -> String {
 
 /// One `allow` or `deny` pattern: `*` matches any run of characters (`/` included, so
 /// `@acme/*` covers a whole npm scope), everything else matches itself. Patterns are
-/// canonicalised like the names they are compared with.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// canonicalised like the names they are compared with, and matched by `globset` (a regex
+/// underneath: linear, never exponential).
+#[derive(Clone, Debug)]
 pub(crate) struct Pattern {
     text: String,
+    matcher: globset::GlobMatcher,
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for Pattern {}
+
+/// A matcher where `*` is any run of characters and everything else is itself: the literal
+/// parts escaped (`?`, `[`, `{` are not globset's syntax here), runs of `*` made one (globset
+/// reads `**` as a path wildcard).
+fn matcher(pattern: &str) -> Option<globset::GlobMatcher> {
+    let mut glob = String::new();
+    for (i, part) in pattern.split('*').enumerate() {
+        if i > 0 && !glob.ends_with('*') {
+            glob.push('*');
+        }
+        glob.push_str(&globset::escape(part));
+    }
+    globset::GlobBuilder::new(&glob)
+        .literal_separator(false)
+        .backslash_escape(true)
+        .build()
+        .ok()
+        .map(|g| g.compile_matcher())
 }
 
 impl Pattern {
@@ -47,8 +76,10 @@ impl Pattern {
         }
         // Canonicalise around the wildcards, so `*` survives PEP 503 normalisation.
         let parts: Vec<String> = text.split('*').map(|p| canonical(kind, p)).collect();
+        let text = parts.join("*");
         Some(Self {
-            text: parts.join("*"),
+            matcher: matcher(&text)?,
+            text,
         })
     }
 
@@ -59,30 +90,8 @@ impl Pattern {
 
     /// True if the canonical `name` matches.
     pub(crate) fn matches(&self, name: &str) -> bool {
-        wildcard(self.text.as_bytes(), name.as_bytes())
+        self.matcher.is_match(name)
     }
-}
-
-/// Iterative `*` matching with one backtrack point: linear in practice, never exponential.
-fn wildcard(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && pattern[p] == b'*' {
-            star = Some((p, t));
-            p += 1;
-        } else if p < pattern.len() && pattern[p] == text[t] {
-            p += 1;
-            t += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|c| *c == b'*')
 }
 
 /// Why a name was refused.
@@ -155,6 +164,21 @@ mod tests {
         assert!(p.matches(&canonical(Kind::Pypi, "acme.internal.tools")));
         let c = Pattern::new(Kind::Cargo, "acme_*").unwrap();
         assert!(c.matches(&canonical(Kind::Cargo, "Acme-core")));
+    }
+
+    /// `pattern` against `text`, through the matcher every [`Pattern`] uses.
+    fn wildcard(pattern: &[u8], text: &[u8]) -> bool {
+        let (p, t) = (std::str::from_utf8(pattern), std::str::from_utf8(text));
+        matcher(p.unwrap()).unwrap().is_match(t.unwrap())
+    }
+
+    #[test]
+    fn glob_syntax_in_a_name_pattern_is_literal() {
+        assert!(wildcard(b"a?c", b"a?c"));
+        assert!(!wildcard(b"a?c", b"abc"));
+        assert!(!wildcard(b"[ab]*", b"a1"));
+        assert!(wildcard(b"{x,y}*", b"{x,y}1"));
+        assert!(wildcard(b"@acme/*", b"@acme/deep/er"));
     }
 
     #[test]

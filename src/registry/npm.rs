@@ -38,10 +38,12 @@ pub(crate) fn parse_path(rest: &str) -> Request {
     if path.starts_with("-/") || path.is_empty() || path.contains('?') {
         return Request::Other;
     }
-    let decoded = path
-        .replace("%2f", "/")
-        .replace("%2F", "/")
-        .replace("%40", "@");
+    // Percent-decoded once, whole (`%2f`, `%40` and any other escape); names that then hold a
+    // `%` or are not UTF-8 are not npm names.
+    let Ok(decoded) = percent_encoding::percent_decode_str(path).decode_utf8() else {
+        return Request::Other;
+    };
+    let decoded = decoded.into_owned();
     let (name, file) = match decoded.split_once("/-/") {
         Some((name, file)) => (name.to_string(), Some(file.to_string())),
         None => (decoded, None),
@@ -325,5 +327,13 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn names_are_percent_decoded_once_and_then_judged() {
+        // Decoded to `..`, which is no npm name; a double encoding stays `%2f`, which is none.
+        assert_eq!(parse_path("/%2e%2e"), Request::Other);
+        assert_eq!(parse_path("/@acme%252ftool"), Request::Other);
+        assert_eq!(parse_path("/%ff"), Request::Other);
     }
 }

@@ -137,13 +137,8 @@ fn valid_filename(f: &str) -> bool {
 pub(crate) fn wants_json(accept: Option<&str>) -> bool {
     let Some(accept) = accept else { return false };
     let (mut json, mut html) = (0.0f32, 0.0f32);
-    for item in accept.split(',') {
-        let mut parts = item.split(';').map(str::trim);
-        let kind = parts.next().unwrap_or("").to_ascii_lowercase();
-        let q = parts
-            .filter_map(|p| p.strip_prefix("q="))
-            .find_map(|q| q.parse::<f32>().ok())
-            .unwrap_or(1.0);
+    for item in crate::header_list::elements(accept) {
+        let (kind, q) = crate::header_list::media_range(item);
         match kind.as_str() {
             "application/vnd.pypi.simple.v1+json" | "application/vnd.pypi.simple.latest+json" => {
                 json = json.max(q)

@@ -375,9 +375,11 @@ impl Registries {
                 .unwrap_or(false);
             if present {
                 count("hit");
+                crate::metrics::get().hit(crate::metrics::route::REGISTRY);
                 return Ok(Reply::Artifact { sha256 });
             }
         }
+        crate::metrics::get().miss(crate::metrics::route::REGISTRY);
         if let Some(sha256) = self.shared_artifact(expected, known).await {
             count("shared");
             return Ok(Reply::Artifact { sha256 });
@@ -390,6 +392,7 @@ impl Registries {
         match self.fetch_once(front, &url, expected, label).await {
             Ok(sha256) => {
                 count("miss");
+                crate::metrics::get().fill(crate::metrics::route::REGISTRY);
                 self.announce_alias(expected, sha256);
                 let aliases = self.aliases.clone();
                 let url = normalised(&url);

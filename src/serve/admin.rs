@@ -1,4 +1,4 @@
-//! The admin listener: `/metrics` (OpenMetrics text), `/healthz` (the process is up) and
+//! The admin listener: `/metrics` (Prometheus text or OpenMetrics, as asked), `/healthz` (the process is up) and
 //! `/readyz` (policy loaded, cache writable, index open). It never proxies anything.
 //!
 //! It is for a few monitors, not a crowd: at most [`MAX_CONNECTIONS`] at once (more are closed
@@ -132,11 +132,12 @@ fn route(handle: &Handle, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 .set(i64::try_from(stats.entries).unwrap_or(i64::MAX));
             crate::metrics::Metrics::catch_up(&m.evictions, store.evictions());
             crate::metrics::Metrics::catch_up(&m.verify_failures, store.verify_failures());
-            text(
-                StatusCode::OK,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                m.encode(),
-            )
+            let format = crate::metrics::negotiate::choose(req.headers());
+            let body = match format {
+                crate::metrics::negotiate::Format::Text => m.encode_text(),
+                crate::metrics::negotiate::Format::OpenMetrics => m.encode(),
+            };
+            text(StatusCode::OK, format.content_type(), body)
         }
         "/" => super::status::page(handle),
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),

@@ -15,6 +15,7 @@ use super::problem::Problem;
 use super::request_error::RequestError;
 use crate::body::{empty, full};
 use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
+use crate::header_list::{field_elements, unquote};
 use crate::store::{Body, Digest, Object, Store, StoreError};
 
 /// Bytes read from disk per chunk when streaming a large entry.
@@ -36,19 +37,20 @@ pub(crate) async fn handle<B>(
     })?;
     let fetcher = &gate.fetcher;
     let store = fetcher.store();
-    let wanted = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
+    let (claimed, wanted) = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
     let metrics = crate::metrics::get();
     let object = match lookup(store, digest).await {
         Some(object) => {
-            metrics.cache_hits.inc();
+            metrics.hit(crate::metrics::route::OBJECT);
             object
         }
         None => {
-            metrics.cache_misses.inc();
+            metrics.miss(crate::metrics::route::OBJECT);
             let Some(wanted) = wanted else {
                 if fetcher.fill_from_shared(digest).await
                     && let Some(object) = lookup(store, digest).await
                 {
+                    same_size(&object, claimed)?;
                     let any_origin = !gate.registries.credentialed(&digest);
                     return Ok(respond(req.method(), req.headers(), object, any_origin));
                 }
@@ -67,6 +69,7 @@ pub(crate) async fn handle<B>(
                 .ok_or(RequestError::Evicted(digest))?
         }
     };
+    same_size(&object, claimed)?;
     // Any web page may read an entry, but a fetch-through answer is not for pages to read,
     // nor bytes a registry fetched with its credentials.
     let any_origin = req.uri().query().is_none() && !gate.registries.credentialed(&digest);
@@ -92,14 +95,29 @@ pub(crate) async fn lookup(store: &std::sync::Arc<Store>, digest: Digest) -> Opt
         .flatten()
 }
 
-/// The fetch-through request in the query, if any. `size` is capped at `[cache]
-/// max_object_bytes`, so no one request can claim the cache.
+/// Refuses an entry whose size is not the `size` the request claimed: a hit is checked as a
+/// fill is, so a wrong manifest is named rather than answered with other bytes than it says.
+fn same_size(object: &Object, claimed: Option<u64>) -> Result<(), RequestError> {
+    match claimed {
+        Some(claimed) if claimed != object.size => Err(RequestError::SizeMismatch {
+            digest: object.digest,
+            claimed,
+            stored: object.size,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The claimed `size` and the fetch-through request in the query, if any. `size` is capped at
+/// `[cache] max_object_bytes`, so no one request can claim the cache.
 fn mirrors(
     query: Option<&str>,
     digest: Digest,
     max_object_bytes: u64,
-) -> Result<Option<Wanted>, Problem> {
-    let Some(query) = query else { return Ok(None) };
+) -> Result<(Option<u64>, Option<Wanted>), Problem> {
+    let Some(query) = query else {
+        return Ok((None, None));
+    };
     let mut size = None;
     let mut urls = Vec::new();
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
@@ -117,7 +135,7 @@ fn mirrors(
         }
     }
     if urls.is_empty() {
-        return Ok(None);
+        return Ok((size, None));
     }
     if urls.len() > MAX_MIRRORS {
         return Err(RequestError::TooManyMirrors.into());
@@ -133,12 +151,15 @@ fn mirrors(
         }
         .into());
     }
-    Ok(Some(Wanted {
-        digest,
-        size,
-        mirrors: urls,
-        label: None,
-    }))
+    Ok((
+        Some(size),
+        Some(Wanted {
+            digest,
+            size,
+            mirrors: urls,
+            label: None,
+        }),
+    ))
 }
 
 /// The response for a verified entry: full, partial (`206`), `304`, or `416`. `any_origin`
@@ -231,15 +252,11 @@ pub(crate) fn respond(
 
 /// True if `If-None-Match` names the entry whose hex digest is `hex` (or is `*`).
 fn if_none_match(headers: &HeaderMap, hex: &str) -> bool {
-    headers
-        .get_all(header::IF_NONE_MATCH)
+    field_elements(headers.get_all(header::IF_NONE_MATCH))
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
         .any(|tag| {
-            let tag = tag.trim();
             let tag = tag.strip_prefix("W/").unwrap_or(tag);
-            tag == "*" || tag.trim_matches('"') == hex
+            tag == "*" || unquote(tag) == hex
         })
 }
 
@@ -293,5 +310,26 @@ impl<T> futures_core::Stream for ReceiverStream<T> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<T>> {
         self.0.poll_recv(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_none_match_reads_entity_tags_as_rfc_9110_lists() {
+        let hex = "ab".repeat(32);
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::IF_NONE_MATCH, v.parse().unwrap());
+            if_none_match(&h, &hex)
+        };
+        assert!(with(&format!("\"{hex}\"")));
+        assert!(with(&format!("\"x\", W/\"{hex}\"")));
+        assert!(with("*"));
+        // A comma inside an entity-tag does not make two tags: this one is not the entry's.
+        assert!(!with(&format!("\"{hex},x\"")));
+        assert!(!with("\"other\""));
     }
 }

@@ -210,6 +210,8 @@ impl From<RequestError> for Problem {
             // npm and pip retry a 503 with Retry-After; the entry is refetched on the retry.
             Evicted(_) => StatusCode::SERVICE_UNAVAILABLE,
             RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
+            // The digest names one size; a request claiming another conflicts with the entry.
+            SizeMismatch { .. } => StatusCode::CONFLICT,
         };
         let mut p = Problem::new(status, e.code(), e.origin(), e.to_string(), e.next());
         p.field = e.field().map(str::to_string);
@@ -432,6 +434,11 @@ impl From<RegistryError> for Problem {
         }
         if let Some(l) = e.locators() {
             p.extra = Some(json!({ "locators": [l] }));
+            if let Some(r) = &l.refused {
+                p.extra = Some(json!({
+                    "locators": [l], "refused": r, "trust_rule": r.trust_rule(),
+                }));
+            }
         }
         if let RegistryError::DigestMismatch {
             package,

@@ -45,6 +45,12 @@ pub(crate) enum RequestError {
     MissingSize,
     /// `size` over `[cache] max_object_bytes`.
     SizeTooLarge { size: u64, digest: Digest, max: u64 },
+    /// `size` differs from the size of the verified entry with that digest.
+    SizeMismatch {
+        digest: Digest,
+        claimed: u64,
+        stored: u64,
+    },
     /// `engine` is not `NAME=VERSION`.
     InvalidEngine,
     /// `/love/v1/fetch` without `manifest`.
@@ -78,6 +84,7 @@ impl RequestError {
             TooManyMirrors => "too_many_mirrors",
             MissingSize => "missing_size",
             SizeTooLarge { .. } => "size_too_large",
+            SizeMismatch { .. } => "size_mismatch",
             InvalidEngine => "invalid_engine",
             MissingManifest => "missing_manifest",
             InvalidHostHeader => "invalid_host_header",
@@ -105,7 +112,7 @@ impl RequestError {
             ClientNotAllowed(_) => Some("clients"),
             MethodNotForwarded { .. } | MethodOnObject(_) | MethodOnRegistry(_) => Some("method"),
             InvalidDigest { field, .. } => Some(field),
-            InvalidSize | MissingSize | SizeTooLarge { .. } => Some("size"),
+            InvalidSize | MissingSize | SizeTooLarge { .. } | SizeMismatch { .. } => Some("size"),
             TooManyMirrors => Some("url"),
             InvalidEngine => Some("engine"),
             MissingManifest => Some("manifest"),
@@ -146,6 +153,9 @@ impl RequestError {
             MissingSize => "add size=N (bytes) from the manifest",
             SizeTooLarge { .. } => {
                 "fetch it from a mirror directly, or ask the operator to raise [cache] max_object_bytes"
+            }
+            SizeMismatch { .. } => {
+                "check the manifest: its size and sha256 disagree, so it names other bytes than it means"
             }
             InvalidEngine => "for example engine=node=20.11.0",
             MissingManifest => "add manifest=<URL>",
@@ -188,6 +198,14 @@ impl fmt::Display for RequestError {
             SizeTooLarge { size, digest, max } => write!(
                 f,
                 "size {size} for sha256 {digest} is over [cache] max_object_bytes = {max}"
+            ),
+            SizeMismatch {
+                digest,
+                claimed,
+                stored,
+            } => write!(
+                f,
+                "size {claimed} does not match the verified entry for sha256 {digest}, which is {stored} bytes"
             ),
             InvalidEngine => f.write_str("engine is NAME=VERSION"),
             MissingManifest => f.write_str("the manifest URL is missing"),

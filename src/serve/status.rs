@@ -129,11 +129,14 @@ fn render(handle: &Handle) -> String {
     out
 }
 
-/// Entries, bytes, and the hit ratio of `/sha256/` and fetch-through lookups.
+/// Entries, bytes, and the hit ratio over every route's lookups (objects, registries, packs).
 fn cache_section(out: &mut String, handle: &Handle) {
     let m = crate::metrics::get();
     let stats = handle.store().stats();
-    let (hits, misses) = (m.cache_hits.get(), m.cache_misses.get());
+    let (hits, misses) = (
+        crate::metrics::Metrics::total(&m.cache_hits),
+        crate::metrics::Metrics::total(&m.cache_misses),
+    );
     let ratio = match hits + misses {
         0 => "no lookups yet".to_string(),
         n => format!(
@@ -156,7 +159,7 @@ fn cache_section(out: &mut String, handle: &Handle) {
         stats.bytes,
         stats.max_bytes,
         esc(&ratio),
-        m.cache_fills.get(),
+        crate::metrics::Metrics::total(&m.cache_fills),
     );
 }
 

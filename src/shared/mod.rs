@@ -221,7 +221,7 @@ impl SharedTier {
             Ok(_) => {
                 self.breaker.success();
                 self.count("get", "hit");
-                self.metrics.cache_fills.inc();
+                self.metrics.fill(crate::metrics::route::SHARED);
                 self.note_breaker();
                 self.metrics
                     .shared_get_seconds

@@ -21,6 +21,8 @@ pub(crate) struct Meta {
     first_stored: u64,
     last_used: AtomicU64,
     uses: AtomicU64,
+    /// Used since its use time and count were last written to the index.
+    usage_dirty: AtomicBool,
     /// Read without a lock by eviction; written only with `notes` held.
     pinned: AtomicBool,
     /// Adopted from disk and not hashed yet: never served until it is.
@@ -47,6 +49,7 @@ impl Meta {
             first_stored: r.first_stored,
             last_used: AtomicU64::new(r.last_used),
             uses: AtomicU64::new(r.use_count),
+            usage_dirty: AtomicBool::new(false),
             pinned: AtomicBool::new(r.pinned),
             unverified: AtomicBool::new(r.unverified),
             seen_on_disk: AtomicU64::new(0),
@@ -122,6 +125,18 @@ impl Meta {
     /// Marks the entry used at `t` (served, or its bytes seen again).
     pub(super) fn touch(&self, t: u64) {
         self.last_used.store(t, Ordering::Relaxed);
+        self.usage_dirty.store(true, Ordering::Release);
+    }
+
+    /// True if the entry was used since the last call: its usage is then the caller's to
+    /// write (and to hand back with [`Meta::usage_unwritten`] if the write fails).
+    pub(super) fn take_usage_dirty(&self) -> bool {
+        self.usage_dirty.swap(false, Ordering::AcqRel)
+    }
+
+    /// Marks the entry's usage as still to be written.
+    pub(super) fn usage_unwritten(&self) {
+        self.usage_dirty.store(true, Ordering::Release);
     }
 
     /// Marks the entry served at `t`.

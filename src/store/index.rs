@@ -127,11 +127,13 @@ impl Index {
         })
     }
 
-    /// Writes use times and counts cheaply (made durable by the next durable write), leaving
-    /// every other field as the index has it: another process may have pinned or labelled an
-    /// entry since this one loaded it.
+    /// Writes use times and counts durably, leaving every other field as the index has it:
+    /// another process may have pinned or labelled an entry since this one loaded it. A
+    /// `Durability::None` commit would be lost at exit unless a durable one followed, and
+    /// eviction after a restart would run in first-stored order; callers batch instead (one
+    /// commit per flush, not per hit).
     pub(crate) fn put_usage(&self, usage: &[(Digest, u64, u64)]) -> Result<(), String> {
-        self.write(Durability::None, |t| {
+        self.write(Durability::Immediate, |t| {
             for (d, last_used, use_count) in usage {
                 let current = t
                     .get(d.0.as_slice())
@@ -193,4 +195,37 @@ pub(crate) fn open_shared(path: &Path) -> Result<Database, redb::DatabaseError> 
     Database::builder()
         .set_concurrency_mode(ConcurrencyMode::MultiWriter)
         .create(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn use_counts_survive_closing_and_reopening_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.redb");
+        let d = Digest([3; 32]);
+        {
+            let index = Index::open(&path).unwrap();
+            let r = Record {
+                size: 10,
+                first_stored: 100,
+                last_used: 100,
+                ..Record::default()
+            };
+            index.put(&[(d, r)]).unwrap();
+            index.put_usage(&[(d, 200, 7)]).unwrap();
+        }
+        let reopened = Index::open(&path).unwrap();
+        let r = reopened.get(&d).unwrap().unwrap();
+        assert_eq!((r.last_used, r.use_count), (200, 7));
+        // Usage never lowers what another process already wrote, nor creates a record.
+        reopened
+            .put_usage(&[(d, 150, 3), (Digest([4; 32]), 1, 1)])
+            .unwrap();
+        let r = reopened.get(&d).unwrap().unwrap();
+        assert_eq!((r.last_used, r.use_count), (200, 7));
+        assert!(reopened.get(&Digest([4; 32])).unwrap().is_none());
+    }
 }

@@ -312,6 +312,12 @@ pub fn client(program: &str) -> tokio::process::Command {
 
 /// Runs `npm <args>` in `cwd` with a private user config and cache under `home`.
 pub async fn npm(cwd: &Path, home: &Path, args: &[&str]) -> Output {
+    // A refused download is final here: no minute of retries with back-off.
+    npm_with(cwd, home, args, &["--fetch-retries=0"]).await
+}
+
+/// [`npm`] with `retry_args` (such as `--fetch-retries=2`) in place of no retries.
+pub async fn npm_with(cwd: &Path, home: &Path, args: &[&str], retry_args: &[&str]) -> Output {
     std::fs::create_dir_all(home).unwrap();
     let npmrc = home.join("npmrc");
     if !npmrc.exists() {
@@ -329,9 +335,8 @@ pub async fn npm(cwd: &Path, home: &Path, args: &[&str]) -> Output {
             "--no-fund",
             "--ignore-scripts",
             "--prefer-online",
-            // A refused download is final here: no minute of retries with back-off.
-            "--fetch-retries=0",
         ])
+        .args(retry_args)
         .env("npm_config_update_notifier", "false")
         .env_remove("npm_config_registry")
         .output()
@@ -600,11 +605,22 @@ fn index_path(name: &str) -> String {
 /// Runs `cargo <args>` in `cwd` with its own CARGO_HOME (`home`), which replaces crates.io
 /// with `source` (a sparse registry URL).
 pub async fn cargo(cwd: &Path, home: &Path, source: &str, args: &[&str]) -> Output {
+    cargo_with_retries(cwd, home, source, args, 0).await
+}
+
+/// [`cargo`] with `[net] retry = retries`.
+pub async fn cargo_with_retries(
+    cwd: &Path,
+    home: &Path,
+    source: &str,
+    args: &[&str],
+    retries: u32,
+) -> Output {
     std::fs::create_dir_all(home).unwrap();
     std::fs::write(
         home.join("config.toml"),
         format!(
-            "[source.crates-io]\nreplace-with = \"fetchgate\"\n\n[source.fetchgate]\nregistry = \"sparse+{source}\"\n\n[net]\nretry = 0\n"
+            "[source.crates-io]\nreplace-with = \"fetchgate\"\n\n[source.fetchgate]\nregistry = \"sparse+{source}\"\n\n[net]\nretry = {retries}\n"
         ),
     )
     .unwrap();

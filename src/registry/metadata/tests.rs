@@ -17,6 +17,7 @@ fn failed(why: &str) -> LocatorFailure {
         code: "upstream_http_error",
         detail: why.into(),
         next: "retry",
+        refused: None,
     }
 }
 

@@ -82,6 +82,11 @@ fn request_errors() -> Vec<RequestError> {
             detail: "short".into(),
         },
         InvalidSize,
+        SizeMismatch {
+            digest: d,
+            claimed: 1,
+            stored: 2,
+        },
         TooManyMirrors,
         MissingSize,
         SizeTooLarge {
@@ -219,6 +224,37 @@ fn pack_errors() -> Vec<PackError> {
     out
 }
 
+/// The failure of a registry upstream on 127.0.0.2:4873 that the profile refuses.
+fn refused_upstream() -> LocatorFailure {
+    let ip: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+    let verdict = crate::decide::Verdict {
+        reason: Reason::LoopbackAddress,
+        rule: None,
+        via: None,
+    };
+    let refusal = Refusal {
+        target: Some(crate::decide::Target {
+            kind: crate::decide::RequestKind::Http,
+            host: crate::decide::Host::Ip(ip),
+            port: 4873,
+        }),
+        verdict,
+        detail: None,
+        answers: vec![(ip, verdict)],
+        policy: None,
+    };
+    LocatorFailure {
+        locator: "http://127.0.0.2:4873/".into(),
+        hop: None,
+        code: "loopback_address",
+        detail: "the address is a loopback address".into(),
+        next: "n",
+        refused: Some(Box::new(crate::decide::trust_hint::RefusedDestination::of(
+            &refusal,
+        ))),
+    }
+}
+
 fn registry_errors() -> Vec<RegistryError> {
     let failure = |code| LocatorFailure {
         locator: "https://r.test/x".into(),
@@ -226,6 +262,7 @@ fn registry_errors() -> Vec<RegistryError> {
         code,
         detail: "d".into(),
         next: "n",
+        refused: None,
     };
     vec![
         RegistryError::UnknownRegistry("x".into()),
@@ -239,6 +276,7 @@ fn registry_errors() -> Vec<RegistryError> {
         RegistryError::OfflineMiss("x".into()),
         RegistryError::Upstream(failure("upstream_timeout")),
         RegistryError::Upstream(failure("upstream_status")),
+        RegistryError::Upstream(refused_upstream()),
         RegistryError::BadMetadata("x".into()),
         RegistryError::MetadataTooLarge {
             path: "x".into(),
@@ -380,4 +418,68 @@ fn refusals_are_403_and_every_problem_says_what_to_do() {
             p.code
         );
     }
+}
+
+#[test]
+fn a_refused_registry_upstream_is_policy_and_names_the_trust_rule() {
+    let p = Problem::from(RegistryError::Upstream(refused_upstream()));
+    assert_eq!(p.status, StatusCode::FORBIDDEN);
+    assert_eq!(p.code, "registry_upstream_refused");
+    assert_eq!(p.origin, Origin::Policy);
+    assert!(
+        p.detail.contains("127.0.0.2 port 4873 (loopback_address)"),
+        "{}",
+        p.detail
+    );
+    assert!(!p.next.contains("retry"), "{}", p.next);
+    assert!(
+        p.next
+            .contains("[[egress.trust]]\ncidrs = [\"127.0.0.2/32\"]\nports = [4873]"),
+        "{}",
+        p.next
+    );
+    let body = p.body();
+    assert_eq!(body["refused"]["addresses"][0], "127.0.0.2");
+    assert_eq!(body["refused"]["port"], 4873);
+    assert_eq!(body["refused"]["reason"], "loopback_address");
+    // The snippet is TOML an operator can paste.
+    let rule: toml::Table = toml::from_str(body["trust_rule"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        rule["egress"]["trust"][0]["ports"][0].as_integer(),
+        Some(4873)
+    );
+    // An upstream that failed for any other reason stays an upstream outage.
+    let mut down = refused_upstream();
+    down.refused = None;
+    down.code = "upstream_status";
+    let p = Problem::from(RegistryError::Upstream(down));
+    assert_eq!(p.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(p.origin, Origin::Upstream);
+}
+
+/// npm retries 408, 420, 429 and 5xx, pip 500, 502, 503, 520 and 527 (413, 429 and 503 with
+/// Retry-After), cargo 5xx and 429: content that can never verify gets none of them.
+#[test]
+fn permanent_upstream_content_failures_use_a_status_no_client_retries() {
+    let retried_by_some_client = |s: u16| matches!(s, 408 | 413 | 420 | 429) || s >= 500;
+    let mut permanent = 0;
+    for e in registry_errors() {
+        let p = Problem::from(e);
+        if matches!(
+            p.code,
+            "digest_mismatch" | "registry_metadata_invalid" | "no_published_digest"
+        ) {
+            permanent += 1;
+            assert!(
+                !retried_by_some_client(p.status.as_u16()),
+                "{} is {}",
+                p.code,
+                p.status
+            );
+            assert_eq!(p.status, StatusCode::FAILED_DEPENDENCY, "{}", p.code);
+        } else if p.code == "registry_upstream_failed" {
+            assert_eq!(p.status, StatusCode::BAD_GATEWAY, "outages stay 502");
+        }
+    }
+    assert_eq!(permanent, 3);
 }

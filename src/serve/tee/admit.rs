@@ -4,6 +4,8 @@
 use http::HeaderMap;
 use http::header;
 
+use crate::header_list::{directive, field_elements};
+
 /// Why a proxied response was not teed; the label of `fetchgate_tee_skipped_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Skip {
@@ -119,47 +121,18 @@ pub(crate) fn admit(
 /// The directive names of every `Cache-Control` field line, lower-case. Commas inside a quoted
 /// argument (`private="set-cookie, x"`) do not split directives.
 fn cache_control(headers: &HeaderMap) -> Vec<String> {
-    let mut names = Vec::new();
-    for value in headers.get_all(header::CACHE_CONTROL) {
-        let text = String::from_utf8_lossy(value.as_bytes());
-        for element in split_outside_quotes(&text) {
-            let name = element.split('=').next().unwrap_or("").trim();
-            if !name.is_empty() {
-                names.push(name.to_ascii_lowercase());
-            }
-        }
-    }
-    names
-}
-
-/// Splits a field value at commas that are not inside a quoted string.
-fn split_outside_quotes(text: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut start, mut quoted, mut escaped) = (0, false, false);
-    for (i, c) in text.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            ',' if !quoted => {
-                parts.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&text[start..]);
-    parts
+    field_elements(headers.get_all(header::CACHE_CONTROL))
+        .iter()
+        .map(|e| directive(e).0)
+        .filter(|name| !name.is_empty())
+        .collect()
 }
 
 /// True if `Vary` names any request header (`*` included). `Accept-Encoding` alone does not
 /// count: fetchgate always sends `Accept-Encoding: identity` upstream, whatever the client
 /// sent, so the client could not choose that variant.
 fn varies(headers: &HeaderMap) -> bool {
-    headers.get_all(header::VARY).iter().any(|v| {
-        String::from_utf8_lossy(v.as_bytes())
-            .split(',')
-            .map(str::trim)
-            .any(|f| !f.is_empty() && !f.eq_ignore_ascii_case("accept-encoding"))
-    })
+    field_elements(headers.get_all(header::VARY))
+        .iter()
+        .any(|f| !f.eq_ignore_ascii_case("accept-encoding"))
 }

@@ -250,7 +250,7 @@ fn put_chunks(
 fn report(result: Result<Digest, FillError>) {
     match result {
         Ok(d) => {
-            crate::metrics::get().cache_fills.inc();
+            crate::metrics::get().fill(crate::metrics::route::TEE);
             tracing::debug!(sha256 = %d, "proxied body published");
         }
         Err(e) => {

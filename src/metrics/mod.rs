@@ -1,7 +1,15 @@
-//! Process metrics, exported as OpenMetrics text on the admin listener's `/metrics`.
+//! Process metrics, exported on the admin listener's `/metrics` as the Prometheus text format
+//! (0.0.4) or OpenMetrics, whichever the scraper asks for ([`negotiate`]).
 //!
-//! Label values are bounded: request kinds, outcome classes and reason codes, never hosts or
-//! URLs. One set of metrics per process (the handles are cheap atomics).
+//! Label values are bounded: request kinds, outcome classes, routes and reason codes, never
+//! hosts or URLs. Families whose label values are known are created at start with zeros
+//! ([`preset`]), so a dashboard or `rate()` sees them before the first event. One set of
+//! metrics per process (the handles are cheap atomics); the standard `process_*` metrics come
+//! from [`process`], and `fetchgate_build_info` names the version and commit.
+
+pub(crate) mod negotiate;
+mod preset;
+pub(crate) mod process;
 
 use std::sync::LazyLock;
 
@@ -10,7 +18,29 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
+
+/// Where cache traffic came through, the `route` label of the hit, miss and fill families:
+/// `/sha256/` (`object`), a registry front-end, a format profile's `/pack/v1/`, fetch-through
+/// fills for any of them (`fetch_through`), the proxy's tee, and the shared tier. A new
+/// consumer (OCI) adds its name here and to [`preset`].
+pub(crate) mod route {
+    /// `GET /sha256/<hex>`.
+    pub(crate) const OBJECT: &str = "object";
+    /// A registry front-end's artifacts.
+    pub(crate) const REGISTRY: &str = "registry";
+    /// Packages published by a format profile.
+    pub(crate) const PACK: &str = "pack";
+    /// Fills by fetch-through from mirrors (`/sha256/`, LOVE, `fetchgate fetch`).
+    pub(crate) const FETCH_THROUGH: &str = "fetch_through";
+    /// Fills by the proxy's tee.
+    pub(crate) const TEE: &str = "tee";
+    /// Fills from the shared tier.
+    pub(crate) const SHARED: &str = "shared";
+    /// Every route, for sums across them.
+    pub(crate) const ALL: [&str; 6] = [OBJECT, REGISTRY, PACK, FETCH_THROUGH, TEE, SHARED];
+}
 
 /// Two bounded labels.
 pub(crate) type Labels2 = [(&'static str, &'static str); 2];
@@ -33,12 +63,12 @@ pub struct Metrics {
     pub(crate) bytes_in: Counter,
     /// Body bytes sent to clients.
     pub(crate) bytes_out: Counter,
-    /// `/sha256/` hits.
-    pub(crate) cache_hits: Counter,
-    /// `/sha256/` misses.
-    pub(crate) cache_misses: Counter,
-    /// Entries published (fetch-through, tee, LOVE).
-    pub(crate) cache_fills: Counter,
+    /// Cache hits by `route` ([`route`]).
+    pub(crate) cache_hits: Family<Labels1, Counter>,
+    /// Cache misses by `route`.
+    pub(crate) cache_misses: Family<Labels1, Counter>,
+    /// Entries published, by `route`.
+    pub(crate) cache_fills: Family<Labels1, Counter>,
     /// Failed fill attempts by reason (per locator).
     pub(crate) fill_failures: Family<Labels1, Counter>,
     /// Answers of `507` (nothing evictable).
@@ -119,7 +149,7 @@ macro_rules! register {
 
 impl Metrics {
     fn new() -> Self {
-        let mut registry = Registry::with_prefix("fetchgate");
+        let mut registry = Registry::default();
         let m = Self {
             requests: Family::default(),
             refusals: Family::default(),
@@ -127,9 +157,9 @@ impl Metrics {
             response_head_seconds: latency(),
             bytes_in: Counter::default(),
             bytes_out: Counter::default(),
-            cache_hits: Counter::default(),
-            cache_misses: Counter::default(),
-            cache_fills: Counter::default(),
+            cache_hits: Family::default(),
+            cache_misses: Family::default(),
+            cache_fills: Family::default(),
             fill_failures: Family::default(),
             cache_full: Counter::default(),
             inflight_fetches: Gauge::default(),
@@ -160,8 +190,9 @@ impl Metrics {
             shared_breaker_open: Gauge::default(),
             registry: Registry::default(),
         };
+        let app = registry.sub_registry_with_prefix("fetchgate");
         register!(
-            registry,
+            app,
             m,
             requests: "requests", "Requests by kind and outcome";
             refusals: "egress_refusals", "Egress refusals by reason code";
@@ -169,9 +200,9 @@ impl Metrics {
             response_head_seconds: "upstream_response_head_seconds", "Upstream response-head time";
             bytes_in: "upstream_body_bytes", "Body bytes received from upstreams";
             bytes_out: "client_body_bytes", "Body bytes sent to clients";
-            cache_hits: "cache_hits", "Cache hits on /sha256/";
-            cache_misses: "cache_misses", "Cache misses on /sha256/";
-            cache_fills: "cache_fills", "Entries published";
+            cache_hits: "cache_hits", "Cache hits by route (object, registry, pack)";
+            cache_misses: "cache_misses", "Cache misses by route (object, registry, pack)";
+            cache_fills: "cache_fills", "Entries published, by route (fetch_through, registry, pack, tee, shared)";
             fill_failures: "cache_fill_failures", "Failed fill attempts by reason";
             cache_full: "cache_full", "Answers of 507: nothing evictable";
             inflight_fetches: "fetches_in_flight", "Shared fetches in flight (fetch-through and registry artifacts)";
@@ -201,7 +232,45 @@ impl Metrics {
             shared_upload_queue: "shared_upload_queue", "Shared-tier uploads waiting";
             shared_breaker_open: "shared_breaker_open", "1 while the shared tier's circuit breaker is open";
         );
+        app.register(
+            "build",
+            "The fetchgate version and the commit it was built from",
+            Info::new(vec![
+                ("version", env!("CARGO_PKG_VERSION")),
+                // Set by build.rs; a build without it still says what it knows.
+                (
+                    "commit",
+                    option_env!("FETCHGATE_COMMIT").unwrap_or("unknown"),
+                ),
+            ]),
+        );
+        registry.register_collector(Box::new(process::ProcessCollector));
+        preset::zeros(&m);
         Self { registry, ..m }
+    }
+
+    /// The sum of a by-route family over every route (what the status page shows).
+    pub(crate) fn total(family: &Family<Labels1, Counter>) -> u64 {
+        route::ALL
+            .iter()
+            .filter_map(|r| family.get(&[("route", *r)]).map(|c| c.get()))
+            .sum()
+    }
+
+
+    /// Counts a hit on `route`.
+    pub(crate) fn hit(&self, route: &'static str) {
+        self.cache_hits.get_or_create(&[("route", route)]).inc();
+    }
+
+    /// Counts a miss on `route`.
+    pub(crate) fn miss(&self, route: &'static str) {
+        self.cache_misses.get_or_create(&[("route", route)]).inc();
+    }
+
+    /// Counts an entry published by `route`.
+    pub(crate) fn fill(&self, route: &'static str) {
+        self.cache_fills.get_or_create(&[("route", route)]).inc();
     }
 
     /// Brings a counter mirrored from elsewhere up to `total`.
@@ -216,6 +285,16 @@ impl Metrics {
     pub fn encode(&self) -> String {
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// The Prometheus text format (0.0.4) of every metric: what `promtool check metrics` and
+    /// scrapers that do not ask for OpenMetrics read.
+    pub fn encode_text(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry).is_err() {
             out.clear();
         }
         out
