@@ -136,3 +136,56 @@ fn anything_the_index_does_not_list_is_not_in_signed_index() {
         );
     }
 }
+
+/// The whole chain over a repository dpkg-deb and apt-ftparchive made (`testdata/make.sh`):
+/// InRelease → Release → Packages.gz (by its listed digest) → the `.deb` (by its stanza).
+#[test]
+fn a_real_repository_verifies_from_inrelease_to_the_deb() {
+    use crate::registry::apt::decompress::{Compression, MAX_DECOMPRESSED_INDEX_BYTES, decompress};
+    use crate::registry::apt::keyring::Keyring;
+    use crate::registry::apt::signed::verify_inrelease;
+    use sha2::Digest;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/registry/apt/testdata/");
+    let read = |p: &str| std::fs::read(format!("{dir}{p}")).unwrap();
+    let keyring = Keyring::from_bytes(&read("keyring.asc")).unwrap();
+    let now = SystemTime::now();
+    let signed = verify_inrelease(
+        &read("repo/dists/stable/InRelease"),
+        &keyring,
+        now,
+        "InRelease",
+    )
+    .unwrap();
+    let mut idx = SignedIndex::default();
+    idx.add_release("stable", parse(&signed.signed, now, "InRelease").unwrap());
+    let filters = Filters::default();
+    let index_path = "dists/stable/main/binary-all/Packages.gz";
+    let want = idx
+        .expected(&parse_request(index_path, &filters).unwrap())
+        .unwrap();
+    let gz = read(&format!("repo/{index_path}"));
+    assert_eq!(
+        (want[0].sha256, want[0].size),
+        (<[u8; 32]>::from(sha2::Sha256::digest(&gz)), gz.len() as u64)
+    );
+    let text = decompress(
+        &gz,
+        Compression::Gzip,
+        MAX_DECOMPRESSED_INDEX_BYTES,
+        index_path,
+    )
+    .unwrap();
+    idx.add_packages(&parse_packages(std::str::from_utf8(&text).unwrap(), index_path).unwrap());
+    let deb_path = "pool/main/f/fghello/fghello_1.0_all.deb";
+    let want = idx
+        .expected(&parse_request(deb_path, &filters).unwrap())
+        .unwrap();
+    let deb = read(&format!("repo/{deb_path}"));
+    assert_eq!(
+        want,
+        [Expected {
+            sha256: sha2::Sha256::digest(&deb).into(),
+            size: deb.len() as u64
+        }]
+    );
+}

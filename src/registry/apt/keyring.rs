@@ -87,10 +87,21 @@ impl Keyring {
         for k in &self.keys {
             let primary = primary_standing(k, now);
             out.push((Signer::Primary(&k.primary_key), primary));
+            // A certify-only primary (not a signer itself) still vouches for its subkeys,
+            // as long as it has a verified self-signature; expiry and revocation carry down.
+            let certifies = match primary {
+                Standing::Valid => true,
+                Standing::NotASigner => {
+                    u64::from(k.primary_key.created_at().as_secs()) <= now
+                        && latest_self_signature(k).is_some()
+                }
+                _ => false,
+            };
             for sub in &k.public_subkeys {
-                let standing = match primary {
-                    Standing::Valid => subkey_standing(&k.primary_key, sub, now),
-                    other => other,
+                let standing = if certifies {
+                    subkey_standing(&k.primary_key, sub, now)
+                } else {
+                    primary
                 };
                 out.push((Signer::Subkey(&sub.key), standing));
             }
@@ -134,6 +145,22 @@ fn newest<'s>(sigs: impl Iterator<Item = &'s Signature>) -> Option<&'s Signature
     sigs.max_by_key(|s| s.created().map_or(0, |t| t.as_secs()))
 }
 
+/// The newest verified self-signature (user-ID certification or direct-key signature).
+fn latest_self_signature(k: &SignedPublicKey) -> Option<&Signature> {
+    let pk = &k.primary_key;
+    let self_sigs = k.details.users.iter().flat_map(|u| {
+        u.signatures
+            .iter()
+            .filter(move |s| s.verify_certification(pk, Tag::UserId, &u.id).is_ok())
+    });
+    let direct = k
+        .details
+        .direct_signatures
+        .iter()
+        .filter(|s| s.verify_key(pk).is_ok());
+    newest(self_sigs.chain(direct))
+}
+
 fn primary_standing(k: &SignedPublicKey, now: u64) -> Standing {
     let pk = &k.primary_key;
     if u64::from(pk.created_at().as_secs()) > now {
@@ -147,17 +174,7 @@ fn primary_standing(k: &SignedPublicKey, now: u64) -> Standing {
     if revoked {
         return Standing::Revoked;
     }
-    let self_sigs = k.details.users.iter().flat_map(|u| {
-        u.signatures
-            .iter()
-            .filter(move |s| s.verify_certification(pk, Tag::UserId, &u.id).is_ok())
-    });
-    let direct = k
-        .details
-        .direct_signatures
-        .iter()
-        .filter(|s| s.verify_key(pk).is_ok());
-    let Some(latest) = newest(self_sigs.chain(direct)) else {
+    let Some(latest) = latest_self_signature(k) else {
         return Standing::NotASigner;
     };
     let created = u64::from(pk.created_at().as_secs());
@@ -175,6 +192,9 @@ fn primary_standing(k: &SignedPublicKey, now: u64) -> Standing {
 }
 
 fn subkey_standing(pk: &PublicKey, sub: &pgp::composed::SignedPublicSubKey, now: u64) -> Standing {
+    if u64::from(sub.key.created_at().as_secs()) > now {
+        return Standing::NotASigner;
+    }
     let verified = sub
         .signatures
         .iter()
@@ -223,11 +243,11 @@ mod tests {
     #[test]
     fn binary_keyring_reads_every_key_and_knows_expired_and_revoked() {
         let k = Keyring::from_bytes(BINARY).unwrap();
-        assert_eq!(k.fingerprints().len(), 4);
+        assert_eq!(k.fingerprints().len(), 5);
         let s = standings(&k);
         assert_eq!(
             s.iter().filter(|s| **s == Standing::Valid).count(),
-            2,
+            3,
             "{s:?}"
         );
         assert!(s.iter().any(|s| matches!(s, Standing::Expired(_))), "{s:?}");

@@ -48,7 +48,7 @@ fn a_key_not_in_the_keyring_is_refused() {
 #[test]
 fn one_good_signature_among_foreign_ones_is_accepted_as_apt_does() {
     let v = inrelease(&fixture("two.InRelease")).unwrap();
-    assert_eq!(v.signer, "636F939898A73F0467283F2B133803C1FD4618D4");
+    assert_eq!(v.signer, "766B863841E7F03B7B690F2823DB2B729FA9A432");
 }
 
 #[test]
@@ -127,6 +127,15 @@ fn an_armoured_keyring_verifies_too() {
     );
     assert_eq!(
         v.unwrap().signer,
-        "826B238CBFFBB85B93B22D4613C8FB836D4161D6"
+        "0EA86B3D85680DE0256A5CBC4DF15C9BE23A8072"
+    );
+}
+
+#[test]
+fn a_signing_subkey_verifies_and_is_named() {
+    let v = inrelease(&fixture("sub.InRelease")).unwrap();
+    assert!(
+        !keyring().fingerprints().contains(&v.signer),
+        "the subkey signed, not the primary"
     );
 }
