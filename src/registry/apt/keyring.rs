@@ -50,20 +50,15 @@ impl Keyring {
             .iter()
             .position(|b| !b.is_ascii_whitespace())
             .is_some_and(|i| bytes[i..].starts_with(b"-----BEGIN PGP PUBLIC KEY BLOCK-----"));
-        let mut keys = Vec::new();
-        if armoured {
-            let (iter, _) = SignedPublicKey::from_armor_many(bytes)
-                .map_err(|e| bad(format!("not an armoured OpenPGP keyring: {e}")))?;
-            for k in iter {
-                keys.push(k.map_err(|e| bad(format!("a key in the keyring is unreadable: {e}")))?);
-            }
+        let parsed = if armoured {
+            SignedPublicKey::from_armor_many(bytes).map(|(keys, _)| keys)
         } else {
-            let iter = SignedPublicKey::from_bytes_many(bytes)
-                .map_err(|e| bad(format!("not an OpenPGP keyring: {e}")))?;
-            for k in iter {
-                keys.push(k.map_err(|e| bad(format!("a key in the keyring is unreadable: {e}")))?);
-            }
-        }
+            SignedPublicKey::from_bytes_many(bytes)
+        };
+        let keys: Vec<SignedPublicKey> = parsed
+            .map_err(|e| bad(format!("not an OpenPGP keyring: {e}")))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(format!("a key in the keyring is unreadable: {e}")))?;
         if keys.is_empty() {
             return Err(bad(
                 "the keyring holds no key; export the repository's key with gpg --export".into(),

@@ -11,7 +11,7 @@
 
 use std::time::SystemTime;
 
-use pgp::composed::{CleartextSignedMessage, DetachedSignature};
+use pgp::composed::{CleartextSignedMessage, Deserializable, DetachedSignature};
 use pgp::packet::Signature;
 
 use super::keyring::{Keyring, Standing, unix};
@@ -67,21 +67,16 @@ pub(crate) fn verify_detached(
     let armoured = signature
         .trim_ascii_start()
         .starts_with(b"-----BEGIN PGP SIGNATURE-----");
-    let sigs: Vec<Signature> = if armoured {
-        use pgp::composed::Deserializable;
-        let (iter, _) = DetachedSignature::from_armor_many(signature)
-            .map_err(|e| invalid(format!("Release.gpg is not an OpenPGP signature: {e}")))?;
-        iter.map(|s| s.map(|d| d.signature))
-            .collect::<Result<_, _>>()
-            .map_err(|e| invalid(format!("Release.gpg is unreadable: {e}")))?
+    let parsed = if armoured {
+        DetachedSignature::from_armor_many(signature).map(|(sigs, _)| sigs)
     } else {
-        use pgp::composed::Deserializable;
         DetachedSignature::from_bytes_many(signature)
-            .map_err(|e| invalid(format!("Release.gpg is not an OpenPGP signature: {e}")))?
-            .map(|s| s.map(|d| d.signature))
-            .collect::<Result<_, _>>()
-            .map_err(|e| invalid(format!("Release.gpg is unreadable: {e}")))?
     };
+    let sigs: Vec<Signature> = parsed
+        .map_err(|e| invalid(format!("Release.gpg is not an OpenPGP signature: {e}")))?
+        .map(|s| s.map(|d| d.signature))
+        .collect::<Result<_, _>>()
+        .map_err(|e| invalid(format!("Release.gpg is unreadable: {e}")))?;
     let signer = pick_signer(&sigs, release, keyring, now, locator)?;
     Ok(Verified {
         signed: release.to_vec(),
