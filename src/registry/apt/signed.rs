@@ -12,6 +12,7 @@
 use std::time::SystemTime;
 
 use pgp::composed::{CleartextSignedMessage, Deserializable, DetachedSignature};
+use pgp::crypto::hash::HashAlgorithm;
 use pgp::packet::Signature;
 
 use super::keyring::{Keyring, Standing, unix};
@@ -129,6 +130,21 @@ fn pick_signer(
             .map(|f| format!("{f:X}"))
             .chain(sig.issuer_key_id().iter().map(hex::encode_upper))
             .collect();
+        // apt refuses signatures over MD5, SHA-1 and RIPEMD-160 (gpgv's weak digests).
+        if matches!(
+            sig.hash_alg(),
+            Some(HashAlgorithm::Md5 | HashAlgorithm::Sha1 | HashAlgorithm::Ripemd160) | None
+        ) {
+            note(AptError::new(
+                AptErrorKind::SignatureInvalid,
+                locator,
+                format!(
+                    "a signature uses the weak digest {:?}; apt refuses it too",
+                    sig.hash_alg()
+                ),
+            ));
+            continue;
+        }
         let mut known = false;
         for (key, standing) in &signers {
             let fpr = key.fingerprint();

@@ -23,6 +23,7 @@ g -u "$(fpr foreign@test)" -u "$(fpr ed@test)" --clearsign -o two.InRelease body
 g --faked-system-time 20200101T120000 -u "$(fpr expired@test)" --clearsign -o expired.InRelease body.txt
 g -u "$(fpr revoked@test)" --clearsign -o revoked.InRelease body.txt
 g -u "$(fpr sub@test)" --clearsign -o sub.InRelease body.txt
+g -u "$(fpr ed@test)" --digest-algo SHA1 --clearsign -o sha1.InRelease body.txt
 g -u "$(fpr rsa@test)" --detach-sign -o rsa.Release.gpg body.txt
 g -u "$(fpr ed@test)" --armor --detach-sign -o ed.Release.gpg.asc body.txt
 # gpg writes a revocation certificate for every new key; importing it revokes the key.
