@@ -49,11 +49,16 @@ pub(crate) struct SourceFile {
     pub(crate) expected: Expected,
 }
 
-/// Reads every stanza of a verified, decompressed `Packages` file at `locator`.
+/// Reads every stanza of a verified, decompressed `Packages` file at `locator`. A stanza with
+/// no `SHA256` vouches for nothing and is left out (apt will not fetch a file it can check
+/// only by MD5 either); one whose fields are there but malformed refuses the whole file.
 pub(crate) fn parse_packages(text: &str, locator: &str) -> Result<Vec<BinaryPackage>, AptError> {
     let mut out = Vec::new();
     for p in paragraphs(text, locator) {
         let p = p?;
+        if p.get("SHA256").is_none() {
+            continue;
+        }
         let need = |name: &str| required(&p, name, locator);
         let filename = need("Filename")?;
         if !is_clean_relative(filename) {
@@ -78,11 +83,15 @@ pub(crate) fn parse_packages(text: &str, locator: &str) -> Result<Vec<BinaryPack
     Ok(out)
 }
 
-/// Reads every file of every stanza of a verified, decompressed `Sources` file.
+/// Reads every file of every stanza of a verified, decompressed `Sources` file; as in
+/// [`parse_packages`], a stanza with no `Checksums-Sha256` is left out.
 pub(crate) fn parse_sources(text: &str, locator: &str) -> Result<Vec<SourceFile>, AptError> {
     let mut out = Vec::new();
     for p in paragraphs(text, locator) {
         let p = p?;
+        if p.get("Checksums-Sha256").is_none() {
+            continue;
+        }
         let need = |name: &str| required(&p, name, locator);
         let (package, version, dir) = (need("Package")?, need("Version")?, need("Directory")?);
         if !is_clean_relative(dir) {

@@ -189,3 +189,17 @@ fn a_real_repository_verifies_from_inrelease_to_the_deb() {
         }]
     );
 }
+
+#[test]
+fn a_stanza_without_sha256_vouches_for_nothing() {
+    let text = packages().replace(&format!("SHA256: {B}\n"), "MD5sum: 00\n");
+    let p = parse_packages(&text, "Packages").unwrap();
+    assert_eq!(
+        p.iter().map(|p| p.package.as_str()).collect::<Vec<_>>(),
+        ["hello"]
+    );
+    let mut idx = SignedIndex::default();
+    idx.add_packages(&p);
+    let e = lookup(&idx, "pool/main/libh/libhello_2_amd64.deb").unwrap_err();
+    assert_eq!(e.code(), "not_in_signed_index");
+}
