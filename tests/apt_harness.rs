@@ -145,3 +145,20 @@ fn a_stopped_server_refuses_connections_and_serves_again_on_resume() {
     assert!(up.status.success(), "{}", output_text(&up));
     assert_eq!(server.requests("/dists/stable/InRelease"), 1);
 }
+
+#[test]
+fn apt_goes_through_the_configured_proxy() {
+    // The harness server answers a proxy's absolute-form request by its path, so it can
+    // stand in for the proxy here: the real repository is never contacted.
+    let repo = AptRepo::build();
+    let proxy = AptServer::start(&repo.root);
+    let apt = AptClient::new("http://127.0.0.2:9/", &repo.keyring).with_proxy(&proxy.base_url());
+    let up = apt.update();
+    assert!(up.status.success(), "{}", output_text(&up));
+    assert_eq!(
+        proxy.requests("/dists/stable/InRelease"),
+        1,
+        "{:?}",
+        proxy.all_requests()
+    );
+}

@@ -419,6 +419,7 @@ async fn serve_dir(
 /// apt state read or written.
 pub struct AptClient {
     dir: TempDir,
+    proxy: Option<String>,
 }
 
 impl AptClient {
@@ -457,7 +458,14 @@ impl AptClient {
             format!("Dir \"{d}/\";\nDir::Etc \"{d}/etc/apt/\";\nDir::Etc::parts \"{d}/etc/apt/apt.conf.d/\";\nDir::Etc::main \"{d}/etc/apt/apt.conf\";\n"),
         )
         .unwrap();
-        Self { dir }
+        Self { dir, proxy: None }
+    }
+
+    /// Sends every request through the HTTP proxy at `proxy` (`http://127.0.0.1:PORT/`),
+    /// as `Acquire::http::Proxy` does; without it apt connects directly.
+    pub fn with_proxy(mut self, proxy: &str) -> Self {
+        self.proxy = Some(proxy.to_string());
+        self
     }
 
     /// Where `apt-get download` writes, and `install --download-only` caches.
@@ -499,7 +507,10 @@ impl AptClient {
             o("Dir::Etc::parts", &d.join("etc/apt/apt.conf.d")),
             "Debug::NoLocking=1".to_string(),
             "APT::Sandbox::User=root".to_string(),
-            "Acquire::http::Proxy=DIRECT".to_string(),
+            format!(
+                "Acquire::http::Proxy={}",
+                self.proxy.as_deref().unwrap_or("DIRECT")
+            ),
             "Acquire::Languages=none".to_string(),
             "Acquire::Retries=0".to_string(),
         ] {
