@@ -8,6 +8,7 @@
 //! artifact byte reaches a client or the cache before it matched that digest.
 
 pub(crate) mod aliases;
+pub(crate) mod apt;
 pub(crate) mod cargo;
 pub(crate) mod error;
 mod fleet;

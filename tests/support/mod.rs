@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod apt;
 pub mod config;
 pub mod dns;
 pub mod gomod;

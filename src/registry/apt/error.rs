@@ -1,0 +1,124 @@
+//! apt failures: one type with a stable code, an HTTP status, an origin and the field or
+//! locator that failed, shaped like `RegistryError` so `serve/problem.rs` can turn it into a
+//! problem response when `kind = "apt"` is wired in.
+
+use crate::errors::Origin;
+
+/// What kind of apt failure this is; each has one stable code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AptErrorKind {
+    /// The operator's `signed_by` keyring could not be read.
+    Keyring,
+    /// The signature framework or a signature itself is broken, or the body changed.
+    SignatureInvalid,
+    /// Signed, but by no key in `signed_by`.
+    KeyNotTrusted,
+    /// The only matching keys have expired.
+    KeyExpired,
+    /// The only matching keys were revoked.
+    KeyRevoked,
+    /// A Release field is missing or unreadable.
+    ReleaseInvalid,
+    /// `Valid-Until` has passed.
+    ReleaseExpired,
+    /// `Date` is further in the future than the allowed clock skew.
+    ReleaseFromFuture,
+    /// A `Packages`/`Sources` file is unreadable.
+    IndexInvalid,
+    /// A file would decompress past its cap.
+    IndexTooLarge,
+    /// No verified index lists this file.
+    NotInSignedIndex,
+    /// The request path is malformed (`..`, an encoded slash, an empty segment).
+    PathRefused,
+    /// The path names a suite, component or file this repository does not serve.
+    NotServed,
+}
+
+/// One apt failure: its kind, the field or locator that failed, and what happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AptError {
+    /// Which failure.
+    pub(crate) kind: AptErrorKind,
+    /// The field (`Valid-Until`, `SHA256`) or locator (`dists/stable/InRelease`) that failed.
+    pub(crate) field: String,
+    /// What happened, and what to do about it.
+    pub(crate) detail: String,
+}
+
+impl AptError {
+    /// A failure of `kind` at `field`.
+    pub(crate) fn new(
+        kind: AptErrorKind,
+        field: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind,
+            field: field.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// The stable code (apt shows it in the HTTP reason phrase).
+    pub(crate) fn code(&self) -> &'static str {
+        match self.kind {
+            AptErrorKind::Keyring => "apt_keyring_invalid",
+            AptErrorKind::SignatureInvalid => "apt_signature_invalid",
+            AptErrorKind::KeyNotTrusted => "apt_key_not_trusted",
+            AptErrorKind::KeyExpired => "apt_key_expired",
+            AptErrorKind::KeyRevoked => "apt_key_revoked",
+            AptErrorKind::ReleaseInvalid => "apt_release_invalid",
+            AptErrorKind::ReleaseExpired => "apt_release_expired",
+            AptErrorKind::ReleaseFromFuture => "apt_release_from_future",
+            AptErrorKind::IndexInvalid => "apt_index_invalid",
+            AptErrorKind::IndexTooLarge => "apt_index_too_large",
+            AptErrorKind::NotInSignedIndex => "not_in_signed_index",
+            AptErrorKind::PathRefused => "apt_path_refused",
+            AptErrorKind::NotServed => "registry_path_not_served",
+        }
+    }
+
+    /// The HTTP status.
+    pub(crate) fn status(&self) -> u16 {
+        match self.kind {
+            AptErrorKind::Keyring => 500,
+            AptErrorKind::PathRefused => 400,
+            AptErrorKind::NotServed => 404,
+            _ => 502,
+        }
+    }
+
+    /// Whose side to fix.
+    pub(crate) fn origin(&self) -> Origin {
+        match self.kind {
+            AptErrorKind::Keyring => Origin::Internal,
+            AptErrorKind::PathRefused | AptErrorKind::NotServed => Origin::Downstream,
+            _ => Origin::Upstream,
+        }
+    }
+}
+
+impl std::fmt::Display for AptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.code(), self.field, self.detail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_of_unvouched_files_carry_the_issue_code() {
+        let e = AptError::new(
+            AptErrorKind::NotInSignedIndex,
+            "pool/x.deb",
+            "no index lists it",
+        );
+        assert_eq!(e.code(), "not_in_signed_index");
+        assert_eq!(e.origin(), Origin::Upstream);
+        let p = AptError::new(AptErrorKind::PathRefused, "path", "..");
+        assert_eq!((p.status(), p.origin()), (400, Origin::Downstream));
+    }
+}
