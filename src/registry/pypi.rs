@@ -8,8 +8,8 @@
 //! sidecar digest used are the ones that registry's page for that project published.
 
 use super::error::RegistryError;
-use super::pypi_upstream::{UPSTREAM_FORM, not_a_page};
 pub(crate) use super::pypi_html::render_html;
+use super::pypi_upstream::{UPSTREAM_FORM, not_a_page};
 use super::service::{Ask, Front, Registries, Reply, sha256_expected};
 use bytes::Bytes;
 use serde_json::{Map, Value};
