@@ -16,7 +16,7 @@ use support::upstream::{Reply, Upstream, pattern_bytes};
 async fn get_path(proxy: std::net::SocketAddr, path: &str) -> Got {
     Client::connect(proxy)
         .await
-        .send("GET", path, &[("host", "fetchgate")])
+        .send("GET", path, &[("host", "localhost")])
         .await
 }
 
@@ -126,7 +126,7 @@ async fn fetch_with_another_size_on_a_cached_digest_fails_and_writes_nothing() {
 
 /// The use count of every entry, as the index shows it.
 async fn use_counts(cfg: &str) -> Vec<(String, u64, u64)> {
-    let o = run(&["cache", "stats", "--entries", "--config", cfg]).await;
+    let o = run(&["--json", "cache", "stats", "--entries", "--config", cfg]).await;
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let stats: Value = serde_json::from_slice(&o.stdout).unwrap();
     stats["entries"]

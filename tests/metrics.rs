@@ -491,3 +491,44 @@ fn the_grafana_dashboard_uses_only_exported_names() {
         );
     }
 }
+
+/// The real `promtool check metrics` (Debian's `prometheus`, which scripts/test installs) reads
+/// the text form after known traffic and reports nothing: every family has its help text and a
+/// type, and no name breaks Prometheus's conventions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promtool_check_metrics_finds_nothing_to_report() {
+    support::require_tool(
+        "promtool",
+        "--version",
+        "install Debian's prometheus (scripts/test does)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, admin_addr) = serve_with_admin(&Toml::new().cache_dir(dir.path()).build()).await;
+    // Known traffic first, so labelled series exist beside the zeros.
+    let refused = get(proxy, "http://127.0.0.1:1/x").await;
+    assert_eq!(refused.status, 403);
+    let (status, text) = admin_get(admin_addr, "/metrics").await;
+    assert_eq!(status, 200);
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write metrics to promtool");
+    let out = child.wait_with_output().expect("promtool output");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool: {said}");
+    assert!(said.trim().is_empty(), "promtool reported: {said}");
+}

@@ -1093,7 +1093,7 @@ async fn npm_integrity_is_checked_with_its_strongest_algorithm_never_a_weaker_on
         let got = fg
             .get("/registry/npm/fg-strong/-/fg-strong-1.0.0.tgz", &[])
             .await;
-        assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
+        assert_eq!(got.status, 424, "{}", String::from_utf8_lossy(&got.body));
         let j = got.json();
         assert_eq!(j["code"], "digest_mismatch", "{j}");
         assert_eq!(j["expected"], sri("sha384", &good), "{j}");
@@ -1347,7 +1347,7 @@ async fn an_npm_flight_on_another_registry_never_fails_the_victims_install() {
         "the victim's own upstream is asked, once for both installs"
     );
     let got = lure.await.unwrap();
-    assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.status, 424, "{}", String::from_utf8_lossy(&got.body));
     assert_eq!(got.json()["code"], "digest_mismatch");
     assert_eq!(got.json()["package"], "fg-lure");
 }
