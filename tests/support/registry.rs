@@ -65,6 +65,8 @@ pub struct FakeRegistry {
     require_auth: Arc<Mutex<Option<String>>>,
     /// Every `Authorization` value received (empty string for none).
     pub authorizations: Arc<Mutex<Vec<String>>>,
+    /// Every `Accept` value received (empty string for none).
+    pub accepts: Arc<Mutex<Vec<String>>>,
     /// While false, every request is logged, then held unanswered until it turns true.
     open: Arc<tokio::sync::watch::Sender<bool>>,
 }
@@ -83,6 +85,7 @@ impl FakeRegistry {
             refused_while_down: Arc::default(),
             require_auth: Arc::default(),
             authorizations: Arc::default(),
+            accepts: Arc::default(),
             open: Arc::new(tokio::sync::watch::channel(true).0),
         };
         let r = reg.clone();
@@ -106,6 +109,12 @@ impl FakeRegistry {
                                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
                                 .unwrap_or_default();
                             r.authorizations.lock().unwrap().push(auth.clone());
+                            let accept = req
+                                .headers()
+                                .get("accept")
+                                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                                .unwrap_or_default();
+                            r.accepts.lock().unwrap().push(accept);
                             let _ = r.open.subscribe().wait_for(|open| *open).await;
                             let required = r.require_auth.lock().unwrap().clone();
                             let doc = match required {
@@ -488,6 +497,58 @@ pub fn publish_pypi(reg: &FakeRegistry, name: &str, wheels: &[(String, Vec<u8>, 
             &serde_json::json!({ "meta": { "api-version": "1.1" }, "name": name, "files": files }),
             "application/vnd.pypi.simple.v1+json",
         ),
+    );
+}
+
+/// Publishes wheels of one project on `reg` as a PEP 503 HTML page only (`text/html`, as
+/// pypiserver or a static tree serves it) under `/simple/<name>/`, each anchor with
+/// `#sha256=`, `data-requires-python`, `data-dist-info-metadata` and, when given, a
+/// `data-yanked` reason (entity-encoded, as it must be); the files themselves (and their
+/// sidecars) under `/files/` on `files_on`, linked relatively when that is `reg`, absolutely
+/// when it is another origin.
+pub fn publish_pypi_html(
+    reg: &FakeRegistry,
+    files_on: &FakeRegistry,
+    name: &str,
+    wheels: &[(&(String, Vec<u8>, Vec<u8>), Option<&str>)],
+) {
+    let mut page = format!(
+        "<!DOCTYPE html>\n<html><head><title>Links for {name}</title></head><body><h1>Links for {name}</h1>\n"
+    );
+    for ((filename, bytes, metadata), yanked) in wheels {
+        files_on.put(&format!("/files/{filename}"), Doc::bytes(bytes.clone()));
+        files_on.put(
+            &format!("/files/{filename}.metadata"),
+            Doc::bytes(metadata.clone()),
+        );
+        let href = if files_on.addr == reg.addr {
+            format!("../../files/{filename}")
+        } else {
+            format!("{}files/{filename}", files_on.base())
+        };
+        let yanked = yanked.map_or(String::new(), |reason| {
+            format!(
+                " data-yanked=\"{}\"",
+                reason
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('"', "&quot;")
+            )
+        });
+        page.push_str(&format!(
+            "<a href=\"{href}#sha256={}\" data-requires-python=\"&gt;=3.8\" data-dist-info-metadata=\"sha256={}\"{yanked}>{filename}</a><br/>\n",
+            sha256_hex(bytes),
+            sha256_hex(metadata)
+        ));
+    }
+    page.push_str("</body></html>\n");
+    reg.put(
+        &format!("/simple/{name}/"),
+        Doc {
+            status: 200,
+            content_type: "text/html; charset=utf-8",
+            body: Bytes::from(page),
+        },
     );
 }
 
