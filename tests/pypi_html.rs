@@ -206,3 +206,27 @@ async fn an_html_page_over_max_metadata_bytes_is_refused_by_name() {
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     assert!(String::from_utf8_lossy(&got.body).contains(&sha256_hex(&small.1)));
 }
+
+/// A cached HTML page revalidated with `304` (which carries no `Content-Type`) is read again
+/// as HTML, because the cache kept the form it came in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_html_page_revalidated_with_304_is_read_in_the_form_it_came_in() {
+    let reg = FakeRegistry::start().await;
+    let w = wheel("fg-tag", "1.0.0", &[]);
+    publish_pypi_html(&reg, &reg, "fg-tag", &[(&w, None)]);
+    reg.set_etag("/simple/fg-tag/", "\"v1\"");
+    let fg = Gatekeeper::start(&reg, &html_registry(&reg, "metadata_ttl_seconds = 0")).await;
+    let json = [("accept", "application/vnd.pypi.simple.v1+json")];
+    let got = fg.get("/registry/py/fg-tag/", &json).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.headers["fetchgate-metadata"], "fetched");
+    let got = fg.get("/registry/py/fg-tag/", &json).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.headers["fetchgate-metadata"], "revalidated");
+    assert_eq!(
+        reg.not_modified.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    assert_eq!(got.json()["files"][0]["hashes"]["sha256"], sha256_hex(&w.1));
+    assert_eq!(got.json()["files"][0]["filename"], w.0);
+}

@@ -67,6 +67,10 @@ pub struct FakeRegistry {
     pub authorizations: Arc<Mutex<Vec<String>>>,
     /// Every `Accept` value received (empty string for none).
     pub accepts: Arc<Mutex<Vec<String>>>,
+    /// Paths served with an `ETag`, answered `304` when `If-None-Match` names it.
+    etags: Arc<Mutex<HashMap<String, String>>>,
+    /// `304`s answered.
+    pub not_modified: Arc<std::sync::atomic::AtomicUsize>,
     /// While false, every request is logged, then held unanswered until it turns true.
     open: Arc<tokio::sync::watch::Sender<bool>>,
 }
@@ -86,6 +90,8 @@ impl FakeRegistry {
             require_auth: Arc::default(),
             authorizations: Arc::default(),
             accepts: Arc::default(),
+            etags: Arc::default(),
+            not_modified: Arc::default(),
             open: Arc::new(tokio::sync::watch::channel(true).0),
         };
         let r = reg.clone();
@@ -130,10 +136,25 @@ impl FakeRegistry {
                                 content_type: "text/plain",
                                 body: Bytes::from_static(b"not found"),
                             });
+                            let etag = r.etags.lock().unwrap().get(&path).cloned();
+                            let asked = req.headers().get("if-none-match").map(|v| v.as_bytes());
+                            if let Some(tag) = &etag
+                                && doc.status == 200
+                                && asked == Some(tag.as_bytes())
+                            {
+                                r.not_modified.fetch_add(1, Ordering::SeqCst);
+                                let mut resp = Response::new(Full::new(Bytes::new()));
+                                *resp.status_mut() = http::StatusCode::NOT_MODIFIED;
+                                resp.headers_mut().insert("etag", tag.parse().unwrap());
+                                return Ok(resp);
+                            }
                             let mut resp = Response::new(Full::new(doc.body));
                             *resp.status_mut() = http::StatusCode::from_u16(doc.status).unwrap();
                             resp.headers_mut()
                                 .insert("content-type", doc.content_type.parse().unwrap());
+                            if let Some(tag) = etag {
+                                resp.headers_mut().insert("etag", tag.parse().unwrap());
+                            }
                             Ok::<_, std::convert::Infallible>(resp)
                         }
                     });
@@ -153,6 +174,14 @@ impl FakeRegistry {
 
     pub fn put(&self, path: &str, doc: Doc) {
         self.docs.lock().unwrap().insert(path.to_string(), doc);
+    }
+
+    /// Serves `path` with `ETag: tag` and answers `304` to `If-None-Match: tag`.
+    pub fn set_etag(&self, path: &str, tag: &str) {
+        self.etags
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), tag.to_string());
     }
 
     /// Requires exactly `value` in `Authorization` from now on.
@@ -500,6 +529,9 @@ pub fn publish_pypi(reg: &FakeRegistry, name: &str, wheels: &[(String, Vec<u8>, 
     );
 }
 
+/// A wheel as [`wheel`] makes it: file name, bytes, METADATA.
+pub type Wheel = (String, Vec<u8>, Vec<u8>);
+
 /// Publishes wheels of one project on `reg` as a PEP 503 HTML page only (`text/html`, as
 /// pypiserver or a static tree serves it) under `/simple/<name>/`, each anchor with
 /// `#sha256=`, `data-requires-python`, `data-dist-info-metadata` and, when given, a
@@ -510,7 +542,7 @@ pub fn publish_pypi_html(
     reg: &FakeRegistry,
     files_on: &FakeRegistry,
     name: &str,
-    wheels: &[(&(String, Vec<u8>, Vec<u8>), Option<&str>)],
+    wheels: &[(&Wheel, Option<&str>)],
 ) {
     let mut page = format!(
         "<!DOCTYPE html>\n<html><head><title>Links for {name}</title></head><body><h1>Links for {name}</h1>\n"
