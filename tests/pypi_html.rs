@@ -5,7 +5,8 @@
 mod support;
 
 use support::registry::{
-    Doc, FakeRegistry, Gatekeeper, Workspace, pip, publish_pypi_html, sha256_hex, shown, wheel,
+    Doc, FakeRegistry, Gatekeeper, Workspace, pip, publish_pypi_html, python_value, sha256_hex,
+    shown, wheel,
 };
 
 /// A `pypi` registry over `upstream`'s `/simple/`, with `extra` keys.
@@ -27,21 +28,6 @@ async fn pip_install(
     let mut all = vec!["install", "--index-url", index, "--target", target];
     all.extend_from_slice(args);
     pip(ws.path(), &all).await
-}
-
-/// The `VALUE` a module installed into `target` holds.
-async fn value(target: &std::path::Path, module: &str) -> String {
-    let script = format!(
-        "import sys; sys.path.insert(0, {:?}); import {module}; print({module}.VALUE)",
-        target.display().to_string()
-    );
-    let out = tokio::process::Command::new("python3")
-        .args(["-c", &script])
-        .output()
-        .await
-        .unwrap();
-    assert!(out.status.success(), "{}", shown(&out));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// pip installs a package and its dependency (whose file lives on another origin, linked
@@ -67,8 +53,8 @@ async fn pip_installs_from_an_html_only_index_then_from_fetchgate_alone() {
     let t1 = ws.path().join("t1");
     let out = pip_install(&ws, &index, &t1, &["fg-app"]).await;
     assert!(out.status.success(), "{}", shown(&out));
-    assert_eq!(value(&t1, "fg_app").await, "fg-app@1.0.0");
-    assert_eq!(value(&t1, "fg_dep").await, "fg-dep@1.0.0");
+    assert_eq!(python_value(&t1, "fg_app").await, "fg-app@1.0.0");
+    assert_eq!(python_value(&t1, "fg_dep").await, "fg-dep@1.0.0");
     assert_eq!(reg.requests_ending(".whl"), 1, "{:?}", reg.requests());
     assert_eq!(
         files.requests_ending(".whl"),
@@ -102,7 +88,7 @@ async fn pip_installs_from_an_html_only_index_then_from_fetchgate_alone() {
     let reqs = reqs.to_str().unwrap();
     let out = pip_install(&ws, &simple, &t2, &["--require-hashes", "-r", reqs]).await;
     assert!(out.status.success(), "{}", shown(&out));
-    assert_eq!(value(&t2, "fg_dep").await, "fg-dep@1.0.0");
+    assert_eq!(python_value(&t2, "fg_dep").await, "fg-dep@1.0.0");
     // The twin: a hash the HTML did not publish is refused by pip.
     let wrong = ws.write(
         "wrong.txt",
@@ -132,7 +118,7 @@ async fn pip_installs_from_an_html_only_index_then_from_fetchgate_alone() {
     let t4 = ws.path().join("t4");
     let out = pip_install(&ws, &index, &t4, &["fg-app"]).await;
     assert!(out.status.success(), "{}", shown(&out));
-    assert_eq!(value(&t4, "fg_dep").await, "fg-dep@1.0.0");
+    assert_eq!(python_value(&t4, "fg_dep").await, "fg-dep@1.0.0");
 }
 
 /// A yanked file (its reason carrying markup) is not chosen by pip unless pinned, as pip
@@ -151,12 +137,12 @@ async fn a_yanked_file_in_html_is_chosen_only_when_pinned() {
     let t1 = ws.path().join("t1");
     let out = pip_install(&ws, &index, &t1, &["fg-yank"]).await;
     assert!(out.status.success(), "{}", shown(&out));
-    assert_eq!(value(&t1, "fg_yank").await, "fg-yank@1.0.0");
+    assert_eq!(python_value(&t1, "fg_yank").await, "fg-yank@1.0.0");
     // The twin: pinned, the yanked file is installed (pip warns with the reason).
     let t2 = ws.path().join("t2");
     let out = pip_install(&ws, &index, &t2, &["fg-yank==2.0.0"]).await;
     assert!(out.status.success(), "{}", shown(&out));
-    assert_eq!(value(&t2, "fg_yank").await, "fg-yank@2.0.0");
+    assert_eq!(python_value(&t2, "fg_yank").await, "fg-yank@2.0.0");
     assert!(
         shown(&out).contains("broken <b>build</b>"),
         "{}",

@@ -12,6 +12,8 @@
 //! hidden, as on the JSON path, and so is a tag whose attributes repeat (HTML keeps the first,
 //! pip the last, so it means two things) and a file name listed with two different SHA-256s.
 
+use std::collections::HashMap;
+
 use html5gum::{DefaultEmitter, Error as HtmlError, StartTag, Token, Tokenizer};
 use percent_encoding::percent_decode_str;
 use serde_json::{Value, json};
@@ -39,21 +41,30 @@ pub(crate) fn read_html_page(
     let base_url = base_href
         .and_then(|href| page_url.join(&href).ok())
         .unwrap_or_else(|| page_url.clone());
+    // By file name: the first link, and whether another gave it a different SHA-256 (a page
+    // of many links is read in linear time).
     let mut seen: Vec<(FileRecord, Value)> = Vec::new();
-    let mut ambiguous: Vec<String> = Vec::new();
+    let mut by_name: HashMap<String, (usize, bool)> = HashMap::new();
     for anchor in anchors {
         let Some((record, file)) = link(&anchor, &base_url, base, project) else {
             continue;
         };
-        match seen.iter().find(|(r, _)| r.filename == record.filename) {
-            Some((r, _)) if r.sha256 == record.sha256 => {}
-            Some(_) => ambiguous.push(record.filename),
-            None => seen.push((record, file)),
+        match by_name.get_mut(&record.filename) {
+            Some((first, ambiguous)) => *ambiguous |= seen[*first].0.sha256 != record.sha256,
+            None => {
+                by_name.insert(record.filename.clone(), (seen.len(), false));
+                seen.push((record, file));
+            }
         }
     }
+    let ambiguous: Vec<&String> = by_name
+        .iter()
+        .filter(|(_, v)| v.1)
+        .map(|(k, _)| k)
+        .collect();
     if !ambiguous.is_empty() {
         tracing::warn!(%page_url, files = ?ambiguous, "PEP 503 page lists one file name with two sha256 values; neither is offered");
-        seen.retain(|(r, _)| !ambiguous.contains(&r.filename));
+        seen.retain(|(r, _)| !by_name.get(&r.filename).is_some_and(|v| v.1));
     }
     let (files, docs): (Vec<FileRecord>, Vec<Value>) = seen.into_iter().unzip();
     Ok(Page {

@@ -584,6 +584,22 @@ pub fn publish_pypi_html(
     );
 }
 
+/// The `VALUE` a module pip installed into `target` holds, as `python3` prints it.
+pub async fn python_value(target: &Path, module: &str) -> String {
+    let script = format!(
+        "import sys; sys.path.insert(0, {:?}); import {module}; print({module}.VALUE)",
+        target.display().to_string()
+    );
+    let out = tokio::process::Command::new("python3")
+        .current_dir(target)
+        .args(["-c", &script])
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("run python3: {e}"));
+    assert!(out.status.success(), "{}", shown(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// Runs `pip <args>` isolated from the machine's configuration and caches.
 pub async fn pip(cwd: &Path, args: &[&str]) -> Output {
     let mut c = client("pip");

@@ -200,3 +200,18 @@ fn a_page_without_links_is_a_project_without_files() {
     let page = read_html_page(&body, &page_url, "http://fg/", "demo").unwrap();
     assert_eq!(names(&page), ["ok-1.0.tar.gz"]);
 }
+
+#[test]
+fn a_page_of_many_links_keeps_each_and_drops_only_the_ambiguous_one() {
+    let mut html = String::new();
+    for i in 0..20_000 {
+        html.push_str(&format!(
+            "<a href=\"/p/demo-{i}.tar.gz#sha256={A}\">x</a>\n"
+        ));
+    }
+    html.push_str(&format!("<a href=\"/p/demo-7.tar.gz#sha256={B}\">x</a>\n"));
+    let page = read(&html);
+    assert_eq!(page.files.len(), 19_999);
+    assert!(!names(&page).contains(&"demo-7.tar.gz"));
+    assert_eq!(page.doc["files"].as_array().map(Vec::len), Some(19_999));
+}
