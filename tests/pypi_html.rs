@@ -168,7 +168,8 @@ async fn a_yanked_file_in_html_is_chosen_only_when_pinned() {
 }
 
 /// An HTML page over `max_metadata_bytes` is refused by that name, as a JSON one is; a page
-/// within the cap on the same registry is served.
+/// within the cap on the same registry is served, under the `/simple/` layout and any
+/// spelling of its name (asked for upstream by its PEP 503 name).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_html_page_over_max_metadata_bytes_is_refused_by_name() {
     let reg = FakeRegistry::start().await;
@@ -191,6 +192,17 @@ async fn an_html_page_over_max_metadata_bytes_is_refused_by_name() {
     let got = fg.get("/registry/py/simple/fg-small/", &[]).await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     assert!(String::from_utf8_lossy(&got.body).contains(&sha256_hex(&small.1)));
+    // Any spelling of the name is the PEP 503 name, asked for upstream and named in the page.
+    let json = [("accept", "application/vnd.pypi.simple.v1+json")];
+    let got = fg.get("/registry/py/simple/FG_Small/", &json).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.json()["name"], "fg-small");
+    assert_eq!(got.json()["files"][0]["filename"], small.0);
+    assert!(
+        !reg.requests().iter().any(|p| p.contains("FG_Small")),
+        "{:?}",
+        reg.requests()
+    );
 }
 
 /// A cached HTML page revalidated with `304` (which carries no `Content-Type`) is read again
