@@ -228,3 +228,41 @@ async fn an_html_page_revalidated_with_304_is_read_in_the_form_it_came_in() {
     assert_eq!(got.json()["files"][0]["hashes"]["sha256"], sha256_hex(&w.1));
     assert_eq!(got.json()["files"][0]["filename"], w.0);
 }
+
+/// The twin of the file on another origin: an href to an origin no trust rule allows is
+/// listed (as a JSON page's would be), but fetching it is refused by egress before any
+/// connection, and pip's install fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_html_link_to_an_origin_egress_refuses_is_never_fetched() {
+    let reg = FakeRegistry::start().await;
+    let untrusted = FakeRegistry::start().await;
+    let far = wheel("fg-far", "1.0.0", &[]);
+    publish_pypi_html(&reg, &untrusted, "fg-far", &[(&far, None)]);
+    let fg = Gatekeeper::start(&reg, &html_registry(&reg, "")).await;
+    let ws = Workspace::new();
+    let t = ws.path().join("t");
+    let out = pip_install(&ws, &fg.url("py"), &t, &["fg-far"]).await;
+    assert!(!out.status.success(), "{}", shown(&out));
+    let got = fg
+        .get(
+            &format!(
+                "/registry/py/-/files/fg-far/{}/{}",
+                sha256_hex(&far.1),
+                far.0
+            ),
+            &[],
+        )
+        .await;
+    assert_eq!(got.status, 403, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(
+        got.json()["source"],
+        "policy",
+        "{}",
+        String::from_utf8_lossy(&got.body)
+    );
+    assert!(
+        untrusted.requests().is_empty(),
+        "{:?}",
+        untrusted.requests()
+    );
+}
