@@ -5,8 +5,8 @@ mod support;
 
 use support::registry::{
     Doc, FakeRegistry, Gatekeeper, Workspace, cargo, crate_file, npm, npm_tarball, pip,
-    publish_cargo, publish_cargo_with_dl, publish_npm, publish_pypi, sha256_hex, shown, sri512,
-    wheel,
+    publish_cargo, publish_cargo_with_dl, publish_npm, publish_pypi, python_value, sha256_hex,
+    shown, sri512, wheel,
 };
 use support::upstream::CountingListener;
 
@@ -416,15 +416,6 @@ async fn pip_install(
         &["install", "--index-url", index, "--target", target, package],
     )
     .await
-}
-
-/// The `VALUE` a module installed into `target` holds.
-async fn python_value(target: &std::path::Path, module: &str) -> String {
-    let script = format!(
-        "import sys; sys.path.insert(0, {:?}); import {module}; print({module}.VALUE)",
-        target.display().to_string()
-    );
-    prints("python3", target, &["-c", &script]).await
 }
 
 /// pip installs a wheel with a dependency through fetchgate (JSON simple API, PEP 658

@@ -22,6 +22,7 @@ pub(crate) mod pypi;
 mod pypi_files;
 mod pypi_html;
 mod pypi_upstream;
+mod pypi_upstream_html;
 pub(crate) mod service;
 
 use std::net::SocketAddr;

@@ -1,5 +1,5 @@
-//! The PyPI simple repository API: project pages read from the upstream in PEP 691 JSON and
-//! served in JSON or PEP 503 HTML as the client's `Accept` prefers (`Vary: Accept`), file URLs
+//! The PyPI simple repository API: project pages read from the upstream in PEP 691 JSON or
+//! PEP 503 HTML (whichever it answered: [`super::pypi_upstream`]) and served in JSON or PEP 503 HTML as the client's `Accept` prefers (`Vary: Accept`), file URLs
 //! pointed at fetchgate with their SHA-256 kept, `.metadata` sidecars (PEP 658/714) served and
 //! verified the same way, yanked flags and `requires-python` passed through.
 //!
@@ -9,7 +9,7 @@
 
 use super::error::RegistryError;
 pub(crate) use super::pypi_html::render_html;
-use super::pypi_upstream::{UPSTREAM_FORM, not_a_page};
+use super::pypi_upstream::{UPSTREAM_ACCEPT, UPSTREAM_FORM, not_a_page, read_upstream_page};
 use super::service::{Ask, Front, Registries, Reply, sha256_expected};
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -61,9 +61,15 @@ pub(crate) enum Request {
 }
 
 /// Reads the path below the mount: `/<project>/`, `/-/files/<project>/<sha256>/<filename>
-/// [.metadata]`, or the older `/-/files/<sha256>/<filename>` (the file only).
+/// [.metadata]`, or the older `/-/files/<sha256>/<filename>` (the file only), each also under
+/// `/simple/` (the layout Nexus and Artifactory users type; `/simple/` alone is still the
+/// project `simple`).
 pub(crate) fn parse_path(rest: &str) -> Request {
     let path = rest.strip_prefix('/').unwrap_or(rest);
+    let path = path
+        .strip_prefix("simple/")
+        .filter(|p| !p.is_empty())
+        .unwrap_or(path);
     if let Some(file) = path.strip_prefix("-/files/") {
         let mut parts = file.splitn(3, '/');
         let (Some(project), Some(hex), Some(filename)) = (parts.next(), parts.next(), parts.next())
@@ -122,7 +128,8 @@ fn valid_project(name: &str) -> bool {
         && name.as_bytes()[0].is_ascii_alphanumeric()
 }
 
-fn valid_filename(f: &str) -> bool {
+/// A file name fetchgate puts in a file URL: no path separator, dot segment or control.
+pub(crate) fn valid_filename(f: &str) -> bool {
     !f.is_empty()
         && f.len() <= 255
         && !f.contains('/')
@@ -229,13 +236,8 @@ pub(crate) fn read_page(
             obj.insert(key.into(), metadata.clone());
         }
         obj.remove("data-dist-info-metadata");
-        obj.insert(
-            "url".into(),
-            Value::String(format!(
-                "{base}-/files/{project}/{}/{filename}",
-                sha256.hex()
-            )),
-        );
+        let url = file_url(base, project, &sha256, &filename);
+        obj.insert("url".into(), Value::String(url));
         let mut absolute = absolute;
         absolute.set_fragment(None);
         records.push(FileRecord {
@@ -255,6 +257,12 @@ pub(crate) fn read_page(
     })
 }
 
+/// Where fetchgate serves a file a page of `project` listed: `<base>-/files/<project>/<sha256>/
+/// <filename>`.
+pub(crate) fn file_url(base: &str, project: &str, sha256: &Digest, filename: &str) -> String {
+    format!("{base}-/files/{project}/{}/{filename}", sha256.hex())
+}
+
 /// The page as PEP 691 JSON.
 pub(crate) fn render_json(page: &Page) -> Bytes {
     Bytes::from(page.doc.to_string())
@@ -266,9 +274,7 @@ impl Registries {
             Request::Project { name } => {
                 let name = self.judge(front, &name)?;
                 let path = format!("{name}/");
-                let (entry, freshness) = self
-                    .meta(front, &name, &path, "application/vnd.pypi.simple.v1+json")
-                    .await?;
+                let (entry, freshness) = self.meta(front, &name, &path, UPSTREAM_ACCEPT).await?;
                 if entry.status != 200 {
                     return Err(RegistryError::NotFound(format!(
                         "project {name} at {}{path} (if no project is ever found, check the upstream: {UPSTREAM_FORM})",
@@ -283,7 +289,8 @@ impl Registries {
                 let (source, base, project) = (entry.clone(), ask.base.to_string(), name.clone());
                 let page = self
                     .parsed(entry.body.len(), move || {
-                        read_page(&source.body, &page_url, &base, &project)
+                        let form = source.content_type.as_deref();
+                        read_upstream_page(&source.body, form, &page_url, &base, &project)
                     })
                     .await?;
                 self.remember_files(front, &name, &page).await?;
@@ -382,6 +389,27 @@ mod tests {
                 filename: "foo-1.0-py3-none-any.whl".into()
             }
         );
+        // The Nexus and Artifactory layout: the same requests under `/simple/`.
+        assert_eq!(
+            parse_path("/simple/Foo.Bar/"),
+            Request::Project {
+                name: "Foo.Bar".into()
+            }
+        );
+        assert_eq!(
+            parse_path("/simple/simple/"),
+            Request::Project {
+                name: "simple".into()
+            }
+        );
+        assert_eq!(
+            parse_path("/simple/"),
+            Request::Project {
+                name: "simple".into()
+            },
+            "as before: the project named simple"
+        );
+        assert_eq!(parse_path("/simple/simple/x/"), Request::Other);
         let unscoped = format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl.metadata");
         let bad_project = format!("/-/files/_x/{SHA}/foo-1.0-py3-none-any.whl");
         for bad in [

@@ -65,6 +65,12 @@ pub struct FakeRegistry {
     require_auth: Arc<Mutex<Option<String>>>,
     /// Every `Authorization` value received (empty string for none).
     pub authorizations: Arc<Mutex<Vec<String>>>,
+    /// Every `Accept` value received (empty string for none).
+    pub accepts: Arc<Mutex<Vec<String>>>,
+    /// Paths served with an `ETag`, answered `304` when `If-None-Match` names it.
+    etags: Arc<Mutex<HashMap<String, String>>>,
+    /// `304`s answered.
+    pub not_modified: Arc<std::sync::atomic::AtomicUsize>,
     /// While false, every request is logged, then held unanswered until it turns true.
     open: Arc<tokio::sync::watch::Sender<bool>>,
 }
@@ -83,6 +89,9 @@ impl FakeRegistry {
             refused_while_down: Arc::default(),
             require_auth: Arc::default(),
             authorizations: Arc::default(),
+            accepts: Arc::default(),
+            etags: Arc::default(),
+            not_modified: Arc::default(),
             open: Arc::new(tokio::sync::watch::channel(true).0),
         };
         let r = reg.clone();
@@ -106,6 +115,12 @@ impl FakeRegistry {
                                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
                                 .unwrap_or_default();
                             r.authorizations.lock().unwrap().push(auth.clone());
+                            let accept = req
+                                .headers()
+                                .get("accept")
+                                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                                .unwrap_or_default();
+                            r.accepts.lock().unwrap().push(accept);
                             let _ = r.open.subscribe().wait_for(|open| *open).await;
                             let required = r.require_auth.lock().unwrap().clone();
                             let doc = match required {
@@ -121,10 +136,25 @@ impl FakeRegistry {
                                 content_type: "text/plain",
                                 body: Bytes::from_static(b"not found"),
                             });
+                            let etag = r.etags.lock().unwrap().get(&path).cloned();
+                            let asked = req.headers().get("if-none-match").map(|v| v.as_bytes());
+                            if let Some(tag) = &etag
+                                && doc.status == 200
+                                && asked == Some(tag.as_bytes())
+                            {
+                                r.not_modified.fetch_add(1, Ordering::SeqCst);
+                                let mut resp = Response::new(Full::new(Bytes::new()));
+                                *resp.status_mut() = http::StatusCode::NOT_MODIFIED;
+                                resp.headers_mut().insert("etag", tag.parse().unwrap());
+                                return Ok(resp);
+                            }
                             let mut resp = Response::new(Full::new(doc.body));
                             *resp.status_mut() = http::StatusCode::from_u16(doc.status).unwrap();
                             resp.headers_mut()
                                 .insert("content-type", doc.content_type.parse().unwrap());
+                            if let Some(tag) = etag {
+                                resp.headers_mut().insert("etag", tag.parse().unwrap());
+                            }
                             Ok::<_, std::convert::Infallible>(resp)
                         }
                     });
@@ -144,6 +174,14 @@ impl FakeRegistry {
 
     pub fn put(&self, path: &str, doc: Doc) {
         self.docs.lock().unwrap().insert(path.to_string(), doc);
+    }
+
+    /// Serves `path` with `ETag: tag` and answers `304` to `If-None-Match: tag`.
+    pub fn set_etag(&self, path: &str, tag: &str) {
+        self.etags
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), tag.to_string());
     }
 
     /// Requires exactly `value` in `Authorization` from now on.
@@ -489,6 +527,77 @@ pub fn publish_pypi(reg: &FakeRegistry, name: &str, wheels: &[(String, Vec<u8>, 
             "application/vnd.pypi.simple.v1+json",
         ),
     );
+}
+
+/// A wheel as [`wheel`] makes it: file name, bytes, METADATA.
+pub type Wheel = (String, Vec<u8>, Vec<u8>);
+
+/// Publishes wheels of one project on `reg` as a PEP 503 HTML page only (`text/html`, as
+/// pypiserver or a static tree serves it) under `/simple/<name>/`, each anchor with
+/// `#sha256=`, `data-requires-python`, `data-dist-info-metadata` and, when given, a
+/// `data-yanked` reason (entity-encoded, as it must be); the files themselves (and their
+/// sidecars) under `/files/` on `files_on`, linked relatively when that is `reg`, absolutely
+/// when it is another origin.
+pub fn publish_pypi_html(
+    reg: &FakeRegistry,
+    files_on: &FakeRegistry,
+    name: &str,
+    wheels: &[(&Wheel, Option<&str>)],
+) {
+    let mut page = format!(
+        "<!DOCTYPE html>\n<html><head><title>Links for {name}</title></head><body><h1>Links for {name}</h1>\n"
+    );
+    for ((filename, bytes, metadata), yanked) in wheels {
+        files_on.put(&format!("/files/{filename}"), Doc::bytes(bytes.clone()));
+        files_on.put(
+            &format!("/files/{filename}.metadata"),
+            Doc::bytes(metadata.clone()),
+        );
+        let href = if files_on.addr == reg.addr {
+            format!("../../files/{filename}")
+        } else {
+            format!("{}files/{filename}", files_on.base())
+        };
+        let yanked = yanked.map_or(String::new(), |reason| {
+            format!(
+                " data-yanked=\"{}\"",
+                reason
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('"', "&quot;")
+            )
+        });
+        page.push_str(&format!(
+            "<a href=\"{href}#sha256={}\" data-requires-python=\"&gt;=3.8\" data-dist-info-metadata=\"sha256={}\"{yanked}>{filename}</a><br/>\n",
+            sha256_hex(bytes),
+            sha256_hex(metadata)
+        ));
+    }
+    page.push_str("</body></html>\n");
+    reg.put(
+        &format!("/simple/{name}/"),
+        Doc {
+            status: 200,
+            content_type: "text/html; charset=utf-8",
+            body: Bytes::from(page),
+        },
+    );
+}
+
+/// The `VALUE` a module pip installed into `target` holds, as `python3` prints it.
+pub async fn python_value(target: &Path, module: &str) -> String {
+    let script = format!(
+        "import sys; sys.path.insert(0, {:?}); import {module}; print({module}.VALUE)",
+        target.display().to_string()
+    );
+    let out = tokio::process::Command::new("python3")
+        .current_dir(target)
+        .args(["-c", &script])
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("run python3: {e}"));
+    assert!(out.status.success(), "{}", shown(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// Runs `pip <args>` isolated from the machine's configuration and caches.
