@@ -257,7 +257,6 @@ impl Metrics {
             .sum()
     }
 
-
     /// Counts a hit on `route`.
     pub(crate) fn hit(&self, route: &'static str) {
         self.cache_hits.get_or_create(&[("route", route)]).inc();

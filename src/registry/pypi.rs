@@ -8,8 +8,9 @@
 //! sidecar digest used are the ones that registry's page for that project published.
 
 use super::error::RegistryError;
-use super::pypi_upstream::{UPSTREAM_FORM, not_a_page};
+use super::protocol::{Handled, Protocol};
 pub(crate) use super::pypi_html::render_html;
+use super::pypi_upstream::{UPSTREAM_FORM, not_a_page};
 use super::service::{Ask, Front, Registries, Reply, sha256_expected};
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -258,6 +259,19 @@ pub(crate) fn read_page(
 /// The page as PEP 691 JSON.
 pub(crate) fn render_json(page: &Page) -> Bytes {
     Bytes::from(page.doc.to_string())
+}
+
+/// The `kind = "pypi"` row of the registry-kind table: PyPI simple pages and files.
+pub(crate) const PROTOCOL: Protocol = Protocol {
+    name: "pypi",
+    canonical: super::names::pep503,
+    bare_token_scheme: Some("Bearer"),
+    handle,
+};
+
+/// Answers one request below a `pypi` mount.
+fn handle<'a>(r: &'a Registries, front: &'a Front, ask: &'a Ask<'a>) -> Handled<'a> {
+    Box::pin(r.pypi(front, ask))
 }
 
 impl Registries {
