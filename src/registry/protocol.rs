@@ -39,6 +39,7 @@ pub(crate) const PROTOCOLS: &[Protocol] = &[
     super::npm::PROTOCOL,
     super::pypi::PROTOCOL,
     super::cargo::PROTOCOL,
+    super::oci::front::PROTOCOL,
 ];
 
 /// Which registry protocol a front-end speaks: a row of [`PROTOCOLS`].

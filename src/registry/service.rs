@@ -44,8 +44,6 @@ pub(crate) enum Reply {
         /// Its SHA-256.
         sha256: Digest,
     },
-    // Constructed by the `oci` row, which lands on top of this table.
-    #[allow(dead_code)]
     /// Another reply with headers of the protocol's own, set over the serve layer's (an exact
     /// upstream `Content-Type`, `Docker-Content-Digest`, an API version).
     WithHeaders {
@@ -76,6 +74,10 @@ pub(crate) struct Ask<'a> {
     pub(crate) accept: Option<&'a str>,
     /// This registry's base URL as the client reaches it, ending in `/`.
     pub(crate) base: &'a str,
+    /// `HEAD` rather than `GET` (the serve layer answers only these two).
+    pub(crate) head: bool,
+    /// The query, if any (the path never holds it).
+    pub(crate) query: Option<&'a str>,
 }
 
 /// One mounted registry with what it needs at run time.

@@ -48,6 +48,8 @@ pub(crate) async fn handle<B>(
         path,
         accept,
         base: &base,
+        head: req.method() == Method::HEAD,
+        query: req.uri().query(),
     };
     let reply = match gate.registries.handle(name, &ask).await {
         Ok(reply) => reply,
