@@ -9,8 +9,9 @@ use std::net::SocketAddr;
 
 use support::config::Toml;
 use support::oci::image::{self, Image, Top};
-use support::oci::registry::DockerRegistry;
+use support::oci::registry::{DockerRegistry, Options, Storage};
 use support::oci::{Skopeo, raw_get, raw_request};
+use support::seaweed;
 
 /// Builds `img` into a layout and pushes it as `repo:tag`.
 fn push_image(skopeo: &Skopeo, reg: &DockerRegistry, img: &Image, repo: &str, tag: &str) {
@@ -25,10 +26,23 @@ async fn gate(
     upstream: &DockerRegistry,
     extra: &str,
 ) -> (SocketAddr, SocketAddr, tempfile::TempDir) {
+    gate_trusting(upstream, &[], extra).await
+}
+
+/// [`gate`] that also trusts `more` (where the upstream redirects).
+async fn gate_trusting(
+    upstream: &DockerRegistry,
+    more: &[SocketAddr],
+    extra: &str,
+) -> (SocketAddr, SocketAddr, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = Toml::new()
+    let mut cfg = Toml::new()
         .cache_dir(dir.path().join("cache"))
-        .trust(upstream.addr)
+        .trust(upstream.addr);
+    for addr in more {
+        cfg = cfg.trust(*addr);
+    }
+    let cfg = cfg
         .raw(&format!(
             "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n",
             upstream.url()
@@ -234,6 +248,61 @@ async fn the_api_root_answers_with_its_version_and_writes_are_refused_with_a_pro
         // Nothing of these reached the upstream.
         assert_eq!(reg.count("POST", "/v2/"), 0);
         assert_eq!(reg.count("GET", "_catalog"), 0);
+    })
+    .await;
+}
+
+/// distribution on S3 storage (SeaweedFS) in front of `bucket`: blob `GET`s answer `307` to a
+/// pre-signed URL with a query, as Docker Hub's CDN redirects do.
+async fn s3_registry(bucket: &str) -> DockerRegistry {
+    let weed = seaweed::shared();
+    weed.create_bucket(bucket).await;
+    let bucket = bucket.to_string();
+    blocking(move || {
+        DockerRegistry::start(Options {
+            storage: Storage::S3 {
+                endpoint: weed.endpoint(),
+                bucket,
+                access_key: seaweed::ACCESS_KEY.into(),
+                secret_key: seaweed::SECRET_KEY.into(),
+            },
+            ..Options::default()
+        })
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blob_behind_a_307_to_a_presigned_url_is_followed_through_decide_and_verified() {
+    let reg = s3_registry("fg-oci-redirect").await;
+    let img = Image::build("fg-oci-s3", "amd64", &[48 * 1024]);
+    let (reg, img) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &img, "fetchgate/s3", "v1");
+        (reg, img)
+    })
+    .await;
+    let s3 = seaweed::shared().s3;
+
+    // The twin first: with the S3 endpoint not trusted, the redirect is refused by the egress
+    // policy at its hop, and nothing is served.
+    let (_p, untrusted, _d) = gate(&reg, "").await;
+    let layer = img.layers[0].clone();
+    let path = format!("/v2/fetchgate/s3/blobs/{}", layer.digest);
+    let p = path.clone();
+    let r = blocking(move || raw_get(untrusted, &p, &[]).unwrap()).await;
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
+    assert!(String::from_utf8_lossy(&r.body).contains("registry_upstream_refused"));
+
+    let (_proxy, mount, _dir) = gate_trusting(&reg, &[s3], "").await;
+    blocking(move || {
+        let r = raw_get(mount, &path, &[]).unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.body, layer.bytes);
+        let out = tempfile::tempdir().unwrap();
+        let run = Skopeo::new().pull(&format!("{mount}/fetchgate/s3:v1"), out.path(), &[]);
+        assert!(run.ok, "pull through the redirect: {}", run.stderr);
+        assert_eq!(image::pulled_layers(out.path()).1, img.layer_digests());
+        drop(reg);
     })
     .await;
 }
