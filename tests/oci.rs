@@ -306,3 +306,75 @@ async fn a_blob_behind_a_307_to_a_presigned_url_is_followed_through_decide_and_v
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_auth_upstream_pulls_with_a_token_asked_once_per_scope() {
+    use support::oci::token::{TokenPolicy, TokenServer};
+    let tokens = TokenServer::start(TokenPolicy::default());
+    let auth = tokens.auth();
+    let reg = blocking(move || {
+        DockerRegistry::start(Options {
+            auth: Some(auth),
+            ..Options::default()
+        })
+    })
+    .await;
+    let img = Image::build("fg-oci-token", "amd64", &[16 * 1024]);
+    let (reg, img) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &img, "fetchgate/private", "v1");
+        (reg, img)
+    })
+    .await;
+    let pushed = tokens.requests().len();
+
+    // The twin first: the realm is an upstream like any other, so an untrusted token server
+    // is never asked, and the pull fails.
+    let (_p, untrusted, _d) = gate(&reg, "").await;
+    let run = blocking(move || {
+        let out = tempfile::tempdir().unwrap();
+        Skopeo::new().pull(
+            &format!("{untrusted}/fetchgate/private:v1"),
+            out.path(),
+            &[],
+        )
+    })
+    .await;
+    assert!(!run.ok, "pulled without a token");
+    assert_eq!(
+        tokens.requests().len(),
+        pushed,
+        "an untrusted realm was asked"
+    );
+
+    let (_proxy, mount, _dir) = gate_trusting(&reg, &[tokens.addr], "").await;
+    let tokens = blocking(move || {
+        let skopeo = Skopeo::new();
+        let from = format!("{mount}/fetchgate/private:v1");
+        let out = tempfile::tempdir().unwrap();
+        let run = skopeo.pull(&from, out.path(), &[]);
+        assert!(
+            run.ok,
+            "pull through fetchgate with a token: {}",
+            run.stderr
+        );
+        assert_eq!(image::pulled_layers(out.path()).1, img.layer_digests());
+        let asked: Vec<_> = tokens.requests()[pushed..].to_vec();
+        assert_eq!(asked.len(), 1, "one token for the scope: {asked:?}");
+        assert!(
+            asked[0]
+                .target
+                .contains("scope=repository%3Afetchgate%2Fprivate%3Apull"),
+            "{asked:?}"
+        );
+        assert!(asked[0].authorization.is_none(), "anonymous: {asked:?}");
+        // Again by digest, with new requests upstream: the token is reused until it expires.
+        let out = tempfile::tempdir().unwrap();
+        let by_digest = format!("{mount}/fetchgate/private@{}", img.manifest.digest);
+        assert!(skopeo.pull(&by_digest, out.path(), &[]).ok);
+        assert_eq!(tokens.requests().len(), pushed + 1);
+        drop(reg);
+        tokens
+    })
+    .await;
+    drop(tokens);
+}

@@ -58,6 +58,8 @@ impl Registries {
             )),
             Route::Blob { name, digest } => {
                 let name = self.judge_repository(front, name)?;
+                let authed = self.authorised(front, &name).await;
+                let front = authed.as_ref().unwrap_or(front);
                 let reply = self.oci_artifact(front, &name, "blobs", &digest).await?;
                 Ok(with_headers(
                     reply,
@@ -72,6 +74,8 @@ impl Registries {
                 reference: Reference::Digest(digest),
             } => {
                 let name = self.judge_repository(front, name)?;
+                let authed = self.authorised(front, &name).await;
+                let front = authed.as_ref().unwrap_or(front);
                 let reply = self.manifest_by_digest(front, &name, &digest).await?;
                 let content_type = self.stored_media_type(&reply).await?;
                 Ok(with_headers(
@@ -87,6 +91,8 @@ impl Registries {
                 reference: Reference::Tag(tag),
             } => {
                 let name = self.judge_repository(front, name)?;
+                let authed = self.authorised(front, &name).await;
+                let front = authed.as_ref().unwrap_or(front);
                 let path = format!("v2/{name}/manifests/{}", tag.as_str());
                 let key = format!("{name}:manifest:{}", tag.as_str());
                 let (entry, freshness) = self.meta(front, &key, &path, MANIFEST_ACCEPT).await?;
@@ -115,6 +121,8 @@ impl Registries {
             }
             Route::TagsList { name, .. } => {
                 let name = self.judge_repository(front, name)?;
+                let authed = self.authorised(front, &name).await;
+                let front = authed.as_ref().unwrap_or(front);
                 let path = match ask.query {
                     Some(q) => format!("v2/{name}/tags/list?{q}"),
                     None => format!("v2/{name}/tags/list"),

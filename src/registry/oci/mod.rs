@@ -5,13 +5,15 @@
 //! reads manifests and indexes into descriptors within a size cap; [`accept`] keeps every
 //! `Accept` value a client sent. Failures are [`error::OciError`]s.
 //!
-//! [`front`] is the front-end itself (the `oci` row of the registry-kind table).
+//! [`front`] is the front-end itself (the `oci` row of the registry-kind table), [`auth`] its
+//! upstream Bearer token flow.
 
-// The token flow (`challenge`) and per-client `Accept` forwarding (`accept`) are not wired in
-// yet; remove this once the front-end uses them.
+// Per-client `Accept` forwarding (`accept`) and parts of the parsers are not wired in yet;
+// remove this once the front-end uses them.
 #![allow(dead_code)]
 
 pub(crate) mod accept;
+mod auth;
 pub(crate) mod challenge;
 pub(crate) mod error;
 pub(crate) mod front;
