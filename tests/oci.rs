@@ -378,3 +378,86 @@ async fn token_auth_upstream_pulls_with_a_token_asked_once_per_scope() {
     .await;
     drop(tokens);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_arch_index_pulls_each_platform_and_its_child_manifests_come_from_the_store() {
+    use support::oci::image::Index;
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let index = Index::build("fg-oci-index", &["amd64", "arm64"], &[8 * 1024]);
+    let (reg, index) = blocking(move || {
+        let layout = tempfile::tempdir().unwrap();
+        image::write_layout(layout.path(), "multi", Top::Index(&index));
+        Skopeo::new().push(layout.path(), "multi", reg.addr, "fetchgate/multi", &[]);
+        (reg, index)
+    })
+    .await;
+    let (_proxy, mount, _dir) = gate(&reg, "").await;
+    blocking(move || {
+        // A HEAD of the tag alone keeps the index: its GET by digest is then a store hit.
+        let r = raw_request(
+            mount,
+            "HEAD",
+            "/v2/fetchgate/multi/manifests/multi",
+            &[("Accept", image::INDEX_V1)],
+        )
+        .unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            r.header("docker-content-digest"),
+            Some(index.index.digest.as_str())
+        );
+        let by_digest = format!("/v2/fetchgate/multi/manifests/{}", index.index.digest);
+        let before = reg.count("GET", &by_digest);
+        let r = raw_get(mount, &by_digest, &[]).unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, index.index.bytes);
+        assert_eq!(r.header("content-type"), Some(image::INDEX_V1));
+        assert_eq!(
+            reg.count("GET", &by_digest),
+            before,
+            "the index came from upstream again"
+        );
+
+        for arch in ["arm64", "amd64"] {
+            let out = tempfile::tempdir().unwrap();
+            let run = Skopeo::new().override_arch(arch).pull(
+                &format!("{mount}/fetchgate/multi:multi"),
+                out.path(),
+                &[],
+            );
+            assert!(run.ok, "pull {arch}: {}", run.stderr);
+            let (manifest, layers) = image::pulled_layers(out.path());
+            assert_eq!(manifest.digest, index.image(arch).manifest.digest, "{arch}");
+            assert_eq!(layers, index.image(arch).layer_digests(), "{arch}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_concurrent_requests_for_one_blob_make_one_upstream_fetch() {
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let img = Image::build("fg-oci-flight", "amd64", &[256 * 1024]);
+    let (reg, img) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &img, "fetchgate/flight", "v1");
+        (reg, img)
+    })
+    .await;
+    let (_proxy, mount, _dir) = gate(&reg, "").await;
+    let layer = img.layers[0].clone();
+    let path = format!("/v2/fetchgate/flight/blobs/{}", layer.digest);
+    let before = reg.count("GET", &path);
+    let mut pulls = Vec::new();
+    for _ in 0..10 {
+        let p = path.clone();
+        pulls.push(tokio::task::spawn_blocking(move || {
+            raw_get(mount, &p, &[]).unwrap()
+        }));
+    }
+    for pull in pulls {
+        let r = pull.await.unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, layer.bytes);
+    }
+    assert_eq!(reg.count("GET", &path) - before, 1, "{:?}", reg.requests());
+}

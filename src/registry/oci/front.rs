@@ -109,6 +109,7 @@ impl Registries {
                 }
                 let content_type = media_type(entry.content_type.as_deref(), &entry.body)?;
                 let digest = Digest::of(&entry.body);
+                self.keep_manifest(&name, &digest, &entry.body).await;
                 Ok(with_headers(
                     Reply::Document {
                         content_type: content_type.clone(),
@@ -305,6 +306,32 @@ impl Registries {
         .map_err(|e| RegistryError::Internal(e.to_string()))?
         .map_err(|e| RegistryError::Cache(e.to_string()))?;
         Ok(Reply::Artifact { sha256 })
+    }
+
+    /// Puts a manifest read by tag in the store under its own digest (an index a client only
+    /// `HEAD`s included), so the pull's next request, by digest, is a hit and not another
+    /// upstream manifest `GET`. A store failure only costs that hit.
+    async fn keep_manifest(&self, name: &str, digest: &Digest, body: &Bytes) {
+        let Ok(sha256) = crate::store::Digest::parse(digest.as_str().trim_start_matches("sha256:"))
+        else {
+            return;
+        };
+        let store = self.fetcher.store().clone();
+        let (body, label) = (body.clone(), format!("oci:{name}@{}", digest.as_str()));
+        let kept = tokio::task::spawn_blocking(move || {
+            if store.contains(&sha256) {
+                return Ok(sha256);
+            }
+            store.put_verified(sha256, &body, None, Some(label))
+        })
+        .await;
+        if !matches!(kept, Ok(Ok(_))) {
+            tracing::warn!(
+                repository = name,
+                digest = digest.as_str(),
+                "a manifest read by tag was not stored"
+            );
+        }
     }
 
     /// The media type a stored manifest declares (or its members imply).
