@@ -196,13 +196,7 @@ impl Registries {
         what: &str,
         digest: &Digest,
     ) -> Result<Reply, RegistryError> {
-        let hex = digest.as_str().trim_start_matches("sha256:");
-        let sha256 = crate::store::Digest::parse(hex).map_err(|_| {
-            RegistryError::Oci(OciError::InvalidDigest {
-                digest: digest.as_str().to_string(),
-                why: "is not sha256:<64 lowercase hex>",
-            })
-        })?;
+        let sha256 = store_digest(digest)?;
         let upstream = front.settings.upstream.clone();
         let path = format!("v2/{name}/{what}/{}", digest.as_str());
         self.artifact(
@@ -230,13 +224,7 @@ impl Registries {
         name: &str,
         digest: &Digest,
     ) -> Result<Reply, RegistryError> {
-        let hex = digest.as_str().trim_start_matches("sha256:");
-        let sha256 = crate::store::Digest::parse(hex).map_err(|_| {
-            RegistryError::Oci(OciError::InvalidDigest {
-                digest: digest.as_str().to_string(),
-                why: "is not sha256:<64 lowercase hex>",
-            })
-        })?;
+        let sha256 = store_digest(digest)?;
         let store = self.fetcher.store().clone();
         let present = tokio::task::spawn_blocking(move || store.contains(&sha256))
             .await
@@ -312,8 +300,7 @@ impl Registries {
     /// `HEAD`s included), so the pull's next request, by digest, is a hit and not another
     /// upstream manifest `GET`. A store failure only costs that hit.
     async fn keep_manifest(&self, name: &str, digest: &Digest, body: &Bytes) {
-        let Ok(sha256) = crate::store::Digest::parse(digest.as_str().trim_start_matches("sha256:"))
-        else {
+        let Ok(sha256) = store_digest(digest) else {
             return;
         };
         let store = self.fetcher.store().clone();
@@ -373,6 +360,17 @@ fn media_type(content_type: Option<&str>, bytes: &[u8]) -> Result<String, Regist
         manifest::Manifest::Index { .. } => manifest::OCI_INDEX.to_string(),
         manifest::Manifest::Image { .. } => manifest::OCI_MANIFEST.to_string(),
     }))
+}
+
+/// The store's digest for an OCI `sha256:<hex>` digest.
+fn store_digest(digest: &Digest) -> Result<crate::store::Digest, RegistryError> {
+    let hex = digest.as_str().trim_start_matches("sha256:");
+    crate::store::Digest::parse(hex).map_err(|_| {
+        RegistryError::Oci(OciError::InvalidDigest {
+            digest: digest.as_str().to_string(),
+            why: "is not sha256:<64 lowercase hex>",
+        })
+    })
 }
 
 /// `reply` with `headers` set over the serve layer's.
