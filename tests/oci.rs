@@ -461,3 +461,34 @@ async fn ten_concurrent_requests_for_one_blob_make_one_upstream_fetch() {
     }
     assert_eq!(reg.count("GET", &path) - before, 1, "{:?}", reg.requests());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_moved_upstream_is_seen_once_the_ttl_has_passed_and_not_before() {
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let first = Image::build("fg-oci-tag-a", "amd64", &[4 * 1024]);
+    let second = Image::build("fg-oci-tag-b", "amd64", &[4 * 1024]);
+    let (reg, first) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &first, "fetchgate/moving", "v1");
+        (reg, first)
+    })
+    .await;
+    // One instance keeps the tag for 300 s; the other's TTL is 0, so it has always passed.
+    let (_p1, within, _d1) = gate(&reg, "metadata_ttl_seconds = 300").await;
+    let (_p2, past, _d2) = gate(&reg, "metadata_ttl_seconds = 0").await;
+    blocking(move || {
+        let tag = "/v2/fetchgate/moving/manifests/v1";
+        let digest = |addr| {
+            let r = raw_get(addr, tag, &[("Accept", image::MANIFEST_V1)]).unwrap();
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            r.header("docker-content-digest").unwrap().to_string()
+        };
+        assert_eq!(digest(within), first.manifest.digest);
+        assert_eq!(digest(past), first.manifest.digest);
+        push_image(&Skopeo::new(), &reg, &second, "fetchgate/moving", "v1");
+        let asked = reg.count("GET", tag);
+        assert_eq!(digest(within), first.manifest.digest, "moved before the TTL");
+        assert_eq!(reg.count("GET", tag), asked, "asked upstream within the TTL");
+        assert_eq!(digest(past), second.manifest.digest, "the move was not seen");
+    })
+    .await;
+}
