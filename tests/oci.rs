@@ -486,9 +486,77 @@ async fn a_tag_moved_upstream_is_seen_once_the_ttl_has_passed_and_not_before() {
         assert_eq!(digest(past), first.manifest.digest);
         push_image(&Skopeo::new(), &reg, &second, "fetchgate/moving", "v1");
         let asked = reg.count("GET", tag);
-        assert_eq!(digest(within), first.manifest.digest, "moved before the TTL");
-        assert_eq!(reg.count("GET", tag), asked, "asked upstream within the TTL");
-        assert_eq!(digest(past), second.manifest.digest, "the move was not seen");
+        assert_eq!(
+            digest(within),
+            first.manifest.digest,
+            "moved before the TTL"
+        );
+        assert_eq!(
+            reg.count("GET", tag),
+            asked,
+            "asked upstream within the TTL"
+        );
+        assert_eq!(
+            digest(past),
+            second.manifest.digest,
+            "the move was not seen"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_ns_selects_a_configured_registry_and_is_never_dialled() {
+    let (a, b, c) = blocking(|| {
+        (
+            DockerRegistry::filesystem(),
+            DockerRegistry::filesystem(),
+            DockerRegistry::filesystem(),
+        )
+    })
+    .await;
+    let img = Image::build("fg-oci-ns", "amd64", &[4 * 1024]);
+    let (b, c, img) = blocking(move || {
+        push_image(&Skopeo::new(), &b, &img, "fetchgate/b", "v1");
+        push_image(&Skopeo::new(), &c, &img, "fetchgate/b", "v1");
+        (b, c, img)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Toml::new()
+        .cache_dir(dir.path().join("cache"))
+        .trust_ports("127.0.0.1", &[a.addr.port(), b.addr.port(), c.addr.port()])
+        .raw(&format!(
+            "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\nlisten = \"127.0.0.1:0\"\n\n\
+             [[registry]]\nname = \"other\"\nkind = \"oci\"\nupstream = \"{}\"\n",
+            a.url(),
+            b.url()
+        ))
+        .build();
+    let (_proxy, mounts) = support::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
+    let mount = mounts.iter().find(|(n, _)| n == "hub").unwrap().1;
+    blocking(move || {
+        let path = format!("/v2/fetchgate/b/manifests/v1?ns={}", b.addr);
+        let r = raw_get(mount, &path, &[("Accept", image::MANIFEST_V1)]).unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.body, img.manifest.bytes);
+        assert_eq!(
+            a.count("GET", "fetchgate/b"),
+            0,
+            "the mount's own upstream was asked"
+        );
+
+        // The twin: a host no registry is configured for is never dialled; the mount's own
+        // registry answers (and has no such repository).
+        let before = c.requests().len();
+        let path = format!("/v2/fetchgate/b/manifests/v1?ns={}", c.addr);
+        let r = raw_get(mount, &path, &[("Accept", image::MANIFEST_V1)]).unwrap();
+        assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(c.requests().len(), before, "the ns host was dialled");
+        assert!(
+            a.count("GET", "fetchgate/b") > 0,
+            "the mount's registry answered"
+        );
     })
     .await;
 }

@@ -19,6 +19,7 @@ use crate::registry::metadata::Freshness;
 use crate::registry::names::Refusal;
 use crate::registry::protocol::{Handled, Protocol};
 use crate::registry::service::{Ask, Front, Registries, Reply, sha256_expected};
+use crate::registry::{Kind, RegistrySettings};
 
 /// The `kind = "oci"` row of the registry-kind table: container images.
 pub(crate) const PROTOCOL: Protocol = Protocol {
@@ -43,6 +44,37 @@ fn handle<'a>(r: &'a Registries, front: &'a Front, ask: &'a Ask<'a>) -> Handled<
 }
 
 impl Registries {
+    /// The configured `oci` registry that containerd's `?ns=<host>` names by its upstream
+    /// host (`docker.io` names Docker Hub's), when it is another than `mounted`: the request
+    /// is then that registry's, judged by the client's policy as such. The value only
+    /// selects among the configuration; it is never dialled.
+    pub(crate) fn selected_by_ns(&self, mounted: &str, query: Option<&str>) -> Option<String> {
+        let ns = url::form_urlencoded::parse(query?.as_bytes())
+            .find(|(k, _)| k == "ns")
+            .map(|(_, v)| v.into_owned())?;
+        let all = self.settings();
+        let here = all.iter().find(|s| s.name == mounted)?;
+        if here.kind != Kind::of(&PROTOCOL) {
+            return None;
+        }
+        let names = |s: &RegistrySettings| {
+            let host = s.upstream.host_str().unwrap_or_default();
+            let authority = match s.upstream.port() {
+                Some(p) => format!("{host}:{p}"),
+                None => host.to_string(),
+            };
+            authority.eq_ignore_ascii_case(&ns)
+                || (s.upstream.port().is_none() && host.eq_ignore_ascii_case(&ns))
+                || (is_docker_hub(host) && is_docker_hub(&ns))
+        };
+        if names(here) {
+            return None;
+        }
+        all.iter()
+            .find(|s| s.kind == here.kind && names(s))
+            .map(|s| s.name.clone())
+    }
+
     async fn oci(&self, front: &Front, ask: &Ask<'_>) -> Result<Reply, RegistryError> {
         let method = if ask.head { "HEAD" } else { "GET" };
         let pull = paths::parse(method, ask.path, ask.query).map_err(RegistryError::Oci)?;
