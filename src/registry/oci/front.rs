@@ -261,7 +261,8 @@ impl Registries {
         let present = tokio::task::spawn_blocking(move || store.contains(&sha256))
             .await
             .unwrap_or(false);
-        if present {
+        // Another instance on the shared bucket may have verified it already.
+        if present || self.fetcher.fill_from_shared(sha256).await {
             return Ok(Reply::Artifact { sha256 });
         }
         if front.settings.offline {
