@@ -16,7 +16,7 @@ use super::reference::{Digest, Reference, RepositoryName, is_docker_hub};
 use crate::fetch::expected::MetaResponse;
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Freshness;
-use crate::registry::names::Refusal;
+use crate::registry::names::{NameRules, Refusal};
 use crate::registry::protocol::{Handled, Protocol};
 use crate::registry::service::{Ask, Front, Registries, Reply, sha256_expected};
 use crate::registry::{Kind, RegistrySettings};
@@ -189,34 +189,16 @@ impl Registries {
         front: &Front,
         name: RepositoryName,
     ) -> Result<String, RegistryError> {
-        let short = name.as_str().to_string();
         let hub = front
             .settings
             .upstream
             .host_str()
             .is_some_and(is_docker_hub);
-        let full = name.normalised(hub).map_err(RegistryError::Oci)?;
-        let full = full.as_str().to_string();
-        let rules = &front.settings.names;
-        let short_form = full
-            .strip_prefix(super::reference::DOCKER_HUB_OFFICIAL)
-            .filter(|s| hub && !s.contains('/'))
-            .unwrap_or(&short)
-            .to_string();
-        let verdicts = [
-            (&full, rules.judge(&full)),
-            (&short_form, rules.judge(&short_form)),
-        ];
-        if let Some((spelling, _)) = verdicts
-            .iter()
-            .find(|(_, v)| matches!(v, Err(Refusal::Denied(_))))
-        {
-            return self.judge(front, spelling);
+        match spellings_judged(&front.settings.names, name, hub)? {
+            Ok(full) => Ok(full),
+            // Judged once more by the shared path, for its error and its counter.
+            Err(refused) => self.judge(front, &refused),
         }
-        if verdicts.iter().any(|(_, v)| v.is_ok()) {
-            return Ok(full);
-        }
-        self.judge(front, &full)
     }
 
     /// A manifest or blob by digest: from the store, or fetched from
@@ -308,6 +290,10 @@ impl Registries {
         };
         let received = crate::store::Digest::of(&body);
         if received != sha256 {
+            crate::metrics::get()
+                .registry_artifacts
+                .get_or_create(&[("kind", PROTOCOL.name), ("outcome", "mismatch")])
+                .inc();
             tracing::warn!(registry = %front.settings.name, repository = name, expected = digest.as_str(), received = %received.hex(), "manifest digest mismatch; nothing stored");
             return Err(RegistryError::DigestMismatch {
                 package: name.to_string(),
@@ -395,6 +381,34 @@ fn media_type(content_type: Option<&str>, bytes: &[u8]) -> Result<String, Regist
     }))
 }
 
+/// `name` as the upstream names it, if `rules` let it through, else the spelling they refused
+/// (`Err`). On Docker Hub (`hub`) both `alpine` and `library/alpine` are judged: a deny of
+/// either refuses, an allow of either admits.
+fn spellings_judged(
+    rules: &NameRules,
+    name: RepositoryName,
+    hub: bool,
+) -> Result<Result<String, String>, RegistryError> {
+    let short = name.as_str().to_string();
+    let full = name.normalised(hub).map_err(RegistryError::Oci)?;
+    let full = full.as_str().to_string();
+    let short = full
+        .strip_prefix(super::reference::DOCKER_HUB_OFFICIAL)
+        .filter(|s| hub && !s.contains('/'))
+        .map_or(short, str::to_string);
+    let verdicts = [(&full, rules.judge(&full)), (&short, rules.judge(&short))];
+    if let Some((spelling, _)) = verdicts
+        .iter()
+        .find(|(_, v)| matches!(v, Err(Refusal::Denied(_))))
+    {
+        return Ok(Err(spelling.to_string()));
+    }
+    if verdicts.iter().any(|(_, v)| v.is_ok()) {
+        return Ok(Ok(full));
+    }
+    Ok(Err(full))
+}
+
 /// The store's digest for an OCI `sha256:<hex>` digest.
 fn store_digest(digest: &Digest) -> Result<crate::store::Digest, RegistryError> {
     let hex = digest.as_str().trim_start_matches("sha256:");
@@ -419,3 +433,7 @@ fn with_headers(reply: Reply, headers: &[(&'static str, &str)]) -> Reply {
         headers: map,
     }
 }
+
+#[cfg(test)]
+#[path = "front_tests.rs"]
+mod tests;
