@@ -953,3 +953,93 @@ async fn bucket_misses_are_remembered_briefly_and_never_hide_a_later_upload() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_image_pulled_by_one_instance_is_pulled_by_another_with_the_upstream_stopped() {
+    use support::oci::image::{self, Image, Top};
+    use support::oci::registry::DockerRegistry;
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("oci");
+    let img = Image::build("fg-fleet-oci", "amd64", &[16 * 1024, 4 * 1024]);
+    let never = Image::build("fg-fleet-oci-never", "amd64", &[4 * 1024]);
+    let (mut reg, img, never) = tokio::task::spawn_blocking(move || {
+        let reg = DockerRegistry::filesystem();
+        for (i, tag) in [(&img, "v1"), (&never, "v2")] {
+            let layout = tempfile::tempdir().unwrap();
+            image::write_layout(layout.path(), tag, Top::Image(i));
+            support::oci::Skopeo::new().push(layout.path(), tag, reg.addr, "fetchgate/fleet", &[]);
+        }
+        (reg, img, never)
+    })
+    .await
+    .unwrap();
+    let registry = format!(
+        "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\n",
+        reg.url()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance_with(dir.path(), "a", weed, &prefix, Some(reg.addr), &registry).await;
+    let manifest = format!(
+        "/registry/hub/v2/fetchgate/fleet/manifests/{}",
+        img.manifest.digest
+    );
+    let blobs: Vec<_> = img
+        .layers
+        .iter()
+        .chain([&img.config])
+        .map(|b| {
+            (
+                format!("/registry/hub/v2/fetchgate/fleet/blobs/{}", b.digest),
+                b.clone(),
+            )
+        })
+        .collect();
+    let got = a.get(&manifest, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    for (path, blob) in &blobs {
+        let got = a.get(path, &[]).await;
+        assert_eq!(got.status, 200, "{path}");
+        assert!(got.body.as_ref() == blob.bytes.as_slice());
+    }
+    for bytes in [&img.manifest.bytes]
+        .into_iter()
+        .chain(blobs.iter().map(|(_, b)| &b.bytes))
+    {
+        let k = key(&prefix, &Digest::of(bytes));
+        eventually("A's manifest and blobs reach the bucket", || {
+            let (s3, k) = (s3.clone(), k.clone());
+            async move { object(&s3, &k).await.is_some() }
+        })
+        .await;
+    }
+    reg = tokio::task::spawn_blocking(move || {
+        reg.stop();
+        reg
+    })
+    .await
+    .unwrap();
+
+    let b = instance_with(dir.path(), "b", weed, &prefix, Some(reg.addr), &registry).await;
+    let got = b.get(&manifest, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == img.manifest.bytes.as_slice());
+    for (path, blob) in &blobs {
+        let got = b.get(path, &[]).await;
+        assert_eq!(got.status, 200, "{path}");
+        assert!(got.body.as_ref() == blob.bytes.as_slice());
+    }
+    // The twin: what no instance pulled is not in the bucket, and the upstream is down.
+    let got = b
+        .get(
+            &format!(
+                "/registry/hub/v2/fetchgate/fleet/manifests/{}",
+                never.manifest.digest
+            ),
+            &[],
+        )
+        .await;
+    assert_ne!(got.status, 200);
+    drop(reg);
+}

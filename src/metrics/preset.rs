@@ -12,8 +12,6 @@ const REQUEST_KINDS: [&str; 7] = [
 ];
 /// Request outcomes: refused, or the status class.
 const REQUEST_OUTCOMES: [&str; 5] = ["refused", "2xx", "3xx", "4xx", "5xx"];
-/// Registry kinds, as `registry::Kind` names them.
-const REGISTRY_KINDS: [&str; 3] = ["npm", "pypi", "cargo"];
 /// Registry metadata freshness, as `registry::metadata::Freshness` names it.
 const METADATA_OUTCOMES: [&str; 5] = ["fresh", "revalidated", "fetched", "stale", "offline"];
 /// Registry artifact outcomes.
@@ -76,7 +74,7 @@ pub(super) fn zeros(m: &Metrics) {
     for reason in TEE_ABANDONS {
         let _ = m.tee_abandoned.get_or_create(&[("reason", reason)]);
     }
-    for kind in REGISTRY_KINDS {
+    for kind in crate::registry::Kind::names() {
         for outcome in METADATA_OUTCOMES {
             let _ = m
                 .registry_metadata

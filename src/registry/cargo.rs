@@ -6,6 +6,7 @@
 
 use super::error::RegistryError;
 use super::metadata::Freshness;
+use super::protocol::{Handled, Protocol};
 use super::service::{Ask, Front, Registries, Reply, sha256_expected};
 use bytes::Bytes;
 use serde_json::Value;
@@ -163,6 +164,19 @@ pub(crate) fn listed_checksum(index: &[u8], name: &str, version: &str) -> Option
             v.get("yanked").and_then(Value::as_bool).unwrap_or(false),
         ))
     })
+}
+
+/// The `kind = "cargo"` row of the registry-kind table: the cargo sparse index and crates.
+pub(crate) const PROTOCOL: Protocol = Protocol {
+    name: "cargo",
+    canonical: super::names::crate_name,
+    bare_token_scheme: None,
+    handle,
+};
+
+/// Answers one request below a `cargo` mount.
+fn handle<'a>(r: &'a Registries, front: &'a Front, ask: &'a Ask<'a>) -> Handled<'a> {
+    Box::pin(r.cargo(front, ask))
 }
 
 impl Registries {

@@ -72,6 +72,8 @@ pub(crate) enum RegistryError {
     },
     /// The cache failed.
     Cache(String),
+    /// A container-image request, manifest or challenge refused by the OCI front-end.
+    Oci(super::oci::error::OciError),
     /// A broken invariant inside fetchgate (a task that panicked): not something the cache
     /// directory's disk or permissions can explain.
     Internal(String),
@@ -98,6 +100,7 @@ impl RegistryError {
             RegistryError::DigestMismatch { .. } => "digest_mismatch",
             RegistryError::Cache(_) => "cache_error",
             RegistryError::Internal(_) => "internal_error",
+            RegistryError::Oci(e) => e.code(),
         }
     }
 
@@ -118,6 +121,7 @@ impl RegistryError {
             | RegistryError::NoDigest { .. }
             | RegistryError::DigestMismatch { .. } => PERMANENT_UPSTREAM_FAILURE,
             RegistryError::Cache(_) | RegistryError::Internal(_) => 500,
+            RegistryError::Oci(e) => e.status(),
         }
     }
 
@@ -137,6 +141,7 @@ impl RegistryError {
             | RegistryError::NoDigest { .. }
             | RegistryError::DigestMismatch { .. } => Origin::Upstream,
             RegistryError::Cache(_) | RegistryError::Internal(_) => Origin::Internal,
+            RegistryError::Oci(e) => e.origin(),
         }
     }
 
@@ -150,6 +155,7 @@ impl RegistryError {
             RegistryError::DigestMismatch { .. } | RegistryError::NoDigest { .. } => {
                 Some("integrity")
             }
+            RegistryError::Oci(e) => e.static_field(),
             _ => None,
         }
     }
@@ -212,6 +218,7 @@ impl RegistryError {
                 "{package} {version}: the upstream's bytes hash to {received}, but the registry's metadata published {expected}; nothing was stored"
             ),
             RegistryError::Cache(why) | RegistryError::Internal(why) => why.clone(),
+            RegistryError::Oci(e) => e.to_string(),
         }
     }
 
@@ -266,6 +273,7 @@ impl RegistryError {
             RegistryError::Internal(_) => {
                 "retry; if it persists, report it with the fetchgate log line"
             }
+            RegistryError::Oci(e) => e.next(),
         }
     }
 

@@ -1,4 +1,5 @@
-//! Registry pull-through: npm, PyPI and cargo (sparse) front-ends at `/registry/<name>/`.
+//! Registry pull-through: npm, PyPI and cargo (sparse) front-ends at `/registry/<name>/`, each
+//! a row of [`protocol::PROTOCOLS`].
 //!
 //! A fifth way in, not a fifth job: a front-end reads and rewrites its registry's metadata,
 //! then uses decide → connect → fetch like everything else, and puts artifacts in the same
@@ -18,6 +19,7 @@ pub(crate) mod names;
 pub(crate) mod npm;
 pub(crate) mod oci;
 pub(crate) mod private;
+pub(crate) mod protocol;
 pub(crate) mod pypi;
 mod pypi_files;
 mod pypi_html;
@@ -34,6 +36,7 @@ use toml::Spanned;
 
 use crate::toml_file::{FileError, TomlSource};
 use names::{NameRules, Pattern};
+pub(crate) use protocol::Kind;
 
 /// Default freshness of cached metadata.
 pub(crate) const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(300);
@@ -44,36 +47,13 @@ pub(crate) const DEFAULT_MAX_METADATA_BYTES: u64 = 64 << 20;
 /// The most `max_metadata_bytes` may be.
 const MAX_METADATA_BYTES_LIMIT: u64 = 512 << 20;
 
-/// Which registry protocol a front-end speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Kind {
-    /// The npm registry API (packuments and tarballs).
-    Npm,
-    /// The PyPI simple repository API (PEP 503 and PEP 691).
-    Pypi,
-    /// The cargo sparse index protocol.
-    Cargo,
-}
-
-impl Kind {
-    /// The label used in metrics and logs.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Kind::Npm => "npm",
-            Kind::Pypi => "pypi",
-            Kind::Cargo => "cargo",
-        }
-    }
-}
-
 /// One `[[registry]]` table, as written.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RegistrySection {
     /// The mount point: `/registry/<name>/` on the proxy listener.
     pub(crate) name: Spanned<String>,
-    /// `npm`, `pypi` or `cargo`.
+    /// A row of [`protocol::PROTOCOLS`]: `npm`, `pypi` or `cargo`.
     pub(crate) kind: Spanned<Kind>,
     /// The registry's base URL.
     pub(crate) upstream: Spanned<String>,
@@ -258,7 +238,8 @@ impl RegistrySettings {
 
 /// Reads the first non-comment line of a credentials file. A line that already names its
 /// scheme (`Bearer ...`, `Basic ...`) is sent as it is; `user:password` becomes Basic; any
-/// other token is sent as cargo sends registry tokens (bare) or as `Bearer` for npm and PyPI.
+/// other token is sent with the kind's `bare_token_scheme` (`Bearer` for npm and PyPI), or
+/// bare as cargo sends registry tokens.
 fn read_credential(kind: Kind, path: &Path) -> Result<http::HeaderValue, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -280,10 +261,11 @@ fn read_credential(kind: Kind, path: &Path) -> Result<http::HeaderValue, String>
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(line)
         )
-    } else if kind == Kind::Cargo {
-        line.to_string()
     } else {
-        format!("Bearer {line}")
+        match kind.protocol().bare_token_scheme {
+            None => line.to_string(),
+            Some(scheme) => format!("{scheme} {line}"),
+        }
     };
     let mut v = http::HeaderValue::from_str(&value).map_err(|_| {
         format!(

@@ -4,30 +4,38 @@
 
 use super::Kind;
 
-/// A name in the form its registry treats as identical: npm names lower-cased, PyPI names
-/// normalised by PEP 503 (runs of `-`, `_`, `.` become one `-`, lower-cased), crate names
-/// lower-cased with `_` read as `-` (crates.io refuses a new crate that differs only there).
+/// A name in the form its registry treats as identical (its row's `canonical`).
 pub(crate) fn canonical(kind: Kind, name: &str) -> String {
-    match kind {
-        Kind::Npm => name.to_ascii_lowercase(),
-        Kind::Cargo => name.to_ascii_lowercase().replace('_', "-"),
-        Kind::Pypi => {
-            let mut out = String::with_capacity(name.len());
-            let mut in_run = false;
-            for c in name.chars() {
-                if matches!(c, '-' | '_' | '.') {
-                    if !in_run {
-                        out.push('-');
-                    }
-                    in_run = true;
-                } else {
-                    out.push(c.to_ascii_lowercase());
-                    in_run = false;
-                }
+    (kind.protocol().canonical)(name)
+}
+
+/// npm names: lower-cased.
+pub(crate) fn lower_case(name: &str) -> String {
+    name.to_ascii_lowercase()
+}
+
+/// Crate names: lower-cased with `_` read as `-` (crates.io refuses a new crate that differs
+/// only there).
+pub(crate) fn crate_name(name: &str) -> String {
+    name.to_ascii_lowercase().replace('_', "-")
+}
+
+/// PyPI names, normalised by PEP 503: runs of `-`, `_`, `.` become one `-`, lower-cased.
+pub(crate) fn pep503(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_run = false;
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !in_run {
+                out.push('-');
             }
-            out
+            in_run = true;
+        } else {
+            out.push(c.to_ascii_lowercase());
+            in_run = false;
         }
     }
+    out
 }
 
 /// One `allow` or `deny` pattern: `*` matches any run of characters (`/` included, so
@@ -129,6 +137,13 @@ impl NameRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[allow(non_upper_case_globals)]
+    impl Kind {
+        const Npm: Kind = Kind::of(&crate::registry::npm::PROTOCOL);
+        const Pypi: Kind = Kind::of(&crate::registry::pypi::PROTOCOL);
+        const Cargo: Kind = Kind::of(&crate::registry::cargo::PROTOCOL);
+    }
 
     #[test]
     fn canonical_names() {

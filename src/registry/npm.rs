@@ -4,6 +4,7 @@
 //! integrity checks keep working on top of fetchgate's.
 
 use super::error::RegistryError;
+use super::protocol::{Handled, Protocol};
 use super::service::{Ask, Front, Registries, Reply};
 use crate::fetch::integrity::Expected;
 use bytes::Bytes;
@@ -165,6 +166,19 @@ pub(crate) fn find_dist(body: &[u8], file: &str) -> Result<Option<Dist>, String>
         }
     }
     Ok(None)
+}
+
+/// The `kind = "npm"` row of the registry-kind table: npm packuments and tarballs.
+pub(crate) const PROTOCOL: Protocol = Protocol {
+    name: "npm",
+    canonical: super::names::lower_case,
+    bare_token_scheme: Some("Bearer"),
+    handle,
+};
+
+/// Answers one request below a `npm` mount.
+fn handle<'a>(r: &'a Registries, front: &'a Front, ask: &'a Ask<'a>) -> Handled<'a> {
+    Box::pin(r.npm(front, ask))
 }
 
 impl Registries {

@@ -2,8 +2,8 @@
 //! Metadata comes through the [`MetadataCache`]; every upstream request (metadata, artifacts,
 //! redirects) goes through the [`Fetcher`], so it is decided, pinned and identity-only; an
 //! artifact reaches the store only after it matched the digest its registry published.
-//! Each protocol's handler lives beside its parsing and rewriting ([`super::npm`],
-//! [`super::pypi`], [`super::cargo`]); this module holds what they share.
+//! Each protocol's handler lives beside its parsing and rewriting, reached through its row of
+//! [`super::protocol::PROTOCOLS`]; this module holds what they share.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -44,6 +44,25 @@ pub(crate) enum Reply {
         /// Its SHA-256.
         sha256: Digest,
     },
+    /// Another reply with headers of the protocol's own, set over the serve layer's (an exact
+    /// upstream `Content-Type`, `Docker-Content-Digest`, an API version).
+    WithHeaders {
+        /// The reply.
+        reply: Box<Reply>,
+        /// The headers, each replacing any of its name.
+        headers: HeaderMap,
+    },
+}
+
+impl Reply {
+    /// The stored artifact this reply serves, if it serves one.
+    pub(crate) fn artifact(&self) -> Option<&Digest> {
+        match self {
+            Reply::Artifact { sha256 } => Some(sha256),
+            Reply::WithHeaders { reply, .. } => reply.artifact(),
+            Reply::Document { .. } => None,
+        }
+    }
 }
 
 /// One registry request as the router hands it over.
@@ -55,10 +74,14 @@ pub(crate) struct Ask<'a> {
     pub(crate) accept: Option<&'a str>,
     /// This registry's base URL as the client reaches it, ending in `/`.
     pub(crate) base: &'a str,
+    /// `HEAD` rather than `GET` (the serve layer answers only these two).
+    pub(crate) head: bool,
+    /// The query, if any (the path never holds it).
+    pub(crate) query: Option<&'a str>,
 }
 
 /// One mounted registry with what it needs at run time.
-pub(super) struct Front {
+pub(crate) struct Front {
     pub(super) settings: RegistrySettings,
     pub(super) credential: Option<Credential>,
 }
@@ -129,7 +152,7 @@ impl Registries {
         let mut npm = self
             .fronts
             .iter()
-            .filter(|(_, f)| f.settings.kind == Kind::Npm)
+            .filter(|(_, f)| f.settings.kind == Kind::of(&super::npm::PROTOCOL))
             .map(|(name, _)| name.clone());
         match (npm.next(), npm.next()) {
             (Some(name), None) => Some(name),
@@ -160,14 +183,10 @@ impl Registries {
             .fronts
             .get(name)
             .ok_or_else(|| RegistryError::UnknownRegistry(name.to_string()))?;
-        let reply = match front.settings.kind {
-            Kind::Npm => self.npm(front, ask).await,
-            Kind::Pypi => self.pypi(front, ask).await,
-            Kind::Cargo => self.cargo(front, ask).await,
-        }?;
+        let reply = (front.settings.kind.protocol().handle)(self, front, ask).await?;
         // Whatever a registry with credentials serves may be private: never offered to every
         // web origin by a plain `/sha256/` read (marked before the client has the digest).
-        if let Reply::Artifact { sha256 } = &reply
+        if let Some(sha256) = reply.artifact()
             && front.credential.is_some()
         {
             self.credentialed.mark(*sha256).await;

@@ -125,6 +125,10 @@ async fn route(
     // Origin-form: fetchgate itself is the server, so `Host` must name it (DNS rebinding).
     super::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
     if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
+        // containerd's `?ns=` may name another configured registry: chosen before the
+        // client's policy judges the name.
+        let query = req.uri().query();
+        let name = gate.registries.selected_by_ns(&name, query).unwrap_or(name);
         log.kind = Kind::Registry;
         same_site(gate, &req, log)?;
         if let Some(r) = policies.iter().find_map(|p| narrow_registry(p, &name)) {

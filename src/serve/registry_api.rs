@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
-use http::{Method, Request, Response};
+use http::{HeaderMap, Method, Request, Response};
 
 use super::AppContext;
 use super::body::{Decided, ProxyBody, RequestLog};
@@ -48,6 +48,8 @@ pub(crate) async fn handle<B>(
         path,
         accept,
         base: &base,
+        head: req.method() == Method::HEAD,
+        query: req.uri().query(),
     };
     let reply = match gate.registries.handle(name, &ask).await {
         Ok(reply) => reply,
@@ -58,28 +60,81 @@ pub(crate) async fn handle<B>(
             return Ok(with_reason(p));
         }
     };
-    match reply {
-        Reply::Document {
+    let (reply, extra) = unwrapped(reply);
+    let mut resp = match reply {
+        Served::Document {
             content_type,
             body,
             vary_accept,
             freshness,
         } => {
             log.decision = Decided::RegistryMetadata;
-            Ok(document(
-                req.method(),
-                &content_type,
-                body,
-                vary_accept,
-                freshness,
-            ))
+            document(req.method(), &content_type, body, vary_accept, freshness)
         }
-        Reply::Artifact { sha256 } => {
+        Served::Artifact(sha256) => {
             log.decision = Decided::RegistryArtifact;
             let object = lookup(gate.fetcher.store(), sha256)
                 .await
                 .ok_or(RequestError::Evicted(sha256))?;
-            Ok(respond(req.method(), req.headers(), object, false))
+            respond(req.method(), req.headers(), object, false)
+        }
+    };
+    for name in extra.keys() {
+        resp.headers_mut().remove(name);
+    }
+    for (name, value) in &extra {
+        resp.headers_mut().append(name, value.clone());
+    }
+    Ok(resp)
+}
+
+/// What a reply serves, without its headers.
+enum Served {
+    /// A metadata document.
+    Document {
+        content_type: String,
+        body: Bytes,
+        vary_accept: bool,
+        freshness: Freshness,
+    },
+    /// A stored artifact.
+    Artifact(crate::store::Digest),
+}
+
+/// What `reply` serves and the protocol's own headers around it (the outermost wins).
+fn unwrapped(reply: Reply) -> (Served, HeaderMap) {
+    let mut extra = HeaderMap::new();
+    let mut reply = reply;
+    loop {
+        match reply {
+            Reply::WithHeaders {
+                reply: inner,
+                headers,
+            } => {
+                for name in headers.keys() {
+                    if !extra.contains_key(name) {
+                        for v in headers.get_all(name) {
+                            extra.append(name, v.clone());
+                        }
+                    }
+                }
+                reply = *inner;
+            }
+            Reply::Document {
+                content_type,
+                body,
+                vary_accept,
+                freshness,
+            } => {
+                let served = Served::Document {
+                    content_type,
+                    body,
+                    vary_accept,
+                    freshness,
+                };
+                return (served, extra);
+            }
+            Reply::Artifact { sha256 } => return (Served::Artifact(sha256), extra),
         }
     }
 }
@@ -146,4 +201,36 @@ fn document(
         );
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_protocols_headers_survive_unwrapping_and_the_outermost_wins() {
+        let name = HeaderName::from_static("docker-content-digest");
+        let mut inner_headers = HeaderMap::new();
+        inner_headers.insert(name.clone(), HeaderValue::from_static("inner"));
+        inner_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("a/b"));
+        let mut outer_headers = HeaderMap::new();
+        outer_headers.insert(name.clone(), HeaderValue::from_static("outer"));
+        let reply = Reply::WithHeaders {
+            reply: Box::new(Reply::WithHeaders {
+                reply: Box::new(Reply::Document {
+                    content_type: "text/plain".into(),
+                    body: Bytes::from_static(b"x"),
+                    vary_accept: false,
+                    freshness: Freshness::Fetched,
+                }),
+                headers: inner_headers,
+            }),
+            headers: outer_headers,
+        };
+        let (served, extra) = unwrapped(reply);
+        assert!(matches!(served, Served::Document { .. }));
+        assert_eq!(extra.get_all(&name).iter().count(), 1);
+        assert_eq!(extra[&name], "outer");
+        assert_eq!(extra[header::CONTENT_TYPE], "a/b");
+    }
 }

@@ -117,6 +117,23 @@ impl OciError {
         }
     }
 
+    /// [`Self::field`] where it is one fixed name (a manifest's failing member is in the
+    /// detail instead).
+    pub(crate) fn static_field(&self) -> Option<&'static str> {
+        match self {
+            OciError::InvalidName { .. } => Some("name"),
+            OciError::InvalidTag(_) => Some("tag"),
+            OciError::InvalidDigest { .. } => Some("digest"),
+            OciError::NotServed(_) | OciError::ReadOnly { .. } => Some("path"),
+            OciError::InvalidQuery { field, .. } | OciError::InvalidChallenge { field, .. } => {
+                Some(field)
+            }
+            OciError::ManifestTooLarge { .. } | OciError::InvalidManifest { .. } => {
+                Some("manifest")
+            }
+        }
+    }
+
     /// The safe next action.
     pub(crate) fn next(&self) -> &'static str {
         match self {

@@ -5,15 +5,18 @@
 //! reads manifests and indexes into descriptors within a size cap; [`accept`] keeps every
 //! `Accept` value a client sent. Failures are [`error::OciError`]s.
 //!
-//! The front-end itself (fetching, caching, serving) is wired in once registry kinds are rows
-//! of one table (issue 19, step 1); until then nothing outside these modules' tests calls them.
+//! [`front`] is the front-end itself (the `oci` row of the registry-kind table), [`auth`] its
+//! upstream Bearer token flow.
 
-// Wired in by the registry-kind table; remove this once the `oci` kind's row uses them.
+// Per-client `Accept` forwarding (`accept`) and parts of the parsers are not wired in yet;
+// remove this once the front-end uses them.
 #![allow(dead_code)]
 
 pub(crate) mod accept;
+mod auth;
 pub(crate) mod challenge;
 pub(crate) mod error;
+pub(crate) mod front;
 pub(crate) mod manifest;
 pub(crate) mod paths;
 pub(crate) mod reference;

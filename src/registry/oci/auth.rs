@@ -1,0 +1,170 @@
+//! Upstream Bearer auth for an `oci` registry: the challenge is learnt once per registry from
+//! the upstream's `/v2/` (`401` with `WWW-Authenticate: Bearer realm=...`), a pull token is
+//! asked of the realm per repository scope (anonymously, or with the `credentials_file`
+//! credential, which then goes only to the realm) and kept until it expires. The realm is
+//! fetched like any upstream (decided, pinned), and the token is a [`Credential`] of the
+//! upstream's own origin, so the fetcher never sends it to a redirect elsewhere (a CDN, S3).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, StatusCode};
+
+use super::challenge::{
+    BearerChallenge, MAX_TOKEN_RESPONSE_BYTES, bearer_challenge, parse_token_response, pull_scope,
+};
+use crate::fetch::expected::MetaResponse;
+use crate::fetch::hops::{Credential, GetRequest};
+use crate::registry::service::{Front, Registries};
+
+/// The most challenges and tokens remembered (registries × repositories); past it, the
+/// oldest-expiring half is dropped.
+const MAX_REMEMBERED: usize = 4096;
+
+/// What each registry's upstream asked for: `None` when `/v2/` answered without a challenge.
+fn challenges() -> &'static Mutex<HashMap<String, Option<BearerChallenge>>> {
+    static C: OnceLock<Mutex<HashMap<String, Option<BearerChallenge>>>> = OnceLock::new();
+    C.get_or_init(Mutex::default)
+}
+
+/// Pull tokens by registry and scope, with when they stop being used.
+fn tokens() -> &'static Mutex<HashMap<String, (HeaderValue, Instant)>> {
+    static T: OnceLock<Mutex<HashMap<String, (HeaderValue, Instant)>>> = OnceLock::new();
+    T.get_or_init(Mutex::default)
+}
+
+impl Registries {
+    /// `front` as it must reach the upstream for `repository`: unchanged when the upstream
+    /// asks for no token (or cannot be asked now: a cached answer may still serve), else with
+    /// a pull token for the upstream's own origin in place of its credential.
+    pub(super) async fn authorised(&self, front: &Front, repository: &str) -> Option<Front> {
+        let s = &front.settings;
+        if s.offline {
+            return None;
+        }
+        // Keyed by what the token is worth: this registry, upstream and credential (two
+        // configurations in one process never lend each other a token).
+        let credential = s.credential.as_ref().map_or_else(String::new, |v| {
+            crate::store::Digest::of(v.as_bytes()).hex()
+        });
+        let registry = format!("{} {} {credential}", s.name, s.upstream);
+        let challenge = self.challenge(front, &registry).await?;
+        let scope = pull_scope(repository);
+        let key = format!("{registry} {scope}");
+        let now = Instant::now();
+        let cached = tokens().lock().ok().and_then(|t| {
+            t.get(&key)
+                .filter(|(_, until)| *until > now)
+                .map(|(v, _)| v.clone())
+        });
+        let value = match cached {
+            Some(v) => v,
+            None => {
+                let (value, lifetime) = self.token(front, &challenge, &scope).await?;
+                if let Ok(mut t) = tokens().lock() {
+                    if t.len() >= MAX_REMEMBERED {
+                        t.retain(|_, (_, until)| *until > now);
+                    }
+                    t.insert(key, (value.clone(), now + lifetime));
+                }
+                value
+            }
+        };
+        Some(Front {
+            settings: s.clone(),
+            credential: Some(Credential {
+                origin: s.upstream.origin(),
+                value,
+            }),
+        })
+    }
+
+    /// The upstream's Bearer challenge, learnt from `/v2/` once per registry.
+    async fn challenge(&self, front: &Front, registry: &str) -> Option<BearerChallenge> {
+        if let Some(known) = challenges().lock().ok()?.get(registry) {
+            return known.clone();
+        }
+        let url = front.settings.upstream.join("v2/").ok()?;
+        let also = [StatusCode::UNAUTHORIZED];
+        let req = GetRequest {
+            url: url.as_str(),
+            headers: HeaderMap::new(),
+            credential: front.credential.as_ref(),
+            also: &also,
+            max: MAX_TOKEN_RESPONSE_BYTES as u64,
+            exact: None,
+        };
+        let timeout = self.fetcher.fetch_timeout();
+        let (response, _) = tokio::time::timeout(timeout, self.fetcher.get(req))
+            .await
+            .ok()?
+            .ok()?;
+        let found = if response.status() == StatusCode::UNAUTHORIZED {
+            let values = response
+                .headers()
+                .get_all(header::WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok());
+            match bearer_challenge(values) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(registry = %front.settings.name, error = %e, "unusable upstream challenge");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if let Ok(mut c) = challenges().lock() {
+            if c.len() >= MAX_REMEMBERED {
+                c.clear();
+            }
+            c.insert(registry.to_string(), found.clone());
+        }
+        found
+    }
+
+    /// A pull token for `scope` from the challenge's realm, and how long it may be used.
+    async fn token(
+        &self,
+        front: &Front,
+        challenge: &BearerChallenge,
+        scope: &str,
+    ) -> Option<(HeaderValue, Duration)> {
+        let url = challenge.token_url_for(&[scope.to_string()]);
+        // The operator's credential goes to the realm the upstream named, and only there.
+        let credential = front.settings.credential.clone().map(|value| Credential {
+            origin: url.origin(),
+            value,
+        });
+        let answer = self
+            .fetcher
+            .get_metadata(
+                url.as_str(),
+                HeaderMap::new(),
+                credential.as_ref(),
+                MAX_TOKEN_RESPONSE_BYTES as u64,
+            )
+            .await;
+        let body = match answer {
+            Ok(MetaResponse::Ok { body, .. }) => body,
+            Ok(_) => return None,
+            Err(f) => {
+                tracing::warn!(registry = %front.settings.name, code = f.code, detail = %f.detail, "token request failed");
+                return None;
+            }
+        };
+        let token = match parse_token_response(&body) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(registry = %front.settings.name, error = %e, "unusable token response");
+                return None;
+            }
+        };
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", token.value)).ok()?;
+        value.set_sensitive(true);
+        Some((value, token.lifetime))
+    }
+}

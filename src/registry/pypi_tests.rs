@@ -1,0 +1,133 @@
+//! Unit tests of the PyPI front-end's paths, Accept handling and page rewriting.
+use super::*;
+
+const SHA: &str = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
+
+#[test]
+fn paths() {
+    assert_eq!(
+        parse_path("/Foo.Bar/"),
+        Request::Project {
+            name: "Foo.Bar".into()
+        }
+    );
+    assert_eq!(
+        parse_path(&format!("/-/files/foo/{SHA}/foo-1.0-py3-none-any.whl")),
+        Request::File {
+            project: "foo".into(),
+            sha256: Digest::parse(SHA).unwrap(),
+            filename: "foo-1.0-py3-none-any.whl".into()
+        }
+    );
+    assert_eq!(
+        parse_path(&format!(
+            "/-/files/foo/{SHA}/foo-1.0-py3-none-any.whl.metadata"
+        )),
+        Request::Metadata {
+            project: "foo".into(),
+            sha256: Digest::parse(SHA).unwrap(),
+            filename: "foo-1.0-py3-none-any.whl".into()
+        }
+    );
+    assert_eq!(
+        parse_path(&format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl")),
+        Request::Unscoped {
+            sha256: Digest::parse(SHA).unwrap(),
+            filename: "foo-1.0-py3-none-any.whl".into()
+        }
+    );
+    // The Nexus and Artifactory layout: the same requests under `/simple/`.
+    assert_eq!(
+        parse_path("/simple/Foo.Bar/"),
+        Request::Project {
+            name: "Foo.Bar".into()
+        }
+    );
+    assert_eq!(
+        parse_path("/simple/simple/"),
+        Request::Project {
+            name: "simple".into()
+        }
+    );
+    assert_eq!(
+        parse_path("/simple/"),
+        Request::Project {
+            name: "simple".into()
+        },
+        "as before: the project named simple"
+    );
+    assert_eq!(parse_path("/simple/simple/x/"), Request::Other);
+    let unscoped = format!("/-/files/{SHA}/foo-1.0-py3-none-any.whl.metadata");
+    let bad_project = format!("/-/files/_x/{SHA}/foo-1.0-py3-none-any.whl");
+    for bad in [
+        "/",
+        "/-/files/x/xyz/a.whl",
+        "/../x/",
+        "/_x/",
+        "/-/files/",
+        &unscoped,
+        &bad_project,
+    ] {
+        assert_eq!(parse_path(bad), Request::Other, "{bad}");
+    }
+}
+
+#[test]
+fn accept() {
+    assert!(!wants_json(None));
+    assert!(wants_json(Some(
+        "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, text/html; q=0.01"
+    )));
+    assert!(!wants_json(Some("text/html")));
+    assert!(!wants_json(Some(
+        "application/vnd.pypi.simple.v1+json; q=0.2, text/html"
+    )));
+}
+
+#[test]
+fn page_rewrite_keeps_hashes_and_drops_unverifiable_files() {
+    let body = serde_json::json!({
+        "meta": {"api-version": "1.1"},
+        "name": "demo",
+        "files": [
+            {"filename": "demo-1.0-py3-none-any.whl", "url": "../../files/demo-1.0-py3-none-any.whl",
+             "hashes": {"sha256": SHA}, "requires-python": ">=3.8", "yanked": false,
+             "core-metadata": {"sha256": SHA}},
+            {"filename": "demo-0.9.tar.gz", "url": "/files/demo-0.9.tar.gz", "hashes": {"md5": "x"}},
+            {"filename": "demo-0.8.tar.gz", "url": "/files/demo-0.8.tar.gz", "hashes": {"sha256": SHA},
+             "yanked": "broken <b>", "core-metadata": true}
+        ]
+    });
+    let page_url = url::Url::parse("http://up.test/simple/demo/").unwrap();
+    let page = read_page(
+        body.to_string().as_bytes(),
+        &page_url,
+        "http://fg/registry/py/",
+        "demo",
+    )
+    .unwrap();
+    assert_eq!(page.files.len(), 2);
+    assert_eq!(
+        page.files[0].url,
+        "http://up.test/files/demo-1.0-py3-none-any.whl"
+    );
+    assert_eq!(page.files[0].metadata_sha256, Digest::parse(SHA).ok());
+    assert_eq!(page.files[1].metadata_sha256, None);
+    let files = page.doc["files"].as_array().unwrap();
+    assert_eq!(
+        files[0]["url"],
+        format!("http://fg/registry/py/-/files/demo/{SHA}/demo-1.0-py3-none-any.whl")
+    );
+    assert_eq!(files[0]["hashes"]["sha256"], SHA);
+    assert_eq!(
+        files[1]["core-metadata"], false,
+        "an unhashed sidecar is hidden"
+    );
+    let html = String::from_utf8(render_html(&page).to_vec()).unwrap();
+    assert!(html.contains(&format!(
+        "-/files/demo/{SHA}/demo-1.0-py3-none-any.whl#sha256={SHA}\""
+    )));
+    assert!(html.contains("data-requires-python=\"&gt;=3.8\""));
+    assert!(html.contains("data-yanked=\"broken &lt;b&gt;\""));
+    assert!(html.contains(&format!("data-core-metadata=\"sha256={SHA}\"")));
+}
