@@ -3,7 +3,7 @@
 //! `fsync`, rename into place, `fsync` the directory, then the index.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{IoSlice, Write};
+use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -130,27 +130,6 @@ impl Fill {
         Ok(())
     }
 
-    /// Hashes and writes `chunks` as one vectored write (one system call for many network
-    /// reads), refusing (without writing) a batch that would pass the limit. Each chunk is
-    /// hashed once, just before the write copies it, while it is still in cache.
-    pub(crate) fn write_chunks(&mut self, chunks: &[bytes::Bytes]) -> Result<(), FillError> {
-        let total: u64 = chunks.iter().map(|c| c.len() as u64).sum();
-        if self.count + total > self.size {
-            return Err(FillError::TooLong { limit: self.size });
-        }
-        self.reserve_for(self.count + total)?;
-        let Some(file) = self.file.as_mut() else {
-            return Err(closed());
-        };
-        for chunk in chunks {
-            self.hasher.update(chunk);
-        }
-        write_all_vectored(file, chunks)
-            .map_err(|e| FillError::Store(io("cannot write", &self.path, e)))?;
-        self.count += total;
-        Ok(())
-    }
-
     /// Checks size and digest; on a match publishes with one rename and records it, with the
     /// locator the bytes came from and an optional package label.
     pub fn commit(
@@ -230,27 +209,8 @@ impl Drop for Fill {
     }
 }
 
-/// Writes every byte of `chunks` with as few `writev` calls as the kernel allows.
-fn write_all_vectored(file: &mut File, chunks: &[bytes::Bytes]) -> std::io::Result<()> {
-    let mut slices: Vec<IoSlice<'_>> = chunks.iter().map(|c| IoSlice::new(c)).collect();
-    let mut rest = &mut slices[..];
-    while !rest.is_empty() {
-        match file.write_vectored(rest) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut rest, n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// Chunks in flight between a network reader and its fill's writer thread.
 const SINK_DEPTH: usize = 16;
-
-/// The most bytes the writer thread gathers from its queue into one write: when it is behind,
-/// everything queued goes in one system call instead of one per network read.
-const WRITE_BATCH: usize = 1 << 20;
 
 /// A [`Fill`] driven from async code: chunks go to a blocking writer thread through a bounded
 /// channel, so file writes never block the runtime, and a reader that outpaces the disk waits
@@ -285,17 +245,8 @@ impl FillSink {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(SINK_DEPTH);
         let writer = tokio::task::spawn_blocking(move || {
             let mut fill = open()?;
-            let mut batch = Vec::with_capacity(SINK_DEPTH + 1);
             while let Some(chunk) = rx.blocking_recv() {
-                let mut len = chunk.len();
-                batch.push(chunk);
-                while len < WRITE_BATCH {
-                    let Ok(more) = rx.try_recv() else { break };
-                    len += more.len();
-                    batch.push(more);
-                }
-                fill.write_chunks(&batch)?;
-                batch.clear();
+                fill.write(&chunk)?;
             }
             Ok(fill)
         });
@@ -408,58 +359,4 @@ fn writer_failed(e: tokio::task::JoinError) -> FillError {
     FillError::Store(StoreError::Internal(format!(
         "the cache writer failed: {e}"
     )))
-}
-
-#[cfg(test)]
-mod tests {
-    use bytes::Bytes;
-
-    use super::super::testing::{bytes, store};
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn chunks_gathered_into_one_write_publish_only_under_their_digest() {
-        let (_dir, s) = store(1 << 20);
-        let body = bytes(300_000, 9);
-        let d = Digest::of(&body);
-        let mut sink = FillSink::begin(s.clone(), Some(d), body.len() as u64);
-        for chunk in body.chunks(7_000) {
-            sink.send(Bytes::copy_from_slice(chunk)).await.unwrap();
-        }
-        assert_eq!(sink.finish(None, None).await.unwrap(), d);
-        assert_eq!(s.read_bytes(&d, 1 << 20).unwrap(), body);
-
-        // The same chunks with one byte changed in the middle of a batch, into a fresh store:
-        // nothing is published, under the expected name or any other.
-        let (_dir2, s2) = store(1 << 20);
-        let mut bad = body.clone();
-        bad[150_001] ^= 1;
-        let mut sink = FillSink::begin(s2.clone(), Some(d), bad.len() as u64);
-        for chunk in bad.chunks(7_000) {
-            sink.send(Bytes::copy_from_slice(chunk)).await.unwrap();
-        }
-        assert!(matches!(
-            sink.finish(None, None).await,
-            Err(FillError::DigestMismatch { .. })
-        ));
-        assert!(!s2.contains(&d) && !s2.contains(&Digest::of(&bad)));
-        assert_eq!(s2.stats().entries, 0);
-    }
-
-    #[test]
-    fn a_batch_past_the_limit_is_refused_whole() {
-        let (_dir, s) = store(1 << 20);
-        let mut fill = s.begin(None, 10).unwrap();
-        let chunks = [Bytes::from_static(b"12345"), Bytes::from_static(b"678901")];
-        assert!(matches!(
-            fill.write_chunks(&chunks),
-            Err(FillError::TooLong { limit: 10 })
-        ));
-        // Nothing of the batch was written or counted: what fits still goes in.
-        fill.write_chunks(&chunks[..1]).unwrap();
-        fill.write_chunks(&[Bytes::from_static(b"67890")]).unwrap();
-        let d = fill.commit(None, None).unwrap();
-        assert_eq!(d, Digest::of(b"1234567890"));
-        assert_eq!(s.read_bytes(&d, 100).unwrap(), &b"1234567890"[..]);
-    }
 }
