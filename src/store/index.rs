@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use redb::{
-    ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable, TableDefinition,
+    ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    TableDefinition,
 };
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +68,7 @@ impl Index {
     /// from the directories. Any other failure (such as an older fetchgate holding the file
     /// exclusively) is an error, never a rebuild.
     pub(crate) fn open(path: &Path) -> Result<Self, String> {
-        let db = match open_shared(path) {
+        let db = match open_index(path) {
             Ok(db) => db,
             Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(e))) => {
                 let aside = path.with_extension(format!("corrupt-{}", super::now()));
@@ -75,7 +76,7 @@ impl Index {
                 std::fs::rename(path, &aside).map_err(|e2| {
                     format!("cannot move the corrupt index aside: {e2} (after: {e})")
                 })?;
-                open_shared(path)
+                open_index(path)
                     .map_err(|e| format!("cannot create the index {}: {e}", path.display()))?
             }
             Err(e) => return Err(format!("cannot open the index {}: {e}", path.display())),
@@ -97,22 +98,29 @@ impl Index {
         }
     }
 
-    /// Every record.
-    pub(crate) fn all(&self) -> Result<Vec<(Digest, Record)>, String> {
+    /// How many records there are (to size a table before [`Index::each`]).
+    pub(crate) fn len(&self) -> Result<u64, String> {
         let txn = self.db.begin_read().map_err(|e| e.to_string())?;
         let table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
-        let mut out = Vec::new();
+        table.len().map_err(|e| e.to_string())
+    }
+
+    /// Calls `each` with every record, streamed from the index: no list of them all is
+    /// built. Unreadable records are skipped with a warning.
+    pub(crate) fn each(&self, mut each: impl FnMut(Digest, Record)) -> Result<(), String> {
+        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
+        let table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
         for row in table.iter().map_err(|e| e.to_string())? {
             let (k, v) = row.map_err(|e| e.to_string())?;
             let Ok(bytes) = <[u8; 32]>::try_from(k.value()) else {
                 continue;
             };
             match serde_json::from_str::<Record>(v.value()) {
-                Ok(r) => out.push((Digest(bytes), r)),
+                Ok(r) => each(Digest(bytes), r),
                 Err(e) => tracing::warn!(error = %e, "skipping an unreadable index record"),
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Writes records durably (publication, pins).
@@ -194,6 +202,19 @@ impl Index {
 pub(crate) fn open_shared(path: &Path) -> Result<Database, redb::DatabaseError> {
     Database::builder()
         .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .create(path)
+}
+
+/// Page cache kept by the entry index. redb's default (1 GiB) would hold the whole index of a
+/// store with millions of entries in memory after the start-up load reads it once; the
+/// store's own table is what serves lookups, so the index needs little cache of its own.
+const INDEX_CACHE_BYTES: usize = 16 << 20;
+
+/// Opens the entry index as [`open_shared`] does, with a bounded page cache.
+fn open_index(path: &Path) -> Result<Database, redb::DatabaseError> {
+    Database::builder()
+        .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .set_cache_size(INDEX_CACHE_BYTES)
         .create(path)
 }
 

@@ -2,7 +2,6 @@
 //! and setting aside any that no longer match (verify, quarantine), and collecting what
 //! stopped fills and evictions leave behind (gc, sweeping `tmp/`).
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -33,25 +32,55 @@ impl Store {
     /// are never adopted. Returns (adopted, dropped).
     pub(crate) fn reconcile(&self) -> Result<(usize, usize), StoreError> {
         let on_disk = scan_objects(&self.objects)?;
+        // The differences are found under the read lock, so hits go on while a table of
+        // millions of entries is compared; only the changes take the write lock.
+        let (changed, gone) = {
+            let entries = self.table()?;
+            let mut known = 0;
+            let mut changed = Vec::new();
+            for (d, size) in &on_disk {
+                match entries.get(d) {
+                    Some(m) if m.size == *size => known += 1,
+                    Some(_) => {
+                        known += 1;
+                        changed.push((*d, *size));
+                    }
+                    None => changed.push((*d, *size)),
+                }
+            }
+            // Every entry has its file (the usual case): no search for the missing ones.
+            let gone: Vec<(Digest, Arc<Meta>)> = if known == entries.len() {
+                Vec::new()
+            } else {
+                entries
+                    .iter()
+                    .filter(|(d, _)| on_disk.binary_search_by_key(*d, |(k, _)| *k).is_err())
+                    .map(|(d, m)| (*d, m.clone()))
+                    .collect()
+            };
+            (changed, gone)
+        };
+        drop(on_disk);
         let mut adopted = Vec::new();
         let mut dropped = Vec::new();
         {
             let mut entries = self.table_mut()?;
-            for (d, size) in &on_disk {
-                if entries.get(d).is_some_and(|m| m.size == *size) {
+            for (d, size) in changed {
+                // Published with this size since the look: nothing to adopt.
+                if entries.get(&d).is_some_and(|m| m.size == size) {
                     continue;
                 }
-                let meta = self.adopt(&mut entries, *d, *size);
-                adopted.push((*d, meta.record()));
+                let meta = self.adopt(&mut entries, d, size);
+                adopted.push((d, meta.record()));
             }
-            entries.retain(|d, m| {
-                let keep = on_disk.contains_key(d);
-                if !keep {
-                    self.space.give_back(m.size);
-                    dropped.push(*d);
+            for (d, seen) in gone {
+                // Only the entry seen without a file: one published since has its file.
+                if entries.get(&d).is_some_and(|m| Arc::ptr_eq(m, &seen)) {
+                    entries.remove(&d);
+                    self.space.give_back(seen.size);
+                    dropped.push(d);
                 }
-                keep
-            });
+            }
         }
         self.index.put(&adopted).map_err(StoreError::Index)?;
         self.index.remove(&dropped).map_err(StoreError::Index)?;
@@ -179,9 +208,10 @@ impl Store {
 }
 
 /// The regular files under `objects/sha256/` whose names are digests in the right shard,
-/// with their sizes; their modes are reset to 0444 on the way.
-fn scan_objects(objects: &Path) -> Result<HashMap<Digest, u64>, StoreError> {
-    let mut on_disk = HashMap::new();
+/// with their sizes, sorted by digest (a flat list: half the memory of a map for a store of
+/// millions of entries); their modes are reset to 0444 on the way.
+fn scan_objects(objects: &Path) -> Result<Vec<(Digest, u64)>, StoreError> {
+    let mut on_disk = Vec::new();
     for shard in fs::read_dir(objects)
         .map_err(|e| io("cannot list", objects, e))?
         .flatten()
@@ -194,7 +224,8 @@ fn scan_objects(objects: &Path) -> Result<HashMap<Digest, u64>, StoreError> {
             let Some(d) = name.to_str().and_then(|n| Digest::parse(n).ok()) else {
                 continue;
             };
-            if shard.file_name().to_str() != Some(&d.hex()[..2]) {
+            // The shard is the name's first two characters (no hex string made per file).
+            if shard.file_name().to_str() != name.to_str().and_then(|n| n.get(..2)) {
                 continue;
             }
             // Not followed: a symbolic link is not a regular file here.
@@ -205,9 +236,10 @@ fn scan_objects(objects: &Path) -> Result<HashMap<Digest, u64>, StoreError> {
             if meta.permissions().mode() & 0o777 != 0o444 {
                 let _ = fs::set_permissions(f.path(), fs::Permissions::from_mode(0o444));
             }
-            on_disk.insert(d, meta.len());
+            on_disk.push((d, meta.len()));
         }
     }
+    on_disk.sort_unstable_by_key(|(d, _)| *d);
     Ok(on_disk)
 }
 

@@ -24,6 +24,7 @@ mod error;
 pub(crate) mod fill;
 pub(crate) mod index;
 mod maintenance;
+mod oldest;
 mod settings;
 mod shards;
 mod space;
@@ -156,12 +157,15 @@ impl Store {
         // progress holds a lock on its temp file, so another live process's fills are spared.
         sweep_tmp(&tmp);
         let index = Index::open(&root.join("index.redb")).map_err(StoreError::Index)?;
-        let mut entries = HashMap::new();
+        let rows = index.len().map_err(StoreError::Index)?;
+        let mut entries = HashMap::with_capacity(usize::try_from(rows).unwrap_or(0));
         let mut used = 0;
-        for (d, r) in index.all().map_err(StoreError::Index)? {
-            used += r.size;
-            entries.insert(d, Arc::new(Meta::from_record(r)));
-        }
+        index
+            .each(|d, r| {
+                used += r.size;
+                entries.insert(d, Arc::new(Meta::from_record(r)));
+            })
+            .map_err(StoreError::Index)?;
         let memory = moka::sync::Cache::builder()
             .max_capacity(settings.memory_bytes)
             .weigher(|_k: &Digest, v: &Bytes| u32::try_from(v.len()).unwrap_or(u32::MAX))

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::entries::Meta;
+use super::oldest::OldestFirst;
 use super::{Digest, Store, StoreError};
 
 /// A fill takes space ahead of its bytes in steps of at most this many bytes, and only from
@@ -185,19 +186,13 @@ impl Store {
         evicted.len()
     }
 
-    /// Unpinned entries, least recently used first (under the read lock only). Most
-    /// evictions need a victim or two, so only the oldest [`EVICTION_FIRST_PICK`] are put in
-    /// order at once (a linear selection, not a sort of the whole table); the rest are sorted
-    /// only if the iteration gets that far.
-    fn eviction_candidates(&self) -> Option<impl Iterator<Item = (Digest, Arc<Meta>)>> {
-        let entries = self.table().ok()?;
-        let candidates: Vec<(u64, Digest, Arc<Meta>)> = entries
-            .iter()
-            .filter(|(_, m)| !m.is_pinned())
-            .map(|(d, m)| (m.last_used(), *d, m.clone()))
-            .collect();
-        drop(entries);
-        Some(LeastRecentlyUsed::new(candidates))
+    /// Unpinned entries, least recently used first. Most evictions need a victim or two, so
+    /// the table is not copied: each batch is picked by one pass under the read lock that keeps
+    /// only the oldest few (a bounded heap), starting with [`EVICTION_FIRST_PICK`] and doubling
+    /// while the iteration goes on, so a cache of millions of entries evicts without a copy of
+    /// its table and a large eviction still needs few passes.
+    fn eviction_candidates(&self) -> Option<OldestFirst<'_>> {
+        Some(OldestFirst::new(self, EVICTION_FIRST_PICK))
     }
 
     /// Forgets entries whose files were removed, each at most once: an entry replaced or
@@ -223,46 +218,8 @@ impl Store {
     }
 }
 
-/// How many of the least recently used entries [`Store::evict_for`] orders up front.
-const EVICTION_FIRST_PICK: usize = 32;
-
-/// Entries by `(last used, digest)`, ordered lazily: the first [`EVICTION_FIRST_PICK`] by a
-/// selection and a small sort, the rest sorted when the iteration reaches them.
-struct LeastRecentlyUsed {
-    items: Vec<(u64, Digest, Arc<Meta>)>,
-    next: usize,
-    sorted_to: usize,
-}
-
-impl LeastRecentlyUsed {
-    fn new(mut items: Vec<(u64, Digest, Arc<Meta>)>) -> Self {
-        let first = EVICTION_FIRST_PICK.min(items.len());
-        if first < items.len() {
-            // Everything before `first` is now no newer than anything after it.
-            items.select_nth_unstable_by_key(first, |(t, d, _)| (*t, *d));
-        }
-        items[..first].sort_unstable_by_key(|(t, d, _)| (*t, *d));
-        Self {
-            items,
-            next: 0,
-            sorted_to: first,
-        }
-    }
-}
-
-impl Iterator for LeastRecentlyUsed {
-    type Item = (Digest, Arc<Meta>);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.next == self.sorted_to && self.sorted_to < self.items.len() {
-            self.items[self.sorted_to..].sort_unstable_by_key(|(t, d, _)| (*t, *d));
-            self.sorted_to = self.items.len();
-        }
-        let (_, d, m) = self.items.get(self.next)?;
-        self.next += 1;
-        Some((*d, m.clone()))
-    }
-}
+/// How many of the least recently used entries [`Store::evict_for`] picks in its first batch.
+pub(super) const EVICTION_FIRST_PICK: usize = 32;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The tee against the hash bound: a 256 MiB miss streamed through fetchgate's proxy with the
+# tee on (default configuration, the body kept in the cache as it passes), against SHA-256 of
+# the same bytes alone, both on the same pinned core, interleaved over ROUNDS rounds (medians).
+#
+#   proxy:  curl (core 0) fetches a new 256 MiB file each round through fetchgate (core 1,
+#           alone) from nginx (core 0); MiB/s as curl measures it;
+#   hash:   `sha256sum` of the same file (in the page cache) on core 1, and fetchgate's own
+#           SHA-256 (the sha2 crate, as the tee uses it) through `fetchgate cache verify` of
+#           the kept entry, on core 1;
+#   CPU:    fetchgate's user + system CPU seconds for each miss (from /proc, including the
+#           commit) against the user CPU seconds of `cache verify` per entry (the hash alone):
+#           the ratio a dedicated core would see, far less sensitive to other load than MiB/s.
+#
+# Each round's file is new to fetchgate, so every fetch is a real miss that publishes. The
+# entry kept is then checked by digest (the tee published exactly those bytes).
+#
+# Usage: benches/tee.sh   (ROUNDS=3, SIZE_MIB=256). PIN=0 turns pinning off. Installs nginx
+# and curl if missing; loopback only; stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+ROUNDS=${ROUNDS:-3}
+SIZE_MIB=${SIZE_MIB:-256}
+PIN=${PIN:-1}
+SUT=(); LOAD=()
+if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  SUT=(taskset -c 1); LOAD=(taskset -c 0)
+fi
+export PATH="/usr/sbin:$PATH"
+for b in nginx curl python3; do command -v "$b" >/dev/null || apt-get install -y -qq "$b" >/dev/null; done
+# FG=/path/to/fetchgate measures another build (a saved "before" binary, say).
+if [ -z "${FG:-}" ]; then cargo build --release -q; FG="$ROOT/target/release/fetchgate"; fi
+
+W=$(mktemp -d /tmp/fetchgate-tee.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
+  sleep 0.3
+  rm -rf "$W"
+}
+trap cleanup EXIT
+
+UP=127.0.0.1:18480
+FGP=127.0.0.1:18481
+mkdir -p "$W/www"
+for r in $(seq "$ROUNDS"); do head -c $((SIZE_MIB << 20)) /dev/urandom > "$W/www/$r"; done
+chmod 755 "$W" "$W/www"; chmod 644 "$W"/www/*
+cat > "$W/nginx.conf" <<EOF
+worker_processes 1;
+pid $W/nginx.pid;
+error_log $W/nginx-error.log crit;
+events { worker_connections 64; }
+http { access_log off; sendfile on; tcp_nopush on; server { listen $UP; root $W/www; } }
+EOF
+"${LOAD[@]}" nginx -c "$W/nginx.conf"
+cat > "$W/fg.toml" <<EOF
+[listen]
+proxy = "$FGP"
+admin = "127.0.0.1:18482"
+[cache]
+dir = "$W/cache"
+max_object_bytes = $(((SIZE_MIB + 1) << 20))
+[[egress.trust]]
+cidrs = ["127.0.0.1/32"]
+ports = [${UP##*:}]
+EOF
+"${SUT[@]}" "$FG" serve --config "$W/fg.toml" 2>"$W/fg.log" & PIDS+=($!); FG_PID=$!
+# User plus system CPU ticks a process has used (fields 14 and 15 of /proc/PID/stat).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+for a in $UP $FGP; do
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/${a%:*}/${a##*:}") 2>/dev/null && break; sleep 0.1; done
+done
+
+RES="$W/results.tsv"; : > "$RES"
+mib_s() { python3 -c "print(f'{$SIZE_MIB / $1:.1f}')"; }
+for r in $(seq "$ROUNDS"); do
+  sha=$(sha256sum "$W/www/$r" | cut -d' ' -f1)   # also brings the file into the page cache
+  cpu0=$(cpu_ticks "$FG_PID")
+  v=$("${LOAD[@]}" curl -fsS -o /dev/null -w '%{speed_download}' -x "http://$FGP" "http://$UP/$r" | awk '{printf "%.1f", $1 / 1048576}')
+  printf 'proxy\t%s\n' "$v" >> "$RES"
+  # The kept entry: published under the digest of exactly those bytes.
+  for _ in $(seq 100); do [ -f "$W/cache/objects/sha256/${sha:0:2}/$sha" ] && break; sleep 0.1; done
+  [ -f "$W/cache/objects/sha256/${sha:0:2}/$sha" ] || { echo "round $r: the tee kept nothing" >&2; exit 1; }
+  sleep 1   # the commit (fsync, rename, index) is part of what the tee costs
+  printf 'proxy_cpu_s\t%s\n' "$(python3 -c "print(($(cpu_ticks "$FG_PID") - $cpu0) / $(getconf CLK_TCK))")" >> "$RES"
+  sync
+  /usr/bin/time -f '%e' -o "$W/t" "${SUT[@]}" sha256sum "$W/www/$r" >/dev/null
+  printf 'sha256sum\t%s\n' "$(mib_s "$(cat "$W/t")")" >> "$RES"
+  /usr/bin/time -f '%e %U' -o "$W/t" "${SUT[@]}" "$FG" cache verify --config "$W/fg.toml" >/dev/null 2>&1
+  read -r t u < "$W/t"
+  printf 'sha2_cpu_s\t%s\n' "$(python3 -c "print($u / $r)")" >> "$RES"
+  # verify hashes every entry kept so far: r of SIZE_MIB each.
+  printf 'sha2\t%s\n' "$(python3 -c "print(f'{$r * $SIZE_MIB / $t:.1f}')")" >> "$RES"
+done
+
+python3 - "$RES" "$ROUNDS" "$SIZE_MIB" "${#SUT[@]}" <<'PY'
+import collections, statistics, sys
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    k, v = line.split()
+    rows[k].append(float(v))
+m = {k: statistics.median(v) for k, v in rows.items()}
+pinned = "fetchgate and the hashes on core 1, curl and nginx on core 0" if sys.argv[4] != "0" else "not pinned"
+print()
+print(f"tee against the hash bound, {sys.argv[3]} MiB misses, median of {sys.argv[2]} interleaved rounds, {pinned}")
+print()
+print("| measurement | MiB/s | tee / bound |")
+print("|---|---|---|")
+print(f"| {sys.argv[3]} MiB miss via proxy, tee on | {m['proxy']:.0f} | |")
+print(f"| SHA-256 alone, sha256sum | {m['sha256sum']:.0f} | {m['proxy'] / m['sha256sum']:.2f} |")
+print(f"| SHA-256 alone, fetchgate's sha2 (cache verify) | {m['sha2']:.0f} | {m['proxy'] / m['sha2']:.2f} |")
+print()
+print("CPU seconds per miss (user + system, drift-resistant: what a dedicated core would take):")
+print()
+print("| work | CPU s | hash / tee |")
+print("|---|---|---|")
+print(f"| fetchgate, whole tee (forward, hash, write, commit) | {m['proxy_cpu_s']:.3f} | {m['sha2_cpu_s'] / m['proxy_cpu_s']:.2f} |")
+print(f"| fetchgate's sha2 alone (user time of cache verify per entry) | {m['sha2_cpu_s']:.3f} | |")
+PY
