@@ -500,7 +500,7 @@ async fn promtool_check_metrics_finds_nothing_to_report() {
     support::require_tool(
         "promtool",
         "--version",
-        "install Debian's prometheus (scripts/test does)",
+        "install Debian's prometheus (`apt-get install -y prometheus`)",
     );
     let dir = tempfile::tempdir().unwrap();
     let (proxy, admin_addr) = serve_with_admin(&Toml::new().cache_dir(dir.path()).build()).await;

@@ -487,8 +487,8 @@ pub fn require_go() {
     super::require_tool(
         "go",
         "version",
-        "these tests drive the real Go toolchain: install Debian's golang-go \
-         (`apt-get install -y golang-go`; scripts/test, the one test command, does this)",
+        "the Go module tests drive the real toolchain: install Debian's golang-go \
+         (`apt-get install -y golang-go`)",
     );
 }
 

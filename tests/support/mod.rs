@@ -15,16 +15,8 @@ pub mod serve;
 pub mod tarball;
 pub mod upstream;
 
-/// Fails (never skips) unless `program arg` runs and succeeds; `hint` says how to install it.
+/// Fails (never skips) unless `program arg` runs and succeeds; `hint` says how to install it
+/// (the message also names scripts/test, which installs every tool the tests drive).
 pub fn require_tool(program: &str, arg: &str, hint: &str) {
-    let ok = std::process::Command::new(program)
-        .arg(arg)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "these tests need `{program}`, which was not found on PATH; {hint}"
-    );
+    process::require(program, arg, hint);
 }
