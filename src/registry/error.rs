@@ -74,6 +74,8 @@ pub(crate) enum RegistryError {
     Cache(String),
     /// A container-image request, manifest or challenge refused by the OCI front-end.
     Oci(super::oci::error::OciError),
+    /// A Go module request, checksum database answer or zip refused by the go front-end.
+    Go(super::gomod::error::GoError),
     /// A broken invariant inside fetchgate (a task that panicked): not something the cache
     /// directory's disk or permissions can explain.
     Internal(String),
@@ -101,6 +103,7 @@ impl RegistryError {
             RegistryError::Cache(_) => "cache_error",
             RegistryError::Internal(_) => "internal_error",
             RegistryError::Oci(e) => e.code(),
+            RegistryError::Go(e) => e.code(),
         }
     }
 
@@ -122,6 +125,7 @@ impl RegistryError {
             | RegistryError::DigestMismatch { .. } => PERMANENT_UPSTREAM_FAILURE,
             RegistryError::Cache(_) | RegistryError::Internal(_) => 500,
             RegistryError::Oci(e) => e.status(),
+            RegistryError::Go(e) => e.status(),
         }
     }
 
@@ -142,6 +146,7 @@ impl RegistryError {
             | RegistryError::DigestMismatch { .. } => Origin::Upstream,
             RegistryError::Cache(_) | RegistryError::Internal(_) => Origin::Internal,
             RegistryError::Oci(e) => e.origin(),
+            RegistryError::Go(e) => e.origin(),
         }
     }
 
@@ -156,6 +161,7 @@ impl RegistryError {
                 Some("integrity")
             }
             RegistryError::Oci(e) => e.static_field(),
+            RegistryError::Go(e) => e.field(),
             _ => None,
         }
     }
@@ -219,6 +225,7 @@ impl RegistryError {
             ),
             RegistryError::Cache(why) | RegistryError::Internal(why) => why.clone(),
             RegistryError::Oci(e) => e.to_string(),
+            RegistryError::Go(e) => e.detail(),
         }
     }
 
@@ -274,6 +281,7 @@ impl RegistryError {
                 "retry; if it persists, report it with the fetchgate log line"
             }
             RegistryError::Oci(e) => e.next(),
+            RegistryError::Go(e) => e.next(),
         }
     }
 

@@ -73,6 +73,12 @@ pub(crate) struct RegistrySection {
     pub(crate) deny: Option<Vec<Spanned<String>>>,
     /// A file holding the credential fetchgate itself sends to the upstream.
     pub(crate) credentials_file: Option<Spanned<String>>,
+    /// go: the checksum database's verifier key, or `"off"`.
+    pub(crate) sumdb: Option<Spanned<String>>,
+    /// go: the checksum database's URL.
+    pub(crate) sumdb_url: Option<Spanned<String>>,
+    /// go: module path patterns never looked up in a public database.
+    pub(crate) private: Option<Vec<Spanned<String>>>,
 }
 
 /// A checked registry.
@@ -98,6 +104,8 @@ pub(crate) struct RegistrySettings {
     pub(crate) names: NameRules,
     /// The `Authorization` value sent to the upstream's own origin (never to another host).
     pub(crate) credential: Option<http::HeaderValue>,
+    /// The go keys (`kind = "go"` only).
+    pub(crate) go: Option<gomod::settings::GoSettings>,
 }
 
 impl RegistrySettings {
@@ -221,7 +229,17 @@ impl RegistrySettings {
                     .map_err(|why| src.error_at(f.span(), why))?,
             ),
         };
+        let go = gomod::settings::GoSettings::from_keys(
+            kind == Kind::of(&gomod::front::PROTOCOL),
+            gomod::settings::GoKeys {
+                sumdb: &s.sumdb,
+                sumdb_url: &s.sumdb_url,
+                private: &s.private,
+            },
+            src,
+        )?;
         Ok(Self {
+            go,
             name,
             kind,
             upstream,

@@ -93,6 +93,8 @@ pub(crate) struct Registries {
     pub(super) aliases: Arc<Aliases>,
     pub(super) fetcher: Arc<Fetcher>,
     credentialed: Arc<Credentialed>,
+    /// The newest tree each Go checksum database was proved to have.
+    pub(super) go_trees: super::gomod::sumdb_client::TrustedTrees,
 }
 
 impl Registries {
@@ -126,6 +128,7 @@ impl Registries {
             aliases,
             fetcher,
             credentialed,
+            go_trees: Default::default(),
         }
     }
 

@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -45,6 +45,9 @@ pub type Routes = Arc<Mutex<std::collections::HashMap<String, Reply>>>;
 
 type Responder = Arc<dyn Fn(&str) -> Reply + Send + Sync>;
 
+/// The status a stopped upstream's responder gives, so the connection is dropped instead.
+const DOWN: u16 = 999;
+
 /// One request as the upstream saw it.
 #[derive(Clone, Debug)]
 pub struct Seen {
@@ -62,6 +65,8 @@ pub struct Upstream {
     pub addr: SocketAddr,
     pub connections: Arc<AtomicUsize>,
     pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// Once set ([`Upstream::stop`]), every connection and request is dropped unanswered.
+    down: Arc<AtomicBool>,
 }
 
 impl Upstream {
@@ -106,15 +111,32 @@ impl Upstream {
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let (c, s) = (connections.clone(), seen.clone());
+        let down = Arc::new(AtomicBool::new(false));
+        let (c, s, d) = (connections.clone(), seen.clone(), down.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
+                if d.load(Ordering::SeqCst) {
+                    continue;
+                }
                 c.fetch_add(1, Ordering::SeqCst);
                 let local = stream.local_addr().unwrap();
                 let (reply, seen, tls) = (reply.clone(), s.clone(), tls.clone());
+                let reply: Responder = {
+                    let d = d.clone();
+                    Arc::new(move |path: &str| {
+                        if d.load(Ordering::SeqCst) {
+                            return Reply {
+                                status: DOWN,
+                                headers: Vec::new(),
+                                body: Bytes::new(),
+                            };
+                        }
+                        reply(path)
+                    })
+                };
                 tokio::spawn(async move {
                     match tls {
                         None => serve(TokioIo::new(stream), reply, seen, None, local).await,
@@ -134,7 +156,14 @@ impl Upstream {
             addr,
             connections,
             seen,
+            down,
         }
+    }
+
+    /// Stops answering: from now on every new connection is closed at once and every request
+    /// on an open one is dropped unanswered, as a stopped server's would be.
+    pub fn stop(&self) {
+        self.down.store(true, Ordering::SeqCst);
     }
 
     pub fn connection_count(&self) -> usize {
@@ -166,13 +195,16 @@ async fn serve<I>(
                 local,
             });
             let reply = reply(req.uri().path());
+            if reply.status == DOWN {
+                return Err(std::io::Error::other("stopped"));
+            }
             let _ = req.into_body().collect().await;
             let mut resp = Response::new(Full::new(reply.body.clone()));
             *resp.status_mut() = http::StatusCode::from_u16(reply.status).unwrap();
             for (k, v) in &reply.headers {
                 resp.headers_mut().append(*k, v.parse().unwrap());
             }
-            Ok::<_, Infallible>(resp)
+            Ok::<_, std::io::Error>(resp)
         }
     });
     let _ = http1::Builder::new().serve_connection(io, svc).await;

@@ -10,8 +10,13 @@
 #![allow(dead_code)]
 
 pub(crate) mod dirhash;
+pub(crate) mod error;
 pub(crate) mod escape;
+pub(crate) mod front;
 pub(crate) mod note;
+pub(crate) mod paths;
+pub(crate) mod settings;
+pub(crate) mod sumdb_client;
 pub(crate) mod tile;
 pub(crate) mod tlog;
 pub(crate) mod tree;

@@ -187,22 +187,30 @@ fn check_consistent(
     check_tree(&proof, new.n, &new.hash, old.n, &old.hash)
 }
 
-/// Verifies one module version: see the module documentation for each step. `trusted` is the
-/// newest tree trusted before (none on first use); `read_tile` answers a tile's bytes (from a
-/// cache or the database, fetchgate's business, not this function's).
-pub(crate) fn verify_module(
-    evidence: &Evidence<'_>,
+/// What the checksum database's signed, proved record says of one module version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Record {
+    /// The zip's `h1:` the record holds.
+    pub(crate) zip_h1: String,
+    /// The `.mod` file's `h1:` the record holds.
+    pub(crate) mod_h1: String,
+    /// The record's number in the log.
+    pub(crate) record_id: i64,
+    /// The newest tree trusted once this one is (the proved tree, or `trusted` if larger).
+    pub(crate) tree: Tree,
+}
+
+/// Checks a lookup answer for `module@version`: the tree note carries the configured key's
+/// signature, the record is in that tree (proved from tiles), the tree extends `trusted` (when
+/// there is one), and the record has both go.sum lines of this module version.
+pub(crate) fn verify_lookup(
+    module: &str,
+    version: &str,
+    lookup: &[u8],
     verifier: &Verifier,
     trusted: Option<Tree>,
     mut read_tile: impl FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
-) -> Result<Verified, VerifyError> {
-    let Evidence {
-        module,
-        version,
-        zip,
-        go_mod,
-        lookup,
-    } = *evidence;
+) -> Result<Record, VerifyError> {
     check_module_version(module, version).map_err(VerifyError::Module)?;
     let answer = parse_lookup(lookup).map_err(VerifyError::Log)?;
     let note = open(answer.note, verifier).map_err(VerifyError::Note)?;
@@ -217,22 +225,67 @@ pub(crate) fn verify_module(
         module: module.to_string(),
         version: v.to_string(),
     };
-    let want_zip = record_hash_for(answer.text, module, version).ok_or_else(|| missing(version))?;
-    let want_mod =
+    let zip_h1 = record_hash_for(answer.text, module, version).ok_or_else(|| missing(version))?;
+    let mod_h1 =
         record_hash_for(answer.text, module, &mod_version).ok_or_else(|| missing(&mod_version))?;
-    let mod_h1 = compare(module, &mod_version, want_mod, hash_mod(go_mod))?;
-    check_zip(module, version, zip).map_err(VerifyError::Zip)?;
-    let computed = hash_zip(&format!("{module}@{version}"), zip).map_err(VerifyError::Zip)?;
-    let zip_h1 = compare(module, version, want_zip, computed)?;
     let newest = match trusted {
         Some(t) if t.n > tree.n => t,
         _ => tree,
     };
+    Ok(Record {
+        zip_h1: zip_h1.to_string(),
+        mod_h1: mod_h1.to_string(),
+        record_id: answer.id,
+        tree: newest,
+    })
+}
+
+/// The `.mod` file's `h1:`, refused unless it is `want`.
+pub(crate) fn check_mod(
+    module: &str,
+    version: &str,
+    go_mod: &[u8],
+    want: &str,
+) -> Result<String, VerifyError> {
+    compare(module, &format!("{version}/go.mod"), want, hash_mod(go_mod))
+}
+
+/// The zip's `h1:`, refused unless the zip keeps the module zip rules and hashes to `want`.
+pub(crate) fn check_zip_bytes(
+    module: &str,
+    version: &str,
+    zip: &[u8],
+    want: &str,
+) -> Result<String, VerifyError> {
+    check_zip(module, version, zip).map_err(VerifyError::Zip)?;
+    let computed = hash_zip(&format!("{module}@{version}"), zip).map_err(VerifyError::Zip)?;
+    compare(module, version, want, computed)
+}
+
+/// Verifies one module version: see the module documentation for each step. `trusted` is the
+/// newest tree trusted before (none on first use); `read_tile` answers a tile's bytes (from a
+/// cache or the database, fetchgate's business, not this function's).
+pub(crate) fn verify_module(
+    evidence: &Evidence<'_>,
+    verifier: &Verifier,
+    trusted: Option<Tree>,
+    read_tile: impl FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
+) -> Result<Verified, VerifyError> {
+    let Evidence {
+        module,
+        version,
+        zip,
+        go_mod,
+        lookup,
+    } = *evidence;
+    let record = verify_lookup(module, version, lookup, verifier, trusted, read_tile)?;
+    let mod_h1 = check_mod(module, version, go_mod, &record.mod_h1)?;
+    let zip_h1 = check_zip_bytes(module, version, zip, &record.zip_h1)?;
     Ok(Verified {
         zip_h1,
         mod_h1,
-        record_id: answer.id,
-        tree: newest,
+        record_id: record.record_id,
+        tree: record.tree,
     })
 }
 

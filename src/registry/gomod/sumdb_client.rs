@@ -1,0 +1,314 @@
+//! fetchgate's own checksum-database client: lookups through the metadata cache (TTL,
+//! revalidation, stale-if-error, offline, as for every kind's metadata), tiles read from the
+//! database through the fetcher, and the record check ([`verify_lookup`]) over them. A tile
+//! is kept (in the store by SHA-256, indexed by its path) only after a proof over it
+//! verified against a signed tree, so the store never holds a tile that fails its parent's
+//! hash; a tile path names the same bytes forever (a partial tile is a prefix of the full
+//! one), so a kept tile needs no revalidation.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use http::HeaderMap;
+
+use super::error::GoError;
+use super::escape::{escape_path, escape_version};
+use super::settings::SumDb;
+use super::tile::{Tile, TileHashReader};
+use super::tlog::{HashReader, TlogError, stored_hash_index};
+use super::tree::Tree;
+use super::verify::{Record, VerifyError, verify_lookup};
+use crate::fetch::expected::MetaResponse;
+use crate::registry::RegistrySettings;
+use crate::registry::error::RegistryError;
+use crate::registry::service::{Front, Registries};
+use crate::store::Digest;
+
+/// The largest tile: 256 hashes of 32 bytes.
+const MAX_TILE_BYTES: u64 = 256 * 32;
+/// The most tiles one record check may read (a proof in a tree of 2^64 records needs far
+/// fewer): a database that keeps asking for more is refused.
+const MAX_TILES_PER_CHECK: usize = 64;
+/// The code the tile reader returns for a tile it has not fetched yet.
+const PENDING: &str = "go_sumdb_tile_pending";
+
+/// The newest tree each checksum database (by verifier key) was proved to have: a later tree
+/// must extend it, as `go` requires of the trees it has seen.
+#[derive(Default)]
+pub(crate) struct TrustedTrees {
+    trees: Mutex<HashMap<String, Tree>>,
+}
+
+impl TrustedTrees {
+    /// The newest tree trusted for `db`.
+    fn get(&self, db: &SumDb) -> Option<Tree> {
+        self.trees.lock().ok()?.get(&key(db)).copied()
+    }
+
+    /// Trusts `tree` for `db` when it is newer than the one trusted.
+    fn raise(&self, db: &SumDb, tree: Tree) {
+        if let Ok(mut trees) = self.trees.lock() {
+            let t = trees.entry(key(db)).or_insert(tree);
+            if tree.n > t.n {
+                *t = tree;
+            }
+        }
+    }
+}
+
+/// The database's identity: its name and key hash.
+fn key(db: &SumDb) -> String {
+    format!("{}+{:08x}", db.verifier.name, db.verifier.hash)
+}
+
+/// The alias-index key of a kept tile.
+fn tile_key(db: &SumDb, tile: &Tile) -> String {
+    format!("go-tile {} {}", key(db), tile.path())
+}
+
+/// A front whose upstream is the checksum database (no credential: the registry's is for its
+/// own upstream only).
+fn database_front(front: &Front, db: &SumDb) -> Front {
+    Front {
+        settings: RegistrySettings {
+            upstream: db.url.clone(),
+            credential: None,
+            ..front.settings.clone()
+        },
+        credential: None,
+    }
+}
+
+impl Registries {
+    /// The database's raw answer at `path` (`lookup/...`, `latest`) through the metadata
+    /// cache; `None` when the database says it has none.
+    pub(super) async fn sumdb_document(
+        &self,
+        front: &Front,
+        db: &SumDb,
+        path: &str,
+    ) -> Result<Option<Bytes>, RegistryError> {
+        let dbfront = database_front(front, db);
+        let (entry, _) = self
+            .meta(&dbfront, &format!("sumdb {}:{path}", key(db)), path, "*/*")
+            .await?;
+        Ok((entry.status == 200).then(|| entry.body.clone()))
+    }
+
+    /// The lookup answer for `module@version`, refused as missing when the database has none.
+    pub(super) async fn sumdb_lookup(
+        &self,
+        front: &Front,
+        db: &SumDb,
+        module: &str,
+        version: &str,
+    ) -> Result<Bytes, RegistryError> {
+        let path = format!(
+            "lookup/{}@{}",
+            escape_path(module).map_err(|e| RegistryError::Go(GoError::Path(e)))?,
+            escape_version(version).map_err(|e| RegistryError::Go(GoError::Path(e)))?
+        );
+        self.sumdb_document(front, db, &path).await?.ok_or_else(|| {
+            RegistryError::Go(GoError::RecordMissing {
+                what: format!("{module}@{version}"),
+            })
+        })
+    }
+
+    /// A kept tile, if the store still has it.
+    async fn kept_tile(&self, db: &SumDb, tile: &Tile) -> Option<Bytes> {
+        let aliases = self.aliases.clone();
+        let store = self.fetcher.store().clone();
+        let k = tile_key(db, tile);
+        tokio::task::spawn_blocking(move || {
+            let sha = aliases.alias(&k).ok().flatten()?;
+            store.read_bytes(&sha, MAX_TILE_BYTES)
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// A tile: kept, or read from the database (not kept: the caller keeps it once checked).
+    async fn read_tile(
+        &self,
+        front: &Front,
+        db: &SumDb,
+        tile: &Tile,
+    ) -> Result<(Bytes, bool), RegistryError> {
+        if let Some(bytes) = self.kept_tile(db, tile).await {
+            return Ok((bytes, true));
+        }
+        if front.settings.offline {
+            return Err(RegistryError::OfflineMiss(tile.path()));
+        }
+        let path = tile.path();
+        let url = db
+            .url
+            .join(&path)
+            .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))?;
+        match self
+            .fetcher
+            .get_metadata(url.as_str(), HeaderMap::new(), None, MAX_TILE_BYTES)
+            .await
+        {
+            Ok(MetaResponse::Ok { body, .. }) => Ok((body, false)),
+            Ok(_) => Err(RegistryError::Go(GoError::TileUnchecked {
+                path,
+                why: "the database has no such tile".into(),
+            })),
+            Err(f) => Err(RegistryError::Upstream(f)),
+        }
+    }
+
+    /// Keeps checked tiles in the store, indexed by path. A failure only costs a later read.
+    async fn keep_tiles(&self, db: &SumDb, tiles: Vec<(Tile, Bytes)>) {
+        if tiles.is_empty() {
+            return;
+        }
+        let aliases = self.aliases.clone();
+        let store = self.fetcher.store().clone();
+        let owned = db.clone();
+        let kept = tokio::task::spawn_blocking(move || {
+            let db = owned;
+            for (tile, bytes) in tiles {
+                let sha = Digest::of(&bytes);
+                let label = format!("go-sumdb:{}/{}", db.verifier.name, tile.path());
+                if !store.contains(&sha) {
+                    store
+                        .put_verified(sha, &bytes, None, Some(label))
+                        .map_err(|e| e.to_string())?;
+                }
+                aliases.set_alias(&tile_key(&db, &tile), &sha)?;
+            }
+            Ok::<(), String>(())
+        })
+        .await;
+        if !matches!(kept, Ok(Ok(()))) {
+            tracing::warn!(sumdb = %db.verifier.name, "checked tiles were not kept");
+        }
+    }
+
+    /// Runs `check` over tiles until it needs none it lacks: each pass that asks for a tile
+    /// not yet read stops there, the tile is read, and the check runs again (the checks are
+    /// pure and cheap; no blocking bridge from the synchronous reader). Tiles read from the
+    /// database are kept once `check` succeeded over them.
+    async fn over_tiles<T>(
+        &self,
+        front: &Front,
+        db: &SumDb,
+        mut check: impl FnMut(&mut dyn FnMut(&Tile) -> Result<Vec<u8>, TlogError>) -> T,
+        failed: impl Fn(&T) -> bool,
+    ) -> Result<T, RegistryError> {
+        let mut have: HashMap<Tile, (Bytes, bool)> = HashMap::new();
+        for _ in 0..=MAX_TILES_PER_CHECK {
+            let mut missing = None;
+            let outcome = check(&mut |t: &Tile| match have.get(t) {
+                Some((b, _)) => Ok(b.to_vec()),
+                None => {
+                    missing = Some(*t);
+                    Err(TlogError::new(PENDING, t.path()))
+                }
+            });
+            if let Some(tile) = missing {
+                let read = self.read_tile(front, db, &tile).await?;
+                have.insert(tile, read);
+                continue;
+            }
+            if !failed(&outcome) {
+                let new: Vec<(Tile, Bytes)> = have
+                    .into_iter()
+                    .filter(|(_, (_, kept))| !kept)
+                    .map(|(t, (b, _))| (t, b))
+                    .collect();
+                self.keep_tiles(db, new).await;
+            }
+            return Ok(outcome);
+        }
+        Err(RegistryError::Go(GoError::Verify(VerifyError::Log(
+            TlogError::new(
+                "go_sumdb_tile_invalid",
+                format!("a record check asked for more than {MAX_TILES_PER_CHECK} tiles"),
+            ),
+        ))))
+    }
+
+    /// The database's proved record of `module@version`: its lookup answer's note signed by
+    /// the configured key, the record in that tree, the tree extending the newest one trusted.
+    pub(super) async fn sumdb_record(
+        &self,
+        front: &Front,
+        db: &SumDb,
+        module: &str,
+        version: &str,
+    ) -> Result<(Record, Bytes), RegistryError> {
+        let lookup = self.sumdb_lookup(front, db, module, version).await?;
+        let trusted = self.go_trees.get(db);
+        let record = self
+            .over_tiles(
+                front,
+                db,
+                |read| verify_lookup(module, version, &lookup, &db.verifier, trusted, read),
+                Result::is_err,
+            )
+            .await?
+            .map_err(|e| RegistryError::Go(GoError::Verify(e)))?;
+        self.go_trees.raise(db, record.tree);
+        Ok((record, lookup))
+    }
+
+    /// A tile for a client: kept, or read and checked against the newest tree trusted (the
+    /// tile must be the one that tree's proof reads for its hashes); never served unchecked.
+    pub(super) async fn sumdb_tile(
+        &self,
+        front: &Front,
+        db: &SumDb,
+        tile: &Tile,
+    ) -> Result<Bytes, RegistryError> {
+        if let Some(bytes) = self.kept_tile(db, tile).await {
+            return Ok(bytes);
+        }
+        let unchecked = |why: &str| {
+            RegistryError::Go(GoError::TileUnchecked {
+                path: tile.path(),
+                why: why.to_string(),
+            })
+        };
+        let tree = self
+            .go_trees
+            .get(db)
+            .ok_or_else(|| unchecked("no signed tree of this database was verified yet"))?;
+        let level = tile.l as u32 * tile.h;
+        let last = (tile.n << tile.h) + i64::from(tile.w) - 1;
+        let index = stored_hash_index(level, last);
+        let mut asked_for_it = false;
+        self.over_tiles(
+            front,
+            db,
+            |read| {
+                let mut reader = TileHashReader {
+                    tree,
+                    read_tile: |t: &Tile| {
+                        if t == tile {
+                            asked_for_it = true;
+                        }
+                        read(t)
+                    },
+                };
+                reader.read_hashes(&[index])
+            },
+            Result::is_err,
+        )
+        .await?
+        .map_err(|e| RegistryError::Go(GoError::Verify(VerifyError::Log(e))))?;
+        if !asked_for_it {
+            return Err(unchecked(
+                "it is not a tile of the newest tree verified (another size)",
+            ));
+        }
+        self.kept_tile(db, tile)
+            .await
+            .ok_or_else(|| unchecked("the checked tile left the store"))
+    }
+}

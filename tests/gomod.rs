@@ -1,0 +1,195 @@
+//! `kind = "go"` with the real `go`: fetchgate between `go` and the GOPROXY tree and checksum
+//! database the tests serve on loopback (`support::gomod`). `go` is given only fetchgate's URL
+//! as `GOPROXY` and the database's verifier key as `GOSUMDB` (no URL), so it reads the
+//! database through fetchgate's `/sumdb/<name>/` too. fetchgate refuses by itself what the
+//! database does not vouch for (asserted with plain HTTP GETs, not only through `go`), stores
+//! nothing it refused, and serves what it verified with the upstream and database stopped.
+
+mod support;
+
+use std::net::SocketAddr;
+
+use sha2::{Digest, Sha256};
+use support::config::Toml;
+use support::gomod::{GoModule, GoRun, GoWorld, go, lib_and_app, write_main_module};
+use support::proxy::{Client, Got};
+
+/// The library's files with other code, served under the same version.
+const EVIL_LIB: [(&str, &str); 3] = [
+    ("go.mod", "module example.com/Upper/lib\n\ngo 1.19\n"),
+    (
+        "lib.go",
+        "package lib\n\n// Answer is what the app prints.\nfunc Answer() int { return 666 }\n",
+    ),
+    ("LICENSE", "test fixture\n"),
+];
+
+/// The escaped library zip path below a GOPROXY root.
+const LIB_ZIP: &str = "/example.com/!upper/lib/@v/v1.0.0.zip";
+
+/// fetchgate with one `go` registry named `go` in front of `w` (`extra`: more keys of its
+/// table). Returns the proxy address and the temp dir holding its cache.
+async fn gate(w: &GoWorld, extra: &str) -> (SocketAddr, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Toml::new()
+        .cache_dir(dir.path().join("cache"))
+        .trust(w.proxy.addr)
+        .trust(w.sumdb.addr)
+        .raw(&format!(
+            "[[registry]]\nname = \"go\"\nkind = \"go\"\nupstream = \"{}/\"\nsumdb = \"{}\"\nsumdb_url = \"http://{}/\"\n{extra}\n",
+            w.goproxy(),
+            w.key.verifier_key(),
+            w.sumdb.addr
+        ))
+        .build();
+    let (proxy, _) = support::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
+    (proxy, dir)
+}
+
+/// fetchgate's GOPROXY URL.
+fn goproxy(proxy: SocketAddr) -> String {
+    format!("http://{proxy}/registry/go")
+}
+
+/// A plain GET of `path` (origin form) on fetchgate's own listener.
+async fn get(proxy: SocketAddr, path: &str) -> Got {
+    let host = proxy.to_string();
+    Client::connect(proxy)
+        .await
+        .send("GET", path, &[("host", host.as_str())])
+        .await
+}
+
+/// A plain GET of `path` below the go mount.
+async fn fetch(proxy: SocketAddr, path: &str) -> Got {
+    get(proxy, &format!("/registry/go{path}")).await
+}
+
+/// Whether the store holds `bytes` (a plain `/sha256/` GET).
+async fn stored(proxy: SocketAddr, bytes: &[u8]) -> bool {
+    let hex = hex::encode(Sha256::digest(bytes));
+    get(proxy, &format!("/sha256/{hex}")).await.status == 200
+}
+
+/// `go mod download all` then `go build` of the app in a fresh main module, GOPATH and
+/// module cache, against fetchgate only (`GOSUMDB` is the key alone: read through the proxy).
+async fn download_and_build(
+    proxy: SocketAddr,
+    w: &GoWorld,
+) -> (GoRun, Option<GoRun>, tempfile::TempDir) {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("work");
+    std::fs::create_dir(&dir).unwrap();
+    write_main_module(&dir);
+    let (goproxy, gosumdb) = (goproxy(proxy), w.key.verifier_key());
+    let download = go(
+        &dir,
+        home.path(),
+        &goproxy,
+        &gosumdb,
+        &["mod", "download", "all"],
+    )
+    .await;
+    if !download.success {
+        return (download, None, home);
+    }
+    let bin = home.path().join("app-bin");
+    let build = go(
+        &dir,
+        home.path(),
+        &goproxy,
+        &gosumdb,
+        &["build", "-o", bin.to_str().unwrap(), "example.com/app"],
+    )
+    .await;
+    (download, Some(build), home)
+}
+
+/// What the app `go build` wrote under `home` prints.
+fn app_output(home: &std::path::Path) -> String {
+    let out = std::process::Command::new(home.join("app-bin"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A world serving the library and the app, 300 filler records before them.
+async fn world() -> GoWorld {
+    let (lib, app) = lib_and_app();
+    GoWorld::start(vec![lib, app], 300).await
+}
+
+/// Asserts `run` succeeded and the app prints the library's real answer.
+fn assert_built(download: &GoRun, build: Option<GoRun>, home: &std::path::Path, w: &GoWorld) {
+    assert!(
+        download.success,
+        "go mod download through fetchgate failed:\n{}\nupstream saw: {:#?}",
+        download.stderr,
+        w.paths()
+    );
+    let build = build.unwrap();
+    assert!(build.success, "go build failed:\n{}", build.stderr);
+    assert_eq!(app_output(home), "42\n", "the app runs the library's code");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_downloads_and_builds_through_fetchgate_and_again_with_upstream_and_database_stopped() {
+    let w = world().await;
+    // TTL 0: the second run revalidates every document and must live on stale-if-error.
+    let (proxy, _dir) = gate(&w, "metadata_ttl_seconds = 0").await;
+    let (download, build, home) = download_and_build(proxy, &w).await;
+    assert_built(&download, build, home.path(), &w);
+    // fetchgate itself read the database (go's GOSUMDB names no URL, only fetchgate does).
+    assert!(w.requests("/lookup/example.com/!upper/lib@v1.0.0") >= 1);
+    assert!(w.paths().iter().any(|p| p.starts_with("sumdb /tile/8/")));
+    // The verified zip is in the store under its SHA-256, so the shared tier and /sha256/
+    // serve it.
+    let (lib, _) = lib_and_app();
+    assert!(
+        stored(proxy, &lib.zip()).await,
+        "the verified zip is not stored"
+    );
+
+    w.proxy.stop();
+    w.sumdb.stop();
+    let before = w.paths().len();
+    let (download, build, home) = download_and_build(proxy, &w).await;
+    assert_built(&download, build, home.path(), &w);
+    assert_eq!(w.paths().len(), before, "a stopped server answered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zip_swapped_upstream_is_refused_by_fetchgate_and_nothing_is_stored() {
+    let w = world().await;
+    w.swap_zip("example.com/Upper/lib", "v1.0.0", &EVIL_LIB);
+    let (proxy, _dir) = gate(&w, "").await;
+    let got = fetch(proxy, LIB_ZIP).await;
+    assert_eq!(got.status.as_u16(), 424, "{:?}", got.body);
+    assert_eq!(got.code(), "digest_mismatch");
+    let problem = got.json();
+    let (lib, _) = lib_and_app();
+    let evil = GoModule::new("example.com/Upper/lib", "v1.0.0", &EVIL_LIB);
+    assert_eq!(problem["package"], "example.com/Upper/lib");
+    assert_eq!(problem["version"], "v1.0.0");
+    assert_eq!(problem["expected"], lib.h1().as_str());
+    assert_eq!(problem["received"], evil.h1().as_str());
+    let swapped = w.proxy_body(LIB_ZIP).unwrap();
+    assert!(!stored(proxy, &swapped).await, "the swapped zip was stored");
+    // And go, through fetchgate, fails on it.
+    let (download, _, _home) = download_and_build(proxy, &w).await;
+    assert!(
+        !download.success,
+        "go built a swapped zip through fetchgate"
+    );
+    assert!(download.stderr.contains("digest_mismatch") || download.stderr.contains("424"));
+
+    // The twin: the untouched .mod of the same version and the app's zip are served.
+    let good = fetch(proxy, "/example.com/!upper/lib/@v/v1.0.0.mod").await;
+    assert_eq!(good.status, 200);
+    assert_eq!(&good.body[..], &lib.go_mod()[..]);
+    let (_, app) = lib_and_app();
+    let app_zip = fetch(proxy, "/example.com/app/@v/v1.0.0.zip").await;
+    assert_eq!(app_zip.status, 200);
+    assert_eq!(&app_zip.body[..], &app.zip()[..]);
+    assert!(stored(proxy, &app.zip()).await);
+}
