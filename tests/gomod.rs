@@ -193,3 +193,196 @@ async fn a_zip_swapped_upstream_is_refused_by_fetchgate_and_nothing_is_stored() 
     assert_eq!(&app_zip.body[..], &app.zip()[..]);
     assert!(stored(proxy, &app.zip()).await);
 }
+
+/// `/sumdb/<name>/...` below the go mount, for the world's database name.
+fn sumdb_path(w: &GoWorld, rest: &str) -> String {
+    format!("/sumdb/{}/{rest}", w.key.name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_is_served_only_under_its_own_name_and_tiles_only_once_checked() {
+    let w = world().await;
+    let (proxy, _dir) = gate(&w, "").await;
+    let supported = fetch(proxy, &sumdb_path(&w, "supported")).await;
+    assert_eq!(supported.status, 200);
+    // Another database name: 404, so go falls back to asking that database itself.
+    let other = fetch(proxy, "/sumdb/sum.golang.org/supported").await;
+    assert_eq!(other.status, 404);
+    assert_eq!(other.code(), "go_sumdb_not_served");
+    // A tile before any lookup: no signed tree was verified to check it against.
+    let early = fetch(proxy, &sumdb_path(&w, "tile/8/0/000")).await;
+    assert_eq!(early.status, 424, "{:?}", early.body);
+    assert_eq!(early.code(), "go_sumdb_tile_unchecked");
+    // The lookup is served as the database wrote it, once proved.
+    let lookup = fetch(
+        proxy,
+        &sumdb_path(&w, "lookup/example.com/%21upper/lib@v1.0.0"),
+    )
+    .await;
+    assert_eq!(lookup.status, 200, "{:?}", lookup.body);
+    let (lib, _) = lib_and_app();
+    assert!(String::from_utf8_lossy(&lookup.body).contains(&lib.record()));
+    // Now the tiles its proof read are served, byte for byte the database's, without asking
+    // the database again.
+    let asked = w.requests("/tile/8/0/001.p/46");
+    assert_eq!(asked, 1, "{:#?}", w.paths());
+    let tile = fetch(proxy, &sumdb_path(&w, "tile/8/0/001.p/46")).await;
+    assert_eq!(tile.status, 200, "{:?}", tile.body);
+    assert_eq!(Some(tile.body.clone()), w.sumdb_body("/tile/8/0/001.p/46"));
+    assert_eq!(w.requests("/tile/8/0/001.p/46"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_the_database_does_not_hold_is_refused_and_nothing_is_stored() {
+    let w = world().await;
+    w.drop_record("example.com/Upper/lib", "v1.0.0");
+    let (proxy, _dir) = gate(&w, "").await;
+    for file in ["mod", "zip"] {
+        let got = fetch(proxy, &format!("/example.com/!upper/lib/@v/v1.0.0.{file}")).await;
+        assert_eq!(got.status, 424, "{file}: {:?}", got.body);
+        assert_eq!(got.code(), "go_sumdb_record_missing", "{file}");
+    }
+    // Never fetched from the upstream at all: the database is asked first.
+    assert_eq!(w.requests(LIB_ZIP), 0, "{:#?}", w.paths());
+    let (lib, app) = lib_and_app();
+    assert!(!stored(proxy, &lib.zip()).await);
+    let (download, _, _home) = download_and_build(proxy, &w).await;
+    assert!(!download.success, "go built a module the database lacks");
+    // The twin: the app, which the database holds, is served.
+    let got = fetch(proxy, "/example.com/app/@v/v1.0.0.zip").await;
+    assert_eq!(got.status, 200);
+    assert!(stored(proxy, &app.zip()).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_note_signed_by_another_key_is_refused() {
+    let w = world().await;
+    let (proxy, _dir) = gate(&w, "").await;
+    // The twin first: with the configured key's signature the app is served.
+    let good = fetch(proxy, "/example.com/app/@v/v1.0.0.mod").await;
+    assert_eq!(good.status, 200, "{:?}", good.body);
+    w.sign_with_other_key();
+    for path in [
+        "/example.com/!upper/lib/@v/v1.0.0.zip".to_string(),
+        sumdb_path(&w, "lookup/example.com/!upper/lib@v1.0.0"),
+    ] {
+        let got = fetch(proxy, &path).await;
+        assert_eq!(got.status, 424, "{path}: {:?}", got.body);
+        assert_eq!(got.code(), "go_note_unsigned", "{path}");
+    }
+    let (lib, _) = lib_and_app();
+    assert!(!stored(proxy, &lib.zip()).await);
+    assert_eq!(w.requests(LIB_ZIP), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_only_a_forged_tile_vouches_for_is_refused_where_go_alone_accepts_it() {
+    let (lib, app) = lib_and_app();
+    // The forgery gomod_harness shows go 1.19 builds (go_alone_accepts_...).
+    let w = GoWorld::start_ordered(vec![lib.clone(), app], 0, 300).await;
+    w.forge_record_in_tile("example.com/Upper/lib", "v1.0.0", &EVIL_LIB);
+    let (proxy, _dir) = gate(&w, "").await;
+    let got = fetch(proxy, LIB_ZIP).await;
+    assert_eq!(got.status, 424, "{:?}", got.body);
+    assert_eq!(got.code(), "go_sumdb_tile_invalid");
+    let evil = w.proxy_body(LIB_ZIP).unwrap();
+    assert!(!stored(proxy, &evil).await, "the forged zip was stored");
+    // The forged tile is neither kept nor passed through.
+    let tile = fetch(proxy, &sumdb_path(&w, "tile/8/0/000")).await;
+    assert_ne!(tile.status, 200);
+    let (download, _, _home) = download_and_build(proxy, &w).await;
+    assert!(
+        !download.success,
+        "go built the forged module through fetchgate"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_module_never_reaches_the_public_database_or_upstream() {
+    let w = world().await;
+    let (proxy, _dir) = gate(&w, "private = [\"example.com/Upper\"]").await;
+    for path in [
+        LIB_ZIP.to_string(),
+        "/example.com/!upper/lib/@v/v1.0.0.mod".to_string(),
+        "/example.com/!upper/lib/@v/list".to_string(),
+        "/example.com/!upper/lib/@latest".to_string(),
+        sumdb_path(&w, "lookup/example.com/!upper/lib@v1.0.0"),
+    ] {
+        let got = fetch(proxy, &path).await;
+        assert_eq!(got.status, 404, "{path}: {:?}", got.body);
+        assert_eq!(got.code(), "go_module_private", "{path}");
+    }
+    let (download, _, _home) = download_and_build(proxy, &w).await;
+    assert!(!download.success);
+    let private: Vec<String> = w
+        .paths()
+        .into_iter()
+        .filter(|p| p.to_lowercase().contains("upper"))
+        .collect();
+    assert!(
+        private.is_empty(),
+        "the private module was asked for: {private:#?}"
+    );
+    // The twin: a module outside the pattern goes to the database and is served.
+    let got = fetch(proxy, "/example.com/app/@v/v1.0.0.mod").await;
+    assert_eq!(got.status, 200);
+    assert_eq!(w.requests("/lookup/example.com/app@v1.0.0"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_sumdb_off_a_private_upstream_is_served_without_any_database() {
+    let w = world().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Toml::new()
+        .cache_dir(dir.path().join("cache"))
+        .trust(w.proxy.addr)
+        .raw(&format!(
+            "[[registry]]\nname = \"go\"\nkind = \"go\"\nupstream = \"{}/\"\nsumdb = \"off\"\n",
+            w.goproxy()
+        ))
+        .build();
+    let (proxy, _) = support::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
+    let (lib, _) = lib_and_app();
+    let got = fetch(proxy, LIB_ZIP).await;
+    assert_eq!(got.status, 200, "{:?}", got.body);
+    assert_eq!(&got.body[..], &lib.zip()[..]);
+    assert!(w.sumdb.requests().is_empty(), "{:#?}", w.paths());
+    // It serves no database either.
+    let db = fetch(proxy, &sumdb_path(&w, "supported")).await;
+    assert_eq!(db.status, 404);
+}
+
+#[test]
+fn go_keys_are_checked_and_their_errors_name_the_field() {
+    let block = |kind: &str, extra: &str| {
+        format!(
+            "[[registry]]\nname = \"r\"\nkind = \"{kind}\"\nupstream = \"https://proxy.golang.org/\"\n{extra}\n"
+        )
+    };
+    let refused =
+        |text: String| fetchgate::config::Config::from_toml("t.toml", &text).expect_err("refused");
+    // The defaults load: Go's own database.
+    assert!(fetchgate::config::Config::from_toml("t.toml", &block("go", "")).is_ok());
+    let e = refused(block("npm", "sumdb = \"off\""));
+    assert!(
+        e.message.contains("`sumdb` is only for kind = \"go\""),
+        "{e}"
+    );
+    let e = refused(block("go", "sumdb = \"sum.golang.org+00000000+AAAA\""));
+    assert_eq!(e.field.as_deref(), Some("registry[0].sumdb"), "{e}");
+    assert!(e.message.contains("verifier key"), "{e}");
+    let e = refused(block("go", "sumdb_url = \"ftp://x.test/\""));
+    assert!(e.message.contains("http or https"), "{e}");
+    let e = refused(block("go", "sumdb = \"off\"\nprivate = [\"corp.example\"]"));
+    assert!(e.message.contains("`private`"), "{e}");
+    let e = refused(block("go", "private = [\"\"]"));
+    assert!(e.message.contains("empty pattern"), "{e}");
+    // The twin: a private pattern with the public database loads.
+    assert!(
+        fetchgate::config::Config::from_toml(
+            "t.toml",
+            &block("go", "private = [\"corp.example\"]")
+        )
+        .is_ok()
+    );
+}

@@ -472,6 +472,15 @@ impl GoWorld {
         all
     }
 
+    /// A response body the database serves now (for a test that fetches through fetchgate).
+    pub fn sumdb_body(&self, path: &str) -> Option<Bytes> {
+        self.sumdb_routes
+            .lock()
+            .unwrap()
+            .get(path)
+            .map(|r| r.body.clone())
+    }
+
     /// A response body the proxy serves now (for a test that fetches through fetchgate).
     pub fn proxy_body(&self, path: &str) -> Option<Bytes> {
         self.proxy_routes

@@ -382,3 +382,7 @@ fn h1_digest(h1: &str) -> Option<Digest> {
     let raw = STANDARD.decode(h1.strip_prefix("h1:")?).ok()?;
     Some(Digest(raw.try_into().ok()?))
 }
+
+#[cfg(test)]
+#[path = "front_tests.rs"]
+mod tests;

@@ -81,7 +81,7 @@ impl GoSettings {
             let span = keys.sumdb.as_ref().map(Spanned::span);
             let verifier = Verifier::parse(key_text).map_err(|e| {
                 let why = format!(
-                    "not a verifier key `<name>+<hash>+<key>` ({e:?}); use Go's own `{DEFAULT_SUMDB}`, the database's published key, or \"off\""
+                    "not a verifier key `<name>+<hash>+<key>` ({e}); use Go's own `{DEFAULT_SUMDB}`, the database's published key, or \"off\""
                 );
                 match span {
                     Some(s) => src.error_at(s, why),
