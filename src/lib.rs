@@ -21,9 +21,9 @@
 //!
 //! Four consumers compose those jobs without adding a fifth: [`love`] (LOVE
 //! `love-package/v1` manifests, verified and inspected), [`pack`] (the format profiles:
-//! LOVE, Agent Package, OpenWOP and LGFlow packages judged before publication), [`registry`] (npm, PyPI and cargo
-//! front-ends whose metadata is rewritten and whose artifacts are verified against the digests
-//! the registries publish) and [`archive`] (the one tar.gz reader every package format uses,
+//! LOVE, Agent Package, OpenWOP and LGFlow packages judged before publication), [`registry`] (npm, PyPI, cargo,
+//! OCI and Go front-ends whose metadata is rewritten and whose artifacts are verified against
+//! the digests the registries publish, for Go the checksum database's signed `h1:` records) and [`archive`] (the one tar.gz reader every package format uses,
 //! reading what npm reads).
 //!
 //! [`shared`] sits under the store: an S3-compatible bucket a fleet of instances shares, tried
@@ -50,7 +50,8 @@
 //! love/      LOVE documents, schemas, inspection, discovery, retrieval, locks, sightings
 //! pack/      format profiles (love, agent-package, openwop, lgflow): one table, one driver
 //! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service;
-//!            gomod/ the Go module checks (escaping, dirhash, zip rules, notes, tlog, verify)
+//!            oci/ container images; gomod/ Go modules (GOPROXY front, its checksum-database
+//!            client and /sumdb/ proxy, escaping, dirhash, zip rules, notes, tlog, verify)
 //! shared/    the shared tier: [shared] settings, the bucket (object_store), breaker, uploads
 //! ```
 
