@@ -11,18 +11,8 @@ use std::net::SocketAddr;
 
 use sha2::{Digest, Sha256};
 use support::config::Toml;
-use support::gomod::{GoModule, GoRun, GoWorld, go, lib_and_app, write_main_module};
+use support::gomod::{EVIL_LIB, GoModule, GoRun, GoWorld, app_output, lib_and_app};
 use support::proxy::{Client, Got};
-
-/// The library's files with other code, served under the same version.
-const EVIL_LIB: [(&str, &str); 3] = [
-    ("go.mod", "module example.com/Upper/lib\n\ngo 1.19\n"),
-    (
-        "lib.go",
-        "package lib\n\n// Answer is what the app prints.\nfunc Answer() int { return 666 }\n",
-    ),
-    ("LICENSE", "test fixture\n"),
-];
 
 /// The escaped library zip path below a GOPROXY root.
 const LIB_ZIP: &str = "/example.com/!upper/lib/@v/v1.0.0.zip";
@@ -71,46 +61,13 @@ async fn stored(proxy: SocketAddr, bytes: &[u8]) -> bool {
     get(proxy, &format!("/sha256/{hex}")).await.status == 200
 }
 
-/// `go mod download all` then `go build` of the app in a fresh main module, GOPATH and
-/// module cache, against fetchgate only (`GOSUMDB` is the key alone: read through the proxy).
+/// `go mod download all` then `go build` of the app against fetchgate only (`GOSUMDB` is the
+/// key alone, so the database is read through fetchgate's `/sumdb/` as well).
 async fn download_and_build(
     proxy: SocketAddr,
     w: &GoWorld,
 ) -> (GoRun, Option<GoRun>, tempfile::TempDir) {
-    let home = tempfile::tempdir().unwrap();
-    let dir = home.path().join("work");
-    std::fs::create_dir(&dir).unwrap();
-    write_main_module(&dir);
-    let (goproxy, gosumdb) = (goproxy(proxy), w.key.verifier_key());
-    let download = go(
-        &dir,
-        home.path(),
-        &goproxy,
-        &gosumdb,
-        &["mod", "download", "all"],
-    )
-    .await;
-    if !download.success {
-        return (download, None, home);
-    }
-    let bin = home.path().join("app-bin");
-    let build = go(
-        &dir,
-        home.path(),
-        &goproxy,
-        &gosumdb,
-        &["build", "-o", bin.to_str().unwrap(), "example.com/app"],
-    )
-    .await;
-    (download, Some(build), home)
-}
-
-/// What the app `go build` wrote under `home` prints.
-fn app_output(home: &std::path::Path) -> String {
-    let out = std::process::Command::new(home.join("app-bin"))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    support::gomod::download_and_build(&goproxy(proxy), &w.key.verifier_key()).await
 }
 
 /// A world serving the library and the app, 300 filler records before them.

@@ -6,25 +6,7 @@
 
 mod support;
 
-use support::gomod::{GoWorld, go, lib_and_app, write_main_module};
-
-/// The library's files with other code, served under the same version.
-const EVIL_LIB: [(&str, &str); 3] = [
-    ("go.mod", "module example.com/Upper/lib\n\ngo 1.19\n"),
-    (
-        "lib.go",
-        "package lib\n\n// Answer is what the app prints.\nfunc Answer() int { return 666 }\n",
-    ),
-    ("LICENSE", "test fixture\n"),
-];
-
-/// What the app `go build` wrote under `home` prints.
-fn app_output(home: &std::path::Path) -> String {
-    let out = std::process::Command::new(home.join("app-bin"))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use support::gomod::{EVIL_LIB, GoWorld, app_output, lib_and_app};
 
 /// A world serving the library and the app, 300 filler records before them.
 async fn world() -> GoWorld {
@@ -32,7 +14,7 @@ async fn world() -> GoWorld {
     GoWorld::start(vec![lib, app], 300).await
 }
 
-/// `go mod download all` then `go build` of the app in a fresh main module and GOPATH.
+/// `go mod download all` then `go build` of the app, straight from the world.
 async fn download_and_build(
     w: &GoWorld,
 ) -> (
@@ -40,33 +22,7 @@ async fn download_and_build(
     Option<support::gomod::GoRun>,
     tempfile::TempDir,
 ) {
-    let home = tempfile::tempdir().unwrap();
-    let dir = home.path().join("work");
-    std::fs::create_dir(&dir).unwrap();
-    write_main_module(&dir);
-    let (proxy, sumdb) = (w.goproxy(), w.gosumdb());
-    let download = go(
-        &dir,
-        home.path(),
-        &proxy,
-        &sumdb,
-        &["mod", "download", "all"],
-    )
-    .await;
-    if !download.success {
-        return (download, None, home);
-    }
-    let bin = home.path().join("app-bin");
-    let bin = bin.to_str().unwrap();
-    let build = go(
-        &dir,
-        home.path(),
-        &proxy,
-        &sumdb,
-        &["build", "-o", bin, "example.com/app"],
-    )
-    .await;
-    (download, Some(build), home)
+    support::gomod::download_and_build(&w.goproxy(), &w.gosumdb()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -592,3 +592,55 @@ pub fn write_main_module(dir: &Path) {
     )
     .unwrap();
 }
+
+/// The library's files with other code, served under the same version (what a swapped zip or a
+/// forged record holds).
+pub const EVIL_LIB: [(&str, &str); 3] = [
+    ("go.mod", "module example.com/Upper/lib\n\ngo 1.19\n"),
+    (
+        "lib.go",
+        "package lib\n\n// Answer is what the app prints.\nfunc Answer() int { return 666 }\n",
+    ),
+    ("LICENSE", "test fixture\n"),
+];
+
+/// What the app `go build` wrote under `home` (as `app-bin`) prints.
+pub fn app_output(home: &Path) -> String {
+    let out = std::process::Command::new(home.join("app-bin"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `go mod download all`, then (if it worked) `go build` of the app to `app-bin`, in a fresh
+/// main module, GOPATH and module cache under a new temp dir, against `goproxy` and `gosumdb`.
+pub async fn download_and_build(
+    goproxy: &str,
+    gosumdb: &str,
+) -> (GoRun, Option<GoRun>, tempfile::TempDir) {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("work");
+    std::fs::create_dir(&dir).unwrap();
+    write_main_module(&dir);
+    let download = go(
+        &dir,
+        home.path(),
+        goproxy,
+        gosumdb,
+        &["mod", "download", "all"],
+    )
+    .await;
+    if !download.success {
+        return (download, None, home);
+    }
+    let bin = home.path().join("app-bin");
+    let build = go(
+        &dir,
+        home.path(),
+        goproxy,
+        gosumdb,
+        &["build", "-o", bin.to_str().unwrap(), "example.com/app"],
+    )
+    .await;
+    (download, Some(build), home)
+}
