@@ -166,10 +166,11 @@ async fn the_database_is_served_only_under_its_own_name_and_tiles_only_once_chec
     let other = fetch(proxy, "/sumdb/sum.golang.org/supported").await;
     assert_eq!(other.status, 404);
     assert_eq!(other.code(), "go_sumdb_not_served");
-    // A tile before any lookup: no signed tree was verified to check it against.
+    // A tile before any lookup is checked against the database's latest signed tree first.
     let early = fetch(proxy, &sumdb_path(&w, "tile/8/0/000")).await;
-    assert_eq!(early.status, 424, "{:?}", early.body);
-    assert_eq!(early.code(), "go_sumdb_tile_unchecked");
+    assert_eq!(early.status, 200, "{:?}", early.body);
+    assert_eq!(Some(early.body.clone()), w.sumdb_body("/tile/8/0/000"));
+    assert_eq!(w.requests("/latest"), 1);
     // The lookup is served as the database wrote it, once proved.
     let lookup = fetch(
         proxy,
@@ -179,14 +180,24 @@ async fn the_database_is_served_only_under_its_own_name_and_tiles_only_once_chec
     assert_eq!(lookup.status, 200, "{:?}", lookup.body);
     let (lib, _) = lib_and_app();
     assert!(String::from_utf8_lossy(&lookup.body).contains(&lib.record()));
-    // Now the tiles its proof read are served, byte for byte the database's, without asking
-    // the database again.
-    let asked = w.requests("/tile/8/0/001.p/46");
-    assert_eq!(asked, 1, "{:#?}", w.paths());
+    // The tiles its proof read are served, byte for byte the database's, without asking the
+    // database again.
+    assert_eq!(w.requests("/tile/8/0/001.p/46"), 1, "{:#?}", w.paths());
     let tile = fetch(proxy, &sumdb_path(&w, "tile/8/0/001.p/46")).await;
     assert_eq!(tile.status, 200, "{:?}", tile.body);
     assert_eq!(Some(tile.body.clone()), w.sumdb_body("/tile/8/0/001.p/46"));
     assert_eq!(w.requests("/tile/8/0/001.p/46"), 1);
+    // A partial tile of an older, smaller tree (which the database no longer serves) is the
+    // checked wider tile's prefix.
+    let older = fetch(proxy, &sumdb_path(&w, "tile/8/0/001.p/10")).await;
+    assert_eq!(older.status, 200, "{:?}", older.body);
+    assert_eq!(&older.body[..], &tile.body[..10 * 32]);
+    assert_eq!(w.requests("/tile/8/0/001.p/10"), 0);
+    // A tile past the signed tree vouches for nothing.
+    let past = fetch(proxy, &sumdb_path(&w, "tile/8/0/002")).await;
+    assert_eq!(past.status, 424, "{:?}", past.body);
+    assert_eq!(past.code(), "go_sumdb_tile_unchecked");
+    assert_eq!(w.requests("/tile/8/0/002"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +257,11 @@ async fn a_record_only_a_forged_tile_vouches_for_is_refused_where_go_alone_accep
     assert!(!stored(proxy, &evil).await, "the forged zip was stored");
     // The forged tile is neither kept nor passed through.
     let tile = fetch(proxy, &sumdb_path(&w, "tile/8/0/000")).await;
-    assert_ne!(tile.status, 200);
+    assert_eq!(tile.status, 424, "{:?}", tile.body);
+    assert_eq!(tile.code(), "go_sumdb_tile_invalid");
+    // The twin: a tile the forgery left alone checks against the same signed tree.
+    let real = fetch(proxy, &sumdb_path(&w, "tile/8/0/001.p/46")).await;
+    assert_eq!(real.status, 200, "{:?}", real.body);
     let (download, _, _home) = download_and_build(proxy, &w).await;
     assert!(
         !download.success,

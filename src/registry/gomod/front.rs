@@ -291,16 +291,9 @@ impl Registries {
         }
     }
 
-    /// The database's newest signed tree, served only when the configured key signed it.
+    /// The database's newest signed tree, served only once checked.
     async fn go_latest(&self, front: &Front, db: &SumDb) -> Result<Reply, RegistryError> {
-        let body = self
-            .sumdb_document(front, db, "latest")
-            .await?
-            .ok_or_else(|| RegistryError::NotFound("the checksum database's latest tree".into()))?;
-        let note = super::note::open(&body, &db.verifier)
-            .map_err(|e| go_err(GoError::Verify(VerifyError::Note(e))))?;
-        super::tree::Tree::parse(&note.text)
-            .map_err(|e| go_err(GoError::Verify(VerifyError::Log(e))))?;
+        let (_, body) = self.sumdb_latest(front, db).await?;
         Ok(document(
             "text/plain; charset=utf-8",
             body,

@@ -15,10 +15,10 @@ use http::HeaderMap;
 use super::error::GoError;
 use super::escape::{escape_path, escape_version};
 use super::settings::SumDb;
-use super::tile::{Tile, TileHashReader};
+use super::tile::{TILE_HEIGHT, Tile, TileHashReader};
 use super::tlog::{HashReader, TlogError, stored_hash_index};
 use super::tree::Tree;
-use super::verify::{Record, VerifyError, verify_lookup};
+use super::verify::{Record, VerifyError, verify_lookup, verify_tree_note};
 use crate::fetch::expected::MetaResponse;
 use crate::registry::RegistrySettings;
 use crate::registry::error::RegistryError;
@@ -258,8 +258,36 @@ impl Registries {
         Ok((record, lookup))
     }
 
-    /// A tile for a client: kept, or read and checked against the newest tree trusted (the
-    /// tile must be the one that tree's proof reads for its hashes); never served unchecked.
+    /// The database's newest signed tree (`latest`, through the metadata cache), once the
+    /// configured key's signature and its consistency with the newest tree proved before
+    /// checked; trusted from then on. Returns it and the note as the database wrote it.
+    pub(super) async fn sumdb_latest(
+        &self,
+        front: &Front,
+        db: &SumDb,
+    ) -> Result<(Tree, Bytes), RegistryError> {
+        let body = self
+            .sumdb_document(front, db, "latest")
+            .await?
+            .ok_or_else(|| RegistryError::NotFound("the checksum database's latest tree".into()))?;
+        let trusted = self.go_trees.get(db);
+        let tree = self
+            .over_tiles(
+                front,
+                db,
+                |read| verify_tree_note(&body, &db.verifier, trusted, read),
+                Result::is_err,
+            )
+            .await?
+            .map_err(|e| RegistryError::Go(GoError::Verify(e)))?;
+        self.go_trees.raise(db, tree);
+        Ok((tree, body))
+    }
+
+    /// A tile for a client: kept, or proved against the newest signed tree (the one proved
+    /// before, or the database's latest when the tile lies past it). A partial tile is the
+    /// prefix of the same tile at any greater width, so one of another tree's size is cut
+    /// from the checked wider one. Never served unchecked.
     pub(super) async fn sumdb_tile(
         &self,
         front: &Front,
@@ -275,14 +303,27 @@ impl Registries {
                 why: why.to_string(),
             })
         };
-        let tree = self
-            .go_trees
-            .get(db)
-            .ok_or_else(|| unchecked("no signed tree of this database was verified yet"))?;
-        let level = tile.l as u32 * tile.h;
-        let last = (tile.n << tile.h) + i64::from(tile.w) - 1;
-        let index = stored_hash_index(level, last);
-        let mut asked_for_it = false;
+        // Tiles of another height, or so far out no log will reach them, are no one's.
+        let records = (u128::from(tile.n.unsigned_abs()) << tile.h) + u128::from(tile.w);
+        if tile.h != TILE_HEIGHT || tile.l > 7 || records << (tile.l as u32 * tile.h) >= 1 << 62 {
+            return Err(unchecked(
+                "the database's tiles are 8 levels high, within 2^62 records",
+            ));
+        }
+        // The last hash the tile holds, and whether a tree of `n` records has it yet.
+        let index = stored_hash_index(
+            tile.l as u32 * tile.h,
+            (tile.n << tile.h) + i64::from(tile.w) - 1,
+        );
+        let holds = |tree: &Tree| index < stored_hash_index(0, tree.n);
+        let tree = match self.go_trees.get(db).filter(holds) {
+            Some(tree) => tree,
+            None => self.sumdb_latest(front, db).await?.0,
+        };
+        if !holds(&tree) {
+            return Err(unchecked("it lies past the database's latest signed tree"));
+        }
+        let mut covering: Option<Tile> = None;
         self.over_tiles(
             front,
             db,
@@ -290,8 +331,8 @@ impl Registries {
                 let mut reader = TileHashReader {
                     tree,
                     read_tile: |t: &Tile| {
-                        if t == tile {
-                            asked_for_it = true;
+                        if (t.h, t.l, t.n) == (tile.h, tile.l, tile.n) {
+                            covering = Some(*t);
                         }
                         read(t)
                     },
@@ -302,13 +343,17 @@ impl Registries {
         )
         .await?
         .map_err(|e| RegistryError::Go(GoError::Verify(VerifyError::Log(e))))?;
-        if !asked_for_it {
-            return Err(unchecked(
-                "it is not a tile of the newest tree verified (another size)",
-            ));
-        }
-        self.kept_tile(db, tile)
+        let covering = covering
+            .filter(|c| c.w >= tile.w)
+            .ok_or_else(|| unchecked("the proof did not read it"))?;
+        let bytes = self
+            .kept_tile(db, &covering)
             .await
-            .ok_or_else(|| unchecked("the checked tile left the store"))
+            .ok_or_else(|| unchecked("the checked tile left the store"))?;
+        let len = tile.w as usize * 32;
+        if bytes.len() < len {
+            return Err(unchecked("the checked tile is shorter"));
+        }
+        Ok(bytes.slice(..len))
     }
 }

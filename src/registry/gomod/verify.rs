@@ -187,6 +187,25 @@ fn check_consistent(
     check_tree(&proof, new.n, &new.hash, old.n, &old.hash)
 }
 
+/// Checks a signed tree note (the database's `/latest`): the configured key signed it and
+/// the tree extends `trusted` (or `trusted` extends it). Returns the newer of the two.
+pub(crate) fn verify_tree_note(
+    msg: &[u8],
+    verifier: &Verifier,
+    trusted: Option<Tree>,
+    mut read_tile: impl FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
+) -> Result<Tree, VerifyError> {
+    let note = open(msg, verifier).map_err(VerifyError::Note)?;
+    let tree = Tree::parse(&note.text).map_err(VerifyError::Log)?;
+    match trusted {
+        None => Ok(tree),
+        Some(trusted) => {
+            check_consistent(trusted, tree, &mut read_tile).map_err(VerifyError::Log)?;
+            Ok(if trusted.n > tree.n { trusted } else { tree })
+        }
+    }
+}
+
 /// What the checksum database's signed, proved record says of one module version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Record {
