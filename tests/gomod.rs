@@ -345,6 +345,16 @@ fn go_keys_are_checked_and_their_errors_name_the_field() {
     assert!(e.message.contains("verifier key"), "{e}");
     let e = refused(block("go", "sumdb_url = \"ftp://x.test/\""));
     assert!(e.message.contains("http or https"), "{e}");
+    let e = refused(block(
+        "go",
+        "sumdb = \"off\"\nsumdb_url = \"https://sum.golang.org/\"",
+    ));
+    assert_eq!(e.field.as_deref(), Some("registry[0].sumdb_url"), "{e}");
+    let e = refused(block(
+        "go",
+        "sumdb_url = \"https://user:pw@sum.golang.org/\"",
+    ));
+    assert!(e.message.contains("credentials"), "{e}");
     let e = refused(block("go", "sumdb = \"off\"\nprivate = [\"corp.example\"]"));
     assert!(e.message.contains("`private`"), "{e}");
     let e = refused(block("go", "private = [\"\"]"));
