@@ -368,3 +368,32 @@ fn go_keys_are_checked_and_their_errors_name_the_field() {
         .is_ok()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_shows_another_history_is_refused_once_one_was_proved() {
+    let w = world().await;
+    let (proxy, _dir) = gate(&w, "").await;
+    let app = fetch(proxy, "/example.com/app/@v/v1.0.0.mod").await;
+    assert_eq!(app.status, 200, "{:?}", app.body);
+    // Same size, same key, another log: a split view.
+    w.fork_log();
+    let got = fetch(proxy, LIB_ZIP).await;
+    assert_eq!(got.status, 424, "{:?}", got.body);
+    // Two layers refuse it, each enough alone (checked by disabling the other): the tiles
+    // proved for the first history are kept by path, so the new note's proof reads them and
+    // fails there (`go_sumdb_tile_invalid`); without them the new tree does not extend the one
+    // proved before (`go_sumdb_tree_inconsistent`).
+    assert!(
+        ["go_sumdb_tile_invalid", "go_sumdb_tree_inconsistent"].contains(&got.code()),
+        "{}",
+        got.code()
+    );
+    assert_eq!(w.requests(LIB_ZIP), 0);
+    let (lib, _) = lib_and_app();
+    assert!(!stored(proxy, &lib.zip()).await);
+    // The twin: a fetchgate that never saw the first history accepts the forked log, which is
+    // consistent in itself (the refusal is about the two views, not about either).
+    let (fresh, _dir2) = gate(&w, "").await;
+    let got = fetch(fresh, LIB_ZIP).await;
+    assert_eq!(got.status, 200, "{:?}", got.body);
+}

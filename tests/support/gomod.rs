@@ -425,6 +425,18 @@ impl GoWorld {
         self.publish();
     }
 
+    /// The database shows another history of the same size: its first record is replaced by
+    /// another, and every tree note from now on (signed by the same key) is of that log.
+    pub fn fork_log(&self) {
+        self.state.lock().unwrap().records[0] = GoModule::new(
+            "fork.test/other",
+            "v1.0.0",
+            &[("go.mod", "module fork.test/other\n")],
+        )
+        .record();
+        self.publish();
+    }
+
     /// The database forgets `path@version`: its lookup answers 404.
     pub fn drop_record(&self, path: &str, version: &str) {
         self.state
