@@ -74,6 +74,8 @@ pub(crate) enum RegistryError {
     Cache(String),
     /// A container-image request, manifest or challenge refused by the OCI front-end.
     Oci(super::oci::error::OciError),
+    /// An apt Release, index or pool file refused by the apt front-end.
+    Apt(super::apt::AptError),
     /// A broken invariant inside fetchgate (a task that panicked): not something the cache
     /// directory's disk or permissions can explain.
     Internal(String),
@@ -101,6 +103,7 @@ impl RegistryError {
             RegistryError::Cache(_) => "cache_error",
             RegistryError::Internal(_) => "internal_error",
             RegistryError::Oci(e) => e.code(),
+            RegistryError::Apt(e) => e.code(),
         }
     }
 
@@ -122,6 +125,7 @@ impl RegistryError {
             | RegistryError::DigestMismatch { .. } => PERMANENT_UPSTREAM_FAILURE,
             RegistryError::Cache(_) | RegistryError::Internal(_) => 500,
             RegistryError::Oci(e) => e.status(),
+            RegistryError::Apt(e) => e.status(),
         }
     }
 
@@ -142,11 +146,20 @@ impl RegistryError {
             | RegistryError::DigestMismatch { .. } => Origin::Upstream,
             RegistryError::Cache(_) | RegistryError::Internal(_) => Origin::Internal,
             RegistryError::Oci(e) => e.origin(),
+            RegistryError::Apt(e) => e.origin(),
         }
     }
 
-    /// The field that failed, if one did.
-    pub(crate) fn field(&self) -> Option<&'static str> {
+    /// The field (or, for apt, the file and field) that failed, if one did.
+    pub(crate) fn field(&self) -> Option<std::borrow::Cow<'static, str>> {
+        match self {
+            RegistryError::Apt(e) => Some(e.field.clone().into()),
+            _ => self.static_field().map(std::borrow::Cow::Borrowed),
+        }
+    }
+
+    /// The field that failed, when it is one of the config's or the protocol's own names.
+    fn static_field(&self) -> Option<&'static str> {
         match self {
             RegistryError::NameRefused { list, .. } => Some(list),
             RegistryError::OfflineMiss(_) => Some("offline"),
@@ -219,6 +232,7 @@ impl RegistryError {
             ),
             RegistryError::Cache(why) | RegistryError::Internal(why) => why.clone(),
             RegistryError::Oci(e) => e.to_string(),
+            RegistryError::Apt(e) => e.detail.clone(),
         }
     }
 
@@ -274,6 +288,7 @@ impl RegistryError {
                 "retry; if it persists, report it with the fetchgate log line"
             }
             RegistryError::Oci(e) => e.next(),
+            RegistryError::Apt(e) => e.next(),
         }
     }
 

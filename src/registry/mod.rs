@@ -73,6 +73,12 @@ pub(crate) struct RegistrySection {
     pub(crate) deny: Option<Vec<Spanned<String>>>,
     /// A file holding the credential fetchgate itself sends to the upstream.
     pub(crate) credentials_file: Option<Spanned<String>>,
+    /// apt: the keyring file that may sign the repository's Release files.
+    pub(crate) signed_by: Option<Spanned<String>>,
+    /// apt: the suites served (default: all).
+    pub(crate) suites: Option<Vec<Spanned<String>>>,
+    /// apt: the components served (default: all).
+    pub(crate) components: Option<Vec<Spanned<String>>>,
 }
 
 /// A checked registry.
@@ -98,6 +104,8 @@ pub(crate) struct RegistrySettings {
     pub(crate) names: NameRules,
     /// The `Authorization` value sent to the upstream's own origin (never to another host).
     pub(crate) credential: Option<http::HeaderValue>,
+    /// `kind = "apt"`: the keyring, the filters and what was verified.
+    pub(crate) apt: Option<apt::config::AptSource>,
 }
 
 impl RegistrySettings {
@@ -221,6 +229,17 @@ impl RegistrySettings {
                     .map_err(|why| src.error_at(f.span(), why))?,
             ),
         };
+        let apt = apt::config::AptKeys {
+            signed_by: &s.signed_by,
+            suites: &s.suites,
+            components: &s.components,
+        }
+        .read(
+            kind == Kind::of(&apt::front::PROTOCOL),
+            s.name.span(),
+            base,
+            src,
+        )?;
         Ok(Self {
             name,
             kind,
@@ -232,6 +251,7 @@ impl RegistrySettings {
             offline: s.offline.unwrap_or(false),
             names,
             credential,
+            apt,
         })
     }
 }

@@ -40,6 +40,7 @@ pub(crate) const PROTOCOLS: &[Protocol] = &[
     super::pypi::PROTOCOL,
     super::cargo::PROTOCOL,
     super::oci::front::PROTOCOL,
+    super::apt::front::PROTOCOL,
 ];
 
 /// Which registry protocol a front-end speaks: a row of [`PROTOCOLS`].
