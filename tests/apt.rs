@@ -221,6 +221,14 @@ async fn apt_gets_a_package_with_its_dependency_through_fetchgate_and_again_afte
     let _ = running.child.wait().await;
     server.stop();
     let _restarted = support::serve::start(&config, &[]).await;
+    blocking(|| {
+        // apt's lists kept, no update: fetchgate finds the stanza in the indexes it
+        // verified before the restart.
+        let dl = apt.download(&[DEP]);
+        assert!(dl.status.success(), "{}", output_text(&dl));
+        let got = apt.download_dir().join(format!("{DEP}_1.0_all.deb"));
+        assert_eq!(std::fs::read(got).ok(), Some(deb_bytes(&repo, DEP)));
+    });
     let fresh = AptClient::new(&mount, &repo.keyring);
     blocking(|| {
         let up = fresh.update();
@@ -563,5 +571,37 @@ async fn a_suite_or_component_outside_the_filters_is_refused_before_any_upstream
         let apt = AptClient::new(&gate.mount(), &repo.keyring);
         let up = apt.update();
         assert!(up.status.success(), "{}", output_text(&up));
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_by_hash_file_is_served_only_for_a_digest_the_release_lists_in_that_directory() {
+    let repo = AptRepo::build();
+    let server = AptServer::start(&repo.root);
+    let gate = Gate::start(&server, &repo, "").await;
+    let arch = support::apt::host_arch();
+    let dir = format!("dists/stable/main/binary-{arch}");
+    let xz = std::fs::read(repo.root.join(format!("{dir}/Packages.xz"))).unwrap();
+    let by_hash = repo.root.join(format!("{dir}/by-hash/SHA256"));
+    std::fs::create_dir_all(&by_hash).unwrap();
+    std::fs::write(by_hash.join(sha256_hex(&xz)), &xz).unwrap();
+    let stray = b"not an index the Release lists".to_vec();
+    std::fs::write(by_hash.join(sha256_hex(&stray)), &stray).unwrap();
+    blocking(|| {
+        for got in gate.both(
+            &server,
+            &format!("{dir}/by-hash/SHA256/{}", sha256_hex(&xz)),
+        ) {
+            assert_eq!(got.status, 200, "{}", got.show());
+            assert_eq!(got.body, xz);
+        }
+        assert!(gate.stores(&xz));
+        // The twin: a file upstream under a digest the Release does not list.
+        let path = format!("{dir}/by-hash/SHA256/{}", sha256_hex(&stray));
+        assert_refused(&gate.both(&server, &path), 424, "not_in_signed_index");
+        assert_eq!(server.requests(&format!("/{path}")), 0);
+        // Nor one the Release lists, in another directory.
+        let elsewhere = format!("dists/stable/main/by-hash/SHA256/{}", sha256_hex(&xz));
+        assert_refused(&gate.both(&server, &elsewhere), 424, "not_in_signed_index");
     });
 }

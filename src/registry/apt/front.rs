@@ -87,7 +87,7 @@ impl Registries {
         if entry.status != 200 {
             return Err(RegistryError::NotFound(format!("dists/{suite}/{name:?}")));
         }
-        self.apt_judged(source, suite, &entry.body, form)?;
+        self.apt_judged(front, source, suite, &entry.body, form)?;
         let body = match (form, name) {
             (Form::Inline, _) => entry.body.clone(),
             (Form::Detached, which) => {
@@ -187,4 +187,39 @@ fn below(s: &RegistrySettings, url: &url::Url) -> Option<String> {
     }
     let rest = url.path().strip_prefix(up.path())?;
     Some(format!("/{rest}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(upstream: &str) -> RegistrySettings {
+        let text =
+            format!("[[registry]]\nname = \"deb\"\nkind = \"npm\"\nupstream = \"{upstream}\"\n");
+        let config = crate::config::Config::from_toml("t.toml", &text).unwrap();
+        config.registries[0].clone()
+    }
+
+    #[test]
+    fn a_url_is_below_an_upstream_only_on_its_origin_and_under_its_path() {
+        let s = settings("http://Mirror.test/debian/");
+        let url = |u: &str| url::Url::parse(u).unwrap();
+        assert_eq!(
+            below(&s, &url("http://mirror.test/debian/dists/stable/InRelease")),
+            Some("/dists/stable/InRelease".into())
+        );
+        assert_eq!(
+            below(&s, &url("http://mirror.test:80/debian/pool/a.deb?x=1")),
+            Some("/pool/a.deb".into())
+        );
+        for other in [
+            "http://mirror.test/debian-security/dists/stable/InRelease",
+            "http://mirror.test/ubuntu/dists/stable/InRelease",
+            "https://mirror.test/debian/dists/stable/InRelease",
+            "http://mirror.test:8080/debian/dists/stable/InRelease",
+            "http://other.test/debian/dists/stable/InRelease",
+        ] {
+            assert_eq!(below(&s, &url(other)), None, "{other}");
+        }
+    }
 }

@@ -14,6 +14,7 @@ pub(crate) mod error;
 pub(crate) mod front;
 pub(crate) mod index;
 pub(crate) mod keyring;
+pub(crate) mod known;
 pub(crate) mod paths;
 pub(crate) mod release;
 pub(crate) mod releases;

@@ -196,13 +196,14 @@ impl Registries {
                 "dists/{suite}/InRelease or Release"
             )));
         }
-        self.apt_judged(source, suite, &entry.body, form)
+        self.apt_judged(front, source, suite, &entry.body, form)
     }
 
     /// The suite for the verified `body`: the one already read when it came from the same
     /// bytes (its `Valid-Until` checked again), else verified and read anew.
     pub(crate) fn apt_judged(
         &self,
+        front: &Front,
         source: &AptSource,
         suite: &str,
         body: &Bytes,
@@ -241,8 +242,20 @@ impl Registries {
                 read: Default::default(),
             }),
         });
-        if let Ok(mut m) = source.state.suites.lock() {
-            m.insert(suite.to_string(), fresh.clone());
+        let first = source
+            .state
+            .suites
+            .lock()
+            .map(|mut m| m.insert(suite.to_string(), fresh.clone()).is_none())
+            .unwrap_or(false);
+        if first {
+            let path = super::known::file(self.fetcher.store().root(), &front.settings.name);
+            let (name, suite) = (front.settings.name.clone(), suite.to_string());
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = super::known::remember(&path, &suite) {
+                    tracing::warn!(registry = %name, suite = %suite, error = %e, "the verified suite was not remembered; after a restart, apt update before downloading");
+                }
+            });
         }
         Ok(fresh)
     }

@@ -94,7 +94,17 @@ impl Registries {
         request: &AptRequest,
     ) -> Result<Vec<Expected>, RegistryError> {
         let names = if source.filters.suites.is_empty() {
-            source.state.known()
+            let mut names = source.state.known();
+            let path = super::known::file(self.fetcher.store().root(), &front.settings.name);
+            let remembered = tokio::task::spawn_blocking(move || super::known::load(&path))
+                .await
+                .unwrap_or_default();
+            for s in remembered {
+                if !names.contains(&s) {
+                    names.push(s);
+                }
+            }
+            names
         } else {
             source.filters.suites.clone()
         };
