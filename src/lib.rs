@@ -51,6 +51,7 @@
 //! pack/      format profiles (love, agent-package, openwop, lgflow): one table, one driver
 //! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service;
 //!            gomod/ the Go module checks (escaping, dirhash, zip rules, notes, tlog, verify)
+//!            apt/ kind = "apt": Release files verified by signed_by, indexes and pool files by the signed index
 //! shared/    the shared tier: [shared] settings, the bucket (object_store), breaker, uploads
 //! ```
 
