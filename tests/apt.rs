@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
-use support::apt::{APP, AptClient, AptRepo, AptServer, DEP, output_text};
+use support::apt::{APP, AptClient, AptRepo, AptServer, DEP, installs, output_text};
 use support::config::Toml;
 
 /// A response as read off the socket, with its status line's reason phrase.
@@ -148,6 +148,17 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
 }
 
+/// A repository, its server, fetchgate in front of it, and an apt that updated through it.
+async fn updated() -> (AptRepo, AptServer, Gate, AptClient) {
+    let repo = AptRepo::build();
+    let server = AptServer::start(&repo.root);
+    let gate = Gate::start(&server, &repo, "").await;
+    let apt = AptClient::new(&gate.mount(), &repo.keyring);
+    let up = blocking(|| apt.update());
+    assert!(up.status.success(), "{}", output_text(&up));
+    (repo, server, gate, apt)
+}
+
 fn deb_bytes(repo: &AptRepo, name: &str) -> Vec<u8> {
     std::fs::read(repo.root.join(AptRepo::deb_path(name))).unwrap()
 }
@@ -189,17 +200,8 @@ async fn apt_gets_a_package_with_its_dependency_through_fetchgate_and_again_afte
 
     let apt = AptClient::new(&mount, &repo.keyring);
     blocking(|| {
-        let up = apt.update();
-        assert!(up.status.success(), "{}", output_text(&up));
-        let got = apt.install_download_only(APP);
-        assert!(got.status.success(), "{}", output_text(&got));
+        installs(&apt, &repo);
         for name in [APP, DEP] {
-            let cached = apt.archives_dir().join(format!("{name}_1.0_all.deb"));
-            assert_eq!(
-                std::fs::read(&cached).ok(),
-                Some(deb_bytes(&repo, name)),
-                "{name}"
-            );
             assert!(
                 stored(&dir.path().join("cache"), &deb_bytes(&repo, name)),
                 "{name} is in the store"
@@ -231,18 +233,7 @@ async fn apt_gets_a_package_with_its_dependency_through_fetchgate_and_again_afte
     });
     let fresh = AptClient::new(&mount, &repo.keyring);
     blocking(|| {
-        let up = fresh.update();
-        assert!(up.status.success(), "{}", output_text(&up));
-        let got = fresh.install_download_only(APP);
-        assert!(got.status.success(), "{}", output_text(&got));
-        for name in [APP, DEP] {
-            let cached = fresh.archives_dir().join(format!("{name}_1.0_all.deb"));
-            assert_eq!(
-                std::fs::read(&cached).ok(),
-                Some(deb_bytes(&repo, name)),
-                "{name}"
-            );
-        }
+        installs(&fresh, &repo);
         // The twin: a listed index apt never fetched is not there to serve.
         let arch = support::apt::host_arch();
         let never = raw_get(
@@ -273,11 +264,10 @@ async fn the_forward_proxy_verifies_urls_under_the_apt_upstream_and_forwards_oth
     let apt =
         AptClient::new(&server.base_url(), &repo.keyring).with_proxy(&format!("http://{proxy}/"));
     blocking(|| {
-        let up = apt.update();
-        assert!(up.status.success(), "{}", output_text(&up));
-        let got = apt.install_download_only(APP);
-        assert!(got.status.success(), "{}", output_text(&got));
+        installs(&apt, &repo);
         assert!(stored(&dir.path().join("cache"), &deb_bytes(&repo, DEP)));
+        // Every request went to fetchgate, which asked the upstream.
+        assert_eq!(server.requests("/dists/stable/InRelease"), 1);
         // Flipped upstream after apt had it: the forward path answers from the store with
         // the verified bytes, never the flipped ones.
         let verified = deb_bytes(&repo, APP);
@@ -302,13 +292,8 @@ async fn the_forward_proxy_verifies_urls_under_the_apt_upstream_and_forwards_oth
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deb_with_one_byte_flipped_upstream_is_refused_and_nothing_is_stored() {
-    let repo = AptRepo::build();
-    let server = AptServer::start(&repo.root);
-    let gate = Gate::start(&server, &repo, "").await;
-    let apt = AptClient::new(&gate.mount(), &repo.keyring);
+    let (repo, server, gate, apt) = updated().await;
     blocking(|| {
-        let up = apt.update();
-        assert!(up.status.success(), "{}", output_text(&up));
         repo.flip_byte_in_deb(DEP);
         let flipped = deb_bytes(&repo, DEP);
         let dl = apt.download(&[DEP]);
@@ -409,13 +394,8 @@ async fn an_index_changed_after_signing_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_old_deb_under_the_listed_name_is_refused_and_an_unlisted_pool_file_is_never_fetched()
  {
-    let repo = AptRepo::build();
-    let server = AptServer::start(&repo.root);
-    let gate = Gate::start(&server, &repo, "").await;
-    let apt = AptClient::new(&gate.mount(), &repo.keyring);
+    let (repo, server, gate, apt) = updated().await;
     blocking(|| {
-        let up = apt.update();
-        assert!(up.status.success(), "{}", output_text(&up));
         repo.replace_deb_with_old(APP);
         let old = deb_bytes(&repo, APP);
         let dl = apt.download(&[APP]);
@@ -474,10 +454,7 @@ async fn release_with_release_gpg_verifies_when_there_is_no_inrelease() {
     let gate = Gate::start(&server, &repo, "").await;
     let apt = AptClient::new(&gate.mount(), &repo.keyring);
     blocking(|| {
-        let up = apt.update();
-        assert!(up.status.success(), "{}", output_text(&up));
-        let got = apt.install_download_only(APP);
-        assert!(got.status.success(), "{}", output_text(&got));
+        installs(&apt, &repo);
         let release = std::fs::read(repo.root.join("dists/stable/Release")).unwrap();
         let served = raw_get(gate.proxy, "/registry/deb/dists/stable/Release");
         assert_eq!(served.body, release);

@@ -541,6 +541,24 @@ impl AptClient {
     }
 }
 
+/// `apt-get update` and `install --download-only` of [`APP`] succeed, and both it and its
+/// dependency arrive exactly as built.
+pub fn installs(apt: &AptClient, repo: &AptRepo) {
+    let up = apt.update();
+    assert!(up.status.success(), "{}", output_text(&up));
+    let got = apt.install_download_only(APP);
+    assert!(got.status.success(), "{}", output_text(&got));
+    for name in [APP, DEP] {
+        let cached = apt.archives_dir().join(format!("{name}_1.0_all.deb"));
+        assert_eq!(
+            std::fs::read(&cached).ok(),
+            std::fs::read(repo.root.join(AptRepo::deb_path(name))).ok(),
+            "{name}: {}",
+            output_text(&got)
+        );
+    }
+}
+
 /// stdout and stderr of an apt run, for assertion messages.
 pub fn output_text(o: &Output) -> String {
     format!(
