@@ -582,3 +582,37 @@ async fn a_by_hash_file_is_served_only_for_a_digest_the_release_lists_in_that_di
         assert_refused(&gate.both(&server, &elsewhere), 424, "not_in_signed_index");
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_signed_inrelease_never_replaces_a_newer_one_already_verified() {
+    let repo = AptRepo::build();
+    let server = AptServer::start(&repo.root);
+    let inrelease = repo.root.join("dists/stable/InRelease");
+    let older = std::fs::read(&inrelease).unwrap();
+    // apt-ftparchive dates a Release to the second: the next one is a second later.
+    std::thread::sleep(Duration::from_millis(1100));
+    repo.sign(None);
+    let newer = std::fs::read(&inrelease).unwrap();
+    assert_ne!(older, newer);
+    let gate = Gate::start(&server, &repo, "metadata_ttl_seconds = 0").await;
+    blocking(|| {
+        let got = raw_get(gate.proxy, "/registry/deb/dists/stable/InRelease");
+        assert_eq!((got.status, &got.body), (200, &newer), "{}", got.show());
+        // The mirror replays the older, validly signed InRelease.
+        std::fs::write(&inrelease, &older).unwrap();
+        for got in gate.both(&server, "dists/stable/InRelease") {
+            assert_eq!(got.status, 200, "{}", got.show());
+            assert_eq!(
+                got.body, newer,
+                "the older InRelease replaced the newer one"
+            );
+            assert_eq!(got.header("fetchgate-metadata"), Some("stale"));
+        }
+    });
+    // The twin: the older one is itself good; a fetchgate that never saw the newer serves it.
+    let cold = Gate::start(&server, &repo, "").await;
+    blocking(|| {
+        let got = raw_get(cold.proxy, "/registry/deb/dists/stable/InRelease");
+        assert_eq!((got.status, &got.body), (200, &older), "{}", got.show());
+    });
+}

@@ -24,6 +24,8 @@ pub(crate) enum AptErrorKind {
     ReleaseExpired,
     /// `Date` is further in the future than the allowed clock skew.
     ReleaseFromFuture,
+    /// `Date` is older than that of a Release of the suite already verified (a replay).
+    ReleaseRollback,
     /// A `Packages`/`Sources` file is unreadable.
     IndexInvalid,
     /// A file would decompress past its cap.
@@ -72,6 +74,7 @@ impl AptError {
             AptErrorKind::ReleaseInvalid => "apt_release_invalid",
             AptErrorKind::ReleaseExpired => "apt_release_expired",
             AptErrorKind::ReleaseFromFuture => "apt_release_from_future",
+            AptErrorKind::ReleaseRollback => "apt_release_rollback",
             AptErrorKind::IndexInvalid => "apt_index_invalid",
             AptErrorKind::IndexTooLarge => "apt_index_too_large",
             AptErrorKind::NotInSignedIndex => "not_in_signed_index",
@@ -111,6 +114,9 @@ impl AptError {
                 "wait for the mirror to publish a fresh Release, or use another mirror"
             }
             AptErrorKind::ReleaseFromFuture => "check this machine's clock and the mirror's",
+            AptErrorKind::ReleaseRollback => {
+                "the mirror serves an older Release than one already verified; use another mirror or wait until it has synced"
+            }
             AptErrorKind::PathRefused | AptErrorKind::NotServed => {
                 "point sources.list at the registry's base URL with a suite and component it serves"
             }
@@ -118,7 +124,7 @@ impl AptError {
     }
 
     /// Every kind, for reading a code back.
-    const KINDS: [AptErrorKind; 13] = [
+    const KINDS: [AptErrorKind; 14] = [
         AptErrorKind::Keyring,
         AptErrorKind::SignatureInvalid,
         AptErrorKind::KeyNotTrusted,
@@ -127,6 +133,7 @@ impl AptError {
         AptErrorKind::ReleaseInvalid,
         AptErrorKind::ReleaseExpired,
         AptErrorKind::ReleaseFromFuture,
+        AptErrorKind::ReleaseRollback,
         AptErrorKind::IndexInvalid,
         AptErrorKind::IndexTooLarge,
         AptErrorKind::NotInSignedIndex,

@@ -1,8 +1,10 @@
 //! A suite's Release files as metadata: `InRelease` (or `Release` with `Release.gpg`) read
 //! through the metadata cache, verified with the registry's keyring *before* the cache keeps
 //! a new copy (so a refused one never replaces a verified one, which is served stale while it
-//! lasts), and judged again at every use (a cached Release can expire). What a verified
-//! Release and its indexes vouch for is kept per suite, and dropped when the Release changes.
+//! lasts), and judged again at every use (a cached Release can expire). A new Release dated
+//! before the one already verified for its suite is a replay (a freeze attack) and is refused.
+//! What a verified Release and its indexes vouch for is kept per suite, and dropped when the
+//! Release changes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,6 +41,12 @@ pub(crate) struct AptState {
 }
 
 impl AptState {
+    /// The `Date` of the Release of `suite` verified last in this process.
+    fn date_of(&self, suite: &str) -> Option<SystemTime> {
+        let suites = self.suites.lock().ok()?;
+        suites.get(suite).map(|s| s.release.date)
+    }
+
     /// The suites verified so far in this process.
     pub(crate) fn known(&self) -> Vec<String> {
         self.suites
@@ -166,7 +174,17 @@ impl Registries {
                     frame(&body, &sig)
                 }
             };
-            judge(&body, form, source, SystemTime::now(), &locator).map_err(refused)?;
+            let release =
+                judge(&body, form, source, SystemTime::now(), &locator).map_err(refused)?;
+            if let Some(known) = source.state.date_of(suite)
+                && release.date < known
+            {
+                return Err(refused(AptError::new(
+                    AptErrorKind::ReleaseRollback,
+                    format!("{locator}:Date"),
+                    "this Release is dated before the one of this suite fetchgate already verified; an older signed Release is a replay, and is not served",
+                )));
+            }
             Ok::<Bytes, LocatorFailure>(body)
         };
         let key = format!("{suite}:{name}");
