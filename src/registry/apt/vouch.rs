@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::config::AptSource;
 use super::decompress::{Compression, MAX_DECOMPRESSED_INDEX_BYTES, decompress};
 use super::index::{Expected, parse_packages, parse_sources};
-use super::paths::AptRequest;
-use super::release::ReleaseFile;
+use super::paths::{AptRequest, Filters};
+use super::release::{Release, ReleaseFile};
 use super::releases::Suite;
 use super::{AptError, AptErrorKind};
 use crate::registry::error::RegistryError;
@@ -32,12 +32,12 @@ struct Listed<'r> {
     variants: Vec<&'r ReleaseFile>,
 }
 
-/// The `Packages` and `Sources` files `release` lists in the components `source` serves,
+/// The `Packages` and `Sources` files `release` lists in the components `filters` serve,
 /// grouped by name without compression, each with the variants fetchgate can read (`.xz`,
 /// `.gz`, then plain).
-fn listed<'r>(suite: &'r Suite, source: &AptSource) -> Vec<Listed<'r>> {
+fn listed<'r>(release: &'r Release, filters: &Filters) -> Vec<Listed<'r>> {
     let mut groups: Vec<(String, Listed<'r>)> = Vec::new();
-    for f in &suite.release.files {
+    for f in &release.files {
         let Some(compression) = Compression::of(&f.path) else {
             continue;
         };
@@ -50,7 +50,7 @@ fn listed<'r>(suite: &'r Suite, source: &AptSource) -> Vec<Listed<'r>> {
             Some("Sources") => IndexKind::Sources,
             _ => continue,
         };
-        let components = &source.filters.components;
+        let components = &filters.components;
         if !components.is_empty()
             && !components.iter().any(|c| {
                 base.strip_prefix(c.as_str())
@@ -155,7 +155,7 @@ impl Registries {
         fetch: bool,
     ) -> bool {
         let mut any = false;
-        for group in listed(suite, source) {
+        for group in listed(&suite.release, &source.filters) {
             let done = suite
                 .index
                 .lock()
@@ -255,4 +255,112 @@ fn vouches(suite: &Suite, request: &AptRequest) -> Option<Vec<Expected>> {
         .lock()
         .ok()
         .and_then(|v| v.index.expected(request).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::apt::index::SignedIndex;
+    use crate::registry::apt::release::{parse, parse_date};
+
+    const H: &str = "00000000000000000000000000000000000000000000000000000000000000";
+
+    fn release() -> Release {
+        let files = [
+            "main/binary-amd64/Packages",
+            "main/binary-amd64/Packages.gz",
+            "main/binary-amd64/Packages.xz",
+            "main/binary-amd64/Packages.bz2",
+            "main/source/Sources.gz",
+            "contrib/binary-amd64/Packages.xz",
+            "main/i18n/Translation-en.bz2",
+            "main/Contents-amd64.gz",
+            "main/binary-amd64/Release",
+        ];
+        let lines: String = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| format!(" {i:02}{H} 1 {f}\n"))
+            .collect();
+        let text = format!("Suite: stable\nDate: Tue, 01 Dec 2026 10:00:00 UTC\nSHA256:\n{lines}");
+        let now = parse_date("Tue, 01 Dec 2026 11:00:00 UTC").unwrap();
+        parse(text.as_bytes(), now, "R").unwrap()
+    }
+
+    fn names<'r>(groups: &[Listed<'r>]) -> Vec<Vec<&'r str>> {
+        groups
+            .iter()
+            .map(|g| g.variants.iter().map(|f| f.path.as_str()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn only_packages_and_sources_are_read_best_compression_first_within_the_components() {
+        let r = release();
+        let all = listed(&r, &Filters::default());
+        assert_eq!(
+            names(&all),
+            [
+                vec![
+                    "main/binary-amd64/Packages.xz",
+                    "main/binary-amd64/Packages.gz",
+                    "main/binary-amd64/Packages"
+                ],
+                vec!["main/source/Sources.gz"],
+                vec!["contrib/binary-amd64/Packages.xz"],
+            ]
+        );
+        assert_eq!(all[1].kind, IndexKind::Sources);
+        let main = Filters {
+            suites: vec![],
+            components: vec!["main".into()],
+        };
+        assert_eq!(listed(&r, &main).len(), 2);
+    }
+
+    #[test]
+    fn a_sources_index_vouches_for_the_dsc_and_tarballs_in_its_directory() {
+        let text = format!(
+            "Package: hello\nVersion: 1.0\nDirectory: pool/main/h/hello\nChecksums-Sha256:\n aa{H} 3 hello_1.0.dsc\n bb{H} 9 hello_1.0.tar.xz\n"
+        );
+        let Ok(Read::Sources(files)) =
+            read_index(text.as_bytes(), IndexKind::Sources, "main/source/Sources")
+        else {
+            panic!("the Sources index did not read");
+        };
+        let mut index = SignedIndex::default();
+        index.add_sources(&files);
+        let ask = |path: &str| index.expected(&AptRequest::Pool { path: path.into() });
+        assert_eq!(ask("pool/main/h/hello/hello_1.0.dsc").unwrap()[0].size, 3);
+        assert_eq!(
+            ask("pool/main/h/hello/hello_1.0.tar.xz").unwrap()[0].size,
+            9
+        );
+        assert_eq!(
+            ask("pool/main/h/hello/hello_1.0.diff.gz")
+                .unwrap_err()
+                .code(),
+            "not_in_signed_index"
+        );
+        let gz = {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(text.as_bytes()).unwrap();
+            e.finish().unwrap()
+        };
+        assert!(matches!(
+            read_index(&gz, IndexKind::Sources, "main/source/Sources.gz"),
+            Ok(Read::Sources(f)) if f.len() == 2
+        ));
+        assert_eq!(
+            read_index(
+                b"\xff\xfe",
+                IndexKind::Packages,
+                "main/binary-amd64/Packages"
+            )
+            .err()
+            .map(|e| e.code()),
+            Some("apt_index_invalid")
+        );
+    }
 }
