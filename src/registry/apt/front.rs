@@ -85,7 +85,12 @@ impl Registries {
         };
         let (entry, freshness) = self.apt_release_entry(front, source, suite, form).await?;
         if entry.status != 200 {
-            return Err(RegistryError::NotFound(format!("dists/{suite}/{name:?}")));
+            let file = match name {
+                ReleaseName::InRelease => "InRelease",
+                ReleaseName::Release => "Release",
+                ReleaseName::ReleaseGpg => "Release.gpg",
+            };
+            return Err(RegistryError::NotFound(format!("dists/{suite}/{file}")));
         }
         self.apt_judged(front, source, suite, &entry.body, form)?;
         let body = match (form, name) {
