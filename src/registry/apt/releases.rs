@@ -143,8 +143,12 @@ impl Registries {
             .upstream
             .join(&format!("dists/{suite}/Release.gpg"))
             .ok();
+        let registry = &front.settings.name;
         let check = |body: Bytes| async move {
-            let refused = |e: AptError| e.into_failure(&locator);
+            let refused = |e: AptError| {
+                tracing::warn!(registry = %registry, suite, code = e.code(), field = %e.field, detail = %e.detail, "refused the upstream's Release; a verified copy, if cached, stays in use");
+                e.into_failure(&locator)
+            };
             let body = match form {
                 Form::Inline => body,
                 Form::Detached => {
