@@ -143,6 +143,40 @@ fn stored(cache: &Path, bytes: &[u8]) -> bool {
         .is_file()
 }
 
+/// A config for fetchgate as its own process (so a test can kill and restart it) with `deb`
+/// in front of `server` (`extra`: more keys of its table): the file, the proxy address, and
+/// the temp dir holding both the file and the cache.
+fn process_config(
+    server: &AptServer,
+    repo: &AptRepo,
+    extra: &str,
+) -> (std::path::PathBuf, SocketAddr, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin) = (support::serve::free_port(), support::serve::free_port());
+    let config = dir.path().join("fetchgate.toml");
+    std::fs::write(
+        &config,
+        Toml::new()
+            .section(
+                "listen",
+                &format!("proxy = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\""),
+            )
+            .cache_dir(dir.path().join("cache"))
+            .trust(server.addr)
+            .raw(&registry_table(server, &repo.keyring, extra))
+            .build(),
+    )
+    .unwrap();
+    let proxy: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    (config, proxy, dir)
+}
+
+/// Kills the fetchgate process `running` and waits for it.
+async fn kill(mut running: support::serve::Running) {
+    running.child.kill().await.unwrap();
+    let _ = running.child.wait().await;
+}
+
 /// Runs blocking `f` (apt-get, raw sockets) without stalling the proxy in this runtime.
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
@@ -178,25 +212,9 @@ async fn apt_gets_a_package_with_its_dependency_through_fetchgate_and_again_afte
  {
     let repo = AptRepo::build();
     let mut server = AptServer::start(&repo.root);
-    let dir = tempfile::tempdir().unwrap();
-    let (port, admin) = (support::serve::free_port(), support::serve::free_port());
-    let config = dir.path().join("fetchgate.toml");
-    std::fs::write(
-        &config,
-        Toml::new()
-            .section(
-                "listen",
-                &format!("proxy = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\""),
-            )
-            .cache_dir(dir.path().join("cache"))
-            .trust(server.addr)
-            .raw(&registry_table(&server, &repo.keyring, ""))
-            .build(),
-    )
-    .unwrap();
-    let proxy: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (config, proxy, dir) = process_config(&server, &repo, "");
     let mount = format!("http://{proxy}/registry/deb/");
-    let mut running = support::serve::start(&config, &[]).await;
+    let running = support::serve::start(&config, &[]).await;
 
     let apt = AptClient::new(&mount, &repo.keyring);
     blocking(|| {
@@ -219,8 +237,7 @@ async fn apt_gets_a_package_with_its_dependency_through_fetchgate_and_again_afte
 
     // A restart with the upstream stopped and apt's state thrown away: the Release from the
     // metadata cache, the indexes and packages from the store, each verified again.
-    running.child.kill().await.unwrap();
-    let _ = running.child.wait().await;
+    kill(running).await;
     server.stop();
     let _restarted = support::serve::start(&config, &[]).await;
     blocking(|| {
@@ -614,5 +631,33 @@ async fn an_older_signed_inrelease_never_replaces_a_newer_one_already_verified()
     blocking(|| {
         let got = raw_get(cold.proxy, "/registry/deb/dists/stable/InRelease");
         assert_eq!((got.status, &got.body), (200, &older), "{}", got.show());
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_signed_inrelease_is_still_refused_after_a_restart() {
+    let repo = AptRepo::build();
+    let server = AptServer::start(&repo.root);
+    let inrelease = repo.root.join("dists/stable/InRelease");
+    let older = std::fs::read(&inrelease).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    repo.sign(None);
+    let newer = std::fs::read(&inrelease).unwrap();
+    let (config, proxy, _dir) = process_config(&server, &repo, "metadata_ttl_seconds = 0");
+    let running = support::serve::start(&config, &[]).await;
+    let got = blocking(|| raw_get(proxy, "/registry/deb/dists/stable/InRelease"));
+    assert_eq!((got.status, &got.body), (200, &newer), "{}", got.show());
+    kill(running).await;
+    // A new process, nothing in memory: the replay is judged against the date remembered.
+    let _restarted = support::serve::start(&config, &[]).await;
+    std::fs::write(&inrelease, &older).unwrap();
+    blocking(|| {
+        let got = raw_get(proxy, "/registry/deb/dists/stable/InRelease");
+        assert_eq!(got.status, 200, "{}", got.show());
+        assert_eq!(
+            got.body, newer,
+            "the older InRelease replaced the newer one"
+        );
+        assert_eq!(got.header("fetchgate-metadata"), Some("stale"));
     });
 }

@@ -92,7 +92,8 @@ impl Registries {
             };
             return Err(RegistryError::NotFound(format!("dists/{suite}/{file}")));
         }
-        self.apt_judged(front, source, suite, &entry.body, form)?;
+        self.apt_judged(front, source, suite, &entry.body, form)
+            .await?;
         let body = match (form, name) {
             (Form::Inline, _) => entry.body.clone(),
             (Form::Detached, which) => {

@@ -2,9 +2,9 @@
 //! through the metadata cache, verified with the registry's keyring *before* the cache keeps
 //! a new copy (so a refused one never replaces a verified one, which is served stale while it
 //! lasts), and judged again at every use (a cached Release can expire). A new Release dated
-//! before the one already verified for its suite is a replay (a freeze attack) and is refused.
-//! What a verified Release and its indexes vouch for is kept per suite, and dropped when the
-//! Release changes.
+//! before the newest one verified for its suite (in this process, or remembered on disk by
+//! [`super::known`]) is a replay (a freeze attack) and is refused. What a verified Release
+//! and its indexes vouch for is kept per suite, and dropped when the Release changes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -180,8 +180,26 @@ impl Registries {
             };
             let release =
                 judge(&body, form, source, SystemTime::now(), &locator).map_err(refused)?;
-            if let Some(known) = source.state.date_of(suite)
-                && release.date < known
+            let remembered = {
+                let path = super::known::file(self.fetcher.store().root(), registry);
+                let suite = suite.to_string();
+                tokio::task::spawn_blocking(move || {
+                    super::known::load(&path)
+                        .into_iter()
+                        .find(|k| k.suite == suite)
+                        .map(|k| k.date)
+                })
+                .await
+                .ok()
+                .flatten()
+            };
+            let known = source
+                .state
+                .date_of(suite)
+                .map(super::keyring::unix)
+                .max(remembered);
+            if let Some(known) = known
+                && super::keyring::unix(release.date) < known
             {
                 return Err(refused(AptError::new(
                     AptErrorKind::ReleaseRollback,
@@ -219,11 +237,12 @@ impl Registries {
             )));
         }
         self.apt_judged(front, source, suite, &entry.body, form)
+            .await
     }
 
     /// The suite for the verified `body`: the one already read when it came from the same
     /// bytes (its `Valid-Until` checked again), else verified and read anew.
-    pub(crate) fn apt_judged(
+    pub(crate) async fn apt_judged(
         &self,
         front: &Front,
         source: &AptSource,
@@ -264,20 +283,17 @@ impl Registries {
                 read: Default::default(),
             }),
         });
-        let first = source
-            .state
-            .suites
-            .lock()
-            .map(|mut m| m.insert(suite.to_string(), fresh.clone()).is_none())
-            .unwrap_or(false);
-        if first {
-            let path = super::known::file(self.fetcher.store().root(), &front.settings.name);
-            let (name, suite) = (front.settings.name.clone(), suite.to_string());
-            tokio::task::spawn_blocking(move || {
-                if let Err(e) = super::known::remember(&path, &suite) {
-                    tracing::warn!(registry = %name, suite = %suite, error = %e, "the verified suite was not remembered; after a restart, apt update before downloading");
-                }
-            });
+        let date = super::keyring::unix(fresh.release.date);
+        if let Ok(mut m) = source.state.suites.lock() {
+            m.insert(suite.to_string(), fresh.clone());
+        }
+        let path = super::known::file(self.fetcher.store().root(), &front.settings.name);
+        let (name, owned) = (front.settings.name.clone(), suite.to_string());
+        // Awaited, so a Release a client has seen is remembered before a crash can forget it.
+        let remembered =
+            tokio::task::spawn_blocking(move || super::known::remember(&path, &owned, date)).await;
+        if !matches!(remembered, Ok(Ok(()))) {
+            tracing::warn!(registry = %name, suite = %suite, "the verified suite was not remembered; after a restart, apt update before downloading");
         }
         Ok(fresh)
     }

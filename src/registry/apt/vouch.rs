@@ -99,9 +99,9 @@ impl Registries {
             let remembered = tokio::task::spawn_blocking(move || super::known::load(&path))
                 .await
                 .unwrap_or_default();
-            for s in remembered {
-                if !names.contains(&s) {
-                    names.push(s);
+            for k in remembered {
+                if !names.contains(&k.suite) {
+                    names.push(k.suite);
                 }
             }
             names
