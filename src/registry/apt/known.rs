@@ -1,6 +1,6 @@
 //! The suites an apt registry has verified a Release for, and the newest `Date` verified for
-//! each, remembered on disk under `<cache>/registry-apt/<registry>/suites` (`<suite> <unix
-//! seconds>` a line). After a restart (the upstream perhaps down, a client's apt lists kept) a
+//! each, remembered on disk under `<cache>/registry-apt/<registry>/suites-<upstream hash>`
+//! (`<suite> <unix seconds>` a line). After a restart (the upstream perhaps down, a client's apt lists kept) a
 //! pool file is still looked up in those suites' verified indexes, and an older signed Release
 //! is still a replay. The file only names where to look and what is too old: every Release and
 //! index is verified again.
@@ -20,9 +20,14 @@ pub(crate) struct Known {
     pub(crate) date: u64,
 }
 
-/// Where `registry`'s suites are remembered below the cache directory `root`.
-pub(crate) fn file(root: &Path, registry: &str) -> PathBuf {
-    root.join("registry-apt").join(registry).join("suites")
+/// Where the suites of `registry` in front of `upstream` are remembered below the cache
+/// directory `root`: one file per upstream, so pointing a registry at another repository
+/// starts afresh instead of refusing that repository's older Releases as replays.
+pub(crate) fn file(root: &Path, registry: &str, upstream: &url::Url) -> PathBuf {
+    let digest = crate::store::Digest::of(upstream.as_str().as_bytes()).hex();
+    root.join("registry-apt")
+        .join(registry)
+        .join(format!("suites-{}", &digest[..16]))
 }
 
 /// The remembered suites; a line that is not a clean suite path and a number is skipped.
@@ -75,7 +80,10 @@ mod tests {
     #[test]
     fn suites_are_remembered_once_with_the_newest_date_and_bad_lines_are_skipped() {
         let dir = tempfile::tempdir().unwrap();
-        let path = file(dir.path(), "deb");
+        let up = url::Url::parse("http://mirror.test/debian/").unwrap();
+        let path = file(dir.path(), "deb", &up);
+        let other = url::Url::parse("http://mirror.test/ubuntu/").unwrap();
+        assert_ne!(file(dir.path(), "deb", &other), path);
         assert!(load(&path).is_empty());
         remember(&path, "stable", 10).unwrap();
         remember(&path, "bookworm/updates", 5).unwrap();

@@ -143,7 +143,7 @@ impl Registries {
             .upstream
             .join(&format!("dists/{suite}/Release.gpg"))
             .ok();
-        let registry = &front.settings.name;
+        let (registry, upstream) = (&front.settings.name, &front.settings.upstream);
         let check = |body: Bytes| async move {
             let refused = |e: AptError| {
                 tracing::warn!(registry = %registry, suite, code = e.code(), field = %e.field, detail = %e.detail, "refused the upstream's Release; a verified copy, if cached, stays in use");
@@ -181,7 +181,7 @@ impl Registries {
             let release =
                 judge(&body, form, source, SystemTime::now(), &locator).map_err(refused)?;
             let remembered = {
-                let path = super::known::file(self.fetcher.store().root(), registry);
+                let path = super::known::file(self.fetcher.store().root(), registry, upstream);
                 let suite = suite.to_string();
                 tokio::task::spawn_blocking(move || {
                     super::known::load(&path)
@@ -287,7 +287,11 @@ impl Registries {
         if let Ok(mut m) = source.state.suites.lock() {
             m.insert(suite.to_string(), fresh.clone());
         }
-        let path = super::known::file(self.fetcher.store().root(), &front.settings.name);
+        let path = super::known::file(
+            self.fetcher.store().root(),
+            &front.settings.name,
+            &front.settings.upstream,
+        );
         let (name, owned) = (front.settings.name.clone(), suite.to_string());
         // Awaited, so a Release a client has seen is remembered before a crash can forget it.
         let remembered =

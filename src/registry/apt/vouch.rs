@@ -95,7 +95,11 @@ impl Registries {
     ) -> Result<Vec<Expected>, RegistryError> {
         let names = if source.filters.suites.is_empty() {
             let mut names = source.state.known();
-            let path = super::known::file(self.fetcher.store().root(), &front.settings.name);
+            let path = super::known::file(
+                self.fetcher.store().root(),
+                &front.settings.name,
+                &front.settings.upstream,
+            );
             let remembered = tokio::task::spawn_blocking(move || super::known::load(&path))
                 .await
                 .unwrap_or_default();
