@@ -212,6 +212,9 @@ fn registry_target<'p>(
 
 /// The apt registry an absolute-form request's URL lies under, and the path below it.
 fn apt_forward<B>(gate: &AppContext, req: &Request<B>) -> Option<(String, String)> {
+    if !gate.registries.any() {
+        return None;
+    }
     let url = url::Url::parse(&req.uri().to_string()).ok()?;
     gate.registries.apt_mount_of(&url)
 }
