@@ -177,6 +177,20 @@ async fn kill(mut running: support::serve::Running) {
     let _ = running.child.wait().await;
 }
 
+/// A repository signed once and then again a second later (apt-ftparchive dates a Release to
+/// the second), its server, and the older and newer `InRelease`; the newer is in place.
+fn signed_twice() -> (AptRepo, AptServer, Vec<u8>, Vec<u8>) {
+    let repo = AptRepo::build();
+    let server = AptServer::start(&repo.root);
+    let inrelease = repo.root.join("dists/stable/InRelease");
+    let older = std::fs::read(&inrelease).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    repo.sign(None);
+    let newer = std::fs::read(&inrelease).unwrap();
+    assert_ne!(older, newer);
+    (repo, server, older, newer)
+}
+
 /// Runs blocking `f` (apt-get, raw sockets) without stalling the proxy in this runtime.
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
@@ -602,15 +616,8 @@ async fn a_by_hash_file_is_served_only_for_a_digest_the_release_lists_in_that_di
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_signed_inrelease_never_replaces_a_newer_one_already_verified() {
-    let repo = AptRepo::build();
-    let server = AptServer::start(&repo.root);
+    let (repo, server, older, newer) = signed_twice();
     let inrelease = repo.root.join("dists/stable/InRelease");
-    let older = std::fs::read(&inrelease).unwrap();
-    // apt-ftparchive dates a Release to the second: the next one is a second later.
-    std::thread::sleep(Duration::from_millis(1100));
-    repo.sign(None);
-    let newer = std::fs::read(&inrelease).unwrap();
-    assert_ne!(older, newer);
     let gate = Gate::start(&server, &repo, "metadata_ttl_seconds = 0").await;
     blocking(|| {
         let got = raw_get(gate.proxy, "/registry/deb/dists/stable/InRelease");
@@ -636,13 +643,8 @@ async fn an_older_signed_inrelease_never_replaces_a_newer_one_already_verified()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_signed_inrelease_is_still_refused_after_a_restart() {
-    let repo = AptRepo::build();
-    let server = AptServer::start(&repo.root);
+    let (repo, server, older, newer) = signed_twice();
     let inrelease = repo.root.join("dists/stable/InRelease");
-    let older = std::fs::read(&inrelease).unwrap();
-    std::thread::sleep(Duration::from_millis(1100));
-    repo.sign(None);
-    let newer = std::fs::read(&inrelease).unwrap();
     let (config, proxy, _dir) = process_config(&server, &repo, "metadata_ttl_seconds = 0");
     let running = support::serve::start(&config, &[]).await;
     let got = blocking(|| raw_get(proxy, "/registry/deb/dists/stable/InRelease"));
