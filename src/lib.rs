@@ -52,6 +52,7 @@
 //! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service;
 //!            oci/ container images; gomod/ Go modules (GOPROXY front, its checksum-database
 //!            client and /sumdb/ proxy, escaping, dirhash, zip rules, notes, tlog, verify)
+//!            apt/ kind = "apt": Release files verified by signed_by, indexes and pool files by the signed index
 //! shared/    the shared tier: [shared] settings, the bucket (object_store), breaker, uploads
 //! ```
 

@@ -76,6 +76,8 @@ pub(crate) enum RegistryError {
     Oci(super::oci::error::OciError),
     /// A Go module request, checksum database answer or zip refused by the go front-end.
     Go(super::gomod::error::GoError),
+    /// An apt Release, index or pool file refused by the apt front-end.
+    Apt(super::apt::AptError),
     /// A broken invariant inside fetchgate (a task that panicked): not something the cache
     /// directory's disk or permissions can explain.
     Internal(String),
@@ -104,6 +106,7 @@ impl RegistryError {
             RegistryError::Internal(_) => "internal_error",
             RegistryError::Oci(e) => e.code(),
             RegistryError::Go(e) => e.code(),
+            RegistryError::Apt(e) => e.code(),
         }
     }
 
@@ -126,6 +129,7 @@ impl RegistryError {
             RegistryError::Cache(_) | RegistryError::Internal(_) => 500,
             RegistryError::Oci(e) => e.status(),
             RegistryError::Go(e) => e.status(),
+            RegistryError::Apt(e) => e.status(),
         }
     }
 
@@ -147,11 +151,20 @@ impl RegistryError {
             RegistryError::Cache(_) | RegistryError::Internal(_) => Origin::Internal,
             RegistryError::Oci(e) => e.origin(),
             RegistryError::Go(e) => e.origin(),
+            RegistryError::Apt(e) => e.origin(),
         }
     }
 
-    /// The field that failed, if one did.
-    pub(crate) fn field(&self) -> Option<&'static str> {
+    /// The field (or, for apt, the file and field) that failed, if one did.
+    pub(crate) fn field(&self) -> Option<std::borrow::Cow<'static, str>> {
+        match self {
+            RegistryError::Apt(e) => Some(e.field.clone().into()),
+            _ => self.static_field().map(std::borrow::Cow::Borrowed),
+        }
+    }
+
+    /// The field that failed, when it is one of the config's or the protocol's own names.
+    fn static_field(&self) -> Option<&'static str> {
         match self {
             RegistryError::NameRefused { list, .. } => Some(list),
             RegistryError::OfflineMiss(_) => Some("offline"),
@@ -226,6 +239,7 @@ impl RegistryError {
             RegistryError::Cache(why) | RegistryError::Internal(why) => why.clone(),
             RegistryError::Oci(e) => e.to_string(),
             RegistryError::Go(e) => e.detail(),
+            RegistryError::Apt(e) => e.detail.clone(),
         }
     }
 
@@ -282,6 +296,7 @@ impl RegistryError {
             }
             RegistryError::Oci(e) => e.next(),
             RegistryError::Go(e) => e.next(),
+            RegistryError::Apt(e) => e.next(),
         }
     }
 

@@ -53,7 +53,7 @@ const MAX_METADATA_BYTES_LIMIT: u64 = 512 << 20;
 pub(crate) struct RegistrySection {
     /// The mount point: `/registry/<name>/` on the proxy listener.
     pub(crate) name: Spanned<String>,
-    /// A row of [`protocol::PROTOCOLS`]: `npm`, `pypi` or `cargo`.
+    /// A row of [`protocol::PROTOCOLS`]: `npm`, `pypi`, `cargo`, `oci`, `go` or `apt`.
     pub(crate) kind: Spanned<Kind>,
     /// The registry's base URL.
     pub(crate) upstream: Spanned<String>,
@@ -79,6 +79,12 @@ pub(crate) struct RegistrySection {
     pub(crate) sumdb_url: Option<Spanned<String>>,
     /// go: module path patterns never looked up in a public database.
     pub(crate) private: Option<Vec<Spanned<String>>>,
+    /// apt: the keyring file that may sign the repository's Release files.
+    pub(crate) signed_by: Option<Spanned<String>>,
+    /// apt: the suites served (default: all).
+    pub(crate) suites: Option<Vec<Spanned<String>>>,
+    /// apt: the components served (default: all).
+    pub(crate) components: Option<Vec<Spanned<String>>>,
 }
 
 /// A checked registry.
@@ -106,6 +112,8 @@ pub(crate) struct RegistrySettings {
     pub(crate) credential: Option<http::HeaderValue>,
     /// The go keys (`kind = "go"` only).
     pub(crate) go: Option<gomod::settings::GoSettings>,
+    /// `kind = "apt"`: the keyring, the filters and what was verified.
+    pub(crate) apt: Option<apt::config::AptSource>,
 }
 
 impl RegistrySettings {
@@ -238,6 +246,17 @@ impl RegistrySettings {
             },
             src,
         )?;
+        let apt = apt::config::AptKeys {
+            signed_by: &s.signed_by,
+            suites: &s.suites,
+            components: &s.components,
+        }
+        .read(
+            kind == Kind::of(&apt::front::PROTOCOL),
+            s.name.span(),
+            base,
+            src,
+        )?;
         Ok(Self {
             go,
             name,
@@ -250,6 +269,7 @@ impl RegistrySettings {
             offline: s.offline.unwrap_or(false),
             names,
             credential,
+            apt,
         })
     }
 }

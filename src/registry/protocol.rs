@@ -41,6 +41,7 @@ pub(crate) const PROTOCOLS: &[Protocol] = &[
     super::cargo::PROTOCOL,
     super::oci::front::PROTOCOL,
     super::gomod::front::PROTOCOL,
+    super::apt::front::PROTOCOL,
 ];
 
 /// Which registry protocol a front-end speaks: a row of [`PROTOCOLS`].

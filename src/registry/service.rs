@@ -6,6 +6,7 @@
 //! [`super::protocol::PROTOCOLS`]; this module holds what they share.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -22,7 +23,7 @@ use crate::fetch::expected::{ExpectedError, MetaResponse};
 use crate::fetch::flight::ExpectedAsk;
 use crate::fetch::hops::Credential;
 use crate::fetch::integrity::{Algorithm, Expected};
-use crate::fetch::through::Fetcher;
+use crate::fetch::through::{Fetcher, LocatorFailure};
 use crate::store::Digest;
 
 /// What a registry request produced.
@@ -234,6 +235,25 @@ impl Registries {
         path: &str,
         accept: &'static str,
     ) -> Result<(Arc<Entry>, Freshness), RegistryError> {
+        self.meta_checked(front, key, path, accept, |body| async move { Ok(body) })
+            .await
+    }
+
+    /// [`Self::meta`] where `check` judges every new upstream body before the cache keeps
+    /// it, and gives the bytes to keep: a refused body never replaces the cached copy (which
+    /// is served stale while it lasts), and with none cached the refusal is the answer.
+    pub(super) async fn meta_checked<C, Fut>(
+        &self,
+        front: &Front,
+        key: &str,
+        path: &str,
+        accept: &'static str,
+        check: C,
+    ) -> Result<(Arc<Entry>, Freshness), RegistryError>
+    where
+        C: FnOnce(Bytes) -> Fut,
+        Fut: Future<Output = Result<Bytes, LocatorFailure>>,
+    {
         let s = &front.settings;
         let url = s
             .upstream
@@ -256,7 +276,7 @@ impl Registries {
                 MetaResponse::Ok { headers, body } => Ok(Answer::Fresh {
                     etag: text(&headers, header::ETAG),
                     content_type: text(&headers, header::CONTENT_TYPE),
-                    body,
+                    body: check(body).await?,
                 }),
                 MetaResponse::NotModified => Ok(Answer::NotModified),
                 MetaResponse::NotFound => Ok(Answer::NotFound),

@@ -119,6 +119,18 @@ async fn route(
         return Box::pin(connect(gate, conn, policies, req, log)).await;
     }
     if req.uri().scheme().is_some() {
+        // A URL under an apt registry's upstream (`Acquire::http::Proxy`) is that registry's
+        // request: verified against the signed index like `/registry/<name>/`.
+        if let Some((name, below)) = apt_forward(gate, &req) {
+            log.kind = Kind::Registry;
+            if let Some(r) = policies.iter().find_map(|p| narrow_registry(p, &name)) {
+                return Err(refusal(&r, log));
+            }
+            return Box::pin(super::registry_api::handle(
+                gate, &name, &below, "/", &req, log,
+            ))
+            .await;
+        }
         log.kind = Kind::Forward;
         return Box::pin(forward(gate, conn, policies, req, log)).await;
     }
@@ -196,6 +208,15 @@ fn registry_target<'p>(
         return Some((name, path, prefix));
     }
     None
+}
+
+/// The apt registry an absolute-form request's URL lies under, and the path below it.
+fn apt_forward<B>(gate: &AppContext, req: &Request<B>) -> Option<(String, String)> {
+    if !gate.registries.any() {
+        return None;
+    }
+    let url = url::Url::parse(&req.uri().to_string()).ok()?;
+    gate.registries.apt_mount_of(&url)
 }
 
 /// A `GET` or `HEAD` for a URL a registry's metadata tied to a digest whose bytes are stored:

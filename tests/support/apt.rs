@@ -211,7 +211,8 @@ impl AptRepo {
 
     /// Writes `Release` with `apt-ftparchive release` (plus `valid_until`, an apt date
     /// such as `Wed, 01 Jan 2020 00:00:00 UTC`, when given) and signs it as `InRelease` and
-    /// `Release.gpg` with the current key.
+    /// `Release.gpg` (armoured, as Debian publishes it: apt refuses a binary one) with the
+    /// current key.
     pub fn sign(&self, valid_until: Option<&str>) {
         let dists = self.root.join(format!("dists/{SUITE}"));
         for f in ["Release", "InRelease", "Release.gpg"] {
@@ -244,7 +245,7 @@ impl AptRepo {
             .arg(dists.join("Release")));
         run(self
             .gpg()
-            .args(["-u", &key, "--detach-sign", "-o"])
+            .args(["-u", &key, "--armor", "--detach-sign", "-o"])
             .arg(dists.join("Release.gpg"))
             .arg(dists.join("Release")));
     }
@@ -537,6 +538,24 @@ impl AptClient {
         let mut args = vec!["download"];
         args.extend_from_slice(pkgs);
         self.apt_get(&args)
+    }
+}
+
+/// `apt-get update` and `install --download-only` of [`APP`] succeed, and both it and its
+/// dependency arrive exactly as built.
+pub fn installs(apt: &AptClient, repo: &AptRepo) {
+    let up = apt.update();
+    assert!(up.status.success(), "{}", output_text(&up));
+    let got = apt.install_download_only(APP);
+    assert!(got.status.success(), "{}", output_text(&got));
+    for name in [APP, DEP] {
+        let cached = apt.archives_dir().join(format!("{name}_1.0_all.deb"));
+        assert_eq!(
+            std::fs::read(&cached).ok(),
+            std::fs::read(repo.root.join(AptRepo::deb_path(name))).ok(),
+            "{name}: {}",
+            output_text(&got)
+        );
     }
 }
 

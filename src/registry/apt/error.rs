@@ -3,6 +3,7 @@
 //! problem response when `kind = "apt"` is wired in.
 
 use crate::errors::Origin;
+use crate::fetch::through::LocatorFailure;
 
 /// What kind of apt failure this is; each has one stable code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +24,8 @@ pub(crate) enum AptErrorKind {
     ReleaseExpired,
     /// `Date` is further in the future than the allowed clock skew.
     ReleaseFromFuture,
+    /// `Date` is older than that of a Release of the suite already verified (a replay).
+    ReleaseRollback,
     /// A `Packages`/`Sources` file is unreadable.
     IndexInvalid,
     /// A file would decompress past its cap.
@@ -71,6 +74,7 @@ impl AptError {
             AptErrorKind::ReleaseInvalid => "apt_release_invalid",
             AptErrorKind::ReleaseExpired => "apt_release_expired",
             AptErrorKind::ReleaseFromFuture => "apt_release_from_future",
+            AptErrorKind::ReleaseRollback => "apt_release_rollback",
             AptErrorKind::IndexInvalid => "apt_index_invalid",
             AptErrorKind::IndexTooLarge => "apt_index_too_large",
             AptErrorKind::NotInSignedIndex => "not_in_signed_index",
@@ -79,14 +83,84 @@ impl AptError {
         }
     }
 
-    /// The HTTP status.
+    /// The HTTP status: upstream content that can never verify is `424`, as for every
+    /// registry (a retry cannot make a bad signature good).
     pub(crate) fn status(&self) -> u16 {
         match self.kind {
             AptErrorKind::Keyring => 500,
             AptErrorKind::PathRefused => 400,
             AptErrorKind::NotServed => 404,
-            _ => 502,
+            _ => crate::registry::error::PERMANENT_UPSTREAM_FAILURE,
         }
+    }
+
+    /// A safe next action.
+    pub(crate) fn next(&self) -> &'static str {
+        match self.kind {
+            AptErrorKind::Keyring => "fix the registry's signed_by file, then reload (SIGHUP)",
+            AptErrorKind::SignatureInvalid
+            | AptErrorKind::IndexInvalid
+            | AptErrorKind::IndexTooLarge
+            | AptErrorKind::NotInSignedIndex => {
+                "do not use these bytes; report it to the repository's operator or use another mirror"
+            }
+            AptErrorKind::KeyNotTrusted | AptErrorKind::KeyExpired | AptErrorKind::KeyRevoked => {
+                "if the repository rotated its key, verify the new key out of band and put it in the registry's signed_by file"
+            }
+            AptErrorKind::ReleaseInvalid => {
+                "report the malformed Release to the repository's operator"
+            }
+            AptErrorKind::ReleaseExpired => {
+                "wait for the mirror to publish a fresh Release, or use another mirror"
+            }
+            AptErrorKind::ReleaseFromFuture => "check this machine's clock and the mirror's",
+            AptErrorKind::ReleaseRollback => {
+                "the mirror serves an older Release than one already verified; use another mirror or wait until it has synced"
+            }
+            AptErrorKind::PathRefused | AptErrorKind::NotServed => {
+                "point sources.list at the registry's base URL with a suite and component it serves"
+            }
+        }
+    }
+
+    /// Every kind, for reading a code back.
+    const KINDS: [AptErrorKind; 14] = [
+        AptErrorKind::Keyring,
+        AptErrorKind::SignatureInvalid,
+        AptErrorKind::KeyNotTrusted,
+        AptErrorKind::KeyExpired,
+        AptErrorKind::KeyRevoked,
+        AptErrorKind::ReleaseInvalid,
+        AptErrorKind::ReleaseExpired,
+        AptErrorKind::ReleaseFromFuture,
+        AptErrorKind::ReleaseRollback,
+        AptErrorKind::IndexInvalid,
+        AptErrorKind::IndexTooLarge,
+        AptErrorKind::NotInSignedIndex,
+        AptErrorKind::PathRefused,
+        AptErrorKind::NotServed,
+    ];
+
+    /// This failure as the metadata cache carries a refused upstream answer (so a stale,
+    /// verified copy is served instead while it lasts).
+    pub(crate) fn into_failure(self, locator: &str) -> LocatorFailure {
+        LocatorFailure {
+            locator: crate::redact::redact_locator(locator),
+            hop: None,
+            code: self.code(),
+            detail: format!("{}: {}", self.field, self.detail),
+            next: self.next(),
+            refused: None,
+        }
+    }
+
+    /// The apt failure a [`Self::into_failure`] carried, when `f` is one.
+    pub(crate) fn from_failure(f: &LocatorFailure) -> Option<Self> {
+        let kind = Self::KINDS
+            .into_iter()
+            .find(|k| Self::new(*k, "", "").code() == f.code)?;
+        let (field, detail) = f.detail.split_once(": ").unwrap_or(("", &f.detail));
+        Some(Self::new(kind, field, detail))
     }
 
     /// Whose side to fix.
@@ -120,5 +194,23 @@ mod tests {
         assert_eq!(e.origin(), Origin::Upstream);
         let p = AptError::new(AptErrorKind::PathRefused, "path", "..");
         assert_eq!((p.status(), p.origin()), (400, Origin::Downstream));
+    }
+
+    #[test]
+    fn a_failure_carried_through_the_metadata_cache_reads_back_as_itself() {
+        for kind in AptError::KINDS {
+            let e = AptError::new(kind, "dists/stable/InRelease:Date", "why: and more");
+            let back = AptError::from_failure(&e.clone().into_failure("http://m.test/x"));
+            assert_eq!(back, Some(e));
+        }
+        let other = LocatorFailure {
+            locator: "x".into(),
+            hop: None,
+            code: "upstream_status",
+            detail: "d".into(),
+            next: "n",
+            refused: None,
+        };
+        assert_eq!(AptError::from_failure(&other), None);
     }
 }

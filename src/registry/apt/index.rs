@@ -140,11 +140,6 @@ impl SignedIndex {
         self.releases.insert(suite.to_string(), release);
     }
 
-    /// The verified Release of `suite`.
-    pub(crate) fn release(&self, suite: &str) -> Option<&Release> {
-        self.releases.get(suite)
-    }
-
     /// Records the pool files a verified `Packages` file names.
     pub(crate) fn add_packages(&mut self, packages: &[BinaryPackage]) {
         for p in packages {

@@ -68,6 +68,7 @@ impl Keyring {
     }
 
     /// The fingerprints of the primary keys, upper-case hex.
+    #[cfg(test)]
     pub(crate) fn fingerprints(&self) -> Vec<String> {
         self.keys
             .iter()

@@ -7,19 +7,18 @@
 //! Release vouches for, and [`paths`] turns a client's request path into what it asks for.
 //! The lookup from a path to the sha256 and size it must have lives in [`index::SignedIndex`].
 
-// Nothing calls these until `kind = "apt"` is wired into the registry table (issue 21).
-#![allow(
-    dead_code,
-    reason = "wired into the registry front-end after the kind-table refactor"
-)]
-
+pub(crate) mod config;
 pub(crate) mod deb822;
 pub(crate) mod decompress;
 pub(crate) mod error;
+pub(crate) mod front;
 pub(crate) mod index;
 pub(crate) mod keyring;
+pub(crate) mod known;
 pub(crate) mod paths;
 pub(crate) mod release;
+pub(crate) mod releases;
 pub(crate) mod signed;
+pub(crate) mod vouch;
 
 pub(crate) use error::{AptError, AptErrorKind};

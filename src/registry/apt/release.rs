@@ -55,11 +55,6 @@ impl Release {
     pub(crate) fn file(&self, path: &str) -> Option<&ReleaseFile> {
         self.files.iter().find(|f| f.path == path)
     }
-
-    /// The listed file whose SHA-256 is `sha256` (for `by-hash/SHA256/<hex>`).
-    pub(crate) fn file_by_hash(&self, sha256: &[u8; 32]) -> Option<&ReleaseFile> {
-        self.files.iter().find(|f| &f.sha256 == sha256)
-    }
 }
 
 /// Parses the verified Release text at `locator` and checks its dates against `now`.

@@ -10,6 +10,7 @@ use http::{Method, StatusCode};
 
 use super::*;
 use crate::fetch::through::LocatorFailure;
+use crate::registry::apt::{AptError, AptErrorKind};
 use crate::store::Digest;
 
 /// Every refusal reason (allowed ones excluded), by its serialized code.
@@ -299,6 +300,18 @@ fn registry_errors() -> Vec<RegistryError> {
         },
         RegistryError::Cache("x".into()),
         RegistryError::Internal("a task panicked".into()),
+        RegistryError::Apt(AptError::new(
+            AptErrorKind::NotInSignedIndex,
+            "pool/main/x.deb",
+            "d",
+        )),
+        RegistryError::Apt(AptError::new(
+            AptErrorKind::KeyNotTrusted,
+            "dists/stable/InRelease",
+            "d",
+        )),
+        RegistryError::Apt(AptError::new(AptErrorKind::PathRefused, "path", "d")),
+        RegistryError::Apt(AptError::new(AptErrorKind::NotServed, "path", "d")),
     ]
 }
 
