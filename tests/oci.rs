@@ -35,6 +35,17 @@ async fn gate_trusting(
     more: &[SocketAddr],
     extra: &str,
 ) -> (SocketAddr, SocketAddr, tempfile::TempDir) {
+    gate_named(upstream, "hub", more, extra).await
+}
+
+/// [`gate_trusting`] with the registry named `name` (its own series in `/metrics`, which
+/// every test of this binary shares).
+async fn gate_named(
+    upstream: &DockerRegistry,
+    name: &str,
+    more: &[SocketAddr],
+    extra: &str,
+) -> (SocketAddr, SocketAddr, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = Toml::new()
         .cache_dir(dir.path().join("cache"))
@@ -44,17 +55,27 @@ async fn gate_trusting(
     }
     let cfg = cfg
         .raw(&format!(
-            "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n",
+            "[[registry]]\nname = \"{name}\"\nkind = \"oci\"\nupstream = \"{}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n",
             upstream.url()
         ))
         .build();
     let (proxy, mounts) = support::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
     let mount = mounts
         .iter()
-        .find(|(n, _)| n == "hub")
+        .find(|(n, _)| n == name)
         .map(|(_, a)| *a)
         .expect("the oci registry listens");
     (proxy, mount, dir)
+}
+
+/// The value of the `/metrics` series `series` (name and labels as the text format writes
+/// them), 0 when it is not there yet.
+fn metric(series: &str) -> u64 {
+    fetchgate::metrics::get()
+        .encode_text()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
 }
 
 /// Runs blocking `f` (skopeo, raw sockets) off the test's runtime.
@@ -557,6 +578,102 @@ async fn containerd_ns_selects_a_configured_registry_and_is_never_dialled() {
             a.count("GET", "fetchgate/b") > 0,
             "the mount's registry answered"
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_past_its_ttl_is_revalidated_with_head_and_read_again_only_once_it_moved() {
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let first = Image::build("fg-oci-head-a", "amd64", &[4 * 1024]);
+    let second = Image::build("fg-oci-head-b", "amd64", &[4 * 1024]);
+    let (reg, first) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &first, "fetchgate/head", "v1");
+        (reg, first)
+    })
+    .await;
+    // A TTL of 0 has always passed: every request after the first revalidates.
+    let (_proxy, mount, _dir) =
+        gate_named(&reg, "revalidating", &[], "metadata_ttl_seconds = 0").await;
+    blocking(move || {
+        let tag = "/v2/fetchgate/head/manifests/v1";
+        let digest = || {
+            let r = raw_get(mount, tag, &[("Accept", image::MANIFEST_V1)]).unwrap();
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            r.header("docker-content-digest").unwrap().to_string()
+        };
+        let counted = |method: &str| {
+            metric(&format!(
+                "fetchgate_oci_upstream_manifest_requests_total{{registry=\"revalidating\",method=\"{method}\"}}"
+            ))
+        };
+        let (gets, heads) = (reg.count("GET", tag), reg.count("HEAD", tag));
+        assert_eq!(digest(), first.manifest.digest);
+        assert_eq!(reg.count("GET", tag), gets + 1, "the first read is a GET");
+        assert_eq!(reg.count("HEAD", tag), heads);
+        // Unmoved: one HEAD, no GET.
+        assert_eq!(digest(), first.manifest.digest);
+        assert_eq!(digest(), first.manifest.digest);
+        assert_eq!(reg.count("HEAD", tag), heads + 2, "{:?}", reg.requests());
+        assert_eq!(reg.count("GET", tag), gets + 1, "an unmoved tag was read again");
+        assert_eq!((counted("GET"), counted("HEAD")), (1, 2));
+        // The twin: moved upstream, the HEAD names another digest and one GET reads it.
+        push_image(&Skopeo::new(), &reg, &second, "fetchgate/head", "v1");
+        let (gets, heads) = (reg.count("GET", tag), reg.count("HEAD", tag));
+        assert_eq!(digest(), second.manifest.digest, "the move was not seen");
+        assert_eq!(reg.count("HEAD", tag), heads + 1);
+        assert_eq!(reg.count("GET", tag), gets + 1, "the moved tag was not read");
+        assert_eq!((counted("GET"), counted("HEAD")), (2, 3));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_with_other_accept_sets_never_get_each_others_manifest() {
+    use support::oci::image::Index;
+    const DOCKER_V2: &str = "application/vnd.docker.distribution.manifest.v2+json";
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let index = Index::build("fg-oci-accept", &["amd64", "arm64"], &[4 * 1024]);
+    let (reg, index) = blocking(move || {
+        let layout = tempfile::tempdir().unwrap();
+        image::write_layout(layout.path(), "multi", Top::Index(&index));
+        Skopeo::new().push(layout.path(), "multi", reg.addr, "fetchgate/kinds", &[]);
+        (reg, index)
+    })
+    .await;
+    let (_proxy, mount, _dir) = gate(&reg, "metadata_ttl_seconds = 300").await;
+    blocking(move || {
+        let tag = "/v2/fetchgate/kinds/manifests/multi";
+        // A client reading indexes: the index, with the upstream's own headers.
+        let reads_index = [("Accept", image::INDEX_V1), ("Accept", image::MANIFEST_V1)];
+        let r = raw_get(mount, tag, &reads_index).unwrap();
+        let direct = raw_get(reg.addr, tag, &reads_index).unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.body, index.index.bytes);
+        assert_eq!(r.header("content-type"), direct.header("content-type"));
+        assert_eq!(
+            r.header("docker-content-digest"),
+            direct.header("docker-content-digest")
+        );
+        // A client reading only Docker schema 2 is not handed the cached index: the upstream
+        // is asked with its own Accept and has no such manifest for it.
+        let r = raw_get(mount, tag, &[("Accept", DOCKER_V2)]).unwrap();
+        assert!(
+            r.body != index.index.bytes,
+            "an index went to a schema-2-only client"
+        );
+        assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+        // Every Accept line goes upstream, not only the first: the index is on the second.
+        let r = raw_get(
+            mount,
+            tag,
+            &[("Accept", image::MANIFEST_V1), ("Accept", image::INDEX_V1)],
+        )
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.body, index.index.bytes);
+        let sent = reg.count("GET", tag);
+        assert!(sent >= 3, "each Accept set asked upstream once: {sent}");
     })
     .await;
 }

@@ -4,7 +4,7 @@
 //! in advance; `[cache] max_object_bytes` bounds it.
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
 use http_body_util::BodyExt;
 
 use super::hops::{Credential, Failure, GetRequest, locator_failure};
@@ -54,13 +54,41 @@ impl Fetcher {
         credential: Option<&Credential>,
         max: u64,
     ) -> Result<MetaResponse, LocatorFailure> {
+        self.metadata_exchange(Method::GET, url, headers, credential, max)
+            .await
+    }
+
+    /// [`Self::get_metadata`] with `HEAD`: the answer's headers (its body is empty). A
+    /// registry that counts `GET`s against a rate limit answers `HEAD`s for free.
+    pub(crate) async fn head_metadata(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        credential: Option<&Credential>,
+        max: u64,
+    ) -> Result<MetaResponse, LocatorFailure> {
+        self.metadata_exchange(Method::HEAD, url, headers, credential, max)
+            .await
+    }
+
+    /// One metadata request by `method`, redirects followed.
+    async fn metadata_exchange(
+        &self,
+        method: Method,
+        url: &str,
+        headers: HeaderMap,
+        credential: Option<&Credential>,
+        max: u64,
+    ) -> Result<MetaResponse, LocatorFailure> {
         let also = [
             StatusCode::NOT_MODIFIED,
             StatusCode::NOT_FOUND,
             StatusCode::GONE,
         ];
+        let head = method == Method::HEAD;
         let req = GetRequest {
             url,
+            method,
             headers,
             credential,
             also: &also,
@@ -76,6 +104,12 @@ impl Fetcher {
             }
             let hop = (last != url).then_some(last.as_str());
             let (parts, body) = response.into_parts();
+            if head {
+                return Ok(MetaResponse::Ok {
+                    headers: parts.headers,
+                    body: Bytes::new(),
+                });
+            }
             let body = super::through::read_capped(IdleBody::new(body, self.body_idle), max)
                 .await
                 .map_err(|(code, detail)| locator_failure(url, hop, code, detail).into_locator())?;
@@ -101,6 +135,7 @@ impl Fetcher {
         let max = self.store.settings().max_object_bytes;
         let req = GetRequest {
             url,
+            method: Method::GET,
             headers: HeaderMap::new(),
             credential,
             also: &[],

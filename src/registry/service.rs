@@ -223,26 +223,25 @@ impl Registries {
         Ok(name)
     }
 
-    /// Metadata at `path` (relative to the upstream base) through the cache.
+    /// Metadata at `path` (relative to the upstream base) through the cache, asked for with
+    /// `accept` and revalidated with `If-None-Match`.
     pub(super) async fn meta(
         &self,
         front: &Front,
         key: &str,
         path: &str,
-        accept: &'static str,
+        accept: &str,
     ) -> Result<(Arc<Entry>, Freshness), RegistryError> {
         let s = &front.settings;
-        let url = s
-            .upstream
-            .join(path)
-            .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))?;
-        let key = format!("{}:{}:{key}", s.kind.as_str(), s.name);
+        let url = self.upstream_url(front, path)?;
         let fetcher = &self.fetcher;
         let credential = front.credential.as_ref();
         let limit = s.max_metadata_bytes;
         let ask = |etag: Option<String>| async move {
             let mut headers = HeaderMap::new();
-            headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
+            if let Ok(accept) = HeaderValue::from_str(accept) {
+                headers.insert(header::ACCEPT, accept);
+            }
             if let Some(tag) = etag.and_then(|t| HeaderValue::from_str(&t).ok()) {
                 headers.insert(header::IF_NONE_MATCH, tag);
             }
@@ -259,6 +258,39 @@ impl Registries {
                 MetaResponse::NotFound => Ok(Answer::NotFound),
             }
         };
+        self.meta_via(front, key, path, ask).await
+    }
+
+    /// `path` joined to the registry's upstream base.
+    pub(super) fn upstream_url(
+        &self,
+        front: &Front,
+        path: &str,
+    ) -> Result<url::Url, RegistryError> {
+        front
+            .settings
+            .upstream
+            .join(path)
+            .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))
+    }
+
+    /// Metadata under `key` through the cache, `ask` putting the upstream request (given the
+    /// cached entry's `ETag`) when the TTL has passed: a kind with a cheaper revalidation
+    /// than a conditional `GET` brings its own.
+    pub(super) async fn meta_via<F, Fut>(
+        &self,
+        front: &Front,
+        key: &str,
+        path: &str,
+        ask: F,
+    ) -> Result<(Arc<Entry>, Freshness), RegistryError>
+    where
+        F: FnOnce(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<Answer, crate::fetch::through::LocatorFailure>>,
+    {
+        let s = &front.settings;
+        let key = format!("{}:{}:{key}", s.kind.as_str(), s.name);
+        let limit = s.max_metadata_bytes;
         let ageing = Ageing {
             ttl: s.metadata_ttl,
             max_stale: s.max_stale,

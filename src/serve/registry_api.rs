@@ -40,13 +40,10 @@ pub(crate) async fn handle<B>(
         })
         .ok_or(RequestError::InvalidHostHeader)?;
     let base = format!("http://{host}{prefix}");
-    let accept = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
+    let accept = joined_accept(req.headers());
     let ask = Ask {
         path,
-        accept,
+        accept: accept.as_deref(),
         base: &base,
         head: req.method() == Method::HEAD,
         query: req.uri().query(),
@@ -86,6 +83,20 @@ pub(crate) async fn handle<B>(
         resp.headers_mut().append(name, value.clone());
     }
     Ok(resp)
+}
+
+/// Every `Accept` line the client sent, joined with `, ` in order (skopeo sends one line per
+/// media type; keeping only the first would ask an upstream for less than the client reads).
+/// Lines that are not visible ASCII are left out; `None` when none is left.
+fn joined_accept(headers: &HeaderMap) -> Option<String> {
+    let lines: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
+    (!lines.is_empty()).then(|| lines.join(", "))
 }
 
 /// What a reply serves, without its headers.
@@ -206,6 +217,25 @@ fn document(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_accept_line_is_handed_over_in_order() {
+        let mut h = HeaderMap::new();
+        assert_eq!(joined_accept(&h), None);
+        h.append(header::ACCEPT, HeaderValue::from_static("a/b"));
+        assert_eq!(joined_accept(&h).as_deref(), Some("a/b"));
+        h.append(header::ACCEPT, HeaderValue::from_static("c/d, e/f;q=0.5"));
+        h.append(
+            header::ACCEPT,
+            HeaderValue::from_bytes(b"caf\xe9/x").unwrap(),
+        );
+        h.append(header::ACCEPT, HeaderValue::from_static("g/h"));
+        assert_eq!(
+            joined_accept(&h).as_deref(),
+            Some("a/b, c/d, e/f;q=0.5, g/h"),
+            "every line but the opaque one, in order"
+        );
+    }
 
     #[test]
     fn a_protocols_headers_survive_unwrapping_and_the_outermost_wins() {

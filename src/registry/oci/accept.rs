@@ -32,6 +32,15 @@ impl AcceptList {
         Self(values)
     }
 
+    /// Reads the `Accept` values the serve layer handed over (every line joined with `, `).
+    pub(crate) fn from_value(accept: Option<&str>) -> Self {
+        let mut headers = HeaderMap::new();
+        if let Some(v) = accept.and_then(|a| http::HeaderValue::from_str(a).ok()) {
+            headers.insert(http::header::ACCEPT, v);
+        }
+        Self::from_headers(&headers)
+    }
+
     /// Every manifest kind fetchgate reads, for its own requests (keeping an index a client
     /// only asked for with `HEAD`).
     pub(crate) fn every_manifest_type() -> Self {

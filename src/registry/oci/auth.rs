@@ -90,6 +90,7 @@ impl Registries {
         let also = [StatusCode::UNAUTHORIZED];
         let req = GetRequest {
             url: url.as_str(),
+            method: http::Method::GET,
             headers: HeaderMap::new(),
             credential: front.credential.as_ref(),
             also: &also,

@@ -9,10 +9,13 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 
+use super::accept::AcceptList;
+use super::count;
 use super::error::OciError;
 use super::manifest::{self, MANIFEST_TYPES, MAX_MANIFEST_BYTES};
 use super::paths::{self, Route};
 use super::reference::{Digest, Reference, RepositoryName, is_docker_hub};
+use super::tag::{CONTENT_DIGEST, MANIFEST_ACCEPT};
 use crate::fetch::expected::MetaResponse;
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Freshness;
@@ -29,14 +32,8 @@ pub(crate) const PROTOCOL: Protocol = Protocol {
     handle,
 };
 
-/// What fetchgate asks an upstream for when it reads a manifest by tag: every kind it reads,
-/// so an index is kept as an index whichever client asks first.
-const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json";
-
 /// The distribution API version header a client checks on `/v2/`.
 const API_VERSION: &str = "docker-distribution-api-version";
-/// The digest of a manifest or blob, as distribution sends it.
-const CONTENT_DIGEST: &str = "docker-content-digest";
 
 /// Answers one request below an `oci` mount.
 fn handle<'a>(r: &'a Registries, front: &'a Front, ask: &'a Ask<'a>) -> Handled<'a> {
@@ -125,9 +122,10 @@ impl Registries {
                 let name = self.judge_repository(front, name)?;
                 let authed = self.authorised(front, &name).await;
                 let front = authed.as_ref().unwrap_or(front);
-                let path = format!("v2/{name}/manifests/{}", tag.as_str());
-                let key = format!("{name}:manifest:{}", tag.as_str());
-                let (entry, freshness) = self.meta(front, &key, &path, MANIFEST_ACCEPT).await?;
+                let accept = AcceptList::from_value(ask.accept);
+                let (entry, freshness) = self
+                    .manifest_by_tag(front, &name, tag.as_str(), &accept)
+                    .await?;
                 if entry.status != 200 {
                     return Err(RegistryError::NotFound(format!(
                         "manifest {name}:{}",
@@ -140,6 +138,11 @@ impl Registries {
                     }));
                 }
                 let content_type = media_type(entry.content_type.as_deref(), &entry.body)?;
+                if !accept.accepts(&content_type) {
+                    return Err(RegistryError::Oci(OciError::NotAccepted {
+                        media_type: content_type,
+                    }));
+                }
                 let digest = Digest::of(&entry.body);
                 self.keep_manifest(&name, &digest, &entry.body).await;
                 Ok(with_headers(
@@ -244,7 +247,13 @@ impl Registries {
             .await
             .unwrap_or(false);
         // Another instance on the shared bucket may have verified it already.
-        if present || self.fetcher.fill_from_shared(sha256).await {
+        let registry = front.settings.name.as_str();
+        if present {
+            count::pull(registry, "cache");
+            return Ok(Reply::Artifact { sha256 });
+        }
+        if self.fetcher.fill_from_shared(sha256).await {
+            count::pull(registry, "shared");
             return Ok(Reply::Artifact { sha256 });
         }
         if front.settings.offline {
@@ -264,6 +273,7 @@ impl Registries {
             http::header::ACCEPT,
             HeaderValue::from_static(MANIFEST_ACCEPT),
         );
+        count::upstream_manifest(registry, "GET");
         let answer = self
             .fetcher
             .get_metadata(
@@ -294,6 +304,7 @@ impl Registries {
                 .registry_artifacts
                 .get_or_create(&[("kind", PROTOCOL.name), ("outcome", "mismatch")])
                 .inc();
+            count::pull(registry, "mismatch");
             tracing::warn!(registry = %front.settings.name, repository = name, expected = digest.as_str(), received = %received.hex(), "manifest digest mismatch; nothing stored");
             return Err(RegistryError::DigestMismatch {
                 package: name.to_string(),
@@ -312,6 +323,7 @@ impl Registries {
         .await
         .map_err(|e| RegistryError::Internal(e.to_string()))?
         .map_err(|e| RegistryError::Cache(e.to_string()))?;
+        count::pull(registry, "upstream");
         Ok(Reply::Artifact { sha256 })
     }
 

@@ -6,7 +6,8 @@
 //! `Accept` value a client sent. Failures are [`error::OciError`]s.
 //!
 //! [`front`] is the front-end itself (the `oci` row of the registry-kind table), [`auth`] its
-//! upstream Bearer token flow.
+//! upstream Bearer token flow, [`tag`] manifests by tag (per `Accept` set, revalidated with
+//! `HEAD`), [`count`] the `oci` counters.
 
 // Per-client `Accept` forwarding (`accept`) and parts of the parsers are not wired in yet;
 // remove this once the front-end uses them.
@@ -15,8 +16,10 @@
 pub(crate) mod accept;
 mod auth;
 pub(crate) mod challenge;
+mod count;
 pub(crate) mod error;
 pub(crate) mod front;
 pub(crate) mod manifest;
 pub(crate) mod paths;
 pub(crate) mod reference;
+mod tag;
