@@ -78,6 +78,67 @@ fn metric(series: &str) -> u64 {
         .map_or(0, |v| v as u64)
 }
 
+/// What a client read of one response before the connection ended, however it ended
+/// (`status` 0: not even a head).
+struct Partial {
+    status: u16,
+    content_length: Option<usize>,
+    body: Vec<u8>,
+}
+
+/// `GET path` over HTTP/1.0, reading until the connection ends (closed or reset): a response
+/// cut short is read as far as it came.
+fn read_partial(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Partial {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n");
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+    }
+    // A response cut short before the server flushed anything has no head at all.
+    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Partial {
+            status: 0,
+            content_length: None,
+            body: raw,
+        };
+    };
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+    let content_length = head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case("content-length")
+            .then(|| v.trim().parse().ok())?
+    });
+    Partial {
+        status,
+        content_length,
+        body: raw[end + 4..].to_vec(),
+    }
+}
+
+/// curl's exit code for `GET url`, the body thrown away (18: the transfer ended before
+/// `Content-Length` bytes).
+fn curl_exit(url: &str) -> Option<i32> {
+    std::process::Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", url])
+        .status()
+        .expect("curl runs")
+        .code()
+}
+
 /// Runs blocking `f` (skopeo, raw sockets) off the test's runtime.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
@@ -170,11 +231,19 @@ async fn a_layer_with_one_byte_flipped_upstream_fails_the_pull_and_nothing_is_st
         let run = Skopeo::new().pull(&format!("{mount}/fetchgate/tampered:v1"), out.path(), &[]);
         assert!(!run.ok, "a tampered layer pulled: {}", run.stdout);
 
-        // From a plain client: no 200 under the digest, and the problem names the mismatch.
+        // From a plain client: never a complete answer under the digest. A miss streams as the
+        // fill hashes it with the last byte held back, so the mismatch cuts it short; a request
+        // that is not streamed (a Range, answered only from a verified entry) gets the problem
+        // naming the mismatch.
         let bad = &img.layers[0];
         let path = format!("/v2/fetchgate/tampered/blobs/{}", bad.digest);
-        let r = raw_get(mount, &path, &[]).unwrap();
-        assert_ne!(r.status, 200, "the tampered blob was served");
+        let r = read_partial(mount, &path, &[]);
+        assert!(
+            r.status != 200 || r.body.len() < bad.bytes.len(),
+            "the tampered blob was served whole"
+        );
+        let r = raw_get(mount, &path, &[("Range", "bytes=0-9")]).unwrap();
+        assert_ne!(r.status, 206, "a range of the tampered blob was served");
         assert!(
             String::from_utf8_lossy(&r.body).contains("digest_mismatch"),
             "{}",
@@ -674,6 +743,109 @@ async fn clients_with_other_accept_sets_never_get_each_others_manifest() {
         assert_eq!(r.body, index.index.bytes);
         let sent = reg.count("GET", tag);
         assert!(sent >= 3, "each Accept set asked upstream once: {sent}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blob_miss_streams_and_its_last_byte_waits_for_the_digest() {
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let img = Image::build("fg-oci-stream", "amd64", &[1024 * 1024, 1024 * 1024]);
+    let (reg, img) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &img, "fetchgate/stream", "v1");
+        reg.flip_blob_byte(&img.layers[1].digest, 1000);
+        (reg, img)
+    })
+    .await;
+    let (proxy, mount, _dir) = gate_named(&reg, "streaming", &[], "").await;
+    blocking(move || {
+        let series = |family: &str, label: &str, value: &str| {
+            metric(&format!(
+                "fetchgate_oci_{family}_total{{registry=\"streaming\",{label}=\"{value}\"}}"
+            ))
+        };
+        let (good, bad) = (&img.layers[0], &img.layers[1]);
+        let good_path = format!("/v2/fetchgate/stream/blobs/{}", good.digest);
+        let bad_path = format!("/v2/fetchgate/stream/blobs/{}", bad.digest);
+
+        // The tampered layer: a 200 announcing the whole length that never completes, from a
+        // raw client and from curl; nothing stored; the mismatch counted.
+        let r = read_partial(mount, &bad_path, &[]);
+        assert_eq!(r.status, 200, "a miss is streamed");
+        assert_eq!(r.content_length, Some(bad.bytes.len()));
+        assert!(
+            r.body.len() < bad.bytes.len(),
+            "the tampered blob completed: {} bytes",
+            r.body.len()
+        );
+        let code = curl_exit(&format!("http://{mount}{bad_path}"));
+        assert!(matches!(code, Some(18) | Some(56)), "curl exit {code:?}");
+        let stored = raw_get(proxy, &format!("/sha256/{}", bad.hex()), &[]).unwrap();
+        assert_eq!(stored.status, 404, "the tampered bytes are in the store");
+        assert_eq!(series("pulls", "outcome", "mismatch"), 2);
+
+        // The twin: the honest layer streams whole, exactly, and is stored once it has.
+        let streamed = series("served_bytes", "source", "upstream");
+        let r = read_partial(mount, &good_path, &[]);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.content_length, Some(good.bytes.len()));
+        assert!(r.body == good.bytes, "the honest blob's bytes differ");
+        assert_eq!(
+            series("served_bytes", "source", "upstream") - streamed,
+            good.size()
+        );
+        let stored = raw_get(proxy, &format!("/sha256/{}", good.hex()), &[]).unwrap();
+        assert_eq!(stored.status, 200, "the verified blob was not stored");
+        assert_eq!(curl_exit(&format!("http://{mount}{good_path}")), Some(0));
+        assert_eq!(series("served_bytes", "source", "cache"), good.size());
+        assert_eq!(series("pulls", "outcome", "cache"), 1);
+        assert_eq!(
+            reg.count("GET", &good_path),
+            1,
+            "the stored blob was fetched again"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_a_streamed_blob_holds_up_no_one() {
+    use std::io::Write;
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let img = Image::build("fg-oci-stall", "amd64", &[24 * 1024 * 1024]);
+    let (reg, img) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &img, "fetchgate/stall", "v1");
+        (reg, img)
+    })
+    .await;
+    // A tapped client may keep a chunk waiting for body_idle_timeout_ms.
+    let extra = "\n[proxy]\nbody_idle_timeout_ms = 1000\n";
+    let (_proxy, mount, _dir) = gate_named(&reg, "stalled", &[], extra).await;
+    blocking(move || {
+        let layer = &img.layers[0];
+        let path = format!("/v2/fetchgate/stall/blobs/{}", layer.digest);
+        // The first client asks and never reads: it leads the fetch and its stream backs up.
+        let mut stalled = std::net::TcpStream::connect(mount).unwrap();
+        stalled
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {mount}\r\n\r\n").as_bytes())
+            .unwrap();
+        while reg.count("GET", &path) == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // A second client joins the same fetch and gets the whole blob from the store: the
+        // stalled client lost its stream, not the fill.
+        let r = read_partial(mount, &path, &[]);
+        assert_eq!(r.status, 200);
+        assert!(r.body == layer.bytes, "the joiner's bytes differ");
+        assert_eq!(reg.count("GET", &path), 1, "{:?}", reg.requests());
+        // The stalled client, reading at last, has a response cut short.
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stalled, &mut rest);
+        assert!(
+            rest.len() < layer.bytes.len(),
+            "the stalled client got {} bytes",
+            rest.len()
+        );
     })
     .await;
 }

@@ -10,6 +10,7 @@ use http_body_util::BodyExt;
 use super::hops::{Credential, Failure, GetRequest, locator_failure};
 use super::idle::IdleBody;
 use super::integrity::{Expected, Hasher};
+use super::tap::Tap;
 use super::through::{Fetcher, LocatorFailure};
 use crate::redact::redact_locator;
 use crate::store::{Digest, FillError, FillSink};
@@ -124,13 +125,16 @@ impl Fetcher {
     }
 
     /// Fetches `url` and publishes it (labelled `label`) only if its bytes match `expected`.
-    /// Returns the SHA-256 it is stored under.
+    /// Returns the SHA-256 it is stored under. With a `tap`, a `200` that announces its
+    /// length is handed to the tap's client as it arrives, and the tap told when the digest
+    /// matched; a client that falls behind loses the tap, never the fill.
     pub(crate) async fn fetch_expected(
         &self,
         url: &str,
         expected: &Expected,
         credential: Option<&Credential>,
         label: Option<String>,
+        tap: Option<Tap>,
     ) -> Result<Digest, ExpectedError> {
         let max = self.store.settings().max_object_bytes;
         let req = GetRequest {
@@ -156,6 +160,17 @@ impl Fetcher {
                 .map_err(|e| locator(Failure::Store(e)))?;
             let mut sink = FillSink::start(fill);
             let mut hasher = Hasher::new(expected.algorithm);
+            let length = response
+                .headers()
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|n| *n > 0);
+            // Only a body of announced length can be held back by its last byte.
+            let mut tap = match (tap, length) {
+                (Some(t), Some(n)) if t.start(n).await => Some(t),
+                _ => None,
+            };
             let mut body = IdleBody::new(response.into_body(), self.body_idle);
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|e| {
@@ -164,6 +179,7 @@ impl Fetcher {
                 })?;
                 if let Ok(data) = frame.into_data() {
                     hasher.update(&data);
+                    let tapped = tap.as_ref().map(|_| data.clone());
                     sink.send(data).await.map_err(|e| match e {
                         FillError::TooLong { limit } => fail(
                             "too_large",
@@ -171,6 +187,11 @@ impl Fetcher {
                         ),
                         other => fail("cache_error", other.to_string()),
                     })?;
+                    if let (Some(t), Some(data)) = (&tap, tapped)
+                        && !t.data(data).await
+                    {
+                        tap = None;
+                    }
                 }
             }
             let got = Expected {
@@ -185,9 +206,13 @@ impl Fetcher {
                     received: got.sri(),
                 });
             }
-            sink.finish(Some(redact_locator(url)), label.clone())
-                .await
-                .map_err(|e| fail("cache_error", e.to_string()))
+            let published = sink.finish(Some(redact_locator(url)), label.clone()).await;
+            // The bytes matched: the tapped client has its last byte whether or not the store
+            // kept them, and once it has it, a store that could keep them has.
+            if let Some(t) = tap {
+                t.verified().await;
+            }
+            published.map_err(|e| fail("cache_error", e.to_string()))
         };
         match tokio::time::timeout(self.fetch_timeout, attempt).await {
             Ok(result) => result,

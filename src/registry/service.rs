@@ -13,20 +13,23 @@ use http::HeaderMap;
 use http::header::{self, HeaderValue};
 
 use super::aliases::Aliases;
+pub(crate) use super::artifact::sha256_expected;
 use super::error::RegistryError;
 use super::metadata::{Ageing, Answer, Entry, Freshness, MetaError, MetadataCache};
 use super::names::{Refusal, canonical};
 use super::private::Credentialed;
 use super::{Kind, RegistrySettings};
-use crate::fetch::expected::{ExpectedError, MetaResponse};
-use crate::fetch::flight::ExpectedAsk;
+use crate::fetch::expected::MetaResponse;
 use crate::fetch::hops::Credential;
-use crate::fetch::integrity::{Algorithm, Expected};
 use crate::fetch::through::Fetcher;
 use crate::store::Digest;
 
+/// A response body streamed while it is verified (a body error aborts the response).
+pub(crate) type StreamedBody =
+    http_body_util::combinators::BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
 /// What a registry request produced.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) enum Reply {
     /// A metadata document.
     Document {
@@ -44,6 +47,22 @@ pub(crate) enum Reply {
         /// Its SHA-256.
         sha256: Digest,
     },
+    /// A verified artifact the front-end already looked up in the store.
+    Stored {
+        /// The entry.
+        object: crate::store::Object,
+    },
+    /// An artifact on its way into the store under this digest, streamed to this client as
+    /// the fill verifies it: its last byte goes out only once the SHA-256 matched, and the
+    /// body is cut short otherwise.
+    Streamed {
+        /// Its SHA-256.
+        sha256: Digest,
+        /// Its length, as the upstream announced it.
+        length: u64,
+        /// The bytes.
+        body: StreamedBody,
+    },
     /// Another reply with headers of the protocol's own, set over the serve layer's (an exact
     /// upstream `Content-Type`, `Docker-Content-Digest`, an API version).
     WithHeaders {
@@ -58,7 +77,8 @@ impl Reply {
     /// The stored artifact this reply serves, if it serves one.
     pub(crate) fn artifact(&self) -> Option<&Digest> {
         match self {
-            Reply::Artifact { sha256 } => Some(sha256),
+            Reply::Artifact { sha256 } | Reply::Streamed { sha256, .. } => Some(sha256),
+            Reply::Stored { object } => Some(&object.digest),
             Reply::WithHeaders { reply, .. } => reply.artifact(),
             Reply::Document { .. } => None,
         }
@@ -78,6 +98,8 @@ pub(crate) struct Ask<'a> {
     pub(crate) head: bool,
     /// The query, if any (the path never holds it).
     pub(crate) query: Option<&'a str>,
+    /// The client asked for a byte range (`Range`): served from the store, never streamed.
+    pub(crate) range: bool,
 }
 
 /// One mounted registry with what it needs at run time.
@@ -365,136 +387,10 @@ impl Registries {
             .and_then(|r| r)
             .map_err(RegistryError::BadMetadata)
     }
-
-    /// Fetches `url` verified against `expected`, once for all concurrent askers of the same
-    /// digest from the same source (this registry and URL); a request never inherits another
-    /// registry's or URL's failure ([`crate::fetch::flight`]). The result is stored under its
-    /// SHA-256.
-    async fn fetch_once(
-        &self,
-        front: &Front,
-        url: &str,
-        expected: &Expected,
-        label: String,
-    ) -> Result<Digest, ExpectedError> {
-        let source = format!("{} {url}", front.settings.name);
-        // A digest that does not name bytes (SHA-1) is shared with nobody else's source: a
-        // match from another URL says nothing about this one's bytes.
-        let key = if expected.algorithm.names_bytes() {
-            expected.key()
-        } else {
-            format!("{} {source}", expected.key())
-        };
-        self.fetcher
-            .ensure_expected(ExpectedAsk {
-                key,
-                source,
-                url: url.to_string(),
-                expected: expected.clone(),
-                credential: front.credential.clone(),
-                label: Some(label),
-            })
-            .await
-    }
-
-    /// An artifact verified against `expected`: from the store when an alias or the digest
-    /// itself is there, otherwise fetched from `url` (never when offline).
-    pub(super) async fn artifact(
-        &self,
-        front: &Front,
-        expected: &Expected,
-        url: impl FnOnce() -> Result<String, RegistryError>,
-        package: &str,
-        version: &str,
-    ) -> Result<Reply, RegistryError> {
-        let kind = front.settings.kind.as_str();
-        let count = |outcome: &'static str| {
-            crate::metrics::get()
-                .registry_artifacts
-                .get_or_create(&[("kind", kind), ("outcome", outcome)])
-                .inc();
-        };
-        let alias = alias_key(front, expected, package, version);
-        let known = match &alias {
-            None => Digest::parse(&hex::encode(&expected.bytes)).ok(),
-            Some(key) => self.aliases.alias(key).map_err(RegistryError::Cache)?,
-        };
-        if let Some(sha256) = known {
-            let store = self.fetcher.store().clone();
-            let present = tokio::task::spawn_blocking(move || store.contains(&sha256))
-                .await
-                .unwrap_or(false);
-            if present {
-                count("hit");
-                crate::metrics::get().hit(crate::metrics::route::REGISTRY);
-                return Ok(Reply::Artifact { sha256 });
-            }
-        }
-        crate::metrics::get().miss(crate::metrics::route::REGISTRY);
-        if let Some(sha256) = self.shared_artifact(expected, known).await {
-            count("shared");
-            return Ok(Reply::Artifact { sha256 });
-        }
-        if front.settings.offline {
-            return Err(RegistryError::OfflineMiss(format!("{package} {version}")));
-        }
-        let url = url()?;
-        let label = format!("{kind}:{package}@{version}");
-        match self.fetch_once(front, &url, expected, label).await {
-            Ok(sha256) => {
-                count("miss");
-                crate::metrics::get().fill(crate::metrics::route::REGISTRY);
-                self.announce_alias(expected, sha256);
-                let aliases = self.aliases.clone();
-                let url = normalised(&url);
-                tokio::task::spawn_blocking(move || {
-                    aliases.set_verified(alias.as_deref(), &url, &sha256)
-                })
-                .await
-                .map_err(|e| RegistryError::Internal(e.to_string()))?
-                .map_err(RegistryError::Cache)?;
-                Ok(Reply::Artifact { sha256 })
-            }
-            Err(ExpectedError::Mismatch { expected, received }) => {
-                count("mismatch");
-                tracing::warn!(registry = %front.settings.name, package, version, %expected, %received, "artifact digest mismatch; nothing stored");
-                Err(RegistryError::DigestMismatch {
-                    package: package.to_string(),
-                    version: version.to_string(),
-                    expected,
-                    received,
-                })
-            }
-            Err(ExpectedError::Locator(f)) => Err(RegistryError::Upstream(f)),
-        }
-    }
-}
-
-/// The alias-index key for an artifact's published digest (`None` for SHA-256, which names
-/// the entry itself). A digest that names bytes (sha512, sha384) is one key for every
-/// registry; a SHA-1 is only this registry's word for this package and version, so another
-/// registry's (or package's) SHA-1 match never answers for it.
-fn alias_key(front: &Front, expected: &Expected, package: &str, version: &str) -> Option<String> {
-    match expected.algorithm {
-        Algorithm::Sha256 => None,
-        a if a.names_bytes() => Some(expected.key()),
-        _ => Some(format!(
-            "{} {} {package}@{version}",
-            expected.key(),
-            front.settings.name
-        )),
-    }
-}
-
-pub(super) fn sha256_expected(d: &Digest) -> Expected {
-    Expected {
-        algorithm: Algorithm::Sha256,
-        bytes: d.0.to_vec(),
-    }
 }
 
 /// A URL as the WHATWG parser writes it, so one resource has one key.
-fn normalised(url: &str) -> String {
+pub(super) fn normalised(url: &str) -> String {
     url::Url::parse(url).map_or_else(|_| url.to_string(), |u| u.to_string())
 }
 

@@ -8,7 +8,7 @@ use http::{HeaderMap, Method, Request, Response};
 
 use super::AppContext;
 use super::body::{Decided, ProxyBody, RequestLog};
-use super::objects::{lookup, respond};
+use super::objects::{entry_headers, lookup, respond};
 use super::problem::Problem;
 use super::request_error::RequestError;
 use crate::body::{empty, full};
@@ -47,6 +47,7 @@ pub(crate) async fn handle<B>(
         base: &base,
         head: req.method() == Method::HEAD,
         query: req.uri().query(),
+        range: req.headers().contains_key(header::RANGE),
     };
     let reply = match gate.registries.handle(name, &ask).await {
         Ok(reply) => reply,
@@ -74,6 +75,18 @@ pub(crate) async fn handle<B>(
                 .await
                 .ok_or(RequestError::Evicted(sha256))?;
             respond(req.method(), req.headers(), object, false)
+        }
+        Served::Stored(object) => {
+            log.decision = Decided::RegistryArtifact;
+            respond(req.method(), req.headers(), object, false)
+        }
+        Served::Streamed {
+            sha256,
+            length,
+            body,
+        } => {
+            log.decision = Decided::RegistryArtifact;
+            streamed(sha256, length, body)
         }
     };
     for name in extra.keys() {
@@ -110,6 +123,14 @@ enum Served {
     },
     /// A stored artifact.
     Artifact(crate::store::Digest),
+    /// A stored artifact, already looked up.
+    Stored(crate::store::Object),
+    /// An artifact streamed while its fill verifies it.
+    Streamed {
+        sha256: crate::store::Digest,
+        length: u64,
+        body: crate::registry::service::StreamedBody,
+    },
 }
 
 /// What `reply` serves and the protocol's own headers around it (the outermost wins).
@@ -146,8 +167,40 @@ fn unwrapped(reply: Reply) -> (Served, HeaderMap) {
                 return (served, extra);
             }
             Reply::Artifact { sha256 } => return (Served::Artifact(sha256), extra),
+            Reply::Stored { object } => return (Served::Stored(object), extra),
+            Reply::Streamed {
+                sha256,
+                length,
+                body,
+            } => {
+                let served = Served::Streamed {
+                    sha256,
+                    length,
+                    body,
+                };
+                return (served, extra);
+            }
         }
     }
+}
+
+/// The `200` for an artifact streamed while its fill verifies it: the headers a stored entry
+/// gets ([`entry_headers`]), its announced length, and the body, which ends before its last
+/// byte unless the SHA-256 matched.
+fn streamed(
+    sha256: crate::store::Digest,
+    length: u64,
+    body: crate::registry::service::StreamedBody,
+) -> Response<ProxyBody> {
+    let mut resp = Response::new(body);
+    *resp.headers_mut() = entry_headers(&sha256, false);
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    resp
 }
 
 /// The problem response with its code as the status line's reason phrase, so clients that

@@ -21,7 +21,7 @@ use crate::registry::error::RegistryError;
 use crate::registry::metadata::Freshness;
 use crate::registry::names::{NameRules, Refusal};
 use crate::registry::protocol::{Handled, Protocol};
-use crate::registry::service::{Ask, Front, Registries, Reply, sha256_expected};
+use crate::registry::service::{Ask, Front, Registries, Reply};
 use crate::registry::{Kind, RegistrySettings};
 
 /// The `kind = "oci"` row of the registry-kind table: container images.
@@ -89,7 +89,7 @@ impl Registries {
                 let name = self.judge_repository(front, name)?;
                 let authed = self.authorised(front, &name).await;
                 let front = authed.as_ref().unwrap_or(front);
-                let reply = self.oci_artifact(front, &name, "blobs", &digest).await?;
+                let reply = self.blob(front, &name, &digest, ask).await?;
                 Ok(with_headers(
                     reply,
                     &[
@@ -202,33 +202,6 @@ impl Registries {
             // Judged once more by the shared path, for its error and its counter.
             Err(refused) => self.judge(front, &refused),
         }
-    }
-
-    /// A manifest or blob by digest: from the store, or fetched from
-    /// `<upstream>v2/<name>/<what>/<digest>` and stored only when its SHA-256 matched.
-    async fn oci_artifact(
-        &self,
-        front: &Front,
-        name: &str,
-        what: &str,
-        digest: &Digest,
-    ) -> Result<Reply, RegistryError> {
-        let sha256 = store_digest(digest)?;
-        let upstream = front.settings.upstream.clone();
-        let path = format!("v2/{name}/{what}/{}", digest.as_str());
-        self.artifact(
-            front,
-            &sha256_expected(&sha256),
-            move || {
-                upstream
-                    .join(&path)
-                    .map(|u| u.to_string())
-                    .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))
-            },
-            name,
-            digest.as_str(),
-        )
-        .await
     }
 
     /// A manifest by digest: from the store, or read from the upstream (asking for every
@@ -422,7 +395,7 @@ fn spellings_judged(
 }
 
 /// The store's digest for an OCI `sha256:<hex>` digest.
-fn store_digest(digest: &Digest) -> Result<crate::store::Digest, RegistryError> {
+pub(super) fn store_digest(digest: &Digest) -> Result<crate::store::Digest, RegistryError> {
     let hex = digest.as_str().trim_start_matches("sha256:");
     crate::store::Digest::parse(hex).map_err(|_| {
         RegistryError::Oci(OciError::InvalidDigest {

@@ -5,7 +5,8 @@
 //! reads manifests and indexes into descriptors within a size cap; [`accept`] keeps every
 //! `Accept` value a client sent. Failures are [`error::OciError`]s.
 //!
-//! [`front`] is the front-end itself (the `oci` row of the registry-kind table), [`auth`] its
+//! [`front`] is the front-end itself (the `oci` row of the registry-kind table), [`blob`] its
+//! blobs (streamed while the fill verifies them), [`auth`] its
 //! upstream Bearer token flow, [`tag`] manifests by tag (per `Accept` set, revalidated with
 //! `HEAD`), [`count`] the `oci` counters.
 
@@ -15,6 +16,7 @@
 
 pub(crate) mod accept;
 mod auth;
+mod blob;
 pub(crate) mod challenge;
 mod count;
 pub(crate) mod error;
