@@ -46,17 +46,26 @@ async fn gate_named(
     more: &[SocketAddr],
     extra: &str,
 ) -> (SocketAddr, SocketAddr, tempfile::TempDir) {
+    let mut trusted = vec![upstream.addr];
+    trusted.extend_from_slice(more);
+    gate_at(&upstream.url(), &trusted, name, extra).await
+}
+
+/// fetchgate with one `oci` registry `name` whose upstream is `url`, trusting `trusted`.
+async fn gate_at(
+    url: &str,
+    trusted: &[SocketAddr],
+    name: &str,
+    extra: &str,
+) -> (SocketAddr, SocketAddr, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = Toml::new()
-        .cache_dir(dir.path().join("cache"))
-        .trust(upstream.addr);
-    for addr in more {
+    let mut cfg = Toml::new().cache_dir(dir.path().join("cache"));
+    for addr in trusted {
         cfg = cfg.trust(*addr);
     }
     let cfg = cfg
         .raw(&format!(
-            "[[registry]]\nname = \"{name}\"\nkind = \"oci\"\nupstream = \"{}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n",
-            upstream.url()
+            "[[registry]]\nname = \"{name}\"\nkind = \"oci\"\nupstream = \"{url}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n"
         ))
         .build();
     let (proxy, mounts) = support::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
@@ -782,6 +791,11 @@ async fn a_blob_miss_streams_and_its_last_byte_waits_for_the_digest() {
         assert!(matches!(code, Some(18) | Some(56)), "curl exit {code:?}");
         let stored = raw_get(proxy, &format!("/sha256/{}", bad.hex()), &[]).unwrap();
         assert_eq!(stored.status, 404, "the tampered bytes are in the store");
+        // Counted as each fetch settles, which may be just after its client saw the cut.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while series("pulls", "outcome", "mismatch") < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         assert_eq!(series("pulls", "outcome", "mismatch"), 2);
 
         // The twin: the honest layer streams whole, exactly, and is stored once it has.
@@ -846,6 +860,136 @@ async fn a_client_that_stops_reading_a_streamed_blob_holds_up_no_one() {
             "the stalled client got {} bytes",
             rest.len()
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_pulls_of_a_manifest_by_digest_make_one_manifest_read_and_one_token_request() {
+    use support::oci::token::{TokenPolicy, TokenServer};
+    let tokens = TokenServer::start(TokenPolicy::default());
+    let auth = tokens.auth();
+    let reg = blocking(move || {
+        DockerRegistry::start(Options {
+            auth: Some(auth),
+            ..Options::default()
+        })
+    })
+    .await;
+    let img = Image::build("fg-oci-once", "amd64", &[4 * 1024]);
+    let (reg, img) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &img, "fetchgate/once", "v1");
+        (reg, img)
+    })
+    .await;
+    let pushed = tokens.requests().len();
+    let (_proxy, mount, _dir) = gate_trusting(&reg, &[tokens.addr], "").await;
+    let path = format!("/v2/fetchgate/once/manifests/{}", img.manifest.digest);
+    let before = reg.count("GET", &path);
+    let mut pulls = Vec::new();
+    for _ in 0..10 {
+        let p = path.clone();
+        pulls.push(tokio::task::spawn_blocking(move || {
+            raw_get(mount, &p, &[("Accept", image::MANIFEST_V1)]).unwrap()
+        }));
+    }
+    for pull in pulls {
+        let r = pull.await.unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.body, img.manifest.bytes);
+    }
+    assert_eq!(reg.count("GET", &path) - before, 1, "{:?}", reg.requests());
+    let asked = tokens.requests()[pushed..].to_vec();
+    assert_eq!(asked.len(), 1, "one token request for the scope: {asked:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_credentials_file_goes_to_the_token_realm_only_never_to_the_registry_or_its_redirects()
+{
+    use support::oci::relay::Relay;
+    use support::oci::token::{TokenPolicy, TokenServer};
+    let tokens = TokenServer::start(TokenPolicy {
+        basic: Some(("robot".into(), "s3cret-token".into())),
+        ..TokenPolicy::default()
+    });
+    // Blobs redirect (307) to pre-signed URLs of an S3 endpoint that is a recording relay.
+    let weed = seaweed::shared();
+    weed.create_bucket("fg-oci-creds").await;
+    let s3 = Relay::start(weed.s3);
+    let (auth, endpoint) = (tokens.auth(), format!("http://{}", s3.addr));
+    let reg = blocking(move || {
+        DockerRegistry::start(Options {
+            storage: Storage::S3 {
+                endpoint,
+                bucket: "fg-oci-creds".into(),
+                access_key: seaweed::ACCESS_KEY.into(),
+                secret_key: seaweed::SECRET_KEY.into(),
+            },
+            auth: Some(auth),
+            ..Options::default()
+        })
+    })
+    .await;
+    let img = Image::build("fg-oci-creds", "amd64", &[16 * 1024]);
+    let (reg, img) = blocking(move || {
+        let layout = tempfile::tempdir().unwrap();
+        image::write_layout(layout.path(), "v1", Top::Image(&img));
+        let creds = ["--dest-creds", "robot:s3cret-token"];
+        Skopeo::new().push(layout.path(), "v1", reg.addr, "fetchgate/creds", &creds);
+        (reg, img)
+    })
+    .await;
+    let pushed = tokens.requests().len();
+    let s3_pushed = s3.requests().len();
+    // fetchgate reaches the registry through a recording relay too.
+    let origin = Relay::start(reg.addr);
+    let creds = tempfile::tempdir().unwrap();
+    let file = creds.path().join("oci-credentials");
+    std::fs::write(&file, "robot:s3cret-token\n").unwrap();
+    let (_proxy, mount, _dir) = gate_at(
+        &format!("http://{}/", origin.addr),
+        &[origin.addr, tokens.addr, s3.addr],
+        "private",
+        &format!("credentials_file = {:?}", file.display().to_string()),
+    )
+    .await;
+    blocking(move || {
+        let out = tempfile::tempdir().unwrap();
+        let run = Skopeo::new().pull(&format!("{mount}/fetchgate/creds:v1"), out.path(), &[]);
+        assert!(run.ok, "pull with the credentials file: {}", run.stderr);
+        assert_eq!(image::pulled_layers(out.path()).1, img.layer_digests());
+        let basic = "Basic cm9ib3Q6czNjcmV0LXRva2Vu"; // robot:s3cret-token
+        // The realm got the configured user and token, as Basic.
+        let asked = tokens.requests()[pushed..].to_vec();
+        assert!(!asked.is_empty(), "no token was asked for");
+        for t in &asked {
+            assert_eq!(t.authorization.as_deref(), Some(basic), "{asked:?}");
+        }
+        // The registry's origin saw only Bearer tokens, never the credential.
+        let upstream = origin.requests();
+        assert!(upstream.iter().any(|r| r.target.contains("/blobs/")));
+        for r in &upstream {
+            for a in r.all("authorization") {
+                assert!(a.starts_with("Bearer "), "{} {}: {a}", r.method, r.target);
+            }
+        }
+        // The redirect target (a pre-signed URL; the registry's own S3 calls aside) saw no
+        // Authorization at all.
+        let redirected: Vec<_> = s3.requests()[s3_pushed..]
+            .iter()
+            .filter(|r| r.target.contains("X-Amz-Signature="))
+            .cloned()
+            .collect();
+        assert!(!redirected.is_empty(), "no blob was redirected");
+        for r in &redirected {
+            assert!(
+                r.all("authorization").is_empty(),
+                "{} {}",
+                r.method,
+                r.target
+            );
+        }
+        drop(reg);
     })
     .await;
 }

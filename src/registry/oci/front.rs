@@ -10,13 +10,11 @@ use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 
 use super::accept::AcceptList;
-use super::count;
 use super::error::OciError;
 use super::manifest::{self, MANIFEST_TYPES, MAX_MANIFEST_BYTES};
 use super::paths::{self, Route};
 use super::reference::{Digest, Reference, RepositoryName, is_docker_hub};
-use super::tag::{CONTENT_DIGEST, MANIFEST_ACCEPT};
-use crate::fetch::expected::MetaResponse;
+use super::tag::CONTENT_DIGEST;
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Freshness;
 use crate::registry::names::{NameRules, Refusal};
@@ -204,102 +202,6 @@ impl Registries {
         }
     }
 
-    /// A manifest by digest: from the store, or read from the upstream (asking for every
-    /// manifest kind, as distribution answers an OCI manifest or an index only when asked for
-    /// one), at most [`MAX_MANIFEST_BYTES`], and stored only when the SHA-256 of its exact
-    /// bytes is the digest asked for.
-    async fn manifest_by_digest(
-        &self,
-        front: &Front,
-        name: &str,
-        digest: &Digest,
-    ) -> Result<Reply, RegistryError> {
-        let sha256 = store_digest(digest)?;
-        let store = self.fetcher.store().clone();
-        let present = tokio::task::spawn_blocking(move || store.contains(&sha256))
-            .await
-            .unwrap_or(false);
-        // Another instance on the shared bucket may have verified it already.
-        let registry = front.settings.name.as_str();
-        if present {
-            count::pull(registry, "cache");
-            return Ok(Reply::Artifact { sha256 });
-        }
-        if self.fetcher.fill_from_shared(sha256).await {
-            count::pull(registry, "shared");
-            return Ok(Reply::Artifact { sha256 });
-        }
-        if front.settings.offline {
-            return Err(RegistryError::OfflineMiss(format!(
-                "{name}@{}",
-                digest.as_str()
-            )));
-        }
-        let path = format!("v2/{name}/manifests/{}", digest.as_str());
-        let url = front
-            .settings
-            .upstream
-            .join(&path)
-            .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))?;
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::ACCEPT,
-            HeaderValue::from_static(MANIFEST_ACCEPT),
-        );
-        count::upstream_manifest(registry, "GET");
-        let answer = self
-            .fetcher
-            .get_metadata(
-                url.as_str(),
-                headers,
-                front.credential.as_ref(),
-                MAX_MANIFEST_BYTES,
-            )
-            .await;
-        let body = match answer {
-            Ok(MetaResponse::Ok { body, .. }) => body,
-            Ok(_) => {
-                return Err(RegistryError::NotFound(format!(
-                    "manifest {name}@{}",
-                    digest.as_str()
-                )));
-            }
-            Err(f) if matches!(f.code, "too_large" | "size_mismatch") => {
-                return Err(RegistryError::Oci(OciError::ManifestTooLarge {
-                    size: MAX_MANIFEST_BYTES + 1,
-                }));
-            }
-            Err(f) => return Err(RegistryError::Upstream(f)),
-        };
-        let received = crate::store::Digest::of(&body);
-        if received != sha256 {
-            crate::metrics::get()
-                .registry_artifacts
-                .get_or_create(&[("kind", PROTOCOL.name), ("outcome", "mismatch")])
-                .inc();
-            count::pull(registry, "mismatch");
-            tracing::warn!(registry = %front.settings.name, repository = name, expected = digest.as_str(), received = %received.hex(), "manifest digest mismatch; nothing stored");
-            return Err(RegistryError::DigestMismatch {
-                package: name.to_string(),
-                version: digest.as_str().to_string(),
-                expected: digest.as_str().to_string(),
-                received: format!("sha256:{}", received.hex()),
-            });
-        }
-        media_type(None, &body)?;
-        let store = self.fetcher.store().clone();
-        let label = format!("oci:{name}@{}", digest.as_str());
-        let locator = crate::redact::redact_locator(url.as_str());
-        tokio::task::spawn_blocking(move || {
-            store.put_verified(sha256, &body, Some(locator), Some(label))
-        })
-        .await
-        .map_err(|e| RegistryError::Internal(e.to_string()))?
-        .map_err(|e| RegistryError::Cache(e.to_string()))?;
-        count::pull(registry, "upstream");
-        Ok(Reply::Artifact { sha256 })
-    }
-
     /// Puts a manifest read by tag in the store under its own digest (an index a client only
     /// `HEAD`s included), so the pull's next request, by digest, is a hit and not another
     /// upstream manifest `GET`. A store failure only costs that hit.
@@ -347,7 +249,10 @@ impl Registries {
 /// The media type of manifest `bytes` served with `content_type`: the upstream's, when it
 /// names a manifest kind, else what the bytes declare or imply. Bytes that are no manifest
 /// are refused.
-fn media_type(content_type: Option<&str>, bytes: &[u8]) -> Result<String, RegistryError> {
+pub(super) fn media_type(
+    content_type: Option<&str>,
+    bytes: &[u8],
+) -> Result<String, RegistryError> {
     let declared = content_type.filter(|c| MANIFEST_TYPES.contains(&manifest::essence(c).as_str()));
     let parsed = manifest::parse(declared, bytes).map_err(RegistryError::Oci)?;
     if let Some(c) = declared {

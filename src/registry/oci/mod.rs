@@ -6,7 +6,8 @@
 //! `Accept` value a client sent. Failures are [`error::OciError`]s.
 //!
 //! [`front`] is the front-end itself (the `oci` row of the registry-kind table), [`blob`] its
-//! blobs (streamed while the fill verifies them), [`auth`] its
+//! blobs (streamed while the fill verifies them), [`by_digest`] its manifests by digest (one
+//! upstream read per digest however many ask), [`auth`] its
 //! upstream Bearer token flow, [`tag`] manifests by tag (per `Accept` set, revalidated with
 //! `HEAD`), [`count`] the `oci` counters.
 
@@ -17,6 +18,7 @@
 pub(crate) mod accept;
 mod auth;
 mod blob;
+mod by_digest;
 pub(crate) mod challenge;
 mod count;
 pub(crate) mod error;
