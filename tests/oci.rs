@@ -406,8 +406,13 @@ async fn a_blob_behind_a_307_to_a_presigned_url_is_followed_through_decide_and_v
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn token_auth_upstream_pulls_with_a_token_asked_once_per_scope() {
+/// A registry with token auth from a harness token server that lets anyone pull and push,
+/// holding an image built from `seed` with `layers` pushed as `repo:v1`.
+async fn token_registry(
+    seed: &str,
+    layers: &[usize],
+    repo: &'static str,
+) -> (support::oci::token::TokenServer, DockerRegistry, Image) {
     use support::oci::token::{TokenPolicy, TokenServer};
     let tokens = TokenServer::start(TokenPolicy::default());
     let auth = tokens.auth();
@@ -418,12 +423,19 @@ async fn token_auth_upstream_pulls_with_a_token_asked_once_per_scope() {
         })
     })
     .await;
-    let img = Image::build("fg-oci-token", "amd64", &[16 * 1024]);
+    let img = Image::build(seed, "amd64", layers);
     let (reg, img) = blocking(move || {
-        push_image(&Skopeo::new(), &reg, &img, "fetchgate/private", "v1");
+        push_image(&Skopeo::new(), &reg, &img, repo, "v1");
         (reg, img)
     })
     .await;
+    (tokens, reg, img)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_auth_upstream_pulls_with_a_token_asked_once_per_scope() {
+    let (tokens, reg, img) =
+        token_registry("fg-oci-token", &[16 * 1024], "fetchgate/private").await;
     let pushed = tokens.requests().len();
 
     // The twin first: the realm is an upstream like any other, so an untrusted token server
@@ -866,22 +878,7 @@ async fn a_client_that_stops_reading_a_streamed_blob_holds_up_no_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_pulls_of_a_manifest_by_digest_make_one_manifest_read_and_one_token_request() {
-    use support::oci::token::{TokenPolicy, TokenServer};
-    let tokens = TokenServer::start(TokenPolicy::default());
-    let auth = tokens.auth();
-    let reg = blocking(move || {
-        DockerRegistry::start(Options {
-            auth: Some(auth),
-            ..Options::default()
-        })
-    })
-    .await;
-    let img = Image::build("fg-oci-once", "amd64", &[4 * 1024]);
-    let (reg, img) = blocking(move || {
-        push_image(&Skopeo::new(), &reg, &img, "fetchgate/once", "v1");
-        (reg, img)
-    })
-    .await;
+    let (tokens, reg, img) = token_registry("fg-oci-once", &[4 * 1024], "fetchgate/once").await;
     let pushed = tokens.requests().len();
     let (_proxy, mount, _dir) = gate_trusting(&reg, &[tokens.addr], "").await;
     let path = format!("/v2/fetchgate/once/manifests/{}", img.manifest.digest);

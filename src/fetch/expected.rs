@@ -55,25 +55,13 @@ impl Fetcher {
         credential: Option<&Credential>,
         max: u64,
     ) -> Result<MetaResponse, LocatorFailure> {
-        self.metadata_exchange(Method::GET, url, headers, credential, max)
+        self.metadata_by(Method::GET, url, headers, credential, max)
             .await
     }
 
-    /// [`Self::get_metadata`] with `HEAD`: the answer's headers (its body is empty). A
-    /// registry that counts `GET`s against a rate limit answers `HEAD`s for free.
-    pub(crate) async fn head_metadata(
-        &self,
-        url: &str,
-        headers: HeaderMap,
-        credential: Option<&Credential>,
-        max: u64,
-    ) -> Result<MetaResponse, LocatorFailure> {
-        self.metadata_exchange(Method::HEAD, url, headers, credential, max)
-            .await
-    }
-
-    /// One metadata request by `method`, redirects followed.
-    async fn metadata_exchange(
+    /// [`Self::get_metadata`] by `method`: `HEAD` (which a registry that rate-limits `GET`s
+    /// answers for free) gives the answer's headers and an empty body.
+    pub(crate) async fn metadata_by(
         &self,
         method: Method,
         url: &str,

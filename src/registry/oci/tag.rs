@@ -61,7 +61,13 @@ impl Registries {
             if let Some(cached) = cached {
                 count::upstream_manifest(registry, "HEAD");
                 let head = fetcher
-                    .head_metadata(url.as_str(), headers.clone(), credential, limit)
+                    .metadata_by(
+                        http::Method::HEAD,
+                        url.as_str(),
+                        headers.clone(),
+                        credential,
+                        limit,
+                    )
                     .await?;
                 match head {
                     MetaResponse::Ok { headers, .. }
