@@ -110,6 +110,7 @@ impl OciError {
         }
     }
 
+    #[cfg(test)]
     /// The field that failed, for the problem body.
     pub(crate) fn field(&self) -> String {
         match self {

@@ -301,8 +301,7 @@ fn spellings_judged(
 
 /// The store's digest for an OCI `sha256:<hex>` digest.
 pub(super) fn store_digest(digest: &Digest) -> Result<crate::store::Digest, RegistryError> {
-    let hex = digest.as_str().trim_start_matches("sha256:");
-    crate::store::Digest::parse(hex).map_err(|_| {
+    crate::store::Digest::parse(digest.hex()).map_err(|_| {
         RegistryError::Oci(OciError::InvalidDigest {
             digest: digest.as_str().to_string(),
             why: "is not sha256:<64 lowercase hex>",

@@ -11,10 +11,6 @@
 //! upstream Bearer token flow, [`tag`] manifests by tag (per `Accept` set, revalidated with
 //! `HEAD`), [`count`] the `oci` counters.
 
-// Per-client `Accept` forwarding (`accept`) and parts of the parsers are not wired in yet;
-// remove this once the front-end uses them.
-#![allow(dead_code)]
-
 pub(crate) mod accept;
 mod auth;
 mod blob;
