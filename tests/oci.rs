@@ -406,6 +406,14 @@ async fn a_blob_behind_a_307_to_a_presigned_url_is_followed_through_decide_and_v
     .await;
 }
 
+/// How many `GET /v2/` (the API root, where a client learns the auth challenge) `reg` logged.
+fn probes_of(reg: &DockerRegistry) -> usize {
+    reg.requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == "/v2/")
+        .count()
+}
+
 /// A registry with token auth from a harness token server that lets anyone pull and push,
 /// holding an image built from `seed` with `layers` pushed as `repo:v1`.
 async fn token_registry(
@@ -883,6 +891,7 @@ async fn concurrent_pulls_of_a_manifest_by_digest_make_one_manifest_read_and_one
     let (_proxy, mount, _dir) = gate_trusting(&reg, &[tokens.addr], "").await;
     let path = format!("/v2/fetchgate/once/manifests/{}", img.manifest.digest);
     let before = reg.count("GET", &path);
+    let probes = probes_of(&reg);
     let mut pulls = Vec::new();
     for _ in 0..10 {
         let p = path.clone();
@@ -898,6 +907,7 @@ async fn concurrent_pulls_of_a_manifest_by_digest_make_one_manifest_read_and_one
     assert_eq!(reg.count("GET", &path) - before, 1, "{:?}", reg.requests());
     let asked = tokens.requests()[pushed..].to_vec();
     assert_eq!(asked.len(), 1, "one token request for the scope: {asked:?}");
+    assert_eq!(probes_of(&reg) - probes, 1, "one /v2/ probe");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

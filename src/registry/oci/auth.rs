@@ -67,12 +67,6 @@ impl Registries {
             Some(v) => v,
             None => {
                 // One token request per scope, however many pulls ask at once.
-                let ask = Ask {
-                    key: key.clone(),
-                    source: key.clone(),
-                    hedge: Duration::ZERO,
-                    metrics: crate::metrics::get(),
-                };
                 let asking = TokenAsk {
                     fetcher: self.fetcher.clone(),
                     registry: s.name.clone(),
@@ -84,7 +78,8 @@ impl Registries {
                     let asking = asking.clone();
                     async move { asking.run().await.ok_or(()) }
                 };
-                let Ok((value, lifetime)) = token_flights().fly(ask, fetch, |_| ()).await else {
+                let Ok((value, lifetime)) = flights().tokens.fly(once(&key), fetch, |_| ()).await
+                else {
                     // No token: the upstream is asked anonymously. The operator's credential
                     // is for the realm, never for the registry that named it.
                     return Some(Front {
@@ -115,10 +110,72 @@ impl Registries {
         if let Some(known) = challenges().lock().ok()?.get(registry) {
             return known.clone();
         }
-        let url = front.settings.upstream.join("v2/").ok()?;
+        let probe = Probe {
+            fetcher: self.fetcher.clone(),
+            url: front.settings.upstream.join("v2/").ok()?,
+            registry: front.settings.name.clone(),
+        };
+        // One probe per registry, however many pulls ask at once; a failed one is not kept.
+        let fetch = || {
+            let probe = probe.clone();
+            async move { probe.run().await.ok_or(()) }
+        };
+        let found = flights()
+            .probes
+            .fly(once(registry), fetch, |_| ())
+            .await
+            .ok()?;
+        if let Ok(mut c) = challenges().lock() {
+            if c.len() >= MAX_REMEMBERED {
+                c.clear();
+            }
+            c.insert(registry.to_string(), found.clone());
+        }
+        found
+    }
+}
+
+/// A flight of the token flow, keyed by what it asks.
+type Flight<T> = Arc<Table<String, String, Result<T, ()>>>;
+
+/// The upstream requests of the token flow in flight: `/v2/` probes by registry, token
+/// requests by registry and scope.
+#[derive(Default)]
+struct Flights {
+    probes: Flight<Option<BearerChallenge>>,
+    tokens: Flight<(HeaderValue, Duration)>,
+}
+
+fn flights() -> &'static Flights {
+    static F: OnceLock<Flights> = OnceLock::new();
+    F.get_or_init(Flights::default)
+}
+
+/// A single-flight ask for `key`, which is its own one source.
+fn once(key: &str) -> Ask<String, String> {
+    Ask {
+        key: key.to_string(),
+        source: key.to_string(),
+        hedge: Duration::ZERO,
+        metrics: crate::metrics::get(),
+    }
+}
+
+/// One `/v2/` probe, owned so that it runs on its flight's task.
+#[derive(Clone)]
+struct Probe {
+    fetcher: Arc<Fetcher>,
+    url: url::Url,
+    registry: String,
+}
+
+impl Probe {
+    /// What the upstream's `/v2/` asks for (`Some(None)`: no Bearer token); `None` when it
+    /// could not be asked.
+    async fn run(self) -> Option<Option<BearerChallenge>> {
         let also = [StatusCode::UNAUTHORIZED];
         let req = GetRequest {
-            url: url.as_str(),
+            url: self.url.as_str(),
             method: http::Method::GET,
             headers: HeaderMap::new(),
             // Anonymous: the challenge says where a credential may go; before it, nowhere.
@@ -132,38 +189,22 @@ impl Registries {
             .await
             .ok()?
             .ok()?;
-        let found = if response.status() == StatusCode::UNAUTHORIZED {
-            let values = response
-                .headers()
-                .get_all(header::WWW_AUTHENTICATE)
-                .iter()
-                .filter_map(|v| v.to_str().ok());
-            match bearer_challenge(values) {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(registry = %front.settings.name, error = %e, "unusable upstream challenge");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        if let Ok(mut c) = challenges().lock() {
-            if c.len() >= MAX_REMEMBERED {
-                c.clear();
-            }
-            c.insert(registry.to_string(), found.clone());
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Some(None);
         }
-        found
+        let values = response
+            .headers()
+            .get_all(header::WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok());
+        match bearer_challenge(values) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(registry = %self.registry, error = %e, "unusable upstream challenge");
+                Some(None)
+            }
+        }
     }
-}
-
-/// Token requests in flight, by registry and scope.
-type TokenFlights = Table<String, String, Result<(HeaderValue, Duration), ()>>;
-
-fn token_flights() -> &'static Arc<TokenFlights> {
-    static F: OnceLock<Arc<TokenFlights>> = OnceLock::new();
-    F.get_or_init(Arc::default)
 }
 
 /// One token request, owned so that it runs on its flight's task.
