@@ -3,16 +3,19 @@
 # of layers (generated here: incompressible random data, gzip'd tar layers in an OCI layout)
 # directly from Debian's docker-registry (CNCF distribution 2.8), and through distribution's
 # own proxy mode (a second docker-registry with `proxy: remoteurl:` pointing at the first),
-# cold (the proxy's storage empty) and warm (a second pull), with the upstream's request counts
-# from its access log. fetchgate's column is a placeholder until `kind = "oci"` is wired in
-# (issue 19).
+# cold (the proxy's storage empty) and warm (a second pull), and through fetchgate's
+# `kind = "oci"` registry the same way (an empty cache directory each round), with the
+# upstream's request counts from its access log and the ratios of fetchgate's times to the
+# other two.
 #
 # Installs what it needs with apt-get (docker-registry, skopeo), and only ever touches
 # loopback (127.0.0.1). Everything it starts, it stops.
 #
-# Usage: benches/oci.sh          (LAYERS=4 LAYER_MIB=64 ROUNDS=3 by default; override via env)
+# Usage: benches/oci.sh          (LAYERS=4 LAYER_MIB=64 ROUNDS=3 by default; override via env;
+#                                 FG=/path/to/fetchgate measures another build, else
+#                                 target/release/fetchgate is built)
 #
-# Pinning: on a machine with two cores or more, the server under test (the proxy, later
+# Pinning: on a machine with two cores or more, the server under test (the proxy, or
 # fetchgate) runs alone on core 1, and the upstream registry and skopeo on core 0. PIN=0 turns
 # it off.
 set -euo pipefail
@@ -34,9 +37,14 @@ if ((${#need[@]})); then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+if [ -z "${FG:-}" ]; then cargo build --release -q; FG="$PWD/target/release/fetchgate"; fi
+
 UP=127.0.0.1:15500      # docker-registry: the upstream (on the load core)
 PROXY=127.0.0.1:15501   # docker-registry in proxy mode (on the server core)
-for a in $UP $PROXY; do
+FGP=127.0.0.1:15502     # fetchgate's proxy listener (on the server core)
+FGM=127.0.0.1:15503     # fetchgate's oci registry listener
+FGA=127.0.0.1:15504     # fetchgate's admin listener (/metrics)
+for a in $UP $PROXY $FGP $FGM $FGA; do
   if (echo >/dev/tcp/${a%:*}/${a#*:}) 2>/dev/null; then echo "oci.sh: $a is in use" >&2; exit 1; fi
 done
 
@@ -142,14 +150,62 @@ for r in $(seq "$ROUNDS"); do
   stop_last
 done
 
+# start_fetchgate CACHE_DIR: fetchgate with one oci registry in front of the upstream.
+start_fetchgate() {
+  cat >"$W/fg.toml" <<EOF
+[listen]
+proxy = "$FGP"
+admin = "$FGA"
+[cache]
+dir = "$1"
+max_object_bytes = $(((LAYER_MIB + 8) << 20))
+[[egress.trust]]
+cidrs = ["127.0.0.1/32"]
+ports = [${UP##*:}]
+[[registry]]
+name = "bench"
+kind = "oci"
+upstream = "http://$UP/"
+listen = "$FGM"
+EOF
+  "${SUT[@]}" "$FG" serve --config "$W/fg.toml" 2>>"$W/fg.log" &
+  PIDS+=($!)
+  for _ in $(seq 100); do
+    (echo >/dev/tcp/${FGM%:*}/${FGM#*:}) 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "oci.sh: fetchgate did not start: $(tail -n 5 "$W/fg.log")" >&2; exit 1
+}
+# fg_manifest_counts: fetchgate's own count of upstream manifest GETs and HEADs.
+fg_manifest_counts() {
+  curl -s "http://$FGA/metrics" | awk '/^fetchgate_oci_upstream_manifest_requests_total/ {
+    if ($0 ~ /method="GET"/) g = $2; if ($0 ~ /method="HEAD"/) h = $2 }
+    END { printf "%d GET, %d HEAD", g, h }'
+}
+
+fcold=(); fwarm=(); fcold_req=""; fwarm_req=""; fg_own=""
+for r in $(seq "$ROUNDS"); do
+  rm -rf "$W/fg-cache"
+  start_fetchgate "$W/fg-cache"
+  before=$(upstream_counts); fcold+=("$(pull $FGM)"); mid=$(upstream_counts)
+  fwarm+=("$(pull $FGM)"); after=$(upstream_counts)
+  [ "$r" = 1 ] && { fcold_req=$(delta "$before" "$mid"); fwarm_req=$(delta "$mid" "$after"); fg_own=$(fg_manifest_counts); }
+  stop_last
+done
+
 printf '\nskopeo pulls of %s MiB in %s layers (%s bytes of blobs), median of %s, pinned: %s\n\n' \
   "$((LAYERS * LAYER_MIB))" "$LAYERS" "$BYTES" "$ROUNDS" "$([ ${#SUT[@]} -gt 0 ] && echo yes || echo no)"
 printf '%-34s %8s %8s   %s\n' "path" "cold s" "warm s" "upstream requests (cold | warm)"
 d=$(echo "${direct[*]}" | median)
 printf '%-34s %8s %8s   %s\n' "direct from docker-registry" "$d" "$d" "-"
 printf '%-34s %8s %8s   %s | %s\n' "distribution proxy mode" "$(echo "${cold[*]}" | median)" "$(echo "${warm[*]}" | median)" "$cold_req" "$warm_req"
-# PLACEHOLDER: fetchgate's row goes here once `kind = "oci"` is wired (issue 19): start
-# target/release/fetchgate with a [[registry]] kind = "oci", upstream = "http://$UP/", listen on
-# 127.0.0.1:15502 pinned with "${SUT[@]}", then pull it cold (empty cache dir) and warm like the
-# proxy above and print the same columns.
-printf '%-34s %8s %8s   %s\n' "fetchgate (kind = oci)" "n/a" "n/a" "not wired yet (issue 19)"
+fc=$(echo "${fcold[*]}" | median); fw=$(echo "${fwarm[*]}" | median)
+printf '%-34s %8s %8s   %s | %s\n' "fetchgate (kind = oci)" "$fc" "$fw" "$fcold_req" "$fwarm_req"
+pc=$(echo "${cold[*]}" | median); pw=$(echo "${warm[*]}" | median)
+python3 - "$fc" "$fw" "$d" "$pc" "$pw" <<'PY'
+import sys
+fc, fw, d, pc, pw = map(float, sys.argv[1:])
+print(f"\nfetchgate / direct: cold {fc / d:.2f}, warm {fw / d:.2f}; "
+      f"fetchgate / proxy mode: cold {fc / pc:.2f}, warm {fw / pw:.2f}")
+PY
+printf "fetchgate's own count of upstream manifest requests (first round, cold + warm): %s\n" "$fg_own"

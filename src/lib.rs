@@ -44,7 +44,7 @@
 //! ```text
 //! decide/    locator, profile, classifier, names, operator rules, Decision = Refused | Allowed(Permit), narrowing by a client's policy
 //! connect/   resolution (every answer judged), pinned dialing, TLS, the upstream pool
-//! fetch/     one exchange, redirect hops, fetch-through by digest, single flight, registry digests
+//! fetch/     one exchange, redirect hops, fetch-through by digest, single flight, registry digests, the tap (a verified fetch streamed to one client)
 //! store/     fills, space, entries, maintenance, the redb index
 //! serve/     listeners and their TLS, access and per-client policies, slots, router, tunnels, objects, tee/, registry API, problems
 //! love/      LOVE documents, schemas, inspection, discovery, retrieval, locks, sightings

@@ -35,26 +35,117 @@ async fn gate_trusting(
     more: &[SocketAddr],
     extra: &str,
 ) -> (SocketAddr, SocketAddr, tempfile::TempDir) {
+    gate_named(upstream, "hub", more, extra).await
+}
+
+/// [`gate_trusting`] with the registry named `name` (its own series in `/metrics`, which
+/// every test of this binary shares).
+async fn gate_named(
+    upstream: &DockerRegistry,
+    name: &str,
+    more: &[SocketAddr],
+    extra: &str,
+) -> (SocketAddr, SocketAddr, tempfile::TempDir) {
+    let mut trusted = vec![upstream.addr];
+    trusted.extend_from_slice(more);
+    gate_at(&upstream.url(), &trusted, name, extra).await
+}
+
+/// fetchgate with one `oci` registry `name` whose upstream is `url`, trusting `trusted`.
+async fn gate_at(
+    url: &str,
+    trusted: &[SocketAddr],
+    name: &str,
+    extra: &str,
+) -> (SocketAddr, SocketAddr, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = Toml::new()
-        .cache_dir(dir.path().join("cache"))
-        .trust(upstream.addr);
-    for addr in more {
+    let mut cfg = Toml::new().cache_dir(dir.path().join("cache"));
+    for addr in trusted {
         cfg = cfg.trust(*addr);
     }
     let cfg = cfg
         .raw(&format!(
-            "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n",
-            upstream.url()
+            "[[registry]]\nname = \"{name}\"\nkind = \"oci\"\nupstream = \"{url}\"\nlisten = \"127.0.0.1:0\"\n{extra}\n"
         ))
         .build();
     let (proxy, mounts) = support::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
     let mount = mounts
         .iter()
-        .find(|(n, _)| n == "hub")
+        .find(|(n, _)| n == name)
         .map(|(_, a)| *a)
         .expect("the oci registry listens");
     (proxy, mount, dir)
+}
+
+/// The value of the `/metrics` series `series` (name and labels as the text format writes
+/// them), 0 when it is not there yet.
+fn metric(series: &str) -> u64 {
+    fetchgate::metrics::get()
+        .encode_text()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+/// What a client read of one response before the connection ended, however it ended
+/// (`status` 0: not even a head).
+struct Partial {
+    status: u16,
+    content_length: Option<usize>,
+    body: Vec<u8>,
+}
+
+/// `GET path` over HTTP/1.0, reading until the connection ends (closed or reset): a response
+/// cut short is read as far as it came.
+fn read_partial(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Partial {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n");
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+    }
+    // A response cut short before the server flushed anything has no head at all.
+    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Partial {
+            status: 0,
+            content_length: None,
+            body: raw,
+        };
+    };
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+    let content_length = head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case("content-length")
+            .then(|| v.trim().parse().ok())?
+    });
+    Partial {
+        status,
+        content_length,
+        body: raw[end + 4..].to_vec(),
+    }
+}
+
+/// curl's exit code for `GET url`, the body thrown away (18: the transfer ended before
+/// `Content-Length` bytes).
+fn curl_exit(url: &str) -> Option<i32> {
+    std::process::Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", url])
+        .status()
+        .expect("curl runs")
+        .code()
 }
 
 /// Runs blocking `f` (skopeo, raw sockets) off the test's runtime.
@@ -149,11 +240,19 @@ async fn a_layer_with_one_byte_flipped_upstream_fails_the_pull_and_nothing_is_st
         let run = Skopeo::new().pull(&format!("{mount}/fetchgate/tampered:v1"), out.path(), &[]);
         assert!(!run.ok, "a tampered layer pulled: {}", run.stdout);
 
-        // From a plain client: no 200 under the digest, and the problem names the mismatch.
+        // From a plain client: never a complete answer under the digest. A miss streams as the
+        // fill hashes it with the last byte held back, so the mismatch cuts it short; a request
+        // that is not streamed (a Range, answered only from a verified entry) gets the problem
+        // naming the mismatch.
         let bad = &img.layers[0];
         let path = format!("/v2/fetchgate/tampered/blobs/{}", bad.digest);
-        let r = raw_get(mount, &path, &[]).unwrap();
-        assert_ne!(r.status, 200, "the tampered blob was served");
+        let r = read_partial(mount, &path, &[]);
+        assert!(
+            r.status != 200 || r.body.len() < bad.bytes.len(),
+            "the tampered blob was served whole"
+        );
+        let r = raw_get(mount, &path, &[("Range", "bytes=0-9")]).unwrap();
+        assert_ne!(r.status, 206, "a range of the tampered blob was served");
         assert!(
             String::from_utf8_lossy(&r.body).contains("digest_mismatch"),
             "{}",
@@ -307,8 +406,21 @@ async fn a_blob_behind_a_307_to_a_presigned_url_is_followed_through_decide_and_v
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn token_auth_upstream_pulls_with_a_token_asked_once_per_scope() {
+/// How many `GET /v2/` (the API root, where a client learns the auth challenge) `reg` logged.
+fn probes_of(reg: &DockerRegistry) -> usize {
+    reg.requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == "/v2/")
+        .count()
+}
+
+/// A registry with token auth from a harness token server that lets anyone pull and push,
+/// holding an image built from `seed` with `layers` pushed as `repo:v1`.
+async fn token_registry(
+    seed: &str,
+    layers: &[usize],
+    repo: &'static str,
+) -> (support::oci::token::TokenServer, DockerRegistry, Image) {
     use support::oci::token::{TokenPolicy, TokenServer};
     let tokens = TokenServer::start(TokenPolicy::default());
     let auth = tokens.auth();
@@ -319,12 +431,19 @@ async fn token_auth_upstream_pulls_with_a_token_asked_once_per_scope() {
         })
     })
     .await;
-    let img = Image::build("fg-oci-token", "amd64", &[16 * 1024]);
+    let img = Image::build(seed, "amd64", layers);
     let (reg, img) = blocking(move || {
-        push_image(&Skopeo::new(), &reg, &img, "fetchgate/private", "v1");
+        push_image(&Skopeo::new(), &reg, &img, repo, "v1");
         (reg, img)
     })
     .await;
+    (tokens, reg, img)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_auth_upstream_pulls_with_a_token_asked_once_per_scope() {
+    let (tokens, reg, img) =
+        token_registry("fg-oci-token", &[16 * 1024], "fetchgate/private").await;
     let pushed = tokens.requests().len();
 
     // The twin first: the realm is an upstream like any other, so an untrusted token server
@@ -557,6 +676,327 @@ async fn containerd_ns_selects_a_configured_registry_and_is_never_dialled() {
             a.count("GET", "fetchgate/b") > 0,
             "the mount's registry answered"
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_past_its_ttl_is_revalidated_with_head_and_read_again_only_once_it_moved() {
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let first = Image::build("fg-oci-head-a", "amd64", &[4 * 1024]);
+    let second = Image::build("fg-oci-head-b", "amd64", &[4 * 1024]);
+    let (reg, first) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &first, "fetchgate/head", "v1");
+        (reg, first)
+    })
+    .await;
+    // A TTL of 0 has always passed: every request after the first revalidates.
+    let (_proxy, mount, _dir) =
+        gate_named(&reg, "revalidating", &[], "metadata_ttl_seconds = 0").await;
+    blocking(move || {
+        let tag = "/v2/fetchgate/head/manifests/v1";
+        let digest = || {
+            let r = raw_get(mount, tag, &[("Accept", image::MANIFEST_V1)]).unwrap();
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            r.header("docker-content-digest").unwrap().to_string()
+        };
+        let counted = |method: &str| {
+            metric(&format!(
+                "fetchgate_oci_upstream_manifest_requests_total{{registry=\"revalidating\",method=\"{method}\"}}"
+            ))
+        };
+        let (gets, heads) = (reg.count("GET", tag), reg.count("HEAD", tag));
+        assert_eq!(digest(), first.manifest.digest);
+        assert_eq!(reg.count("GET", tag), gets + 1, "the first read is a GET");
+        assert_eq!(reg.count("HEAD", tag), heads);
+        // Unmoved: one HEAD, no GET.
+        assert_eq!(digest(), first.manifest.digest);
+        assert_eq!(digest(), first.manifest.digest);
+        assert_eq!(reg.count("HEAD", tag), heads + 2, "{:?}", reg.requests());
+        assert_eq!(reg.count("GET", tag), gets + 1, "an unmoved tag was read again");
+        assert_eq!((counted("GET"), counted("HEAD")), (1, 2));
+        // The twin: moved upstream, the HEAD names another digest and one GET reads it.
+        push_image(&Skopeo::new(), &reg, &second, "fetchgate/head", "v1");
+        let (gets, heads) = (reg.count("GET", tag), reg.count("HEAD", tag));
+        assert_eq!(digest(), second.manifest.digest, "the move was not seen");
+        assert_eq!(reg.count("HEAD", tag), heads + 1);
+        assert_eq!(reg.count("GET", tag), gets + 1, "the moved tag was not read");
+        assert_eq!((counted("GET"), counted("HEAD")), (2, 3));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_with_other_accept_sets_never_get_each_others_manifest() {
+    use support::oci::image::Index;
+    const DOCKER_V2: &str = "application/vnd.docker.distribution.manifest.v2+json";
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let index = Index::build("fg-oci-accept", &["amd64", "arm64"], &[4 * 1024]);
+    let (reg, index) = blocking(move || {
+        let layout = tempfile::tempdir().unwrap();
+        image::write_layout(layout.path(), "multi", Top::Index(&index));
+        Skopeo::new().push(layout.path(), "multi", reg.addr, "fetchgate/kinds", &[]);
+        (reg, index)
+    })
+    .await;
+    let (_proxy, mount, _dir) = gate(&reg, "metadata_ttl_seconds = 300").await;
+    blocking(move || {
+        let tag = "/v2/fetchgate/kinds/manifests/multi";
+        // A client reading indexes: the index, with the upstream's own headers.
+        let reads_index = [("Accept", image::INDEX_V1), ("Accept", image::MANIFEST_V1)];
+        let r = raw_get(mount, tag, &reads_index).unwrap();
+        let direct = raw_get(reg.addr, tag, &reads_index).unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.body, index.index.bytes);
+        assert_eq!(r.header("content-type"), direct.header("content-type"));
+        assert_eq!(
+            r.header("docker-content-digest"),
+            direct.header("docker-content-digest")
+        );
+        // A client reading only Docker schema 2 is not handed the cached index: the upstream
+        // is asked with its own Accept and has no such manifest for it.
+        let r = raw_get(mount, tag, &[("Accept", DOCKER_V2)]).unwrap();
+        assert!(
+            r.body != index.index.bytes,
+            "an index went to a schema-2-only client"
+        );
+        assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+        // Every Accept line goes upstream, not only the first: the index is on the second.
+        let r = raw_get(
+            mount,
+            tag,
+            &[("Accept", image::MANIFEST_V1), ("Accept", image::INDEX_V1)],
+        )
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.body, index.index.bytes);
+        let sent = reg.count("GET", tag);
+        assert!(sent >= 3, "each Accept set asked upstream once: {sent}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blob_miss_streams_and_its_last_byte_waits_for_the_digest() {
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let img = Image::build("fg-oci-stream", "amd64", &[1024 * 1024, 1024 * 1024]);
+    let (reg, img) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &img, "fetchgate/stream", "v1");
+        reg.flip_blob_byte(&img.layers[1].digest, 1000);
+        (reg, img)
+    })
+    .await;
+    let (proxy, mount, _dir) = gate_named(&reg, "streaming", &[], "").await;
+    blocking(move || {
+        let series = |family: &str, label: &str, value: &str| {
+            metric(&format!(
+                "fetchgate_oci_{family}_total{{registry=\"streaming\",{label}=\"{value}\"}}"
+            ))
+        };
+        let (good, bad) = (&img.layers[0], &img.layers[1]);
+        let good_path = format!("/v2/fetchgate/stream/blobs/{}", good.digest);
+        let bad_path = format!("/v2/fetchgate/stream/blobs/{}", bad.digest);
+
+        // The tampered layer: a 200 announcing the whole length that never completes, from a
+        // raw client and from curl; nothing stored; the mismatch counted.
+        let r = read_partial(mount, &bad_path, &[]);
+        assert_eq!(r.status, 200, "a miss is streamed");
+        assert_eq!(r.content_length, Some(bad.bytes.len()));
+        assert!(
+            r.body.len() < bad.bytes.len(),
+            "the tampered blob completed: {} bytes",
+            r.body.len()
+        );
+        let code = curl_exit(&format!("http://{mount}{bad_path}"));
+        assert!(matches!(code, Some(18) | Some(56)), "curl exit {code:?}");
+        let stored = raw_get(proxy, &format!("/sha256/{}", bad.hex()), &[]).unwrap();
+        assert_eq!(stored.status, 404, "the tampered bytes are in the store");
+        // Counted as each fetch settles, which may be just after its client saw the cut.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while series("pulls", "outcome", "mismatch") < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(series("pulls", "outcome", "mismatch"), 2);
+
+        // The twin: the honest layer streams whole, exactly, and is stored once it has.
+        let streamed = series("served_bytes", "source", "upstream");
+        let r = read_partial(mount, &good_path, &[]);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.content_length, Some(good.bytes.len()));
+        assert!(r.body == good.bytes, "the honest blob's bytes differ");
+        assert_eq!(
+            series("served_bytes", "source", "upstream") - streamed,
+            good.size()
+        );
+        let stored = raw_get(proxy, &format!("/sha256/{}", good.hex()), &[]).unwrap();
+        assert_eq!(stored.status, 200, "the verified blob was not stored");
+        assert_eq!(curl_exit(&format!("http://{mount}{good_path}")), Some(0));
+        assert_eq!(series("served_bytes", "source", "cache"), good.size());
+        assert_eq!(series("pulls", "outcome", "cache"), 1);
+        assert_eq!(
+            reg.count("GET", &good_path),
+            1,
+            "the stored blob was fetched again"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_a_streamed_blob_holds_up_no_one() {
+    use std::io::Write;
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let img = Image::build("fg-oci-stall", "amd64", &[24 * 1024 * 1024]);
+    let (reg, img) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &img, "fetchgate/stall", "v1");
+        (reg, img)
+    })
+    .await;
+    // A tapped client may keep a chunk waiting for body_idle_timeout_ms.
+    let extra = "\n[proxy]\nbody_idle_timeout_ms = 1000\n";
+    let (_proxy, mount, _dir) = gate_named(&reg, "stalled", &[], extra).await;
+    blocking(move || {
+        let layer = &img.layers[0];
+        let path = format!("/v2/fetchgate/stall/blobs/{}", layer.digest);
+        // The first client asks and never reads: it leads the fetch and its stream backs up.
+        let mut stalled = std::net::TcpStream::connect(mount).unwrap();
+        stalled
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {mount}\r\n\r\n").as_bytes())
+            .unwrap();
+        while reg.count("GET", &path) == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // A second client joins the same fetch and gets the whole blob from the store: the
+        // stalled client lost its stream, not the fill.
+        let r = read_partial(mount, &path, &[]);
+        assert_eq!(r.status, 200);
+        assert!(r.body == layer.bytes, "the joiner's bytes differ");
+        assert_eq!(reg.count("GET", &path), 1, "{:?}", reg.requests());
+        // The stalled client, reading at last, has a response cut short.
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stalled, &mut rest);
+        assert!(
+            rest.len() < layer.bytes.len(),
+            "the stalled client got {} bytes",
+            rest.len()
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_pulls_of_a_manifest_by_digest_make_one_manifest_read_and_one_token_request() {
+    let (tokens, reg, img) = token_registry("fg-oci-once", &[4 * 1024], "fetchgate/once").await;
+    let pushed = tokens.requests().len();
+    let (_proxy, mount, _dir) = gate_trusting(&reg, &[tokens.addr], "").await;
+    let path = format!("/v2/fetchgate/once/manifests/{}", img.manifest.digest);
+    let before = reg.count("GET", &path);
+    let probes = probes_of(&reg);
+    let mut pulls = Vec::new();
+    for _ in 0..10 {
+        let p = path.clone();
+        pulls.push(tokio::task::spawn_blocking(move || {
+            raw_get(mount, &p, &[("Accept", image::MANIFEST_V1)]).unwrap()
+        }));
+    }
+    for pull in pulls {
+        let r = pull.await.unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.body, img.manifest.bytes);
+    }
+    assert_eq!(reg.count("GET", &path) - before, 1, "{:?}", reg.requests());
+    let asked = tokens.requests()[pushed..].to_vec();
+    assert_eq!(asked.len(), 1, "one token request for the scope: {asked:?}");
+    assert_eq!(probes_of(&reg) - probes, 1, "one /v2/ probe");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_credentials_file_goes_to_the_token_realm_only_never_to_the_registry_or_its_redirects()
+{
+    use support::oci::relay::Relay;
+    use support::oci::token::{TokenPolicy, TokenServer};
+    let tokens = TokenServer::start(TokenPolicy {
+        basic: Some(("robot".into(), "s3cret-token".into())),
+        ..TokenPolicy::default()
+    });
+    // Blobs redirect (307) to pre-signed URLs of an S3 endpoint that is a recording relay.
+    let weed = seaweed::shared();
+    weed.create_bucket("fg-oci-creds").await;
+    let s3 = Relay::start(weed.s3);
+    let (auth, endpoint) = (tokens.auth(), format!("http://{}", s3.addr));
+    let reg = blocking(move || {
+        DockerRegistry::start(Options {
+            storage: Storage::S3 {
+                endpoint,
+                bucket: "fg-oci-creds".into(),
+                access_key: seaweed::ACCESS_KEY.into(),
+                secret_key: seaweed::SECRET_KEY.into(),
+            },
+            auth: Some(auth),
+            ..Options::default()
+        })
+    })
+    .await;
+    let img = Image::build("fg-oci-creds", "amd64", &[16 * 1024]);
+    let (reg, img) = blocking(move || {
+        let layout = tempfile::tempdir().unwrap();
+        image::write_layout(layout.path(), "v1", Top::Image(&img));
+        let creds = ["--dest-creds", "robot:s3cret-token"];
+        Skopeo::new().push(layout.path(), "v1", reg.addr, "fetchgate/creds", &creds);
+        (reg, img)
+    })
+    .await;
+    let pushed = tokens.requests().len();
+    let s3_pushed = s3.requests().len();
+    // fetchgate reaches the registry through a recording relay too.
+    let origin = Relay::start(reg.addr);
+    let creds = tempfile::tempdir().unwrap();
+    let file = creds.path().join("oci-credentials");
+    std::fs::write(&file, "robot:s3cret-token\n").unwrap();
+    let (_proxy, mount, _dir) = gate_at(
+        &format!("http://{}/", origin.addr),
+        &[origin.addr, tokens.addr, s3.addr],
+        "private",
+        &format!("credentials_file = {:?}", file.display().to_string()),
+    )
+    .await;
+    blocking(move || {
+        let out = tempfile::tempdir().unwrap();
+        let run = Skopeo::new().pull(&format!("{mount}/fetchgate/creds:v1"), out.path(), &[]);
+        assert!(run.ok, "pull with the credentials file: {}", run.stderr);
+        assert_eq!(image::pulled_layers(out.path()).1, img.layer_digests());
+        let basic = "Basic cm9ib3Q6czNjcmV0LXRva2Vu"; // robot:s3cret-token
+        // The realm got the configured user and token, as Basic.
+        let asked = tokens.requests()[pushed..].to_vec();
+        assert!(!asked.is_empty(), "no token was asked for");
+        for t in &asked {
+            assert_eq!(t.authorization.as_deref(), Some(basic), "{asked:?}");
+        }
+        // The registry's origin saw only Bearer tokens, never the credential.
+        let upstream = origin.requests();
+        assert!(upstream.iter().any(|r| r.target.contains("/blobs/")));
+        for r in &upstream {
+            for a in r.all("authorization") {
+                assert!(a.starts_with("Bearer "), "{} {}: {a}", r.method, r.target);
+            }
+        }
+        // The redirect target (a pre-signed URL; the registry's own S3 calls aside) saw no
+        // Authorization at all.
+        let redirected: Vec<_> = s3.requests()[s3_pushed..]
+            .iter()
+            .filter(|r| r.target.contains("X-Amz-Signature="))
+            .cloned()
+            .collect();
+        assert!(!redirected.is_empty(), "no blob was redirected");
+        for r in &redirected {
+            assert!(
+                r.all("authorization").is_empty(),
+                "{} {}",
+                r.method,
+                r.target
+            );
+        }
+        drop(reg);
     })
     .await;
 }

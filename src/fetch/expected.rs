@@ -4,12 +4,13 @@
 //! in advance; `[cache] max_object_bytes` bounds it.
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
 use http_body_util::BodyExt;
 
 use super::hops::{Credential, Failure, GetRequest, locator_failure};
 use super::idle::IdleBody;
 use super::integrity::{Expected, Hasher};
+use super::tap::Tap;
 use super::through::{Fetcher, LocatorFailure};
 use crate::redact::redact_locator;
 use crate::store::{Digest, FillError, FillSink};
@@ -54,13 +55,29 @@ impl Fetcher {
         credential: Option<&Credential>,
         max: u64,
     ) -> Result<MetaResponse, LocatorFailure> {
+        self.metadata_by(Method::GET, url, headers, credential, max)
+            .await
+    }
+
+    /// [`Self::get_metadata`] by `method`: `HEAD` (which a registry that rate-limits `GET`s
+    /// answers for free) gives the answer's headers and an empty body.
+    pub(crate) async fn metadata_by(
+        &self,
+        method: Method,
+        url: &str,
+        headers: HeaderMap,
+        credential: Option<&Credential>,
+        max: u64,
+    ) -> Result<MetaResponse, LocatorFailure> {
         let also = [
             StatusCode::NOT_MODIFIED,
             StatusCode::NOT_FOUND,
             StatusCode::GONE,
         ];
+        let head = method == Method::HEAD;
         let req = GetRequest {
             url,
+            method,
             headers,
             credential,
             also: &also,
@@ -76,6 +93,12 @@ impl Fetcher {
             }
             let hop = (last != url).then_some(last.as_str());
             let (parts, body) = response.into_parts();
+            if head {
+                return Ok(MetaResponse::Ok {
+                    headers: parts.headers,
+                    body: Bytes::new(),
+                });
+            }
             let body = super::through::read_capped(IdleBody::new(body, self.body_idle), max)
                 .await
                 .map_err(|(code, detail)| locator_failure(url, hop, code, detail).into_locator())?;
@@ -90,17 +113,21 @@ impl Fetcher {
     }
 
     /// Fetches `url` and publishes it (labelled `label`) only if its bytes match `expected`.
-    /// Returns the SHA-256 it is stored under.
+    /// Returns the SHA-256 it is stored under. With a `tap`, a `200` that announces its
+    /// length is handed to the tap's client as it arrives, and the tap told when the digest
+    /// matched; a client that falls behind loses the tap, never the fill.
     pub(crate) async fn fetch_expected(
         &self,
         url: &str,
         expected: &Expected,
         credential: Option<&Credential>,
         label: Option<String>,
+        tap: Option<Tap>,
     ) -> Result<Digest, ExpectedError> {
         let max = self.store.settings().max_object_bytes;
         let req = GetRequest {
             url,
+            method: Method::GET,
             headers: HeaderMap::new(),
             credential,
             also: &[],
@@ -121,6 +148,17 @@ impl Fetcher {
                 .map_err(|e| locator(Failure::Store(e)))?;
             let mut sink = FillSink::start(fill);
             let mut hasher = Hasher::new(expected.algorithm);
+            let length = response
+                .headers()
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|n| *n > 0);
+            // Only a body of announced length can be held back by its last byte.
+            let mut tap = match (tap, length) {
+                (Some(t), Some(n)) if t.start(n).await => Some(t),
+                _ => None,
+            };
             let mut body = IdleBody::new(response.into_body(), self.body_idle);
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|e| {
@@ -129,6 +167,7 @@ impl Fetcher {
                 })?;
                 if let Ok(data) = frame.into_data() {
                     hasher.update(&data);
+                    let tapped = tap.as_ref().map(|_| data.clone());
                     sink.send(data).await.map_err(|e| match e {
                         FillError::TooLong { limit } => fail(
                             "too_large",
@@ -136,6 +175,11 @@ impl Fetcher {
                         ),
                         other => fail("cache_error", other.to_string()),
                     })?;
+                    if let (Some(t), Some(data)) = (&tap, tapped)
+                        && !t.data(data).await
+                    {
+                        tap = None;
+                    }
                 }
             }
             let got = Expected {
@@ -150,9 +194,13 @@ impl Fetcher {
                     received: got.sri(),
                 });
             }
-            sink.finish(Some(redact_locator(url)), label.clone())
-                .await
-                .map_err(|e| fail("cache_error", e.to_string()))
+            let published = sink.finish(Some(redact_locator(url)), label.clone()).await;
+            // The bytes matched: the tapped client has its last byte whether or not the store
+            // kept them, and once it has it, a store that could keep them has.
+            if let Some(t) = tap {
+                t.verified().await;
+            }
+            published.map_err(|e| fail("cache_error", e.to_string()))
         };
         match tokio::time::timeout(self.fetch_timeout, attempt).await {
             Ok(result) => result,

@@ -318,6 +318,8 @@ pub(crate) struct ExpectedAsk {
     pub(crate) credential: Option<Credential>,
     /// The entry's package label.
     pub(crate) label: Option<String>,
+    /// Where the fetch, if this request leads it, hands its bytes to this request's client.
+    pub(crate) tap: Option<super::tap::TapSlot>,
 }
 
 impl Fetcher {
@@ -369,6 +371,7 @@ impl Fetcher {
                     &want.expected,
                     want.credential.as_ref(),
                     want.label.clone(),
+                    super::tap::take(want.tap.as_ref()),
                 )
                 .await
             }

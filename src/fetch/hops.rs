@@ -33,6 +33,8 @@ pub(crate) struct Credential {
 pub(crate) struct GetRequest<'a> {
     /// The first locator.
     pub(crate) url: &'a str,
+    /// `GET`, or `HEAD` (a registry's free revalidation): the same on every hop.
+    pub(crate) method: Method,
     /// Extra request headers for every hop (`Accept`, `If-None-Match`).
     pub(crate) headers: HeaderMap,
     /// Sent as `Authorization` only on hops to its own origin.
@@ -50,6 +52,7 @@ impl<'a> GetRequest<'a> {
     pub(crate) fn plain(url: &'a str, max: u64, exact: Option<u64>) -> Self {
         Self {
             url,
+            method: Method::GET,
             headers: HeaderMap::new(),
             credential: None,
             also: &[],
@@ -98,7 +101,7 @@ pub(crate) fn locator_failure(
 }
 
 impl Fetcher {
-    /// GETs `req.url`, following redirects, until a `200` (within `max`/`exact`) or one of
+    /// GETs (or `HEAD`s) `req.url`, following redirects, until a `200` (within `max`/`exact`) or one of
     /// `req.also`. Returns the response and the final URL.
     pub(crate) async fn get(
         &self,
@@ -138,7 +141,7 @@ impl Fetcher {
                 headers.insert(header::AUTHORIZATION, c.value.clone());
             }
             let body = empty();
-            let up = upstream_request(Method::GET, &permit, headers, body)
+            let up = upstream_request(req.method.clone(), &permit, headers, body)
                 .map_err(|e| fail(hop_name, "invalid_locator", e))?;
             // A fresh connection per hop: nothing is pooled across decisions.
             let pool = Pool::new(1, Duration::from_secs(1));

@@ -5,8 +5,9 @@
 //! [`headers`] holds the hop-by-hop and coding rules; [`through`] fetches by digest from
 //! mirrors into the store, publishing only verified bytes; [`hops`] follows redirects with
 //! every hop decided; [`expected`] fetches what a registry's metadata names and publishes it
-//! only when it matches the digest the registry published ([`integrity`]). Fetching knows no
-//! listener.
+//! only when it matches the digest the registry published ([`integrity`]), optionally handing
+//! one client the bytes as they are hashed ([`tap`]: the last byte only once they matched).
+//! Fetching knows no listener.
 
 pub(crate) mod expected;
 pub(crate) mod flight;
@@ -14,5 +15,6 @@ pub(crate) mod headers;
 pub(crate) mod hops;
 pub(crate) mod idle;
 pub(crate) mod integrity;
+pub(crate) mod tap;
 pub(crate) mod through;
 pub(crate) mod upstream;

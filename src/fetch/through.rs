@@ -352,6 +352,12 @@ impl Fetcher {
         self.fetch_timeout
     }
 
+    /// `[proxy] body_idle_timeout_ms`: the silence allowed inside a body (also how long a
+    /// tapped client may keep a chunk waiting, [`super::tap`]).
+    pub(crate) fn body_idle(&self) -> Duration {
+        self.body_idle
+    }
+
     /// Fetches `wanted` into memory from the first mirror whose bytes match its size and
     /// digest, without publishing anything (the caller inspects before it publishes). Returns
     /// the bytes, the mirror they came from, and the failures of the mirrors tried before it.

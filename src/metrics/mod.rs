@@ -46,6 +46,9 @@ pub(crate) mod route {
 pub(crate) type Labels2 = [(&'static str, &'static str); 2];
 /// One bounded label.
 pub(crate) type Labels1 = [(&'static str, &'static str); 1];
+/// A configured registry's name and one bounded label (registry names are bounded by the
+/// configuration).
+pub(crate) type RegistryLabels = [(&'static str, String); 2];
 
 /// Every metric fetchgate exports.
 #[derive(Debug)]
@@ -117,6 +120,15 @@ pub struct Metrics {
     pub(crate) registry_artifacts: Family<Labels2, Counter>,
     /// Package names refused by a registry's allow/deny lists, by kind.
     pub(crate) registry_names_refused: Family<Labels1, Counter>,
+    /// Manifest requests an `oci` registry sent its upstream, by `registry` and `method`
+    /// (`GET`, `HEAD`): the budget Docker Hub rate-limits counts the `GET`s.
+    pub(crate) oci_upstream_manifests: Family<RegistryLabels, Counter>,
+    /// Blob and manifest-by-digest requests of an `oci` registry by `registry` and `outcome`
+    /// (`cache`, `shared`, `upstream`, `mismatch`, `failed`).
+    pub(crate) oci_pulls: Family<RegistryLabels, Counter>,
+    /// Blob body bytes an `oci` registry served, by `registry` and `source` (`cache`,
+    /// `upstream`: streamed while the fill verified them).
+    pub(crate) oci_served_bytes: Family<RegistryLabels, Counter>,
     /// Shared-tier operations by `op` (`get`, `put`, `alias`) and outcome (`hit`, `miss`,
     /// `mismatch`, `unusable` (another size wanted, or over the limit), `ok`, `exists`,
     /// `error`, `timeout`, `skipped` while the breaker is open, `local_error`).
@@ -180,6 +192,9 @@ impl Metrics {
             registry_metadata: Family::default(),
             registry_artifacts: Family::default(),
             registry_names_refused: Family::default(),
+            oci_upstream_manifests: Family::default(),
+            oci_pulls: Family::default(),
+            oci_served_bytes: Family::default(),
             pack_fetches: Family::default(),
             shared_requests: Family::default(),
             shared_get_seconds: latency(),
@@ -223,6 +238,9 @@ impl Metrics {
             registry_metadata: "registry_metadata", "Registry metadata answers by kind and freshness";
             registry_artifacts: "registry_artifacts", "Registry artifact requests by kind and outcome";
             registry_names_refused: "registry_names_refused", "Package names refused by allow/deny, by registry kind";
+            oci_upstream_manifests: "oci_upstream_manifest_requests", "Manifest requests sent to an oci registry's upstream, by registry and method (GET, HEAD)";
+            oci_pulls: "oci_pulls", "Blob and manifest-by-digest requests of an oci registry, by registry and outcome";
+            oci_served_bytes: "oci_served_bytes", "Blob bytes an oci registry served, by registry and source (cache, upstream)";
             pack_fetches: "pack_fetches", "Pack fetches by format and outcome (published, or the failure's code)";
             shared_requests: "shared_requests", "Shared-tier operations by op and outcome";
             shared_get_seconds: "shared_get_seconds", "Time to fill one object from the shared tier, verification included";

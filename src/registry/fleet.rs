@@ -55,20 +55,6 @@ impl Registries {
         }
         Some(sha256)
     }
-
-    /// Tells the shared tier that `expected` (a non-SHA-256 registry digest) names `sha256`.
-    pub(super) fn announce_alias(&self, expected: &Expected, sha256: Digest) {
-        if expected.algorithm == Algorithm::Sha256 || !expected.algorithm.names_bytes() {
-            return;
-        }
-        if let Some(tier) = self.fetcher.shared() {
-            tier.offer_alias(
-                expected.algorithm.as_str(),
-                &hex::encode(&expected.bytes),
-                sha256,
-            );
-        }
-    }
 }
 
 /// Whether the stored entry `sha256` hashes to `expected` with the registry's algorithm.

@@ -10,6 +10,7 @@
 
 pub(crate) mod aliases;
 pub(crate) mod apt;
+mod artifact;
 pub(crate) mod cargo;
 pub(crate) mod error;
 mod fleet;

@@ -6,7 +6,6 @@
 //! [`super::protocol::PROTOCOLS`]; this module holds what they share.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -14,20 +13,23 @@ use http::HeaderMap;
 use http::header::{self, HeaderValue};
 
 use super::aliases::Aliases;
+pub(crate) use super::artifact::sha256_expected;
 use super::error::RegistryError;
 use super::metadata::{Ageing, Answer, Entry, Freshness, MetaError, MetadataCache};
 use super::names::{Refusal, canonical};
 use super::private::Credentialed;
 use super::{Kind, RegistrySettings};
-use crate::fetch::expected::{ExpectedError, MetaResponse};
-use crate::fetch::flight::ExpectedAsk;
+use crate::fetch::expected::MetaResponse;
 use crate::fetch::hops::Credential;
-use crate::fetch::integrity::{Algorithm, Expected};
 use crate::fetch::through::{Fetcher, LocatorFailure};
 use crate::store::Digest;
 
+/// A response body streamed while it is verified (a body error aborts the response).
+pub(crate) type StreamedBody =
+    http_body_util::combinators::BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
 /// What a registry request produced.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) enum Reply {
     /// A metadata document.
     Document {
@@ -45,6 +47,22 @@ pub(crate) enum Reply {
         /// Its SHA-256.
         sha256: Digest,
     },
+    /// A verified artifact the front-end already looked up in the store.
+    Stored {
+        /// The entry.
+        object: crate::store::Object,
+    },
+    /// An artifact on its way into the store under this digest, streamed to this client as
+    /// the fill verifies it: its last byte goes out only once the SHA-256 matched, and the
+    /// body is cut short otherwise.
+    Streamed {
+        /// Its SHA-256.
+        sha256: Digest,
+        /// Its length, as the upstream announced it.
+        length: u64,
+        /// The bytes.
+        body: StreamedBody,
+    },
     /// Another reply with headers of the protocol's own, set over the serve layer's (an exact
     /// upstream `Content-Type`, `Docker-Content-Digest`, an API version).
     WithHeaders {
@@ -59,7 +77,8 @@ impl Reply {
     /// The stored artifact this reply serves, if it serves one.
     pub(crate) fn artifact(&self) -> Option<&Digest> {
         match self {
-            Reply::Artifact { sha256 } => Some(sha256),
+            Reply::Artifact { sha256 } | Reply::Streamed { sha256, .. } => Some(sha256),
+            Reply::Stored { object } => Some(&object.digest),
             Reply::WithHeaders { reply, .. } => reply.artifact(),
             Reply::Document { .. } => None,
         }
@@ -79,6 +98,8 @@ pub(crate) struct Ask<'a> {
     pub(crate) head: bool,
     /// The query, if any (the path never holds it).
     pub(crate) query: Option<&'a str>,
+    /// The client asked for a byte range (`Range`): served from the store, never streamed.
+    pub(crate) range: bool,
 }
 
 /// One mounted registry with what it needs at run time.
@@ -227,13 +248,14 @@ impl Registries {
         Ok(name)
     }
 
-    /// Metadata at `path` (relative to the upstream base) through the cache.
+    /// Metadata at `path` (relative to the upstream base) through the cache, asked for with
+    /// `accept` and revalidated with `If-None-Match`.
     pub(super) async fn meta(
         &self,
         front: &Front,
         key: &str,
         path: &str,
-        accept: &'static str,
+        accept: &str,
     ) -> Result<(Arc<Entry>, Freshness), RegistryError> {
         self.meta_checked(front, key, path, accept, |body| async move { Ok(body) })
             .await
@@ -247,25 +269,23 @@ impl Registries {
         front: &Front,
         key: &str,
         path: &str,
-        accept: &'static str,
+        accept: &str,
         check: C,
     ) -> Result<(Arc<Entry>, Freshness), RegistryError>
     where
         C: FnOnce(Bytes) -> Fut,
-        Fut: Future<Output = Result<Bytes, LocatorFailure>>,
+        Fut: std::future::Future<Output = Result<Bytes, LocatorFailure>>,
     {
         let s = &front.settings;
-        let url = s
-            .upstream
-            .join(path)
-            .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))?;
-        let key = format!("{}:{}:{key}", s.kind.as_str(), s.name);
+        let url = self.upstream_url(front, path)?;
         let fetcher = &self.fetcher;
         let credential = front.credential.as_ref();
         let limit = s.max_metadata_bytes;
         let ask = |etag: Option<String>| async move {
             let mut headers = HeaderMap::new();
-            headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
+            if let Ok(accept) = HeaderValue::from_str(accept) {
+                headers.insert(header::ACCEPT, accept);
+            }
             if let Some(tag) = etag.and_then(|t| HeaderValue::from_str(&t).ok()) {
                 headers.insert(header::IF_NONE_MATCH, tag);
             }
@@ -282,6 +302,39 @@ impl Registries {
                 MetaResponse::NotFound => Ok(Answer::NotFound),
             }
         };
+        self.meta_via(front, key, path, ask).await
+    }
+
+    /// `path` joined to the registry's upstream base.
+    pub(super) fn upstream_url(
+        &self,
+        front: &Front,
+        path: &str,
+    ) -> Result<url::Url, RegistryError> {
+        front
+            .settings
+            .upstream
+            .join(path)
+            .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))
+    }
+
+    /// Metadata under `key` through the cache, `ask` putting the upstream request (given the
+    /// cached entry's `ETag`) when the TTL has passed: a kind with a cheaper revalidation
+    /// than a conditional `GET` brings its own.
+    pub(super) async fn meta_via<F, Fut>(
+        &self,
+        front: &Front,
+        key: &str,
+        path: &str,
+        ask: F,
+    ) -> Result<(Arc<Entry>, Freshness), RegistryError>
+    where
+        F: FnOnce(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<Answer, LocatorFailure>>,
+    {
+        let s = &front.settings;
+        let key = format!("{}:{}:{key}", s.kind.as_str(), s.name);
+        let limit = s.max_metadata_bytes;
         let ageing = Ageing {
             ttl: s.metadata_ttl,
             max_stale: s.max_stale,
@@ -356,136 +409,10 @@ impl Registries {
             .and_then(|r| r)
             .map_err(RegistryError::BadMetadata)
     }
-
-    /// Fetches `url` verified against `expected`, once for all concurrent askers of the same
-    /// digest from the same source (this registry and URL); a request never inherits another
-    /// registry's or URL's failure ([`crate::fetch::flight`]). The result is stored under its
-    /// SHA-256.
-    async fn fetch_once(
-        &self,
-        front: &Front,
-        url: &str,
-        expected: &Expected,
-        label: String,
-    ) -> Result<Digest, ExpectedError> {
-        let source = format!("{} {url}", front.settings.name);
-        // A digest that does not name bytes (SHA-1) is shared with nobody else's source: a
-        // match from another URL says nothing about this one's bytes.
-        let key = if expected.algorithm.names_bytes() {
-            expected.key()
-        } else {
-            format!("{} {source}", expected.key())
-        };
-        self.fetcher
-            .ensure_expected(ExpectedAsk {
-                key,
-                source,
-                url: url.to_string(),
-                expected: expected.clone(),
-                credential: front.credential.clone(),
-                label: Some(label),
-            })
-            .await
-    }
-
-    /// An artifact verified against `expected`: from the store when an alias or the digest
-    /// itself is there, otherwise fetched from `url` (never when offline).
-    pub(super) async fn artifact(
-        &self,
-        front: &Front,
-        expected: &Expected,
-        url: impl FnOnce() -> Result<String, RegistryError>,
-        package: &str,
-        version: &str,
-    ) -> Result<Reply, RegistryError> {
-        let kind = front.settings.kind.as_str();
-        let count = |outcome: &'static str| {
-            crate::metrics::get()
-                .registry_artifacts
-                .get_or_create(&[("kind", kind), ("outcome", outcome)])
-                .inc();
-        };
-        let alias = alias_key(front, expected, package, version);
-        let known = match &alias {
-            None => Digest::parse(&hex::encode(&expected.bytes)).ok(),
-            Some(key) => self.aliases.alias(key).map_err(RegistryError::Cache)?,
-        };
-        if let Some(sha256) = known {
-            let store = self.fetcher.store().clone();
-            let present = tokio::task::spawn_blocking(move || store.contains(&sha256))
-                .await
-                .unwrap_or(false);
-            if present {
-                count("hit");
-                crate::metrics::get().hit(crate::metrics::route::REGISTRY);
-                return Ok(Reply::Artifact { sha256 });
-            }
-        }
-        crate::metrics::get().miss(crate::metrics::route::REGISTRY);
-        if let Some(sha256) = self.shared_artifact(expected, known).await {
-            count("shared");
-            return Ok(Reply::Artifact { sha256 });
-        }
-        if front.settings.offline {
-            return Err(RegistryError::OfflineMiss(format!("{package} {version}")));
-        }
-        let url = url()?;
-        let label = format!("{kind}:{package}@{version}");
-        match self.fetch_once(front, &url, expected, label).await {
-            Ok(sha256) => {
-                count("miss");
-                crate::metrics::get().fill(crate::metrics::route::REGISTRY);
-                self.announce_alias(expected, sha256);
-                let aliases = self.aliases.clone();
-                let url = normalised(&url);
-                tokio::task::spawn_blocking(move || {
-                    aliases.set_verified(alias.as_deref(), &url, &sha256)
-                })
-                .await
-                .map_err(|e| RegistryError::Internal(e.to_string()))?
-                .map_err(RegistryError::Cache)?;
-                Ok(Reply::Artifact { sha256 })
-            }
-            Err(ExpectedError::Mismatch { expected, received }) => {
-                count("mismatch");
-                tracing::warn!(registry = %front.settings.name, package, version, %expected, %received, "artifact digest mismatch; nothing stored");
-                Err(RegistryError::DigestMismatch {
-                    package: package.to_string(),
-                    version: version.to_string(),
-                    expected,
-                    received,
-                })
-            }
-            Err(ExpectedError::Locator(f)) => Err(RegistryError::Upstream(f)),
-        }
-    }
-}
-
-/// The alias-index key for an artifact's published digest (`None` for SHA-256, which names
-/// the entry itself). A digest that names bytes (sha512, sha384) is one key for every
-/// registry; a SHA-1 is only this registry's word for this package and version, so another
-/// registry's (or package's) SHA-1 match never answers for it.
-fn alias_key(front: &Front, expected: &Expected, package: &str, version: &str) -> Option<String> {
-    match expected.algorithm {
-        Algorithm::Sha256 => None,
-        a if a.names_bytes() => Some(expected.key()),
-        _ => Some(format!(
-            "{} {} {package}@{version}",
-            expected.key(),
-            front.settings.name
-        )),
-    }
-}
-
-pub(super) fn sha256_expected(d: &Digest) -> Expected {
-    Expected {
-        algorithm: Algorithm::Sha256,
-        bytes: d.0.to_vec(),
-    }
 }
 
 /// A URL as the WHATWG parser writes it, so one resource has one key.
-fn normalised(url: &str) -> String {
+pub(super) fn normalised(url: &str) -> String {
     url::Url::parse(url).map_or_else(|_| url.to_string(), |u| u.to_string())
 }
 

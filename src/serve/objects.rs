@@ -16,7 +16,7 @@ use super::request_error::RequestError;
 use crate::body::{empty, full};
 use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
 use crate::header_list::{field_elements, unquote};
-use crate::store::{Body, Digest, Object, Store, StoreError};
+use crate::store::{Body, Digest, Object, StoreError};
 
 /// Bytes read from disk per chunk when streaming a large entry.
 const FILE_CHUNK: usize = 256 * 1024;
@@ -82,18 +82,7 @@ pub(crate) fn fetches_through(query: Option<&str>) -> bool {
     query.is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "url"))
 }
 
-/// [`Store::get`] on a blocking thread: it opens files, may hash an adopted one, and reads
-/// small ones into memory.
-pub(crate) async fn lookup(store: &std::sync::Arc<Store>, digest: Digest) -> Option<Object> {
-    if let Some(hot) = store.memory_hit(&digest) {
-        return Some(hot);
-    }
-    let store = store.clone();
-    tokio::task::spawn_blocking(move || store.get(&digest))
-        .await
-        .ok()
-        .flatten()
-}
+pub(crate) use crate::store::lookup;
 
 /// Refuses an entry whose size is not the `size` the request claimed: a hit is checked as a
 /// fill is, so a wrong manifest is named rather than answered with other bytes than it says.
@@ -171,32 +160,7 @@ pub(crate) fn respond(
     any_origin: bool,
 ) -> Response<ProxyBody> {
     let hex = object.digest.hex();
-    let mut common = HeaderMap::with_capacity(10);
-    let mut etag = String::with_capacity(66);
-    etag.push('"');
-    etag.push_str(&hex);
-    etag.push('"');
-    if let Ok(v) = HeaderValue::from_str(&etag) {
-        common.insert(header::ETAG, v);
-    }
-    common.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=31536000, immutable"),
-    );
-    if let Ok(v) = HeaderValue::from_str(&format!("sha-256=:{}:", object.digest.base64())) {
-        common.insert(HeaderName::from_static("repr-digest"), v);
-    }
-    common.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    if any_origin {
-        common.insert(
-            header::ACCESS_CONTROL_ALLOW_ORIGIN,
-            HeaderValue::from_static("*"),
-        );
-    }
-    common.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    let common = entry_headers(&object.digest, any_origin);
     let mut base = Response::builder();
     if let Some(h) = base.headers_mut() {
         *h = common;
@@ -248,6 +212,41 @@ pub(crate) fn respond(
         }
     };
     base.body(body).unwrap_or_else(|_| Response::new(empty()))
+}
+
+/// The headers every verified entry is served with: `ETag`, immutable `Cache-Control`,
+/// `Repr-Digest`, `nosniff`, `Accept-Ranges`, and (`any_origin`) `Access-Control-Allow-Origin:
+/// *`. A stream that is still being verified gets them too: its last byte goes out only once
+/// these are true.
+pub(crate) fn entry_headers(digest: &Digest, any_origin: bool) -> HeaderMap {
+    let hex = digest.hex();
+    let mut common = HeaderMap::with_capacity(10);
+    let mut etag = String::with_capacity(66);
+    etag.push('"');
+    etag.push_str(&hex);
+    etag.push('"');
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        common.insert(header::ETAG, v);
+    }
+    common.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=31536000, immutable"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!("sha-256=:{}:", digest.base64())) {
+        common.insert(HeaderName::from_static("repr-digest"), v);
+    }
+    common.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if any_origin {
+        common.insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        );
+    }
+    common.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    common
 }
 
 /// True if `If-None-Match` names the entry whose hex digest is `hex` (or is `*`).

@@ -8,7 +8,7 @@ use http::{HeaderMap, Method, Request, Response};
 
 use super::AppContext;
 use super::body::{Decided, ProxyBody, RequestLog};
-use super::objects::{lookup, respond};
+use super::objects::{entry_headers, lookup, respond};
 use super::problem::Problem;
 use super::request_error::RequestError;
 use crate::body::{empty, full};
@@ -40,16 +40,14 @@ pub(crate) async fn handle<B>(
         })
         .ok_or(RequestError::InvalidHostHeader)?;
     let base = format!("http://{host}{prefix}");
-    let accept = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
+    let accept = joined_accept(req.headers());
     let ask = Ask {
         path,
-        accept,
+        accept: accept.as_deref(),
         base: &base,
         head: req.method() == Method::HEAD,
         query: req.uri().query(),
+        range: req.headers().contains_key(header::RANGE),
     };
     let reply = match gate.registries.handle(name, &ask).await {
         Ok(reply) => reply,
@@ -78,6 +76,18 @@ pub(crate) async fn handle<B>(
                 .ok_or(RequestError::Evicted(sha256))?;
             respond(req.method(), req.headers(), object, false)
         }
+        Served::Stored(object) => {
+            log.decision = Decided::RegistryArtifact;
+            respond(req.method(), req.headers(), object, false)
+        }
+        Served::Streamed {
+            sha256,
+            length,
+            body,
+        } => {
+            log.decision = Decided::RegistryArtifact;
+            streamed(sha256, length, body)
+        }
     };
     for name in extra.keys() {
         resp.headers_mut().remove(name);
@@ -86,6 +96,20 @@ pub(crate) async fn handle<B>(
         resp.headers_mut().append(name, value.clone());
     }
     Ok(resp)
+}
+
+/// Every `Accept` line the client sent, joined with `, ` in order (skopeo sends one line per
+/// media type; keeping only the first would ask an upstream for less than the client reads).
+/// Lines that are not visible ASCII are left out; `None` when none is left.
+fn joined_accept(headers: &HeaderMap) -> Option<String> {
+    let lines: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
+    (!lines.is_empty()).then(|| lines.join(", "))
 }
 
 /// What a reply serves, without its headers.
@@ -99,6 +123,14 @@ enum Served {
     },
     /// A stored artifact.
     Artifact(crate::store::Digest),
+    /// A stored artifact, already looked up.
+    Stored(crate::store::Object),
+    /// An artifact streamed while its fill verifies it.
+    Streamed {
+        sha256: crate::store::Digest,
+        length: u64,
+        body: crate::registry::service::StreamedBody,
+    },
 }
 
 /// What `reply` serves and the protocol's own headers around it (the outermost wins).
@@ -135,8 +167,40 @@ fn unwrapped(reply: Reply) -> (Served, HeaderMap) {
                 return (served, extra);
             }
             Reply::Artifact { sha256 } => return (Served::Artifact(sha256), extra),
+            Reply::Stored { object } => return (Served::Stored(object), extra),
+            Reply::Streamed {
+                sha256,
+                length,
+                body,
+            } => {
+                let served = Served::Streamed {
+                    sha256,
+                    length,
+                    body,
+                };
+                return (served, extra);
+            }
         }
     }
+}
+
+/// The `200` for an artifact streamed while its fill verifies it: the headers a stored entry
+/// gets ([`entry_headers`]), its announced length, and the body, which ends before its last
+/// byte unless the SHA-256 matched.
+fn streamed(
+    sha256: crate::store::Digest,
+    length: u64,
+    body: crate::registry::service::StreamedBody,
+) -> Response<ProxyBody> {
+    let mut resp = Response::new(body);
+    *resp.headers_mut() = entry_headers(&sha256, false);
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    resp
 }
 
 /// The problem response with its code as the status line's reason phrase, so clients that
@@ -206,6 +270,25 @@ fn document(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_accept_line_is_handed_over_in_order() {
+        let mut h = HeaderMap::new();
+        assert_eq!(joined_accept(&h), None);
+        h.append(header::ACCEPT, HeaderValue::from_static("a/b"));
+        assert_eq!(joined_accept(&h).as_deref(), Some("a/b"));
+        h.append(header::ACCEPT, HeaderValue::from_static("c/d, e/f;q=0.5"));
+        h.append(
+            header::ACCEPT,
+            HeaderValue::from_bytes(b"caf\xe9/x").unwrap(),
+        );
+        h.append(header::ACCEPT, HeaderValue::from_static("g/h"));
+        assert_eq!(
+            joined_accept(&h).as_deref(),
+            Some("a/b, c/d, e/f;q=0.5, g/h"),
+            "every line but the opaque one, in order"
+        );
+    }
 
     #[test]
     fn a_protocols_headers_survive_unwrapping_and_the_outermost_wins() {

@@ -5,7 +5,7 @@
 
 use http::HeaderMap;
 
-use super::manifest::{MANIFEST_TYPES, essence};
+use super::manifest::essence;
 
 /// At most this many `Accept` values are kept from one request.
 pub(crate) const MAX_ACCEPT_VALUES: usize = 64;
@@ -32,12 +32,27 @@ impl AcceptList {
         Self(values)
     }
 
-    /// Every manifest kind fetchgate reads, for its own requests (keeping an index a client
-    /// only asked for with `HEAD`).
-    pub(crate) fn every_manifest_type() -> Self {
-        Self(MANIFEST_TYPES.iter().map(|t| t.to_string()).collect())
+    /// Reads the `Accept` values the serve layer handed over (every line joined with `, `).
+    pub(crate) fn from_value(accept: Option<&str>) -> Self {
+        let mut headers = HeaderMap::new();
+        if let Some(v) = accept.and_then(|a| http::HeaderValue::from_str(a).ok()) {
+            headers.insert(http::header::ACCEPT, v);
+        }
+        Self::from_headers(&headers)
     }
 
+    #[cfg(test)]
+    /// Every manifest kind fetchgate reads.
+    pub(crate) fn every_manifest_type() -> Self {
+        Self(
+            super::manifest::MANIFEST_TYPES
+                .iter()
+                .map(|t| t.to_string())
+                .collect(),
+        )
+    }
+
+    #[cfg(test)]
     /// The values, in the order sent.
     pub(crate) fn values(&self) -> &[String] {
         &self.0
@@ -73,7 +88,9 @@ impl AcceptList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::oci::manifest::{DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST};
+    use crate::registry::oci::manifest::{
+        DOCKER_MANIFEST_LIST, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST,
+    };
 
     fn headers(lines: &[&str]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -6,7 +6,7 @@
 //! upstream's own origin, so the fetcher never sends it to a redirect elsewhere (a CDN, S3).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
@@ -16,7 +16,9 @@ use super::challenge::{
     BearerChallenge, MAX_TOKEN_RESPONSE_BYTES, bearer_challenge, parse_token_response, pull_scope,
 };
 use crate::fetch::expected::MetaResponse;
+use crate::fetch::flight::{Ask, Table};
 use crate::fetch::hops::{Credential, GetRequest};
+use crate::fetch::through::Fetcher;
 use crate::registry::service::{Front, Registries};
 
 /// The most challenges and tokens remembered (registries × repositories); past it, the
@@ -38,7 +40,9 @@ fn tokens() -> &'static Mutex<HashMap<String, (HeaderValue, Instant)>> {
 impl Registries {
     /// `front` as it must reach the upstream for `repository`: unchanged when the upstream
     /// asks for no token (or cannot be asked now: a cached answer may still serve), else with
-    /// a pull token for the upstream's own origin in place of its credential.
+    /// a pull token for the upstream's own origin in place of its credential, or with no
+    /// credential at all when the realm gave none (the `credentials_file` credential goes to
+    /// the realm only; `/v2/` is probed without it).
     pub(super) async fn authorised(&self, front: &Front, repository: &str) -> Option<Front> {
         let s = &front.settings;
         if s.offline {
@@ -62,7 +66,27 @@ impl Registries {
         let value = match cached {
             Some(v) => v,
             None => {
-                let (value, lifetime) = self.token(front, &challenge, &scope).await?;
+                // One token request per scope, however many pulls ask at once.
+                let asking = TokenAsk {
+                    fetcher: self.fetcher.clone(),
+                    registry: s.name.clone(),
+                    credential: s.credential.clone(),
+                    challenge,
+                    scope,
+                };
+                let fetch = || {
+                    let asking = asking.clone();
+                    async move { asking.run().await.ok_or(()) }
+                };
+                let Ok((value, lifetime)) = flights().tokens.fly(once(&key), fetch, |_| ()).await
+                else {
+                    // No token: the upstream is asked anonymously. The operator's credential
+                    // is for the realm, never for the registry that named it.
+                    return Some(Front {
+                        settings: s.clone(),
+                        credential: None,
+                    });
+                };
                 if let Ok(mut t) = tokens().lock() {
                     if t.len() >= MAX_REMEMBERED {
                         t.retain(|_, (_, until)| *until > now);
@@ -86,12 +110,76 @@ impl Registries {
         if let Some(known) = challenges().lock().ok()?.get(registry) {
             return known.clone();
         }
-        let url = front.settings.upstream.join("v2/").ok()?;
+        let probe = Probe {
+            fetcher: self.fetcher.clone(),
+            url: front.settings.upstream.join("v2/").ok()?,
+            registry: front.settings.name.clone(),
+        };
+        // One probe per registry, however many pulls ask at once; a failed one is not kept.
+        let fetch = || {
+            let probe = probe.clone();
+            async move { probe.run().await.ok_or(()) }
+        };
+        let found = flights()
+            .probes
+            .fly(once(registry), fetch, |_| ())
+            .await
+            .ok()?;
+        if let Ok(mut c) = challenges().lock() {
+            if c.len() >= MAX_REMEMBERED {
+                c.clear();
+            }
+            c.insert(registry.to_string(), found.clone());
+        }
+        found
+    }
+}
+
+/// A flight of the token flow, keyed by what it asks.
+type Flight<T> = Arc<Table<String, String, Result<T, ()>>>;
+
+/// The upstream requests of the token flow in flight: `/v2/` probes by registry, token
+/// requests by registry and scope.
+#[derive(Default)]
+struct Flights {
+    probes: Flight<Option<BearerChallenge>>,
+    tokens: Flight<(HeaderValue, Duration)>,
+}
+
+fn flights() -> &'static Flights {
+    static F: OnceLock<Flights> = OnceLock::new();
+    F.get_or_init(Flights::default)
+}
+
+/// A single-flight ask for `key`, which is its own one source.
+fn once(key: &str) -> Ask<String, String> {
+    Ask {
+        key: key.to_string(),
+        source: key.to_string(),
+        hedge: Duration::ZERO,
+        metrics: crate::metrics::get(),
+    }
+}
+
+/// One `/v2/` probe, owned so that it runs on its flight's task.
+#[derive(Clone)]
+struct Probe {
+    fetcher: Arc<Fetcher>,
+    url: url::Url,
+    registry: String,
+}
+
+impl Probe {
+    /// What the upstream's `/v2/` asks for (`Some(None)`: no Bearer token); `None` when it
+    /// could not be asked.
+    async fn run(self) -> Option<Option<BearerChallenge>> {
         let also = [StatusCode::UNAUTHORIZED];
         let req = GetRequest {
-            url: url.as_str(),
+            url: self.url.as_str(),
+            method: http::Method::GET,
             headers: HeaderMap::new(),
-            credential: front.credential.as_ref(),
+            // Anonymous: the challenge says where a credential may go; before it, nowhere.
+            credential: None,
             also: &also,
             max: MAX_TOKEN_RESPONSE_BYTES as u64,
             exact: None,
@@ -101,41 +189,43 @@ impl Registries {
             .await
             .ok()?
             .ok()?;
-        let found = if response.status() == StatusCode::UNAUTHORIZED {
-            let values = response
-                .headers()
-                .get_all(header::WWW_AUTHENTICATE)
-                .iter()
-                .filter_map(|v| v.to_str().ok());
-            match bearer_challenge(values) {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(registry = %front.settings.name, error = %e, "unusable upstream challenge");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        if let Ok(mut c) = challenges().lock() {
-            if c.len() >= MAX_REMEMBERED {
-                c.clear();
-            }
-            c.insert(registry.to_string(), found.clone());
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Some(None);
         }
-        found
+        let values = response
+            .headers()
+            .get_all(header::WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok());
+        match bearer_challenge(values) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(registry = %self.registry, error = %e, "unusable upstream challenge");
+                Some(None)
+            }
+        }
     }
+}
 
-    /// A pull token for `scope` from the challenge's realm, and how long it may be used.
-    async fn token(
-        &self,
-        front: &Front,
-        challenge: &BearerChallenge,
-        scope: &str,
-    ) -> Option<(HeaderValue, Duration)> {
-        let url = challenge.token_url_for(&[scope.to_string()]);
+/// One token request, owned so that it runs on its flight's task.
+#[derive(Clone)]
+struct TokenAsk {
+    fetcher: Arc<Fetcher>,
+    registry: String,
+    /// The operator's `credentials_file` credential, for the realm only.
+    credential: Option<HeaderValue>,
+    challenge: BearerChallenge,
+    scope: String,
+}
+
+impl TokenAsk {
+    /// A pull token for the scope from the challenge's realm, and how long it may be used.
+    async fn run(self) -> Option<(HeaderValue, Duration)> {
+        let url = self
+            .challenge
+            .token_url_for(std::slice::from_ref(&self.scope));
         // The operator's credential goes to the realm the upstream named, and only there.
-        let credential = front.settings.credential.clone().map(|value| Credential {
+        let credential = self.credential.clone().map(|value| Credential {
             origin: url.origin(),
             value,
         });
@@ -152,14 +242,14 @@ impl Registries {
             Ok(MetaResponse::Ok { body, .. }) => body,
             Ok(_) => return None,
             Err(f) => {
-                tracing::warn!(registry = %front.settings.name, code = f.code, detail = %f.detail, "token request failed");
+                tracing::warn!(registry = %self.registry, code = f.code, detail = %f.detail, "token request failed");
                 return None;
             }
         };
         let token = match parse_token_response(&body) {
             Ok(t) => t,
             Err(e) => {
-                tracing::warn!(registry = %front.settings.name, error = %e, "unusable token response");
+                tracing::warn!(registry = %self.registry, error = %e, "unusable token response");
                 return None;
             }
         };

@@ -93,6 +93,7 @@ fn invalid(field: &'static str, why: String) -> OciError {
 }
 
 impl BearerChallenge {
+    #[cfg(test)]
     /// The token endpoint URL for the challenge's own scopes.
     pub(crate) fn token_url(&self) -> url::Url {
         self.token_url_for(&self.scopes)

@@ -51,6 +51,13 @@ pub(crate) enum OciError {
         /// Which rule it broke.
         why: String,
     },
+    /// The upstream answered a manifest of a media type the client's `Accept` does not list
+    /// (distribution answers `404` itself in that case; an upstream that ignores `Accept` is
+    /// not followed into handing a client what it cannot read).
+    NotAccepted {
+        /// The manifest's media type.
+        media_type: String,
+    },
     /// An upstream `WWW-Authenticate` or token response fetchgate cannot use.
     InvalidChallenge {
         /// The parameter or member that failed.
@@ -73,6 +80,7 @@ impl OciError {
             OciError::ManifestTooLarge { .. } => "oci_manifest_too_large",
             OciError::InvalidManifest { .. } => "oci_manifest_invalid",
             OciError::InvalidChallenge { .. } => "oci_auth_challenge_invalid",
+            OciError::NotAccepted { .. } => "oci_manifest_not_accepted",
         }
     }
 
@@ -83,7 +91,7 @@ impl OciError {
             | OciError::InvalidTag(_)
             | OciError::InvalidDigest { .. }
             | OciError::InvalidQuery { .. } => 400,
-            OciError::NotServed(_) => 404,
+            OciError::NotServed(_) | OciError::NotAccepted { .. } => 404,
             OciError::ReadOnly { .. } => 405,
             OciError::ManifestTooLarge { .. }
             | OciError::InvalidManifest { .. }
@@ -102,6 +110,7 @@ impl OciError {
         }
     }
 
+    #[cfg(test)]
     /// The field that failed, for the problem body.
     pub(crate) fn field(&self) -> String {
         match self {
@@ -114,6 +123,7 @@ impl OciError {
             }
             OciError::ManifestTooLarge { .. } => "manifest".into(),
             OciError::InvalidManifest { field, .. } => field.clone(),
+            OciError::NotAccepted { .. } => "accept".into(),
         }
     }
 
@@ -131,6 +141,7 @@ impl OciError {
             OciError::ManifestTooLarge { .. } | OciError::InvalidManifest { .. } => {
                 Some("manifest")
             }
+            OciError::NotAccepted { .. } => Some("accept"),
         }
     }
 
@@ -155,6 +166,9 @@ impl OciError {
             }
             OciError::InvalidChallenge { .. } => {
                 "check the upstream's token service; no credential was sent anywhere"
+            }
+            OciError::NotAccepted { .. } => {
+                "list the manifest's media type in Accept, or pull the platform's manifest by digest"
             }
         }
     }
@@ -182,6 +196,10 @@ impl std::fmt::Display for OciError {
             OciError::InvalidChallenge { field, why } => {
                 write!(f, "upstream auth {field}: {why}")
             }
+            OciError::NotAccepted { media_type } => write!(
+                f,
+                "the upstream's manifest is {media_type}, which the request's Accept does not list"
+            ),
         }
     }
 }

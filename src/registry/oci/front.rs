@@ -9,16 +9,17 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 
+use super::accept::AcceptList;
 use super::error::OciError;
 use super::manifest::{self, MANIFEST_TYPES, MAX_MANIFEST_BYTES};
 use super::paths::{self, Route};
 use super::reference::{Digest, Reference, RepositoryName, is_docker_hub};
-use crate::fetch::expected::MetaResponse;
+use super::tag::CONTENT_DIGEST;
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Freshness;
 use crate::registry::names::{NameRules, Refusal};
 use crate::registry::protocol::{Handled, Protocol};
-use crate::registry::service::{Ask, Front, Registries, Reply, sha256_expected};
+use crate::registry::service::{Ask, Front, Registries, Reply};
 use crate::registry::{Kind, RegistrySettings};
 
 /// The `kind = "oci"` row of the registry-kind table: container images.
@@ -29,14 +30,8 @@ pub(crate) const PROTOCOL: Protocol = Protocol {
     handle,
 };
 
-/// What fetchgate asks an upstream for when it reads a manifest by tag: every kind it reads,
-/// so an index is kept as an index whichever client asks first.
-const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json";
-
 /// The distribution API version header a client checks on `/v2/`.
 const API_VERSION: &str = "docker-distribution-api-version";
-/// The digest of a manifest or blob, as distribution sends it.
-const CONTENT_DIGEST: &str = "docker-content-digest";
 
 /// Answers one request below an `oci` mount.
 fn handle<'a>(r: &'a Registries, front: &'a Front, ask: &'a Ask<'a>) -> Handled<'a> {
@@ -92,7 +87,7 @@ impl Registries {
                 let name = self.judge_repository(front, name)?;
                 let authed = self.authorised(front, &name).await;
                 let front = authed.as_ref().unwrap_or(front);
-                let reply = self.oci_artifact(front, &name, "blobs", &digest).await?;
+                let reply = self.blob(front, &name, &digest, ask).await?;
                 Ok(with_headers(
                     reply,
                     &[
@@ -125,9 +120,10 @@ impl Registries {
                 let name = self.judge_repository(front, name)?;
                 let authed = self.authorised(front, &name).await;
                 let front = authed.as_ref().unwrap_or(front);
-                let path = format!("v2/{name}/manifests/{}", tag.as_str());
-                let key = format!("{name}:manifest:{}", tag.as_str());
-                let (entry, freshness) = self.meta(front, &key, &path, MANIFEST_ACCEPT).await?;
+                let accept = AcceptList::from_value(ask.accept);
+                let (entry, freshness) = self
+                    .manifest_by_tag(front, &name, tag.as_str(), &accept)
+                    .await?;
                 if entry.status != 200 {
                     return Err(RegistryError::NotFound(format!(
                         "manifest {name}:{}",
@@ -140,6 +136,11 @@ impl Registries {
                     }));
                 }
                 let content_type = media_type(entry.content_type.as_deref(), &entry.body)?;
+                if !accept.accepts(&content_type) {
+                    return Err(RegistryError::Oci(OciError::NotAccepted {
+                        media_type: content_type,
+                    }));
+                }
                 let digest = Digest::of(&entry.body);
                 self.keep_manifest(&name, &digest, &entry.body).await;
                 Ok(with_headers(
@@ -201,120 +202,6 @@ impl Registries {
         }
     }
 
-    /// A manifest or blob by digest: from the store, or fetched from
-    /// `<upstream>v2/<name>/<what>/<digest>` and stored only when its SHA-256 matched.
-    async fn oci_artifact(
-        &self,
-        front: &Front,
-        name: &str,
-        what: &str,
-        digest: &Digest,
-    ) -> Result<Reply, RegistryError> {
-        let sha256 = store_digest(digest)?;
-        let upstream = front.settings.upstream.clone();
-        let path = format!("v2/{name}/{what}/{}", digest.as_str());
-        self.artifact(
-            front,
-            &sha256_expected(&sha256),
-            move || {
-                upstream
-                    .join(&path)
-                    .map(|u| u.to_string())
-                    .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))
-            },
-            name,
-            digest.as_str(),
-        )
-        .await
-    }
-
-    /// A manifest by digest: from the store, or read from the upstream (asking for every
-    /// manifest kind, as distribution answers an OCI manifest or an index only when asked for
-    /// one), at most [`MAX_MANIFEST_BYTES`], and stored only when the SHA-256 of its exact
-    /// bytes is the digest asked for.
-    async fn manifest_by_digest(
-        &self,
-        front: &Front,
-        name: &str,
-        digest: &Digest,
-    ) -> Result<Reply, RegistryError> {
-        let sha256 = store_digest(digest)?;
-        let store = self.fetcher.store().clone();
-        let present = tokio::task::spawn_blocking(move || store.contains(&sha256))
-            .await
-            .unwrap_or(false);
-        // Another instance on the shared bucket may have verified it already.
-        if present || self.fetcher.fill_from_shared(sha256).await {
-            return Ok(Reply::Artifact { sha256 });
-        }
-        if front.settings.offline {
-            return Err(RegistryError::OfflineMiss(format!(
-                "{name}@{}",
-                digest.as_str()
-            )));
-        }
-        let path = format!("v2/{name}/manifests/{}", digest.as_str());
-        let url = front
-            .settings
-            .upstream
-            .join(&path)
-            .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))?;
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::ACCEPT,
-            HeaderValue::from_static(MANIFEST_ACCEPT),
-        );
-        let answer = self
-            .fetcher
-            .get_metadata(
-                url.as_str(),
-                headers,
-                front.credential.as_ref(),
-                MAX_MANIFEST_BYTES,
-            )
-            .await;
-        let body = match answer {
-            Ok(MetaResponse::Ok { body, .. }) => body,
-            Ok(_) => {
-                return Err(RegistryError::NotFound(format!(
-                    "manifest {name}@{}",
-                    digest.as_str()
-                )));
-            }
-            Err(f) if matches!(f.code, "too_large" | "size_mismatch") => {
-                return Err(RegistryError::Oci(OciError::ManifestTooLarge {
-                    size: MAX_MANIFEST_BYTES + 1,
-                }));
-            }
-            Err(f) => return Err(RegistryError::Upstream(f)),
-        };
-        let received = crate::store::Digest::of(&body);
-        if received != sha256 {
-            crate::metrics::get()
-                .registry_artifacts
-                .get_or_create(&[("kind", PROTOCOL.name), ("outcome", "mismatch")])
-                .inc();
-            tracing::warn!(registry = %front.settings.name, repository = name, expected = digest.as_str(), received = %received.hex(), "manifest digest mismatch; nothing stored");
-            return Err(RegistryError::DigestMismatch {
-                package: name.to_string(),
-                version: digest.as_str().to_string(),
-                expected: digest.as_str().to_string(),
-                received: format!("sha256:{}", received.hex()),
-            });
-        }
-        media_type(None, &body)?;
-        let store = self.fetcher.store().clone();
-        let label = format!("oci:{name}@{}", digest.as_str());
-        let locator = crate::redact::redact_locator(url.as_str());
-        tokio::task::spawn_blocking(move || {
-            store.put_verified(sha256, &body, Some(locator), Some(label))
-        })
-        .await
-        .map_err(|e| RegistryError::Internal(e.to_string()))?
-        .map_err(|e| RegistryError::Cache(e.to_string()))?;
-        Ok(Reply::Artifact { sha256 })
-    }
-
     /// Puts a manifest read by tag in the store under its own digest (an index a client only
     /// `HEAD`s included), so the pull's next request, by digest, is a hit and not another
     /// upstream manifest `GET`. A store failure only costs that hit.
@@ -362,7 +249,10 @@ impl Registries {
 /// The media type of manifest `bytes` served with `content_type`: the upstream's, when it
 /// names a manifest kind, else what the bytes declare or imply. Bytes that are no manifest
 /// are refused.
-fn media_type(content_type: Option<&str>, bytes: &[u8]) -> Result<String, RegistryError> {
+pub(super) fn media_type(
+    content_type: Option<&str>,
+    bytes: &[u8],
+) -> Result<String, RegistryError> {
     let declared = content_type.filter(|c| MANIFEST_TYPES.contains(&manifest::essence(c).as_str()));
     let parsed = manifest::parse(declared, bytes).map_err(RegistryError::Oci)?;
     if let Some(c) = declared {
@@ -410,9 +300,8 @@ fn spellings_judged(
 }
 
 /// The store's digest for an OCI `sha256:<hex>` digest.
-fn store_digest(digest: &Digest) -> Result<crate::store::Digest, RegistryError> {
-    let hex = digest.as_str().trim_start_matches("sha256:");
-    crate::store::Digest::parse(hex).map_err(|_| {
+pub(super) fn store_digest(digest: &Digest) -> Result<crate::store::Digest, RegistryError> {
+    crate::store::Digest::parse(digest.hex()).map_err(|_| {
         RegistryError::Oci(OciError::InvalidDigest {
             digest: digest.as_str().to_string(),
             why: "is not sha256:<64 lowercase hex>",

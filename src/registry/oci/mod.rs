@@ -5,18 +5,21 @@
 //! reads manifests and indexes into descriptors within a size cap; [`accept`] keeps every
 //! `Accept` value a client sent. Failures are [`error::OciError`]s.
 //!
-//! [`front`] is the front-end itself (the `oci` row of the registry-kind table), [`auth`] its
-//! upstream Bearer token flow.
-
-// Per-client `Accept` forwarding (`accept`) and parts of the parsers are not wired in yet;
-// remove this once the front-end uses them.
-#![allow(dead_code)]
+//! [`front`] is the front-end itself (the `oci` row of the registry-kind table), [`blob`] its
+//! blobs (streamed while the fill verifies them), [`by_digest`] its manifests by digest (one
+//! upstream read per digest however many ask), [`auth`] its
+//! upstream Bearer token flow, [`tag`] manifests by tag (per `Accept` set, revalidated with
+//! `HEAD`), [`count`] the `oci` counters.
 
 pub(crate) mod accept;
 mod auth;
+mod blob;
+mod by_digest;
 pub(crate) mod challenge;
+mod count;
 pub(crate) mod error;
 pub(crate) mod front;
 pub(crate) mod manifest;
 pub(crate) mod paths;
 pub(crate) mod reference;
+mod tag;

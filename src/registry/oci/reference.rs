@@ -229,6 +229,7 @@ impl Reference {
         }
     }
 
+    #[cfg(test)]
     /// The reference as it appears in a path.
     pub(crate) fn as_str(&self) -> &str {
         match self {
