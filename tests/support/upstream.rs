@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -67,6 +67,8 @@ pub struct Upstream {
     pub seen: Arc<Mutex<Vec<Seen>>>,
     /// Once set ([`Upstream::stop`]), every connection and request is dropped unanswered.
     down: Arc<AtomicBool>,
+    /// How long each answer waits, in milliseconds ([`Upstream::slow_down`]).
+    slow: Arc<AtomicU64>,
 }
 
 impl Upstream {
@@ -112,7 +114,13 @@ impl Upstream {
         let connections = Arc::new(AtomicUsize::new(0));
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let down = Arc::new(AtomicBool::new(false));
-        let (c, s, d) = (connections.clone(), seen.clone(), down.clone());
+        let slow = Arc::new(AtomicU64::new(0));
+        let (c, s, d, w) = (
+            connections.clone(),
+            seen.clone(),
+            down.clone(),
+            slow.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -123,7 +131,7 @@ impl Upstream {
                 }
                 c.fetch_add(1, Ordering::SeqCst);
                 let local = stream.local_addr().unwrap();
-                let (reply, seen, tls) = (reply.clone(), s.clone(), tls.clone());
+                let (reply, seen, tls, slow) = (reply.clone(), s.clone(), tls.clone(), w.clone());
                 let reply: Responder = {
                     let d = d.clone();
                     Arc::new(move |path: &str| {
@@ -139,14 +147,14 @@ impl Upstream {
                 };
                 tokio::spawn(async move {
                     match tls {
-                        None => serve(TokioIo::new(stream), reply, seen, None, local).await,
+                        None => serve(TokioIo::new(stream), reply, seen, None, local, slow).await,
                         Some(cfg) => {
                             let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
                             let Ok(tls) = acceptor.accept(stream).await else {
                                 return;
                             };
                             let sni = tls.get_ref().1.server_name().map(str::to_string);
-                            serve(TokioIo::new(tls), reply, seen, sni, local).await
+                            serve(TokioIo::new(tls), reply, seen, sni, local, slow).await
                         }
                     }
                 });
@@ -157,7 +165,13 @@ impl Upstream {
             connections,
             seen,
             down,
+            slow,
         }
+    }
+
+    /// Makes every answer from now on wait `pause` first (so concurrent requests overlap).
+    pub fn slow_down(&self, pause: std::time::Duration) {
+        self.slow.store(pause.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Stops answering: from now on every new connection is closed at once and every request
@@ -181,11 +195,12 @@ async fn serve<I>(
     seen: Arc<Mutex<Vec<Seen>>>,
     sni: Option<String>,
     local: SocketAddr,
+    slow: Arc<AtomicU64>,
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let svc = service_fn(move |req: Request<Incoming>| {
-        let (reply, seen, sni) = (reply.clone(), seen.clone(), sni.clone());
+        let (reply, seen, sni, slow) = (reply.clone(), seen.clone(), sni.clone(), slow.clone());
         async move {
             seen.lock().unwrap().push(Seen {
                 method: req.method().to_string(),
@@ -194,6 +209,10 @@ async fn serve<I>(
                 sni,
                 local,
             });
+            let pause = slow.load(Ordering::SeqCst);
+            if pause > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            }
             let reply = reply(req.uri().path());
             if reply.status == DOWN {
                 return Err(std::io::Error::other("stopped"));

@@ -9,16 +9,15 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
-use http::HeaderMap;
 
 use super::dirhash::{hash_mod, hash_zip};
 use super::error::GoError;
 use super::escape::{escape_path, escape_version};
+use super::fill::{Fill, count};
 use super::paths::{self, Route, SumDbAsk, VersionFile};
 use super::settings::{GoSettings, SumDb};
-use super::verify::{VerifyError, check_mod, check_zip_bytes};
-use super::zip_rules::{MAX_GO_MOD_BYTES, MAX_ZIP_BYTES, check_zip};
-use crate::fetch::expected::MetaResponse;
+use super::verify::VerifyError;
+use super::zip_rules::check_zip;
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Freshness;
 use crate::registry::protocol::{Handled, Protocol};
@@ -40,7 +39,7 @@ fn handle<'a>(r: &'a Registries, front: &'a Front, ask: &'a Ask<'a>) -> Handled<
 }
 
 /// A go failure as a registry failure.
-fn go_err(e: GoError) -> RegistryError {
+pub(super) fn go_err(e: GoError) -> RegistryError {
     match e {
         // A hash that is not the database's is every registry's `digest_mismatch`.
         GoError::Verify(VerifyError::DigestMismatch {
@@ -145,18 +144,12 @@ impl Registries {
         file: VersionFile,
     ) -> Result<Reply, RegistryError> {
         let ext = file.extension();
-        let index_key = format!("go {} {module}@{version}.{ext}", front.settings.name);
-        let count = |outcome: &'static str| {
-            crate::metrics::get()
-                .registry_artifacts
-                .get_or_create(&[("kind", PROTOCOL.name), ("outcome", outcome)])
-                .inc();
-        };
+        let registry = front.settings.name.as_str();
+        let index_key = Fill::index_key(registry, module, version, ext);
         let aliases = self.aliases.clone();
         let store = self.fetcher.store().clone();
-        let k = index_key.clone();
         let known = tokio::task::spawn_blocking(move || {
-            let sha = aliases.alias(&k).ok().flatten()?;
+            let sha = aliases.alias(&index_key).ok().flatten()?;
             Some((sha, store.contains(&sha)))
         })
         .await
@@ -192,62 +185,18 @@ impl Registries {
             .upstream
             .join(&path)
             .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))?;
-        let max = match file {
-            VersionFile::Zip => MAX_ZIP_BYTES.min(self.fetcher.store().settings().max_object_bytes),
-            _ => MAX_GO_MOD_BYTES,
+        let fill = Fill {
+            fetcher: self.fetcher.clone(),
+            aliases: self.aliases.clone(),
+            registry: registry.to_string(),
+            url,
+            credential: front.credential.clone(),
+            module: module.to_string(),
+            version: version.to_string(),
+            file,
+            want,
         };
-        let body = match self
-            .fetcher
-            .get_metadata(
-                url.as_str(),
-                HeaderMap::new(),
-                front.credential.as_ref(),
-                max,
-            )
-            .await
-        {
-            Ok(MetaResponse::Ok { body, .. }) => body,
-            Ok(_) => return Err(RegistryError::NotFound(format!("{module}@{version}.{ext}"))),
-            Err(f) if matches!(f.code, "too_large" | "size_mismatch") => {
-                return Err(RegistryError::MetadataTooLarge { path, limit: max });
-            }
-            Err(f) => return Err(RegistryError::Upstream(f)),
-        };
-        let pin_key = format!("go-h1 {} {module}@{version}.{ext}", front.settings.name);
-        let (m, v, b) = (module.to_string(), version.to_string(), body.clone());
-        let aliases = self.aliases.clone();
-        let checked = tokio::task::spawn_blocking(move || match want {
-            Some(want) => match file {
-                VersionFile::Zip => check_zip_bytes(&m, &v, &b, &want),
-                _ => check_mod(&m, &v, &b, &want),
-            },
-            None => pinned(&aliases, &pin_key, &m, &v, file, &b),
-        })
-        .await
-        .map_err(|e| RegistryError::Internal(e.to_string()))?;
-        if let Err(e) = checked {
-            count("mismatch");
-            tracing::warn!(registry = %front.settings.name, module, version, file = ext, error = %e, "go module refused; nothing stored");
-            return Err(go_err(GoError::Verify(e)));
-        }
-        let sha256 = Digest::of(&body);
-        let store = self.fetcher.store().clone();
-        let aliases = self.aliases.clone();
-        let label = format!("go:{module}@{version}.{ext}");
-        let locator = crate::redact::redact_locator(url.as_str());
-        tokio::task::spawn_blocking(move || {
-            if !store.contains(&sha256) {
-                store
-                    .put_verified(sha256, &body, Some(locator), Some(label))
-                    .map_err(|e| e.to_string())?;
-            }
-            aliases.set_alias(&index_key, &sha256)
-        })
-        .await
-        .map_err(|e| RegistryError::Internal(e.to_string()))?
-        .map_err(RegistryError::Cache)?;
-        count("miss");
-        crate::metrics::get().fill(crate::metrics::route::REGISTRY);
+        let sha256 = fill.fly().await?;
         Ok(Reply::Artifact { sha256 })
     }
 
@@ -332,7 +281,7 @@ fn escaped_v(version: &str) -> Result<String, RegistryError> {
 
 /// With `sumdb = "off"`: the bytes' `h1:` must be the first one seen for this file, which is
 /// pinned when there is none (go.sum's trust on first use). Blocking.
-fn pinned(
+pub(super) fn pinned(
     aliases: &crate::registry::aliases::Aliases,
     pin_key: &str,
     module: &str,

@@ -1,0 +1,163 @@
+//! A `.mod` or `.zip` miss: one upstream read for every concurrent asker of the same module
+//! version from the same registry (one single flight, [`crate::fetch::flight`]), checked
+//! against the `h1:` the checksum database recorded (or the pinned first one with
+//! `sumdb = "off"`), and stored by SHA-256 only then. The read runs on its flight's own task,
+//! so a client that leaves never cancels it for the others.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use http::HeaderMap;
+
+use super::error::GoError;
+use super::front::{PROTOCOL, go_err, pinned};
+use super::paths::VersionFile;
+use super::verify::{check_mod, check_zip_bytes};
+use super::zip_rules::{MAX_GO_MOD_BYTES, MAX_ZIP_BYTES};
+use crate::fetch::expected::MetaResponse;
+use crate::fetch::flight::{Ask, Table};
+use crate::fetch::hops::Credential;
+use crate::fetch::through::Fetcher;
+use crate::registry::aliases::Aliases;
+use crate::registry::error::RegistryError;
+use crate::store::Digest;
+
+/// Module file reads in flight, by registry and module version file.
+type Flights = Table<String, String, Result<Digest, RegistryError>>;
+
+fn flights() -> &'static Arc<Flights> {
+    static F: OnceLock<Arc<Flights>> = OnceLock::new();
+    F.get_or_init(Arc::default)
+}
+
+/// One upstream read of a module version's `.mod` or `.zip`, owned so that it runs on its
+/// flight's task.
+#[derive(Clone)]
+pub(super) struct Fill {
+    /// The fetcher (decided, pinned) and the store behind it.
+    pub(super) fetcher: Arc<Fetcher>,
+    /// The alias index: `module@version.ext` → SHA-256, and the `sumdb = "off"` pins.
+    pub(super) aliases: Arc<Aliases>,
+    /// The registry's name.
+    pub(super) registry: String,
+    /// The upstream URL of the file.
+    pub(super) url: url::Url,
+    /// The registry's own credential, if any.
+    pub(super) credential: Option<Credential>,
+    /// The module path, unescaped.
+    pub(super) module: String,
+    /// The version.
+    pub(super) version: String,
+    /// Which file.
+    pub(super) file: VersionFile,
+    /// The `h1:` the database recorded; `None` with `sumdb = "off"` (pin on first use).
+    pub(super) want: Option<String>,
+}
+
+impl Fill {
+    /// The alias-index key naming this file's SHA-256.
+    pub(super) fn index_key(registry: &str, module: &str, version: &str, ext: &str) -> String {
+        format!("go {registry} {module}@{version}.{ext}")
+    }
+
+    /// Fetches, checks and stores the file once for every concurrent asker.
+    pub(super) async fn fly(self) -> Result<Digest, RegistryError> {
+        let ext = self.file.extension();
+        let key = Self::index_key(&self.registry, &self.module, &self.version, ext);
+        let ask = Ask {
+            key: key.clone(),
+            source: format!("{} {}", self.registry, self.url),
+            hedge: Duration::ZERO,
+            metrics: crate::metrics::get(),
+        };
+        let fetch = || {
+            let fill = self.clone();
+            async move { fill.run().await }
+        };
+        flights()
+            .fly(ask, fetch, |why| RegistryError::Internal(why.into()))
+            .await
+    }
+
+    /// Reads the exact upstream bytes, checks their `h1:`, stores them and records their
+    /// SHA-256 under the module version; nothing is stored when a check fails.
+    async fn run(self) -> Result<Digest, RegistryError> {
+        let ext = self.file.extension();
+        let (module, version) = (self.module.as_str(), self.version.as_str());
+        let max = match self.file {
+            VersionFile::Zip => MAX_ZIP_BYTES.min(self.fetcher.store().settings().max_object_bytes),
+            _ => MAX_GO_MOD_BYTES,
+        };
+        let body = match self
+            .fetcher
+            .get_metadata(
+                self.url.as_str(),
+                HeaderMap::new(),
+                self.credential.as_ref(),
+                max,
+            )
+            .await
+        {
+            Ok(MetaResponse::Ok { body, .. }) => body,
+            Ok(_) => return Err(RegistryError::NotFound(format!("{module}@{version}.{ext}"))),
+            Err(f) if matches!(f.code, "too_large" | "size_mismatch") => {
+                return Err(RegistryError::MetadataTooLarge {
+                    path: self.url.path().to_string(),
+                    limit: max,
+                });
+            }
+            Err(f) => return Err(RegistryError::Upstream(f)),
+        };
+        let pin_key = format!("go-h1 {} {module}@{version}.{ext}", self.registry);
+        let (m, v, b, file, want) = (
+            self.module.clone(),
+            self.version.clone(),
+            body.clone(),
+            self.file,
+            self.want.clone(),
+        );
+        let aliases = self.aliases.clone();
+        let checked = tokio::task::spawn_blocking(move || match want {
+            Some(want) => match file {
+                VersionFile::Zip => check_zip_bytes(&m, &v, &b, &want),
+                _ => check_mod(&m, &v, &b, &want),
+            },
+            None => pinned(&aliases, &pin_key, &m, &v, file, &b),
+        })
+        .await
+        .map_err(|e| RegistryError::Internal(e.to_string()))?;
+        if let Err(e) = checked {
+            count("mismatch");
+            tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module refused; nothing stored");
+            return Err(go_err(GoError::Verify(e)));
+        }
+        let sha256 = Digest::of(&body);
+        let store = self.fetcher.store().clone();
+        let aliases = self.aliases.clone();
+        let index_key = Self::index_key(&self.registry, module, version, ext);
+        let label = format!("go:{module}@{version}.{ext}");
+        let locator = crate::redact::redact_locator(self.url.as_str());
+        tokio::task::spawn_blocking(move || {
+            if !store.contains(&sha256) {
+                store
+                    .put_verified(sha256, &body, Some(locator), Some(label))
+                    .map_err(|e| e.to_string())?;
+            }
+            aliases.set_alias(&index_key, &sha256)
+        })
+        .await
+        .map_err(|e| RegistryError::Internal(e.to_string()))?
+        .map_err(RegistryError::Cache)?;
+        count("miss");
+        crate::metrics::get().fill(crate::metrics::route::REGISTRY);
+        Ok(sha256)
+    }
+}
+
+/// Counts one go artifact request by outcome.
+pub(super) fn count(outcome: &'static str) {
+    crate::metrics::get()
+        .registry_artifacts
+        .get_or_create(&[("kind", PROTOCOL.name), ("outcome", outcome)])
+        .inc();
+}
