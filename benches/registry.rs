@@ -3,6 +3,9 @@
 //! stored), and through fetchgate warm (every tarball a hit). Each npm run starts with an
 //! empty npm cache and no node_modules, so only the registry path differs.
 //!
+//! Each row also counts the upstream requests its install made (a figure that does not drift
+//! with machine load): a cold install through fetchgate should make exactly the direct ones.
+//!
 //! Run: `cargo bench --bench registry` (ROUNDS=3 by default). With PIN=1 (the default when
 //! `taskset` exists and the machine has two cores or more), npm runs on core 0 and this
 //! process (upstream and fetchgate) on core 1. Loopback only.
@@ -103,6 +106,14 @@ async fn install(registry: &str, work: &Path, pin: bool) -> Duration {
     took
 }
 
+/// Upstream requests one install made, each way.
+#[derive(Default)]
+struct Asked {
+    direct: usize,
+    cold: usize,
+    warm: usize,
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -129,21 +140,31 @@ async fn main() {
     );
     let scratch = tempfile::tempdir().unwrap();
     let (mut direct, mut cold, mut warm) = (Vec::new(), Vec::new(), Vec::new());
+    // Upstream requests per install (the last round's; they do not vary between rounds).
+    let mut asked = Asked::default();
     for round in 0..rounds {
+        let seen = reg.requests().len();
         direct.push(install(&reg.base(), &scratch.path().join("direct"), pin).await);
+        asked.direct = reg.requests().len() - seen;
         let fg = Gatekeeper::start(&reg, &registry_toml).await;
-        let before = reg.requests_ending(".tgz");
+        let (seen, before) = (reg.requests().len(), reg.requests_ending(".tgz"));
         cold.push(install(&fg.url("npm"), &scratch.path().join("cold"), pin).await);
+        asked.cold = reg.requests().len() - seen;
         let fetched = reg.requests_ending(".tgz") - before;
+        let seen = reg.requests().len();
         warm.push(install(&fg.url("npm"), &scratch.path().join("warm"), pin).await);
+        asked.warm = reg.requests().len() - seen;
         let refetched = reg.requests_ending(".tgz") - before - fetched;
         assert_eq!(refetched, 0, "a warm install fetched tarballs upstream");
         eprintln!(
-            "round {}: direct {:?}, cold {:?} ({fetched} tarballs fetched), warm {:?} (0 fetched)",
+            "round {}: direct {:?} ({} upstream requests), cold {:?} ({} requests, {fetched} tarballs), warm {:?} ({} requests)",
             round + 1,
             direct[round],
+            asked.direct,
             cold[round],
-            warm[round]
+            asked.cold,
+            warm[round],
+            asked.warm,
         );
     }
     let (d, c, w) = (median(direct), median(cold), median(warm));
@@ -156,20 +177,23 @@ async fn main() {
             ""
         }
     );
-    println!("| path | time | vs direct |");
-    println!("|---|---|---|");
+    println!("| path | time | vs direct | upstream requests |");
+    println!("|---|---|---|---|");
     println!(
-        "| straight from the loopback upstream | {:.2} s | 1.00 |",
-        d.as_secs_f64()
+        "| straight from the loopback upstream | {:.2} s | 1.00 | {} |",
+        d.as_secs_f64(),
+        asked.direct
     );
     println!(
-        "| through fetchgate, cold (fetch, verify, store) | {:.2} s | {:.2} |",
+        "| through fetchgate, cold (fetch, verify, store) | {:.2} s | {:.2} | {} |",
         c.as_secs_f64(),
-        c.as_secs_f64() / d.as_secs_f64()
+        c.as_secs_f64() / d.as_secs_f64(),
+        asked.cold
     );
     println!(
-        "| through fetchgate, warm (all hits) | {:.2} s | {:.2} |",
+        "| through fetchgate, warm (all hits) | {:.2} s | {:.2} | {} |",
         w.as_secs_f64(),
-        w.as_secs_f64() / d.as_secs_f64()
+        w.as_secs_f64() / d.as_secs_f64(),
+        asked.warm
     );
 }

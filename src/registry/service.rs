@@ -236,7 +236,7 @@ impl Registries {
             .upstream
             .join(path)
             .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))?;
-        let key = format!("{}:{}:{key}", s.kind.as_str(), s.name);
+        let key = meta_key(front, key);
         let fetcher = &self.fetcher;
         let credential = front.credential.as_ref();
         let limit = s.max_metadata_bytes;
@@ -297,6 +297,12 @@ impl Registries {
                 failure: Box::new(failure),
             }),
         }
+    }
+
+    /// The `200` document cached under `key` (as [`Self::meta`] names it), whatever its age,
+    /// without asking the upstream.
+    pub(super) async fn cached_meta(&self, front: &Front, key: &str) -> Option<Arc<Entry>> {
+        self.metadata.cached(&meta_key(front, key)).await
     }
 
     /// The document `rewrite` makes of `entry` for this client-visible `variant`: made once
@@ -459,6 +465,12 @@ pub(super) fn sha256_expected(d: &Digest) -> Expected {
         algorithm: Algorithm::Sha256,
         bytes: d.0.to_vec(),
     }
+}
+
+/// The metadata cache's key for this registry's `key`.
+fn meta_key(front: &Front, key: &str) -> String {
+    let s = &front.settings;
+    format!("{}:{}:{key}", s.kind.as_str(), s.name)
 }
 
 /// A URL as the WHATWG parser writes it, so one resource has one key.
