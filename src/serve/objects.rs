@@ -16,6 +16,7 @@ use super::request_error::RequestError;
 use crate::body::{empty, full};
 use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
 use crate::header_list::{field_elements, unquote};
+use crate::shared::FirstRead;
 use crate::store::{Body, Digest, Object, Store, StoreError};
 
 /// Bytes read from disk per chunk when streaming a large entry.
@@ -47,14 +48,8 @@ pub(crate) async fn handle<B>(
         None => {
             metrics.miss(crate::metrics::route::OBJECT);
             let Some(wanted) = wanted else {
-                if fetcher.fill_from_shared(digest).await
-                    && let Some(object) = lookup(store, digest).await
-                {
-                    same_size(&object, claimed)?;
-                    let any_origin = !gate.registries.credentialed(&digest);
-                    return Ok(respond(req.method(), req.headers(), object, any_origin));
-                }
-                return Err(RequestError::NotInCache(digest).into());
+                // Boxed so that the hit path's future stays small (see `proxy::route`).
+                return Box::pin(from_shared(gate, req, digest, claimed)).await;
             };
             log.decision = Decided::FetchThrough;
             // Boxed so that the hit path's future stays small (see `proxy::route`).
@@ -74,6 +69,59 @@ pub(crate) async fn handle<B>(
     // nor bytes a registry fetched with its credentials.
     let any_origin = req.uri().query().is_none() && !gate.registries.credentialed(&digest);
     Ok(respond(req.method(), req.headers(), object, any_origin))
+}
+
+/// A miss with no mirrors to try: the shared tier's object, if it has one. A plain `GET` is
+/// served while the bucket's bytes are verified ([`FirstRead`]); a `HEAD`, a `Range` or a
+/// conditional request waits for the local fill and is answered from it.
+async fn from_shared<B>(
+    gate: &AppContext,
+    req: &Request<B>,
+    digest: Digest,
+    claimed: Option<u64>,
+) -> Result<Response<ProxyBody>, Problem> {
+    let fetcher = &gate.fetcher;
+    let store = fetcher.store();
+    let any_origin = !gate.registries.credentialed(&digest);
+    let plain = req.method() == Method::GET
+        && !req.headers().contains_key(header::RANGE)
+        && !req.headers().contains_key(header::IF_NONE_MATCH);
+    let filled = if plain {
+        match fetcher.first_read_from_shared(digest).await {
+            FirstRead::Whole(bytes) => {
+                let object = Object {
+                    digest,
+                    size: bytes.len() as u64,
+                    body: Body::Memory(bytes),
+                };
+                same_size(&object, claimed)?;
+                return Ok(respond(req.method(), req.headers(), object, any_origin));
+            }
+            FirstRead::Streaming { size, chunks } => {
+                let object = Object {
+                    digest,
+                    size,
+                    body: Body::Memory(Bytes::new()),
+                };
+                same_size(&object, claimed)?;
+                // The head a `GET` of the entry has (`HEAD` gives it without a body), over the
+                // verifying stream.
+                let head = respond(&Method::HEAD, req.headers(), object, any_origin);
+                return Ok(head.map(|_| StreamBody::new(FramesOf(chunks)).boxed()));
+            }
+            FirstRead::Published => true,
+            FirstRead::Missed => false,
+        }
+    } else {
+        fetcher.fill_from_shared(digest).await
+    };
+    match lookup(store, digest).await {
+        Some(object) if filled => {
+            same_size(&object, claimed)?;
+            Ok(respond(req.method(), req.headers(), object, any_origin))
+        }
+        _ => Err(RequestError::NotInCache(digest).into()),
+    }
 }
 
 /// True if the query asks for a fetch-through (names at least one `url`): the request may
@@ -302,6 +350,21 @@ fn futures_stream(
 }
 
 struct ReceiverStream<T>(tokio::sync::mpsc::Receiver<T>);
+
+/// Chunks from a channel as body frames, an error as the body's error.
+struct FramesOf(tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>);
+
+impl futures_core::Stream for FramesOf {
+    type Item = Result<Frame<Bytes>, BoxError>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0
+            .poll_recv(cx)
+            .map(|c| c.map(|c| c.map(Frame::data).map_err(|e| -> BoxError { Box::new(e) })))
+    }
+}
 
 impl<T> futures_core::Stream for ReceiverStream<T> {
     type Item = T;

@@ -13,7 +13,7 @@ use crate::store::{Digest, Store};
 
 /// Fills from the bucket in flight, by digest: each a channel that says whether it published.
 #[derive(Debug, Default)]
-pub(crate) struct Fills(Mutex<HashMap<Digest, watch::Receiver<Option<bool>>>>);
+pub(crate) struct Fills(pub(super) Mutex<HashMap<Digest, watch::Receiver<Option<bool>>>>);
 
 impl SharedTier {
     /// [`SharedTier::fill`] with no expected size, shared by every concurrent caller for
