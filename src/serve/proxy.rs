@@ -199,7 +199,7 @@ fn registry_target<'p>(
     // npm rewrites a lockfile's registry.npmjs.org tarball URLs onto the configured
     // registry's origin and drops its path (`/registry/npm/`): with one npm registry, such a
     // tarball path on the proxy listener can only be meant for it.
-    let tarball = path.contains("/-/") && path.ends_with(".tgz");
+    let tarball = path.ends_with(".tgz") && path.contains("/-/");
     if tarball && let Some(name) = gate.registries.only_npm() {
         let prefix = format!("/registry/{name}/");
         return Some((name, path, prefix));
