@@ -18,10 +18,11 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use sha2::{Digest as _, Sha256};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use super::SharedTier;
 use super::client::{BucketError, Chunks};
+use super::flight::{Turn, waited};
 use crate::store::{Digest, Fill, FillError, FillSink, Store};
 
 /// Chunks queued between the bucket reader and a streaming client.
@@ -46,23 +47,6 @@ pub(crate) enum FirstRead {
     Missed,
 }
 
-/// The leader's side of one bucket read shared by concurrent callers.
-struct Flight {
-    tier: Arc<SharedTier>,
-    digest: Digest,
-    done: watch::Sender<Option<bool>>,
-}
-
-impl Flight {
-    /// Takes the read off the table and tells every waiter whether it published.
-    fn land(self, published: bool) {
-        if let Ok(mut fills) = self.tier.fills.0.lock() {
-            fills.remove(&self.digest);
-        }
-        self.done.send_replace(Some(published));
-    }
-}
-
 impl SharedTier {
     /// Reads `digest` (at most `max` bytes) from the bucket for one client, serving it while
     /// it is verified; see the module documentation. Never fails: every failure is
@@ -73,46 +57,26 @@ impl SharedTier {
         digest: Digest,
         max: u64,
     ) -> FirstRead {
-        let waiting = {
-            let Ok(mut fills) = self.fills.0.lock() else {
-                return FirstRead::Missed;
-            };
-            match fills.get(&digest) {
-                Some(rx) => Ok(rx.clone()),
-                None if store.contains_verified(&digest) => return FirstRead::Published,
-                None => {
-                    let (done, rx) = watch::channel(None);
-                    fills.insert(digest, rx);
-                    let flight = Flight {
-                        tier: self.clone(),
-                        digest,
-                        done,
-                    };
-                    let (answer, answered) = oneshot::channel();
-                    let (tier, store) = (self.clone(), store.clone());
-                    // Its own task: a client that leaves stops nobody else's read.
-                    tokio::spawn(async move {
-                        let published = tier.lead(&store, digest, max, answer).await;
-                        flight.land(published);
-                    });
-                    Err(answered)
+        match self.turn(store, digest) {
+            Turn::Published => FirstRead::Published,
+            Turn::Unavailable => FirstRead::Missed,
+            Turn::Wait(rx) => {
+                if waited(rx).await {
+                    FirstRead::Published
+                } else {
+                    FirstRead::Missed
                 }
             }
-        };
-        let mut waiting = match waiting {
-            Ok(rx) => rx,
-            Err(answered) => return answered.await.unwrap_or(FirstRead::Missed),
-        };
-        let published = waiting
-            .wait_for(Option::is_some)
-            .await
-            .ok()
-            .and_then(|v| *v)
-            .unwrap_or(false);
-        if published {
-            FirstRead::Published
-        } else {
-            FirstRead::Missed
+            Turn::Lead(landing) => {
+                let (answer, answered) = oneshot::channel();
+                let (tier, store) = (self.clone(), store.clone());
+                // Its own task: a client that leaves stops nobody else's read.
+                tokio::spawn(async move {
+                    let published = tier.lead(&store, digest, max, answer).await;
+                    landing.land(published);
+                });
+                answered.await.unwrap_or(FirstRead::Missed)
+            }
         }
     }
 
