@@ -73,6 +73,17 @@ fn filler_tarball(name: &str, deps: &[(&str, &str)]) -> Vec<u8> {
     ])
 }
 
+/// `program` as a client run: on core 0 when pinned.
+fn client(program: &str, pin: bool) -> tokio::process::Command {
+    if pin {
+        let mut c = tokio::process::Command::new("taskset");
+        c.args(["-c", "0", program]);
+        c
+    } else {
+        tokio::process::Command::new(program)
+    }
+}
+
 async fn install(registry: &str, work: &Path, pin: bool) -> Duration {
     let _ = std::fs::remove_dir_all(work);
     std::fs::create_dir_all(work.join("proj")).unwrap();
@@ -82,13 +93,7 @@ async fn install(registry: &str, work: &Path, pin: bool) -> Duration {
     )
     .unwrap();
     std::fs::write(work.join("npmrc"), "").unwrap();
-    let mut cmd = if pin {
-        let mut c = tokio::process::Command::new("taskset");
-        c.args(["-c", "0", "npm"]);
-        c
-    } else {
-        tokio::process::Command::new("npm")
-    };
+    let mut cmd = client("npm", pin);
     cmd.current_dir(work.join("proj"))
         .args(["install", "bench-app", "--registry", registry])
         .arg("--userconfig")
@@ -139,13 +144,7 @@ fn publish_wheels(reg: &FakeRegistry) {
 async fn pip_install(index: &str, work: &Path, pin: bool) -> Duration {
     let _ = std::fs::remove_dir_all(work);
     std::fs::create_dir_all(work).unwrap();
-    let mut cmd = if pin {
-        let mut c = tokio::process::Command::new("taskset");
-        c.args(["-c", "0", "pip"]);
-        c
-    } else {
-        tokio::process::Command::new("pip")
-    };
+    let mut cmd = client("pip", pin);
     cmd.current_dir(work)
         .args(["install", "--index-url", index, "--target"])
         .arg(work.join("t"))
