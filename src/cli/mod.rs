@@ -4,6 +4,7 @@ pub mod cache;
 pub mod check;
 pub mod config_check;
 pub mod fetch;
+pub mod log_time;
 pub mod love;
 pub(crate) mod output;
 pub mod pack;

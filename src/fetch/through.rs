@@ -20,7 +20,7 @@ use crate::decide::trust_hint::RefusedDestination;
 use crate::errors::Origin;
 use crate::metrics::Metrics;
 use crate::redact::redact_locator;
-use crate::shared::SharedTier;
+use crate::shared::{FirstRead, SharedTier};
 use crate::store::{Digest, FillError, FillSink, Store, StoreError};
 
 /// Most mirrors one request (a `/sha256/` fetch-through, a manifest) may name: each is a
@@ -221,6 +221,18 @@ impl Fetcher {
                 tier.fill_shared(&self.store, digest, max).await
             }
             None => false,
+        }
+    }
+
+    /// A plain `GET /sha256/` miss with no mirrors, served from the shared tier while it is
+    /// verified ([`SharedTier::first_read`]); [`FirstRead::Missed`] without a shared tier.
+    pub(crate) async fn first_read_from_shared(&self, digest: Digest) -> FirstRead {
+        match &self.shared {
+            Some(tier) => {
+                let max = self.store.settings().max_object_bytes;
+                tier.first_read(&self.store, digest, max).await
+            }
+            None => FirstRead::Missed,
         }
     }
 

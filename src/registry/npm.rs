@@ -227,34 +227,67 @@ impl Registries {
             }
             Request::Tarball { name, file } => {
                 self.judge(front, &name)?;
-                let accept = "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8";
-                let (entry, _) = self
-                    .meta(
-                        front,
-                        &format!("{name}:abbreviated"),
-                        &npm_path(&name),
-                        accept,
-                    )
-                    .await?;
-                if entry.status != 200 {
-                    return Err(RegistryError::NotFound(format!("package {name}")));
-                }
-                let (source, wanted) = (entry.clone(), file.clone());
-                let dist = self
-                    .parsed(entry.body.len(), move || find_dist(&source.body, &wanted))
-                    .await?
-                    .ok_or_else(|| RegistryError::NotFound(format!("tarball {file} of {name}")))?;
-                let expected =
-                    Expected::from_npm_dist(dist.integrity.as_deref(), dist.shasum.as_deref())
-                        .ok_or_else(|| RegistryError::NoDigest {
-                            package: format!("{name}@{}", dist.version),
-                        })?;
+                let (dist, expected) = self.tarball_dist(front, &name, &file).await?;
                 let tarball = dist.tarball.clone();
                 self.artifact(front, &expected, || Ok(tarball), &name, &dist.version)
                     .await
             }
             Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),
         }
+    }
+}
+
+/// The packument forms kept in the metadata cache, the smaller first.
+const FORMS: [&str; 2] = ["abbreviated", "full"];
+
+impl Registries {
+    /// The distribution of `name`'s tarball `file` and the digest it names. A published
+    /// version's digest never changes, so whichever packument form is cached (whatever its
+    /// age) answers; only when none names the file is the abbreviated form had through the
+    /// metadata cache (asking the upstream when that form is not fresh).
+    async fn tarball_dist(
+        &self,
+        front: &Front,
+        name: &str,
+        file: &str,
+    ) -> Result<(Dist, Expected), RegistryError> {
+        for form in FORMS {
+            let Some(entry) = self.cached_meta(front, &format!("{name}:{form}")).await else {
+                continue;
+            };
+            let wanted = file.to_string();
+            let size = entry.body.len();
+            if let Ok(Some(dist)) = self
+                .parsed(size, move || find_dist(&entry.body, &wanted))
+                .await
+                && let Some(expected) =
+                    Expected::from_npm_dist(dist.integrity.as_deref(), dist.shasum.as_deref())
+            {
+                return Ok((dist, expected));
+            }
+        }
+        let accept = "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8";
+        let (entry, _) = self
+            .meta(
+                front,
+                &format!("{name}:abbreviated"),
+                &npm_path(name),
+                accept,
+            )
+            .await?;
+        if entry.status != 200 {
+            return Err(RegistryError::NotFound(format!("package {name}")));
+        }
+        let (source, wanted) = (entry.clone(), file.to_string());
+        let dist = self
+            .parsed(entry.body.len(), move || find_dist(&source.body, &wanted))
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(format!("tarball {file} of {name}")))?;
+        let expected = Expected::from_npm_dist(dist.integrity.as_deref(), dist.shasum.as_deref())
+            .ok_or_else(|| RegistryError::NoDigest {
+            package: format!("{name}@{}", dist.version),
+        })?;
+        Ok((dist, expected))
     }
 }
 

@@ -333,7 +333,7 @@ impl Registries {
         Fut: std::future::Future<Output = Result<Answer, LocatorFailure>>,
     {
         let s = &front.settings;
-        let key = format!("{}:{}:{key}", s.kind.as_str(), s.name);
+        let key = meta_key(front, key);
         let limit = s.max_metadata_bytes;
         let ageing = Ageing {
             ttl: s.metadata_ttl,
@@ -375,6 +375,12 @@ impl Registries {
         }
     }
 
+    /// The `200` document cached under `key` (as [`Self::meta`] names it), whatever its age,
+    /// without asking the upstream.
+    pub(super) async fn cached_meta(&self, front: &Front, key: &str) -> Option<Arc<Entry>> {
+        self.metadata.cached(&meta_key(front, key)).await
+    }
+
     /// The document `rewrite` makes of `entry` for this client-visible `variant`: made once
     /// per entry (off the async workers, within the metadata memory budget) and kept.
     pub(super) async fn rewritten<F>(
@@ -409,6 +415,12 @@ impl Registries {
             .and_then(|r| r)
             .map_err(RegistryError::BadMetadata)
     }
+}
+
+/// The metadata cache's key for this registry's `key`.
+fn meta_key(front: &Front, key: &str) -> String {
+    let s = &front.settings;
+    format!("{}:{}:{key}", s.kind.as_str(), s.name)
 }
 
 /// A URL as the WHATWG parser writes it, so one resource has one key.

@@ -165,7 +165,7 @@ impl Observer for LogLine {
         super::status::note(l.kind.as_str(), l.reason, l.status, &l.locator);
         tracing::info!(
             target: "fetchgate::request",
-            client = %l.client,
+            client = %ClientAddr(l.client),
             method = %l.method,
             locator = %l.locator,
             decision = l.decision.as_str(),
@@ -181,9 +181,67 @@ impl Observer for LogLine {
     }
 }
 
+/// A client address as `SocketAddr`'s `Display` writes it; an IPv4 one is put together on
+/// the stack and written at once (the access log writes one per request).
+struct ClientAddr(std::net::SocketAddr);
+
+impl std::fmt::Display for ClientAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let std::net::SocketAddr::V4(a) = self.0 else {
+            return self.0.fmt(f);
+        };
+        let mut buf = [0u8; 21];
+        let mut n = 0;
+        for (i, octet) in a.ip().octets().into_iter().enumerate() {
+            if i > 0 {
+                buf[n] = b'.';
+                n += 1;
+            }
+            n += decimal(&mut buf[n..], u32::from(octet));
+        }
+        buf[n] = b':';
+        n += 1;
+        n += decimal(&mut buf[n..], u32::from(a.port()));
+        f.write_str(std::str::from_utf8(&buf[..n]).unwrap_or_default())
+    }
+}
+
+/// Writes `v` in decimal at the start of `out` (room for five digits at least); its length.
+fn decimal(out: &mut [u8], mut v: u32) -> usize {
+    let mut digits = [0u8; 10];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - i;
+    out[..len].copy_from_slice(&digits[i..]);
+    len
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The access log's client address is the one `SocketAddr` writes.
+    #[test]
+    fn client_addresses_are_written_as_socket_addr_writes_them() {
+        for a in [
+            "127.0.0.1:3128",
+            "0.0.0.0:0",
+            "255.255.255.255:65535",
+            "10.20.30.40:9",
+            "[::1]:443",
+            "[2001:db8::1]:8080",
+        ] {
+            let addr: std::net::SocketAddr = a.parse().unwrap();
+            assert_eq!(ClientAddr(addr).to_string(), addr.to_string());
+        }
+    }
 
     /// Log lines and metric labels are read by operators' dashboards: the strings stay put.
     #[test]

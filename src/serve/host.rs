@@ -88,6 +88,15 @@ pub(crate) fn host_key(raw: &str) -> Result<HostKey, String> {
             "{raw:?} is not a host name or address (letters, digits, `.`, `-`, or an address)"
         ));
     }
+    // The two forms nearly every request carries, read as the WHATWG parser reads them: a
+    // dotted quad that Rust's strict parser accepts (four decimal octets, no leading zeros)
+    // and `localhost` in any case.
+    if let Ok(v4) = raw.parse::<std::net::Ipv4Addr>() {
+        return Ok(HostKey::Ip(IpAddr::V4(v4)));
+    }
+    if raw.eq_ignore_ascii_case("localhost") {
+        return Ok(HostKey::Name("localhost".into()));
+    }
     match url::Host::parse(raw).map_err(|e| format!("{raw:?}: {e}"))? {
         url::Host::Domain(d) => {
             let d = d.strip_suffix('.').unwrap_or(&d).to_string();
@@ -177,6 +186,33 @@ pub(crate) fn check_host(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The quick forms give what the WHATWG host parser gives, and what they do not take
+    /// (other spellings of an address, other names) still goes through that parser.
+    #[test]
+    fn quick_host_forms_agree_with_the_whatwg_parser() {
+        let whatwg = |raw: &str| match url::Host::parse(raw).ok() {
+            Some(url::Host::Ipv4(v4)) => Some(HostKey::Ip(IpAddr::V4(v4))),
+            Some(url::Host::Domain(d)) => Some(HostKey::Name(d)),
+            _ => None,
+        };
+        for raw in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "255.255.255.255",
+            "0.0.0.0",
+            "localhost",
+            "LocalHost",
+            "127.1",
+            "0x7f.0.0.1",
+            "01.2.3.4",
+            "2130706433",
+            "256.1.1.1",
+            "1.2.3.4.5",
+        ] {
+            assert_eq!(host_key(raw).ok(), whatwg(raw), "{raw}");
+        }
+    }
 
     fn with_host(values: &[&str]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -16,6 +16,7 @@ use super::request_error::RequestError;
 use crate::body::{empty, full};
 use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
 use crate::header_list::{field_elements, unquote};
+use crate::shared::FirstRead;
 use crate::store::{Body, Digest, Object, StoreError};
 
 /// Bytes read from disk per chunk when streaming a large entry.
@@ -47,14 +48,8 @@ pub(crate) async fn handle<B>(
         None => {
             metrics.miss(crate::metrics::route::OBJECT);
             let Some(wanted) = wanted else {
-                if fetcher.fill_from_shared(digest).await
-                    && let Some(object) = lookup(store, digest).await
-                {
-                    same_size(&object, claimed)?;
-                    let any_origin = !gate.registries.credentialed(&digest);
-                    return Ok(respond(req.method(), req.headers(), object, any_origin));
-                }
-                return Err(RequestError::NotInCache(digest).into());
+                // Boxed so that the hit path's future stays small (see `proxy::route`).
+                return Box::pin(from_shared(gate, req, digest, claimed)).await;
             };
             log.decision = Decided::FetchThrough;
             // Boxed so that the hit path's future stays small (see `proxy::route`).
@@ -74,6 +69,59 @@ pub(crate) async fn handle<B>(
     // nor bytes a registry fetched with its credentials.
     let any_origin = req.uri().query().is_none() && !gate.registries.credentialed(&digest);
     Ok(respond(req.method(), req.headers(), object, any_origin))
+}
+
+/// A miss with no mirrors to try: the shared tier's object, if it has one. A plain `GET` is
+/// served while the bucket's bytes are verified ([`FirstRead`]); a `HEAD`, a `Range` or a
+/// conditional request waits for the local fill and is answered from it.
+async fn from_shared<B>(
+    gate: &AppContext,
+    req: &Request<B>,
+    digest: Digest,
+    claimed: Option<u64>,
+) -> Result<Response<ProxyBody>, Problem> {
+    let fetcher = &gate.fetcher;
+    let store = fetcher.store();
+    let any_origin = !gate.registries.credentialed(&digest);
+    let plain = req.method() == Method::GET
+        && !req.headers().contains_key(header::RANGE)
+        && !req.headers().contains_key(header::IF_NONE_MATCH);
+    let filled = if plain {
+        match fetcher.first_read_from_shared(digest).await {
+            FirstRead::Whole(bytes) => {
+                let object = Object {
+                    digest,
+                    size: bytes.len() as u64,
+                    body: Body::Memory(bytes),
+                };
+                same_size(&object, claimed)?;
+                return Ok(respond(req.method(), req.headers(), object, any_origin));
+            }
+            FirstRead::Streaming { size, chunks } => {
+                let object = Object {
+                    digest,
+                    size,
+                    body: Body::Memory(Bytes::new()),
+                };
+                same_size(&object, claimed)?;
+                // The head a `GET` of the entry has (`HEAD` gives it without a body), over the
+                // verifying stream.
+                let head = respond(&Method::HEAD, req.headers(), object, any_origin);
+                return Ok(head.map(|_| StreamBody::new(FramesOf(chunks)).boxed()));
+            }
+            FirstRead::Published => true,
+            FirstRead::Missed => false,
+        }
+    } else {
+        fetcher.fill_from_shared(digest).await
+    };
+    match lookup(store, digest).await {
+        Some(object) if filled => {
+            same_size(&object, claimed)?;
+            Ok(respond(req.method(), req.headers(), object, any_origin))
+        }
+        _ => Err(RequestError::NotInCache(digest).into()),
+    }
 }
 
 /// True if the query asks for a fetch-through (names at least one `url`): the request may
@@ -159,13 +207,18 @@ pub(crate) fn respond(
     object: Object,
     any_origin: bool,
 ) -> Response<ProxyBody> {
-    let hex = object.digest.hex();
+    // The hex digest for `If-None-Match`, on the stack: a hit makes no string of it.
+    let mut hex_buf = [0u8; 64];
+    let hex = match hex::encode_to_slice(object.digest.0, &mut hex_buf) {
+        Ok(()) => std::str::from_utf8(&hex_buf).unwrap_or_default(),
+        Err(_) => "",
+    };
     let common = entry_headers(&object.digest, any_origin);
     let mut base = Response::builder();
     if let Some(h) = base.headers_mut() {
         *h = common;
     }
-    if if_none_match(headers, &hex) {
+    if if_none_match(headers, hex) {
         return base
             .status(StatusCode::NOT_MODIFIED)
             .body(empty())
@@ -217,22 +270,21 @@ pub(crate) fn respond(
 /// The headers every verified entry is served with: `ETag`, immutable `Cache-Control`,
 /// `Repr-Digest`, `nosniff`, `Accept-Ranges`, and (`any_origin`) `Access-Control-Allow-Origin:
 /// *`. A stream that is still being verified gets them too: its last byte goes out only once
-/// these are true.
+/// these are true. The entity-tag and `Repr-Digest` are written into buffers on the stack: a
+/// hit makes no string of them.
 pub(crate) fn entry_headers(digest: &Digest, any_origin: bool) -> HeaderMap {
-    let hex = digest.hex();
     let mut common = HeaderMap::with_capacity(10);
-    let mut etag = String::with_capacity(66);
-    etag.push('"');
-    etag.push_str(&hex);
-    etag.push('"');
-    if let Ok(v) = HeaderValue::from_str(&etag) {
+    let mut etag = [b'"'; 66];
+    if hex::encode_to_slice(digest.0, &mut etag[1..65]).is_ok()
+        && let Ok(v) = HeaderValue::from_bytes(&etag)
+    {
         common.insert(header::ETAG, v);
     }
     common.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=31536000, immutable"),
     );
-    if let Ok(v) = HeaderValue::from_str(&format!("sha-256=:{}:", digest.base64())) {
+    if let Some(v) = repr_digest(digest) {
         common.insert(HeaderName::from_static("repr-digest"), v);
     }
     common.insert(
@@ -247,6 +299,21 @@ pub(crate) fn entry_headers(digest: &Digest, any_origin: bool) -> HeaderMap {
     }
     common.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     common
+}
+
+/// `Repr-Digest: sha-256=:<base64>:` (RFC 9530) for `digest`.
+fn repr_digest(digest: &Digest) -> Option<HeaderValue> {
+    use base64::Engine as _;
+    const PREFIX: &[u8] = b"sha-256=:";
+    // 32 bytes are 44 characters of padded base64.
+    let mut out = [0u8; PREFIX.len() + 44 + 1];
+    out[..PREFIX.len()].copy_from_slice(PREFIX);
+    let n = base64::engine::general_purpose::STANDARD
+        .encode_slice(digest.0, &mut out[PREFIX.len()..])
+        .ok()?;
+    let end = PREFIX.len() + n;
+    out[end] = b':';
+    HeaderValue::from_bytes(&out[..=end]).ok()
 }
 
 /// True if `If-None-Match` names the entry whose hex digest is `hex` (or is `*`).
@@ -302,6 +369,21 @@ fn futures_stream(
 
 struct ReceiverStream<T>(tokio::sync::mpsc::Receiver<T>);
 
+/// Chunks from a channel as body frames, an error as the body's error.
+struct FramesOf(tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>);
+
+impl futures_core::Stream for FramesOf {
+    type Item = Result<Frame<Bytes>, BoxError>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0
+            .poll_recv(cx)
+            .map(|c| c.map(|c| c.map(Frame::data).map_err(|e| -> BoxError { Box::new(e) })))
+    }
+}
+
 impl<T> futures_core::Stream for ReceiverStream<T> {
     type Item = T;
     fn poll_next(
@@ -315,6 +397,38 @@ impl<T> futures_core::Stream for ReceiverStream<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stack-written headers say what the string-built ones said.
+    #[test]
+    fn entity_tag_and_repr_digest_are_the_digest_s_own() {
+        let d = Digest::of(b"some bytes");
+        assert_eq!(
+            repr_digest(&d).unwrap(),
+            format!("sha-256=:{}:", d.base64()).as_str()
+        );
+        let object = Object {
+            digest: d,
+            size: 10,
+            body: Body::Memory(Bytes::from_static(b"some bytes")),
+        };
+        let resp = respond(&Method::GET, &HeaderMap::new(), object, true);
+        assert_eq!(
+            resp.headers()[header::ETAG],
+            format!("\"{}\"", d.hex()).as_str()
+        );
+        let mut asked = HeaderMap::new();
+        asked.insert(
+            header::IF_NONE_MATCH,
+            format!("\"{}\"", d.hex()).parse().unwrap(),
+        );
+        let object = Object {
+            digest: d,
+            size: 10,
+            body: Body::Memory(Bytes::from_static(b"some bytes")),
+        };
+        let resp = respond(&Method::GET, &asked, object, true);
+        assert_eq!(resp.status(), StatusCode::NOT_MODIFIED);
+    }
 
     #[test]
     fn if_none_match_reads_entity_tags_as_rfc_9110_lists() {

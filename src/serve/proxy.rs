@@ -56,7 +56,7 @@ pub(crate) async fn handle(
     let mut log = RequestLog {
         client: conn.client,
         method: req.method().clone(),
-        locator: redact_locator(&req.uri().to_string()),
+        locator: locator_of(req.uri()),
         kind: Kind::Other,
         decision: Decided::Nothing,
         reason: "-",
@@ -85,6 +85,15 @@ pub(crate) async fn handle(
             .and_then(|v| v.parse().ok())
     };
     Ok(resp.map(|b| logged(b, log, started)))
+}
+
+/// The request target as logged, redacted. An origin-form target (`/sha256/...`, a registry
+/// path) is its path and query as they arrived, read without formatting the URI.
+fn locator_of(uri: &http::Uri) -> String {
+    match (uri.scheme(), uri.authority(), uri.path_and_query()) {
+        (None, None, Some(pq)) => redact_locator(pq.as_str()),
+        _ => redact_locator(&uri.to_string()),
+    }
 }
 
 async fn route(
@@ -202,7 +211,7 @@ fn registry_target<'p>(
     // npm rewrites a lockfile's registry.npmjs.org tarball URLs onto the configured
     // registry's origin and drops its path (`/registry/npm/`): with one npm registry, such a
     // tarball path on the proxy listener can only be meant for it.
-    let tarball = path.contains("/-/") && path.ends_with(".tgz");
+    let tarball = path.ends_with(".tgz") && path.contains("/-/");
     if tarball && let Some(name) = gate.registries.only_npm() {
         let prefix = format!("/registry/{name}/");
         return Some((name, path, prefix));
@@ -455,7 +464,7 @@ pub(crate) fn refuse_client<B>(
     let log = RequestLog {
         client,
         method: req.method().clone(),
-        locator: redact_locator(&req.uri().to_string()),
+        locator: locator_of(req.uri()),
         kind: Kind::Other,
         decision: Decided::Nothing,
         reason: "client_not_allowed",
@@ -470,4 +479,28 @@ pub(crate) fn refuse_client<B>(
 /// The problem response for a client outside `[access] clients`.
 pub(crate) fn client_not_allowed(client: SocketAddr) -> Response<ProxyBody> {
     Problem::from(RequestError::ClientNotAllowed(client.ip())).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An origin-form target is logged as the formatted URI was, redaction included.
+    #[test]
+    fn locators_read_without_formatting_are_the_formatted_ones() {
+        for target in [
+            "/sha256/ab?size=3&url=http%3A%2F%2Fa%2Fb%3Ftoken%3Dx",
+            "/registry/npm/@scope%2fname",
+            "http://user:pw@example.com/a?token=x",
+            "example.com:443",
+            "*",
+        ] {
+            let uri: http::Uri = target.parse().unwrap();
+            assert_eq!(
+                locator_of(&uri),
+                redact_locator(&uri.to_string()),
+                "{target}"
+            );
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! Single flight for fills from the bucket alone (a plain `GET /sha256/<hex>`, where no size
 //! is known and so the fetch-through table, keyed on digest and size, does not apply):
-//! concurrent misses for one digest share one bucket read. The fill runs on its own task, so
+//! concurrent misses for one digest share one bucket read. The read runs on its own task, so
 //! a client that leaves does not cancel it for the others.
 
 use std::collections::HashMap;
@@ -15,7 +15,70 @@ use crate::store::{Digest, Store};
 #[derive(Debug, Default)]
 pub(crate) struct Fills(Mutex<HashMap<Digest, watch::Receiver<Option<bool>>>>);
 
+/// A caller's part in the bucket read of one digest.
+pub(super) enum Turn {
+    /// Another caller's read is under way: wait for it ([`waited`]).
+    Wait(watch::Receiver<Option<bool>>),
+    /// Published locally since the caller's lookup.
+    Published,
+    /// This caller reads; it must [`Landing::land`] when done.
+    Lead(Landing),
+    /// The flight table is unusable (poisoned): no read.
+    Unavailable,
+}
+
+/// The leader's promise to say how its read ended.
+pub(super) struct Landing {
+    tier: Arc<SharedTier>,
+    digest: Digest,
+    done: watch::Sender<Option<bool>>,
+}
+
+impl Landing {
+    /// A receiver of the outcome, for the leader's own caller.
+    pub(super) fn outcome(&self) -> watch::Receiver<Option<bool>> {
+        self.done.subscribe()
+    }
+
+    /// Takes the read off the table and tells every waiter whether it published.
+    pub(super) fn land(self, published: bool) {
+        if let Ok(mut fills) = self.tier.fills.0.lock() {
+            fills.remove(&self.digest);
+        }
+        self.done.send_replace(Some(published));
+    }
+}
+
+/// Whether the read a caller waited on published.
+pub(super) async fn waited(mut rx: watch::Receiver<Option<bool>>) -> bool {
+    rx.wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|v| *v)
+        .unwrap_or(false)
+}
+
 impl SharedTier {
+    /// The caller's turn for `digest`: to wait, to lead, or nothing to do.
+    pub(super) fn turn(self: &Arc<Self>, store: &Store, digest: Digest) -> Turn {
+        let Ok(mut fills) = self.fills.0.lock() else {
+            return Turn::Unavailable;
+        };
+        match fills.get(&digest) {
+            Some(rx) => Turn::Wait(rx.clone()),
+            None if store.contains_verified(&digest) => Turn::Published,
+            None => {
+                let (done, rx) = watch::channel(None);
+                fills.insert(digest, rx);
+                Turn::Lead(Landing {
+                    tier: self.clone(),
+                    digest,
+                    done,
+                })
+            }
+        }
+    }
+
     /// [`SharedTier::fill`] with no expected size, shared by every concurrent caller for
     /// `digest`: `true` if it is now published locally.
     pub(crate) async fn fill_shared(
@@ -24,33 +87,19 @@ impl SharedTier {
         digest: Digest,
         max: u64,
     ) -> bool {
-        let mut rx = {
-            let Ok(mut fills) = self.fills.0.lock() else {
-                return false;
-            };
-            match fills.get(&digest) {
-                Some(rx) => rx.clone(),
-                // Published by a flight that landed since the caller's lookup.
-                None if store.contains_verified(&digest) => return true,
-                None => {
-                    let (tx, rx) = watch::channel(None);
-                    fills.insert(digest, rx.clone());
-                    let (tier, store) = (self.clone(), store.clone());
-                    tokio::spawn(async move {
-                        let published = tier.fill(&store, digest, None, max).await;
-                        if let Ok(mut fills) = tier.fills.0.lock() {
-                            fills.remove(&digest);
-                        }
-                        tx.send_replace(Some(published));
-                    });
-                    rx
-                }
+        match self.turn(store, digest) {
+            Turn::Wait(rx) => waited(rx).await,
+            Turn::Published => true,
+            Turn::Unavailable => false,
+            Turn::Lead(landing) => {
+                let rx = landing.outcome();
+                let (tier, store) = (self.clone(), store.clone());
+                tokio::spawn(async move {
+                    let published = tier.fill(&store, digest, None, max).await;
+                    landing.land(published);
+                });
+                waited(rx).await
             }
-        };
-        rx.wait_for(Option::is_some)
-            .await
-            .ok()
-            .and_then(|v| *v)
-            .unwrap_or(false)
+        }
     }
 }

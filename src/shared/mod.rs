@@ -15,10 +15,12 @@
 //!
 //! One job per file: `settings` reads `[shared]`, `client` is the bucket (keys, conditional
 //! writes, time limits), `breaker` the circuit breaker, `upload` the write path, `flight`
-//! single flight for bucket-only reads. This file is the read path and the wiring.
+//! single flight for bucket-only reads, `first_read` a plain read served while it is
+//! verified. This file is the filling read path and the wiring.
 
 pub(crate) mod breaker;
 pub(crate) mod client;
+mod first_read;
 mod flight;
 mod misses;
 mod settings;
@@ -29,6 +31,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+pub(crate) use first_read::FirstRead;
 pub(crate) use settings::{SharedSection, SharedSettings};
 
 use breaker::{Breaker, State};
@@ -158,50 +161,11 @@ impl SharedTier {
         expected: Option<u64>,
         max: u64,
     ) -> bool {
-        if self.misses.recent(&digest) {
-            self.count("get", "recent_miss");
-            return false;
-        }
-        if !self.breaker.allow(Instant::now()) {
-            self.count("get", "skipped");
-            self.note_breaker();
-            return false;
-        }
         let started = Instant::now();
-        let key = self.bucket.object_key(&digest);
-        let found = match self.bucket.get(&key).await {
-            Ok(Some(found)) => found,
-            Ok(None) => {
-                self.misses.note(digest);
-                self.breaker.success();
-                self.count("get", "miss");
-                self.note_breaker();
-                return false;
-            }
-            Err(e) => {
-                self.failed("get", &key, &e);
-                return false;
-            }
+        let Some((key, found)) = self.open_object(digest, expected, max).await else {
+            return false;
         };
         let size = found.size;
-        if found.claimed_size.is_some_and(|c| c != size) {
-            // The object contradicts its own metadata: torn or tampered.
-            self.breaker.success();
-            let why = format!(
-                "the object is {size} bytes but its metadata says {:?}",
-                found.claimed_size
-            );
-            self.refuse(&key, &why);
-            return false;
-        }
-        if expected.is_some_and(|e| e != size) || size > max {
-            // Not this request's bytes (another size was asked for) or over the limit: unused,
-            // and not a sign of a bad bucket.
-            self.breaker.success();
-            self.count("get", "unusable");
-            tracing::info!(key = %key, size, ?expected, max, "a shared tier object was not used: its size is not the one wanted");
-            return false;
-        }
         let mut sink = FillSink::begin(store.clone(), Some(digest), size);
         match self.stream(found.chunks, &mut sink).await {
             Ok(()) => {}
@@ -230,6 +194,61 @@ impl SharedTier {
             }
             Err(e) => self.fill_failed(&key, e),
         }
+    }
+
+    /// The bucket's object for `digest`, when one is there that may be used: of the size
+    /// `expected` (if given) and at most `max` bytes, its length agreeing with its own
+    /// metadata. Every miss and failure is counted and logged here, and is `None`.
+    async fn open_object(
+        &self,
+        digest: Digest,
+        expected: Option<u64>,
+        max: u64,
+    ) -> Option<(object_store::path::Path, client::Found)> {
+        if self.misses.recent(&digest) {
+            self.count("get", "recent_miss");
+            return None;
+        }
+        if !self.breaker.allow(Instant::now()) {
+            self.count("get", "skipped");
+            self.note_breaker();
+            return None;
+        }
+        let key = self.bucket.object_key(&digest);
+        let found = match self.bucket.get(&key).await {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                self.misses.note(digest);
+                self.breaker.success();
+                self.count("get", "miss");
+                self.note_breaker();
+                return None;
+            }
+            Err(e) => {
+                self.failed("get", &key, &e);
+                return None;
+            }
+        };
+        let size = found.size;
+        if found.claimed_size.is_some_and(|c| c != size) {
+            // The object contradicts its own metadata: torn or tampered.
+            self.breaker.success();
+            let why = format!(
+                "the object is {size} bytes but its metadata says {:?}",
+                found.claimed_size
+            );
+            self.refuse(&key, &why);
+            return None;
+        }
+        if expected.is_some_and(|e| e != size) || size > max {
+            // Not this request's bytes (another size was asked for) or over the limit: unused,
+            // and not a sign of a bad bucket.
+            self.breaker.success();
+            self.count("get", "unusable");
+            tracing::info!(key = %key, size, ?expected, max, "a shared tier object was not used: its size is not the one wanted");
+            return None;
+        }
+        Some((key, found))
     }
 
     /// Feeds the body into the fill, allowing `timeout_ms` of silence between chunks.

@@ -28,13 +28,28 @@ impl Digest {
                 s.chars().count()
             )));
         }
-        if let Some(c) = s.chars().find(|c| !matches!(c, '0'..='9' | 'a'..='f')) {
-            return Err(DigestError(format!(
-                "a sha256 digest is 64 lowercase hex characters; {c:?} is not one"
-            )));
-        }
+        // One pass over the bytes; the message names the first character that is not
+        // lowercase hex.
+        let nibble = |b: u8| match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            _ => None,
+        };
         let mut out = [0u8; 32];
-        hex::decode_to_slice(s, &mut out).map_err(|e| DigestError(e.to_string()))?;
+        for (byte, pair) in out.iter_mut().zip(s.as_bytes().chunks_exact(2)) {
+            match (nibble(pair[0]), nibble(pair[1])) {
+                (Some(high), Some(low)) => *byte = high << 4 | low,
+                _ => {
+                    let c = s
+                        .chars()
+                        .find(|c| !matches!(c, '0'..='9' | 'a'..='f'))
+                        .unwrap_or('?');
+                    return Err(DigestError(format!(
+                        "a sha256 digest is 64 lowercase hex characters; {c:?} is not one"
+                    )));
+                }
+            }
+        }
         Ok(Self(out))
     }
 
@@ -82,6 +97,11 @@ mod tests {
         assert!(Digest::parse(&format!("sha256:{}", d.hex())).is_err());
         assert!(Digest::parse(&d.hex()[..63]).is_err());
         assert!(Digest::parse(&format!("{}g", &d.hex()[..63])).is_err());
+        let named = Digest::parse(&format!("{}G", &d.hex()[..63])).unwrap_err();
+        assert!(named.0.contains("'G' is not one"), "{}", named.0);
+        // 64 bytes, but one character is two of them.
+        let wide = Digest::parse(&format!("{}é", &d.hex()[..62])).unwrap_err();
+        assert!(wide.0.contains("'é' is not one"), "{}", wide.0);
         assert_eq!(d.base64(), "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
     }
 }

@@ -82,6 +82,8 @@ pub struct Fill {
     size: u64,
     /// Bytes of the store's space this fill holds; at least `count`, at most `size`.
     reserved: u64,
+    /// The outcome of [`Fill::verify`], once it ran: the hash is final after it.
+    checked: Option<Result<Digest, FillError>>,
 }
 
 impl Fill {
@@ -101,6 +103,7 @@ impl Fill {
             expected,
             size,
             reserved: 0,
+            checked: None,
         }
     }
 
@@ -116,6 +119,9 @@ impl Fill {
 
     /// Hashes and writes `data`, refusing (without writing) anything past the limit.
     pub fn write(&mut self, data: &[u8]) -> Result<(), FillError> {
+        if self.checked.is_some() {
+            return Err(closed());
+        }
         if self.count + data.len() as u64 > self.size {
             return Err(FillError::TooLong { limit: self.size });
         }
@@ -130,6 +136,26 @@ impl Fill {
         Ok(())
     }
 
+    /// Checks size and digest of everything written so far, once: after it the fill takes no
+    /// more bytes, and [`Fill::commit`] publishes only on the same answer. For a reader that
+    /// holds a client's last byte until the bytes matched.
+    pub fn verify(&mut self) -> Result<Digest, FillError> {
+        if let Some(checked) = &self.checked {
+            return checked.clone();
+        }
+        let got = Digest(std::mem::take(&mut self.hasher).finalize().into());
+        let checked = match self.expected {
+            Some(_) if self.count != self.size => Err(FillError::TooShort {
+                got: self.count,
+                expected: self.size,
+            }),
+            Some(expected) if got != expected => Err(FillError::DigestMismatch { got, expected }),
+            _ => Ok(got),
+        };
+        self.checked = Some(checked.clone());
+        checked
+    }
+
     /// Checks size and digest; on a match publishes with one rename and records it, with the
     /// locator the bytes came from and an optional package label.
     pub fn commit(
@@ -137,18 +163,7 @@ impl Fill {
         locator: Option<String>,
         label: Option<String>,
     ) -> Result<Digest, FillError> {
-        let got = Digest(std::mem::take(&mut self.hasher).finalize().into());
-        if let Some(expected) = self.expected {
-            if self.count != self.size {
-                return Err(FillError::TooShort {
-                    got: self.count,
-                    expected: self.size,
-                });
-            }
-            if got != expected {
-                return Err(FillError::DigestMismatch { got, expected });
-            }
-        }
+        let got = self.verify()?;
         let Some(file) = self.file.take() else {
             return Err(closed());
         };
@@ -328,16 +343,22 @@ impl FillSink {
         self.send_reserved(chunk)
     }
 
-    /// Waits for every chunk to be written, then verifies and publishes.
-    pub(crate) async fn finish(
-        mut self,
-        locator: Option<String>,
-        label: Option<String>,
-    ) -> Result<Digest, FillError> {
+    /// Waits for every chunk to be written and hands the fill back, for its caller to
+    /// [`Fill::verify`] before it releases the last byte and to [`Fill::commit`] after.
+    pub(crate) async fn written(mut self) -> Result<Fill, FillError> {
         // A room reserved and never used would keep the channel open, and the writer waiting.
         self.tx.abort_send();
         self.tx.close();
-        let fill = (&mut self.writer).await.map_err(writer_failed)??;
+        (&mut self.writer).await.map_err(writer_failed)?
+    }
+
+    /// Waits for every chunk to be written, then verifies and publishes.
+    pub(crate) async fn finish(
+        self,
+        locator: Option<String>,
+        label: Option<String>,
+    ) -> Result<Digest, FillError> {
+        let fill = self.written().await?;
         tokio::task::spawn_blocking(move || fill.commit(locator, label))
             .await
             .map_err(writer_failed)?

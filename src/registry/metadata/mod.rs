@@ -180,6 +180,12 @@ impl MetadataCache {
         Some(entry)
     }
 
+    /// The entry cached for `key` whatever its age, asking no upstream: for digests a
+    /// registry published for an immutable version, which no later answer may change.
+    pub(crate) async fn cached(&self, key: &str) -> Option<Arc<Entry>> {
+        self.lookup(key).await.filter(|e| e.status == 200)
+    }
+
     /// Keeps `entry` under `key`: in memory, and (`200`s only, on a blocking thread) on disk.
     async fn put(&self, key: &str, mut entry: Entry) -> Arc<Entry> {
         entry.generation = self.generations.fetch_add(1, Ordering::Relaxed);

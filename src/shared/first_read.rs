@@ -1,0 +1,305 @@
+//! A plain `GET /sha256/<hex>` served straight from the bucket while its bytes are verified,
+//! instead of after a durable local fill. The bytes are still untrusted until hashed (wall 5):
+//!
+//! - an object of at most `[cache] memory_max_object_bytes` is read whole into memory and
+//!   hashed before the response starts, so wrong bytes are still a plain miss (`404`);
+//! - a larger one streams to the client as it arrives, through the fill's writer thread (which
+//!   hashes it once, as every fill does); the last chunk is held until the fill's own digest
+//!   and size matched, so wrong bytes end the response before its last byte;
+//! - either way the durable local copy (`fsync`, rename, index) is made alongside, on a task of
+//!   its own that neither a departed nor a stalled client stops. A client that takes no chunk
+//!   for `[shared] timeout_ms` is cut off and the fill goes on without it.
+//!
+//! Concurrent readers of one digest share the read ([`super::flight`]): the others wait for
+//! the publication and are then served from the local disk.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use sha2::{Digest as _, Sha256};
+use tokio::sync::{mpsc, oneshot};
+
+use super::SharedTier;
+use super::client::{BucketError, Chunks};
+use super::flight::{Turn, waited};
+use crate::store::{Digest, Fill, FillError, FillSink, Store};
+
+/// Chunks queued between the bucket reader and a streaming client.
+const CLIENT_DEPTH: usize = 8;
+
+/// What a first read from the bucket gives the caller.
+#[derive(Debug)]
+pub(crate) enum FirstRead {
+    /// The whole object, verified in memory (publication goes on alongside).
+    Whole(Bytes),
+    /// The object streaming: `size` bytes, the last one only after they matched; an error
+    /// (or an early end) if they did not.
+    Streaming {
+        /// The object's length, for `Content-Length`.
+        size: u64,
+        /// Its chunks.
+        chunks: mpsc::Receiver<std::io::Result<Bytes>>,
+    },
+    /// Another reader's read published it locally: serve it from the store.
+    Published,
+    /// Not to be had from the bucket (missing, unreachable, wrong bytes, no room).
+    Missed,
+}
+
+impl SharedTier {
+    /// Reads `digest` (at most `max` bytes) from the bucket for one client, serving it while
+    /// it is verified; see the module documentation. Never fails: every failure is
+    /// [`FirstRead::Missed`], counted and logged as the filling read path counts it.
+    pub(crate) async fn first_read(
+        self: &Arc<Self>,
+        store: &Arc<Store>,
+        digest: Digest,
+        max: u64,
+    ) -> FirstRead {
+        match self.turn(store, digest) {
+            Turn::Published => FirstRead::Published,
+            Turn::Unavailable => FirstRead::Missed,
+            Turn::Wait(rx) => {
+                if waited(rx).await {
+                    FirstRead::Published
+                } else {
+                    FirstRead::Missed
+                }
+            }
+            Turn::Lead(landing) => {
+                let (answer, answered) = oneshot::channel();
+                let (tier, store) = (self.clone(), store.clone());
+                // Its own task: a client that leaves stops nobody else's read.
+                tokio::spawn(async move {
+                    let published = tier.lead(&store, digest, max, answer).await;
+                    landing.land(published);
+                });
+                answered.await.unwrap_or(FirstRead::Missed)
+            }
+        }
+    }
+
+    /// The leader's read: answers the client through `answer` as soon as it can, then goes on
+    /// to publish. `true` if the object is now published locally.
+    async fn lead(
+        &self,
+        store: &Arc<Store>,
+        digest: Digest,
+        max: u64,
+        answer: oneshot::Sender<FirstRead>,
+    ) -> bool {
+        let started = Instant::now();
+        let Some((key, found)) = self.open_object(digest, None, max).await else {
+            let _ = answer.send(FirstRead::Missed);
+            return false;
+        };
+        let locator = Some(format!("{}{key}", super::locator_base(&self.settings)));
+        let size = found.size;
+        if size <= store.settings().memory_max_object_bytes {
+            let bytes = match self.whole(&key, found.chunks, digest, size).await {
+                Some(bytes) => bytes,
+                None => {
+                    let _ = answer.send(FirstRead::Missed);
+                    return false;
+                }
+            };
+            self.verified(started);
+            let _ = answer.send(FirstRead::Whole(bytes.clone()));
+            let (store, label) = (store.clone(), found.label);
+            let put = tokio::task::spawn_blocking(move || {
+                let mut fill = store.begin(Some(digest), size).map_err(FillError::Store)?;
+                fill.write(&bytes)?;
+                fill.commit(locator, label)
+            });
+            return self.published(&key, put.await);
+        }
+        let owned = store.clone();
+        let fill = match tokio::task::spawn_blocking(move || owned.begin(Some(digest), size)).await
+        {
+            Ok(Ok(fill)) => fill,
+            Ok(Err(e)) => {
+                let _ = answer.send(FirstRead::Missed);
+                return self.fill_failed(&key, FillError::Store(e));
+            }
+            Err(_) => {
+                let _ = answer.send(FirstRead::Missed);
+                return false;
+            }
+        };
+        let (client, chunks) = mpsc::channel(CLIENT_DEPTH);
+        let _ = answer.send(FirstRead::Streaming { size, chunks });
+        let Some(fill) = self
+            .stream_verified(&key, found.chunks, fill, size, client, started)
+            .await
+        else {
+            return false;
+        };
+        let label = found.label;
+        let put = tokio::task::spawn_blocking(move || fill.commit(locator, label));
+        self.published(&key, put.await)
+    }
+
+    /// The whole object in memory, `None` (counted) unless it is `size` bytes hashing to
+    /// `digest`.
+    async fn whole(
+        &self,
+        key: &object_store::path::Path,
+        mut chunks: Chunks,
+        digest: Digest,
+        size: u64,
+    ) -> Option<Bytes> {
+        let mut body = BytesMut::with_capacity(usize::try_from(size).unwrap_or(0));
+        let mut hasher = Sha256::new();
+        while let Some(chunk) = self.next_chunk(key, &mut chunks).await? {
+            if (body.len() + chunk.len()) as u64 > size {
+                self.refuse(key, &format!("the object is longer than its {size} bytes"));
+                return None;
+            }
+            hasher.update(&chunk);
+            body.extend_from_slice(&chunk);
+        }
+        let got = Digest(hasher.finalize().into());
+        if body.len() as u64 != size || got != digest {
+            let why = FillError::DigestMismatch {
+                got,
+                expected: digest,
+            };
+            let why = if body.len() as u64 == size {
+                why.to_string()
+            } else {
+                format!("the object ended after {} of {size} bytes", body.len())
+            };
+            self.refuse(key, &why);
+            return None;
+        }
+        Some(body.freeze())
+    }
+
+    /// Streams the object into `fill` and to `client`, the last chunk only once the fill's
+    /// own hash matched: the verified fill, or `None` (counted; the client's response then
+    /// ends short, with an error).
+    async fn stream_verified(
+        &self,
+        key: &object_store::path::Path,
+        mut chunks: Chunks,
+        fill: Fill,
+        size: u64,
+        client: mpsc::Sender<std::io::Result<Bytes>>,
+        started: Instant,
+    ) -> Option<Fill> {
+        let mut client = Some(client);
+        let mut sink = FillSink::start(fill);
+        let mut held = None;
+        let failed = |client: Option<mpsc::Sender<_>>| {
+            if let Some(c) = client {
+                let _ = c.try_send(Err(std::io::Error::other(
+                    "the shared tier's bytes did not verify",
+                )));
+            }
+        };
+        loop {
+            let chunk = match self.next_chunk(key, &mut chunks).await {
+                Some(Some(chunk)) => chunk,
+                Some(None) => break,
+                None => {
+                    failed(client);
+                    return None;
+                }
+            };
+            if let Err(e) = sink.send(chunk.clone()).await {
+                failed(client);
+                self.fill_failed(key, e);
+                return None;
+            }
+            if sink.count() == size {
+                held = Some(chunk);
+            } else {
+                self.forward(&mut client, chunk).await;
+            }
+        }
+        let checked = match sink.written().await {
+            Ok(mut fill) => fill.verify().map(|_| fill),
+            Err(e) => Err(e),
+        };
+        let fill = match checked {
+            Ok(fill) => fill,
+            Err(e) => {
+                failed(client);
+                self.fill_failed(key, e);
+                return None;
+            }
+        };
+        self.verified(started);
+        if let Some(last) = held {
+            self.forward(&mut client, last).await;
+        }
+        Some(fill)
+    }
+
+    /// Hands `chunk` to the client, dropping a client that is gone or took nothing for
+    /// `[shared] timeout_ms` (its response then ends short).
+    async fn forward(
+        &self,
+        client: &mut Option<mpsc::Sender<std::io::Result<Bytes>>>,
+        chunk: Bytes,
+    ) {
+        if let Some(c) = client {
+            let sent = tokio::time::timeout(self.settings.timeout, c.send(Ok(chunk))).await;
+            if !matches!(sent, Ok(Ok(()))) {
+                *client = None;
+            }
+        }
+    }
+
+    /// The next chunk of the object, allowing `timeout_ms` of silence: `Some(None)` at its
+    /// end, `None` (counted) when the bucket failed or went quiet.
+    async fn next_chunk(
+        &self,
+        key: &object_store::path::Path,
+        chunks: &mut Chunks,
+    ) -> Option<Option<Bytes>> {
+        let next = std::future::poll_fn(|cx| chunks.as_mut().poll_next(cx));
+        match tokio::time::timeout(self.settings.timeout, next).await {
+            Err(_) => {
+                self.failed("get", key, &BucketError::Timeout);
+                None
+            }
+            Ok(Some(Err(e))) => {
+                self.failed("get", key, &BucketError::Failed(e.to_string()));
+                None
+            }
+            Ok(Some(Ok(bytes))) => Some(Some(bytes)),
+            Ok(None) => Some(None),
+        }
+    }
+
+    /// Counts a read whose bytes matched (before their publication).
+    fn verified(&self, started: Instant) {
+        self.breaker.success();
+        self.count("get", "hit");
+        self.note_breaker();
+        self.metrics
+            .shared_get_seconds
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Counts how the local publication of verified bytes ended: `true` if published.
+    fn published(
+        &self,
+        key: &object_store::path::Path,
+        put: Result<Result<Digest, FillError>, tokio::task::JoinError>,
+    ) -> bool {
+        match put {
+            Ok(Ok(_)) => {
+                self.metrics.fill(crate::metrics::route::SHARED);
+                true
+            }
+            Ok(Err(e)) => self.fill_failed(key, e),
+            Err(e) => {
+                tracing::warn!(key = %key, error = %e, "a shared tier object's publication failed");
+                false
+            }
+        }
+    }
+}
