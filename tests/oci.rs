@@ -1000,3 +1000,44 @@ async fn the_credentials_file_goes_to_the_token_realm_only_never_to_the_registry
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_concurrent_skopeo_pulls_of_one_image_make_one_upstream_fetch_per_blob() {
+    let reg = blocking(DockerRegistry::filesystem).await;
+    let img = Image::build("fg-oci-ten", "amd64", &[1024 * 1024, 512 * 1024, 8 * 1024]);
+    let (reg, img) = blocking(move || {
+        push_image(&Skopeo::new(), &reg, &img, "fetchgate/ten", "v1");
+        (reg, img)
+    })
+    .await;
+    let (_proxy, mount, _dir) = gate(&reg, "").await;
+    let tag_path = "/v2/fetchgate/ten/manifests/v1";
+    let tag_gets = reg.count("GET", tag_path);
+    let mut pulls = Vec::new();
+    for _ in 0..10 {
+        let from = format!("{mount}/fetchgate/ten:v1");
+        pulls.push(tokio::task::spawn_blocking(move || {
+            let out = tempfile::tempdir().unwrap();
+            let run = Skopeo::new().pull(&from, out.path(), &[]);
+            (run, image::pulled_layers(out.path()))
+        }));
+    }
+    for pull in pulls {
+        let (run, (manifest, layers)) = pull.await.unwrap();
+        assert!(run.ok, "a concurrent pull failed: {}", run.stderr);
+        assert_eq!(manifest.digest, img.manifest.digest);
+        assert_eq!(layers, img.layer_digests());
+    }
+    // One upstream read of every blob (the layers and the config) and of the tag, for all
+    // ten pulls.
+    for blob in img.layers.iter().chain(std::iter::once(&img.config)) {
+        let path = format!("/v2/fetchgate/ten/blobs/{}", blob.digest);
+        assert_eq!(reg.count("GET", &path), 1, "{path}: {:?}", reg.requests());
+    }
+    assert_eq!(
+        reg.count("GET", tag_path) - tag_gets,
+        1,
+        "{:?}",
+        reg.requests()
+    );
+}

@@ -117,6 +117,8 @@ pub(crate) struct Registries {
     credentialed: Arc<Credentialed>,
     /// The newest tree each Go checksum database was proved to have.
     pub(super) go_trees: super::gomod::sumdb_client::TrustedTrees,
+    /// The Go module files being read upstream, one flight per file.
+    pub(super) go_flights: Arc<super::gomod::fill::Flights>,
 }
 
 impl Registries {
@@ -151,6 +153,7 @@ impl Registries {
             fetcher,
             credentialed,
             go_trees: Default::default(),
+            go_flights: Default::default(),
         }
     }
 

@@ -4,7 +4,7 @@
 //! `sumdb = "off"`), and stored by SHA-256 only then. The read runs on its flight's own task,
 //! so a client that leaves never cancels it for the others.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderMap;
@@ -22,13 +22,10 @@ use crate::registry::aliases::Aliases;
 use crate::registry::error::RegistryError;
 use crate::store::Digest;
 
-/// Module file reads in flight, by registry and module version file.
-type Flights = Table<String, String, Result<Digest, RegistryError>>;
-
-fn flights() -> &'static Arc<Flights> {
-    static F: OnceLock<Arc<Flights>> = OnceLock::new();
-    F.get_or_init(Arc::default)
-}
+/// Module file reads in flight, by registry and module version file. One table per
+/// [`crate::registry::service::Registries`]: a flight's digest names an entry in that
+/// instance's store, so another instance in the same process never joins it.
+pub(crate) type Flights = Table<String, String, Result<Digest, RegistryError>>;
 
 /// One upstream read of a module version's `.mod` or `.zip`, owned so that it runs on its
 /// flight's task.
@@ -61,7 +58,7 @@ impl Fill {
     }
 
     /// Fetches, checks and stores the file once for every concurrent asker.
-    pub(super) async fn fly(self) -> Result<Digest, RegistryError> {
+    pub(super) async fn fly(self, flights: &Arc<Flights>) -> Result<Digest, RegistryError> {
         let ext = self.file.extension();
         let key = Self::index_key(&self.registry, &self.module, &self.version, ext);
         let ask = Ask {
@@ -74,7 +71,7 @@ impl Fill {
             let fill = self.clone();
             async move { fill.run().await }
         };
-        flights()
+        flights
             .fly(ask, fetch, |why| RegistryError::Internal(why.into()))
             .await
     }

@@ -196,7 +196,7 @@ impl Registries {
             file,
             want,
         };
-        let sha256 = fill.fly().await?;
+        let sha256 = fill.fly(&self.go_flights).await?;
         Ok(Reply::Artifact { sha256 })
     }
 
