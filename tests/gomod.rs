@@ -400,18 +400,7 @@ async fn a_database_that_shows_another_history_is_refused_once_one_was_proved() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_for_one_zip_make_one_upstream_read_and_all_get_the_verified_bytes() {
-    let w = world().await;
-    let (proxy, _dir) = gate(&w, "").await;
-    // The database answers first, so every request reaches the zip read; the slow upstream
-    // makes the ten reads overlap.
-    assert_eq!(
-        fetch(proxy, "/example.com/!upper/lib/@v/v1.0.0.mod")
-            .await
-            .status,
-        200
-    );
-    w.proxy.slow_down(std::time::Duration::from_millis(300));
-    let got = ten_at_once(proxy).await;
+    let (w, got, _proxy, _dir) = ten_at_once(false).await;
     let (lib, _) = lib_and_app();
     for g in &got {
         assert_eq!(g.status, 200, "{:?}", g.body);
@@ -420,17 +409,7 @@ async fn concurrent_requests_for_one_zip_make_one_upstream_read_and_all_get_the_
     assert_eq!(w.requests(LIB_ZIP), 1, "{:#?}", w.paths());
 
     // The twin: a swapped zip read once for all of them fails every one, and none is stored.
-    let w = world().await;
-    w.swap_zip("example.com/Upper/lib", "v1.0.0", &EVIL_LIB);
-    let (proxy, _dir) = gate(&w, "").await;
-    assert_eq!(
-        fetch(proxy, "/example.com/!upper/lib/@v/v1.0.0.mod")
-            .await
-            .status,
-        200
-    );
-    w.proxy.slow_down(std::time::Duration::from_millis(300));
-    let got = ten_at_once(proxy).await;
+    let (w, got, proxy, _dir) = ten_at_once(true).await;
     for g in &got {
         assert_eq!(g.status.as_u16(), 424, "{:?}", g.body);
         assert_eq!(g.code(), "digest_mismatch");
@@ -440,11 +419,22 @@ async fn concurrent_requests_for_one_zip_make_one_upstream_read_and_all_get_the_
     assert!(!stored(proxy, &swapped).await);
 }
 
-/// Ten GETs of the library zip at once.
-async fn ten_at_once(proxy: SocketAddr) -> Vec<Got> {
+/// Ten GETs at once of the library zip (`swapped`: replaced upstream) through a new
+/// fetchgate. The database is asked first (the `.mod`), so every request reaches the zip
+/// read, and the upstream answers slowly so the ten overlap.
+async fn ten_at_once(swapped: bool) -> (GoWorld, Vec<Got>, SocketAddr, tempfile::TempDir) {
+    let w = world().await;
+    if swapped {
+        w.swap_zip("example.com/Upper/lib", "v1.0.0", &EVIL_LIB);
+    }
+    let (proxy, dir) = gate(&w, "").await;
+    let first = fetch(proxy, "/example.com/!upper/lib/@v/v1.0.0.mod").await;
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    w.proxy.slow_down(std::time::Duration::from_millis(300));
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..10 {
         set.spawn(fetch(proxy, LIB_ZIP));
     }
-    set.join_all().await
+    let got = set.join_all().await;
+    (w, got, proxy, dir)
 }
