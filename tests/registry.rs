@@ -418,6 +418,57 @@ async fn pip_install(
     .await
 }
 
+/// A kept PyPI page lasts only as long as its entry: revalidated and found changed, the page
+/// is made anew in both forms and the new file it names is served, verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revalidated_changed_pypi_page_is_made_anew_and_its_new_file_served() {
+    let reg = FakeRegistry::start().await;
+    let old = wheel("fg-kept", "1.0", &[]);
+    publish_pypi(&reg, "fg-kept", std::slice::from_ref(&old));
+    reg.set_etag("/simple/fg-kept/", "\"v1\"");
+    let config = format!("{}metadata_ttl_seconds = 0\n", pypi_registry(&reg));
+    let fg = Gatekeeper::start(&reg, &config).await;
+    let json = [("accept", "application/vnd.pypi.simple.v1+json")];
+    let first = fg.get("/registry/pypi/fg-kept/", &json).await;
+    assert_eq!(
+        first.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let again = fg.get("/registry/pypi/fg-kept/", &json).await;
+    assert_eq!(again.headers["fetchgate-metadata"], "revalidated");
+    assert_eq!(again.body, first.body);
+
+    let new = wheel("fg-kept", "2.0", &[]);
+    publish_pypi(&reg, "fg-kept", &[old.clone(), new.clone()]);
+    reg.set_etag("/simple/fg-kept/", "\"v2\"");
+    let changed = fg.get("/registry/pypi/fg-kept/", &json).await;
+    assert_eq!(changed.headers["fetchgate-metadata"], "fetched");
+    let doc = changed.json();
+    let files = doc["files"].as_array().unwrap();
+    let url = files
+        .iter()
+        .find(|f| f["filename"] == new.0.as_str())
+        .and_then(|f| f["url"].as_str())
+        .unwrap_or_else(|| panic!("the kept old page answered: {doc}"))
+        .to_string();
+    let html = fg
+        .get("/registry/pypi/fg-kept/", &[("accept", "text/html")])
+        .await;
+    let html = String::from_utf8_lossy(&html.body);
+    assert!(
+        html.contains(&new.0),
+        "the kept old HTML page answered: {html}"
+    );
+    let path = url
+        .strip_prefix(&format!("http://{}", fg.proxy))
+        .unwrap_or_else(|| panic!("{url} is not on this fetchgate"));
+    let got = fg.get(path, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.body, new.1, "the new file is served as published");
+}
+
 /// pip installs a wheel with a dependency through fetchgate (JSON simple API, PEP 658
 /// metadata), again with --require-hashes, and again with the upstream down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@
 use super::error::RegistryError;
 use super::protocol::{Handled, Protocol};
 pub(crate) use super::pypi_html::render_html;
-use super::pypi_upstream::{UPSTREAM_ACCEPT, UPSTREAM_FORM, not_a_page, read_upstream_page};
+use super::pypi_upstream::{UPSTREAM_ACCEPT, UPSTREAM_FORM, not_a_page};
 use super::service::{Ask, Front, Registries, Reply, sha256_expected};
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -295,24 +295,7 @@ impl Registries {
                         front.settings.upstream
                     )));
                 }
-                let page_url = front
-                    .settings
-                    .upstream
-                    .join(&path)
-                    .map_err(|e| RegistryError::BadMetadata(e.to_string()))?;
-                let (source, base, project) = (entry.clone(), ask.base.to_string(), name.clone());
-                let page = self
-                    .parsed(entry.body.len(), move || {
-                        let form = source.content_type.as_deref();
-                        read_upstream_page(&source.body, form, &page_url, &base, &project)
-                    })
-                    .await?;
-                self.remember_files(front, &name, &page).await?;
-                let (content_type, body) = if wants_json(ask.accept) {
-                    (JSON, render_json(&page))
-                } else {
-                    (HTML, render_html(&page))
-                };
+                let (content_type, body) = self.pypi_page(front, &name, &path, &entry, ask).await?;
                 Ok(Reply::Document {
                     content_type: content_type.into(),
                     body,
@@ -363,6 +346,9 @@ impl Registries {
         }
     }
 }
+
+#[path = "pypi_page.rs"]
+mod page;
 
 #[cfg(test)]
 #[path = "pypi_tests.rs"]

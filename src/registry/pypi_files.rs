@@ -9,39 +9,32 @@ use super::pypi::Page;
 use super::service::{Front, Registries};
 use crate::store::Digest;
 
-impl Registries {
-    /// Records what this registry's page of `project` says about each file it lists, under
-    /// this registry and project (written only when something changed).
-    pub(super) async fn remember_files(
-        &self,
-        front: &Front,
-        project: &str,
-        page: &Page,
-    ) -> Result<(), RegistryError> {
-        let registry = &front.settings.name;
-        let upstream = front.settings.upstream.to_string();
-        let records: Vec<(String, StoredFile)> = page
-            .files
-            .iter()
-            .map(|f| {
-                (
-                    file_key(registry, project, &f.sha256),
-                    StoredFile {
-                        upstream: upstream.clone(),
-                        url: f.url.clone(),
-                        label: format!("{project}/{}", f.filename),
-                        metadata_sha256: f.metadata_sha256.map(|d| d.hex()),
-                    },
-                )
-            })
-            .collect();
-        let aliases = self.aliases.clone();
-        tokio::task::spawn_blocking(move || aliases.set_files(&records))
-            .await
-            .map_err(|e| RegistryError::Internal(e.to_string()))?
-            .map_err(RegistryError::Cache)
-    }
+/// What this registry's page of `project` says about each file it lists, keyed by this
+/// registry, project and file digest (for [`super::aliases::Aliases::set_files`], which
+/// writes only what changed).
+pub(super) fn file_records(
+    registry: &str,
+    upstream: &str,
+    project: &str,
+    page: &Page,
+) -> Vec<(String, StoredFile)> {
+    page.files
+        .iter()
+        .map(|f| {
+            (
+                file_key(registry, project, &f.sha256),
+                StoredFile {
+                    upstream: upstream.to_string(),
+                    url: f.url.clone(),
+                    label: format!("{project}/{}", f.filename),
+                    metadata_sha256: f.metadata_sha256.map(|d| d.hex()),
+                },
+            )
+        })
+        .collect()
+}
 
+impl Registries {
     /// The one project of this registry whose page listed `filename` with `sha256`; none, or
     /// several (which is which cannot be told from the URL), is not found.
     pub(super) async fn only_listing(
