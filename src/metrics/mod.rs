@@ -290,6 +290,14 @@ impl Metrics {
         self.cache_fills.get_or_create(&[("route", route)]).inc();
     }
 
+    /// Counts one registry artifact request of `kind` by `outcome` (`hit`, `shared`, `miss`,
+    /// `mismatch`).
+    pub(crate) fn registry_artifact(&self, kind: &'static str, outcome: &'static str) {
+        self.registry_artifacts
+            .get_or_create(&[("kind", kind), ("outcome", outcome)])
+            .inc();
+    }
+
     /// Brings a counter mirrored from elsewhere up to `total`.
     pub(crate) fn catch_up(counter: &Counter, total: u64) {
         let now = counter.get();

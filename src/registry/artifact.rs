@@ -44,10 +44,7 @@ impl Landing {
     /// Counts one request of this artifact by `outcome` (`hit`, `shared`, `miss`,
     /// `mismatch`).
     pub(crate) fn count(&self, outcome: &'static str) {
-        crate::metrics::get()
-            .registry_artifacts
-            .get_or_create(&[("kind", self.kind), ("outcome", outcome)])
-            .inc();
+        crate::metrics::get().registry_artifact(self.kind, outcome);
     }
 
     /// The single-flight request for the fetch from `url`, handing the bytes to `tap`'s client

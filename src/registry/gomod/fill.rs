@@ -153,8 +153,5 @@ impl Fill {
 
 /// Counts one go artifact request by outcome.
 pub(super) fn count(outcome: &'static str) {
-    crate::metrics::get()
-        .registry_artifacts
-        .get_or_create(&[("kind", PROTOCOL.name), ("outcome", outcome)])
-        .inc();
+    crate::metrics::get().registry_artifact(PROTOCOL.name, outcome);
 }

@@ -143,10 +143,7 @@ impl Read {
         };
         let received = crate::store::Digest::of(&body);
         if received != sha256 {
-            crate::metrics::get()
-                .registry_artifacts
-                .get_or_create(&[("kind", PROTOCOL.name), ("outcome", "mismatch")])
-                .inc();
+            crate::metrics::get().registry_artifact(PROTOCOL.name, "mismatch");
             tracing::warn!(registry = %self.registry, repository = name, expected = digest, received = %received.hex(), "manifest digest mismatch; nothing stored");
             return Err(RegistryError::DigestMismatch {
                 package: name.to_string(),
