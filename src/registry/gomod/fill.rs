@@ -49,6 +49,8 @@ pub(super) struct Fill {
     pub(super) file: VersionFile,
     /// The `h1:` the database recorded; `None` with `sumdb = "off"` (pin on first use).
     pub(super) want: Option<String>,
+    /// Its alias-index key ([`Fill::index_key`]), which is also its flight's key.
+    pub(super) index_key: String,
 }
 
 impl Fill {
@@ -59,10 +61,8 @@ impl Fill {
 
     /// Fetches, checks and stores the file once for every concurrent asker.
     pub(super) async fn fly(self, flights: &Arc<Flights>) -> Result<Digest, RegistryError> {
-        let ext = self.file.extension();
-        let key = Self::index_key(&self.registry, &self.module, &self.version, ext);
         let ask = Ask {
-            key: key.clone(),
+            key: self.index_key.clone(),
             source: format!("{} {}", self.registry, self.url),
             hedge: Duration::ZERO,
             metrics: crate::metrics::get(),
@@ -131,7 +131,7 @@ impl Fill {
         let sha256 = Digest::of(&body);
         let store = self.fetcher.store().clone();
         let aliases = self.aliases.clone();
-        let index_key = Self::index_key(&self.registry, module, version, ext);
+        let index_key = self.index_key.clone();
         let label = format!("go:{module}@{version}.{ext}");
         let locator = crate::redact::redact_locator(self.url.as_str());
         tokio::task::spawn_blocking(move || {

@@ -148,8 +148,9 @@ impl Registries {
         let index_key = Fill::index_key(registry, module, version, ext);
         let aliases = self.aliases.clone();
         let store = self.fetcher.store().clone();
+        let key = index_key.clone();
         let known = tokio::task::spawn_blocking(move || {
-            let sha = aliases.alias(&index_key).ok().flatten()?;
+            let sha = aliases.alias(&key).ok().flatten()?;
             Some((sha, store.contains(&sha)))
         })
         .await
@@ -195,6 +196,7 @@ impl Registries {
             version: version.to_string(),
             file,
             want,
+            index_key,
         };
         let sha256 = fill.fly(&self.go_flights).await?;
         Ok(Reply::Artifact { sha256 })
