@@ -74,12 +74,17 @@ impl Registries {
                     challenge,
                     scope,
                 };
+                // The token is remembered inside the flight, before it lands: a pull that
+                // arrives between the flight's end and a later insert would ask again.
                 let fetch = || {
-                    let asking = asking.clone();
-                    async move { asking.run().await.ok_or(()) }
+                    let (asking, key) = (asking.clone(), key.clone());
+                    async move {
+                        let (value, lifetime) = asking.run().await.ok_or(())?;
+                        remember_token(key, value.clone(), Instant::now() + lifetime);
+                        Ok((value, lifetime))
+                    }
                 };
-                let Ok((value, lifetime)) = flights().tokens.fly(once(&key), fetch, |_| ()).await
-                else {
+                let Ok((value, _)) = flights().tokens.fly(once(&key), fetch, |_| ()).await else {
                     // No token: the upstream is asked anonymously. The operator's credential
                     // is for the realm, never for the registry that named it.
                     return Some(Front {
@@ -87,12 +92,6 @@ impl Registries {
                         credential: None,
                     });
                 };
-                if let Ok(mut t) = tokens().lock() {
-                    if t.len() >= MAX_REMEMBERED {
-                        t.retain(|_, (_, until)| *until > now);
-                    }
-                    t.insert(key, (value.clone(), now + lifetime));
-                }
                 value
             }
         };
@@ -116,22 +115,36 @@ impl Registries {
             registry: front.settings.name.clone(),
         };
         // One probe per registry, however many pulls ask at once; a failed one is not kept.
+        // Remembered inside the flight, before it lands, as tokens are.
         let fetch = || {
-            let probe = probe.clone();
-            async move { probe.run().await.ok_or(()) }
+            let (probe, registry) = (probe.clone(), registry.to_string());
+            async move {
+                let found = probe.run().await.ok_or(())?;
+                if let Ok(mut c) = challenges().lock() {
+                    if c.len() >= MAX_REMEMBERED {
+                        c.clear();
+                    }
+                    c.insert(registry, found.clone());
+                }
+                Ok(found)
+            }
         };
-        let found = flights()
+        flights()
             .probes
             .fly(once(registry), fetch, |_| ())
             .await
-            .ok()?;
-        if let Ok(mut c) = challenges().lock() {
-            if c.len() >= MAX_REMEMBERED {
-                c.clear();
-            }
-            c.insert(registry.to_string(), found.clone());
+            .ok()?
+    }
+}
+
+/// Keeps `value` for `key` until `until`, dropping expired tokens when the table is full.
+fn remember_token(key: String, value: HeaderValue, until: Instant) {
+    if let Ok(mut t) = tokens().lock() {
+        if t.len() >= MAX_REMEMBERED {
+            let now = Instant::now();
+            t.retain(|_, (_, until)| *until > now);
         }
-        found
+        t.insert(key, (value, until));
     }
 }
 
