@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use fetchgate::store::Digest;
 use support::config::Toml;
-use support::serve::{free_port, start};
+use support::serve::{free_port, refused_port, start};
 use support::upstream::{CountingListener, Reply, Upstream, pattern_bytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -248,8 +248,8 @@ async fn the_status_page_is_plain_html_with_a_tight_policy_and_no_other_route_ch
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_shows_the_shared_tier_breaker_closed_then_open_after_failures() {
-    // A bucket endpoint on loopback that refuses every connection (nothing listens there).
-    let dead = free_port();
+    // A bucket endpoint on loopback that refuses every connection (bound, never listening).
+    let (dead, _held) = refused_port();
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("s3-secret");
     std::fs::write(&secret, "secret").unwrap();

@@ -24,6 +24,16 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A port on 127.0.0.1 that refuses every connection for as long as the returned socket
+/// lives: bound but never listening, so no other test's server can take it meanwhile (a
+/// port merely free at the time of asking can be handed to the next listener).
+pub fn refused_port() -> (u16, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    (port, socket)
+}
+
 /// Starts `fetchgate serve --config <config> <extra...>` and waits until it listens.
 pub async fn start(config: &std::path::Path, extra: &[&str]) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fetchgate"))
