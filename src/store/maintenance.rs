@@ -27,25 +27,24 @@ pub(crate) struct VerifyReport {
 
 impl Store {
     /// Makes the index agree with the directories: regular files without a record are
-    /// adopted (unverified: hashed before their first serve), records without a file are
-    /// dropped, and file modes are reset to 0444. Symbolic links and other non-regular files
-    /// are never adopted. Returns (adopted, dropped).
+    /// adopted (unverified: hashed before their first serve, their modes reset to 0444),
+    /// records without a file are dropped. Symbolic links and other non-regular files are
+    /// never adopted. Only names are read for files the index knows (no `stat` of a million
+    /// files at start-up): a known file's size and mode are checked when it is next opened
+    /// ([`Store::as_found`]). Returns (adopted, dropped).
     pub(crate) fn reconcile(&self) -> Result<(usize, usize), StoreError> {
         let on_disk = scan_objects(&self.objects)?;
         // The differences are found under the read lock, so hits go on while a table of
         // millions of entries is compared; only the changes take the write lock.
-        let (changed, gone) = {
+        let (unknown, gone) = {
             let entries = self.table()?;
             let mut known = 0;
-            let mut changed = Vec::new();
-            for (d, size) in &on_disk {
-                match entries.get(d) {
-                    Some(m) if m.size == *size => known += 1,
-                    Some(_) => {
-                        known += 1;
-                        changed.push((*d, *size));
-                    }
-                    None => changed.push((*d, *size)),
+            let mut unknown = Vec::new();
+            for d in &on_disk {
+                if entries.contains_key(d) {
+                    known += 1;
+                } else {
+                    unknown.push(*d);
                 }
             }
             // Every entry has its file (the usual case): no search for the missing ones.
@@ -54,20 +53,25 @@ impl Store {
             } else {
                 entries
                     .iter()
-                    .filter(|(d, _)| on_disk.binary_search_by_key(*d, |(k, _)| *k).is_err())
+                    .filter(|(d, _)| on_disk.binary_search(d).is_err())
                     .map(|(d, m)| (*d, m.clone()))
                     .collect()
             };
-            (changed, gone)
+            (unknown, gone)
         };
         drop(on_disk);
+        // The files to adopt, with their sizes: usually none, so the `stat`s are few.
+        let found: Vec<(Digest, u64)> = unknown
+            .into_iter()
+            .filter_map(|d| Some((d, regular_file_size(&self.object_path(&d))?)))
+            .collect();
         let mut adopted = Vec::new();
         let mut dropped = Vec::new();
         {
             let mut entries = self.table_mut()?;
-            for (d, size) in changed {
-                // Published with this size since the look: nothing to adopt.
-                if entries.get(&d).is_some_and(|m| m.size == size) {
+            for (d, size) in found {
+                // Published (or adopted by a read) since the look: nothing to adopt.
+                if entries.contains_key(&d) {
                     continue;
                 }
                 let meta = self.adopt(&mut entries, d, size);
@@ -85,6 +89,32 @@ impl Store {
         self.index.put(&adopted).map_err(StoreError::Index)?;
         self.index.remove(&dropped).map_err(StoreError::Index)?;
         Ok((adopted.len(), dropped.len()))
+    }
+
+    /// The entry `meta` as its opened file shows it: a file whose size is not the recorded
+    /// one (changed behind fetchgate's back) is adopted afresh with its own size, unverified,
+    /// so it is hashed before it is served (and quarantined unless it matches its name); a
+    /// mode other than 0444 is reset.
+    pub(super) fn as_found(
+        &self,
+        digest: &Digest,
+        meta: Arc<Meta>,
+        file: &fs::File,
+        on_disk: &fs::Metadata,
+    ) -> Arc<Meta> {
+        if on_disk.permissions().mode() & 0o777 != 0o444 {
+            let _ = file.set_permissions(fs::Permissions::from_mode(0o444));
+        }
+        if on_disk.len() == meta.size {
+            return meta;
+        }
+        let Ok(mut entries) = self.table_mut() else {
+            return meta;
+        };
+        let readopted = self.adopt(&mut entries, *digest, on_disk.len());
+        drop(entries);
+        let _ = self.index.put(&[(*digest, readopted.record())]);
+        readopted
     }
 
     /// Re-hashes every entry; any whose bytes no longer match their name is moved to
@@ -208,9 +238,10 @@ impl Store {
 }
 
 /// The regular files under `objects/sha256/` whose names are digests in the right shard,
-/// with their sizes, sorted by digest (a flat list: half the memory of a map for a store of
-/// millions of entries); their modes are reset to 0444 on the way.
-fn scan_objects(objects: &Path) -> Result<Vec<(Digest, u64)>, StoreError> {
+/// sorted (a flat list: the least memory for a store of millions of entries). Only the
+/// directories are read: the kind of each file comes with its name (`d_type`; a `stat` only
+/// where the file system does not say), so no file is opened or `stat`ed.
+fn scan_objects(objects: &Path) -> Result<Vec<Digest>, StoreError> {
     let mut on_disk = Vec::new();
     for shard in fs::read_dir(objects)
         .map_err(|e| io("cannot list", objects, e))?
@@ -229,18 +260,23 @@ fn scan_objects(objects: &Path) -> Result<Vec<(Digest, u64)>, StoreError> {
                 continue;
             }
             // Not followed: a symbolic link is not a regular file here.
-            let Ok(meta) = f.metadata() else { continue };
-            if !meta.is_file() {
-                continue;
+            if f.file_type().is_ok_and(|t| t.is_file()) {
+                on_disk.push(d);
             }
-            if meta.permissions().mode() & 0o777 != 0o444 {
-                let _ = fs::set_permissions(f.path(), fs::Permissions::from_mode(0o444));
-            }
-            on_disk.push((d, meta.len()));
         }
     }
-    on_disk.sort_unstable_by_key(|(d, _)| *d);
+    on_disk.sort_unstable();
     Ok(on_disk)
+}
+
+/// The size of the regular file at `path` (a symbolic link is not followed and is not one),
+/// its mode reset to 0444 on the way.
+fn regular_file_size(path: &Path) -> Option<u64> {
+    let meta = fs::symlink_metadata(path).ok().filter(|m| m.is_file())?;
+    if meta.permissions().mode() & 0o777 != 0o444 {
+        let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o444));
+    }
+    Some(meta.len())
 }
 
 /// Removes every temp file that no live fill holds locked. Returns how many were removed.
@@ -263,14 +299,20 @@ pub(super) fn sweep_tmp(tmp: &Path) -> usize {
 /// Opens a cache file for reading without following a symbolic link (`O_NOFOLLOW`) and
 /// without blocking on a FIFO (`O_NONBLOCK`), and refuses anything but a regular file.
 pub(crate) fn open_object(path: &Path) -> std::io::Result<fs::File> {
+    open_object_with_metadata(path).map(|(file, _)| file)
+}
+
+/// [`open_object`], with what the open file's `fstat` said of it (its size and mode).
+pub(crate) fn open_object_with_metadata(path: &Path) -> std::io::Result<(fs::File, fs::Metadata)> {
     let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    Ok(file)
+    Ok((file, meta))
 }
 
 /// SHA-256 and length of a cache file, read in 256 KiB blocks. Like every read of an entry,
@@ -294,3 +336,7 @@ fn hash_reader(mut f: impl Read) -> std::io::Result<(Digest, u64)> {
     }
     Ok((Digest(hasher.finalize().into()), n))
 }
+
+#[cfg(test)]
+#[path = "maintenance_tests.rs"]
+mod tests;

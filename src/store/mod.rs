@@ -51,7 +51,7 @@ pub(crate) use fill::{Fill, FillError, FillSink};
 use index::Index;
 pub(crate) use index::Record;
 pub(crate) use lookup::lookup;
-use maintenance::{open_object, sweep_tmp};
+use maintenance::{open_object_with_metadata, sweep_tmp};
 pub use settings::{CacheSection, CacheSettings, TeeRuleSection};
 use space::Space;
 
@@ -216,8 +216,7 @@ impl Store {
         let meta = self.meta(digest)?;
         let path = self.object_path(digest);
         meta.hit(now());
-        let size = meta.size;
-        let found = |body| {
+        let found = |size, body| {
             Some(Object {
                 digest: *digest,
                 size,
@@ -234,20 +233,23 @@ impl Store {
                 return None;
             }
             meta.seen_on_disk(now(), generation);
-            return found(Body::Memory(bytes));
+            return found(meta.size, Body::Memory(bytes));
         }
-        let mut file = self.open_entry(digest, &path)?;
+        let (mut file, on_disk) = self.open_entry(digest, &path)?;
+        // Start-up looks at names only: the file's size and mode are checked here.
+        let meta = self.as_found(digest, meta, &file, &on_disk);
         if meta.is_unverified() && !self.verify_adopted(digest, &meta, &mut file) {
             return None;
         }
+        let size = meta.size;
         if size <= self.settings.memory_max_object_bytes && self.settings.memory_bytes > 0 {
             let generation = self.shard_generation(digest, &path);
             let bytes = read_exactly(&file, size)?;
             self.memory.insert(*digest, bytes.clone());
             meta.seen_on_disk(now(), generation);
-            return found(Body::Memory(bytes));
+            return found(size, Body::Memory(bytes));
         }
-        found(Body::File(file))
+        found(size, Body::File(file))
     }
 
     /// The generation of `digest`'s object directory an entry may record (see
@@ -289,9 +291,9 @@ impl Store {
 
     /// Opens an entry's file for reading. A file that has gone is forgotten; a symbolic link
     /// or other non-regular file in its place is quarantined.
-    fn open_entry(&self, digest: &Digest, path: &Path) -> Option<fs::File> {
-        match open_object(path) {
-            Ok(f) => Some(f),
+    fn open_entry(&self, digest: &Digest, path: &Path) -> Option<(fs::File, fs::Metadata)> {
+        match open_object_with_metadata(path) {
+            Ok(found) => Some(found),
             Err(_) => {
                 if fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
                     self.quarantine_entry(digest);
@@ -373,8 +375,8 @@ impl Store {
     /// its use time (for uploading it elsewhere). `None` if it is not stored. Blocking.
     pub(crate) fn published_file(&self, digest: &Digest) -> Option<(fs::File, u64)> {
         let meta = self.meta(digest).filter(|m| !m.is_unverified())?;
-        let file = open_object(&self.object_path(digest)).ok()?;
-        Some((file, meta.size))
+        let (file, on_disk) = open_object_with_metadata(&self.object_path(digest)).ok()?;
+        (on_disk.len() == meta.size).then_some((file, meta.size))
     }
 
     /// Temp files created (fills begun) by this store since it was opened.
