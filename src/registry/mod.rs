@@ -18,6 +18,7 @@ pub(crate) mod gomod;
 pub(crate) mod metadata;
 pub(crate) mod names;
 pub(crate) mod npm;
+mod npm_dists;
 pub(crate) mod oci;
 pub(crate) mod private;
 pub(crate) mod protocol;

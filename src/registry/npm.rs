@@ -95,7 +95,7 @@ fn valid_file(file: &str) -> bool {
 }
 
 /// The last path segment of a tarball URL.
-fn file_of(tarball: &str) -> Option<&str> {
+pub(super) fn file_of(tarball: &str) -> Option<&str> {
     let path = tarball.split(['?', '#']).next()?;
     path.rsplit('/').next().filter(|f| valid_file(f))
 }
@@ -139,33 +139,6 @@ pub(crate) struct Dist {
     pub(crate) integrity: Option<String>,
     /// `dist.shasum`.
     pub(crate) shasum: Option<String>,
-}
-
-/// The version whose upstream tarball's file name is `file`.
-pub(crate) fn find_dist(body: &[u8], file: &str) -> Result<Option<Dist>, String> {
-    let doc: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the packument is not JSON: {e}"))?;
-    let Some(versions) = doc.get("versions").and_then(Value::as_object) else {
-        return Ok(None);
-    };
-    for (version, meta) in versions {
-        let Some(dist) = meta.get("dist") else {
-            continue;
-        };
-        let Some(tarball) = dist.get("tarball").and_then(Value::as_str) else {
-            continue;
-        };
-        if file_of(tarball) == Some(file) {
-            let text = |k: &str| dist.get(k).and_then(Value::as_str).map(str::to_string);
-            return Ok(Some(Dist {
-                version: version.clone(),
-                tarball: tarball.to_string(),
-                integrity: text("integrity"),
-                shasum: text("shasum"),
-            }));
-        }
-    }
-    Ok(None)
 }
 
 /// The `kind = "npm"` row of the registry-kind table: npm packuments and tarballs.
@@ -255,15 +228,12 @@ impl Registries {
             let Some(entry) = self.cached_meta(front, &format!("{name}:{form}")).await else {
                 continue;
             };
-            let wanted = file.to_string();
-            let size = entry.body.len();
-            if let Ok(Some(dist)) = self
-                .parsed(size, move || find_dist(&entry.body, &wanted))
-                .await
+            if let Ok(index) = self.npm_dists(front, name, form, &entry).await
+                && let Some(dist) = index.get(file)
                 && let Some(expected) =
                     Expected::from_npm_dist(dist.integrity.as_deref(), dist.shasum.as_deref())
             {
-                return Ok((dist, expected));
+                return Ok((dist.clone(), expected));
             }
         }
         let accept = "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8";
@@ -278,10 +248,11 @@ impl Registries {
         if entry.status != 200 {
             return Err(RegistryError::NotFound(format!("package {name}")));
         }
-        let (source, wanted) = (entry.clone(), file.to_string());
         let dist = self
-            .parsed(entry.body.len(), move || find_dist(&source.body, &wanted))
+            .npm_dists(front, name, "abbreviated", &entry)
             .await?
+            .get(file)
+            .cloned()
             .ok_or_else(|| RegistryError::NotFound(format!("tarball {file} of {name}")))?;
         let expected = Expected::from_npm_dist(dist.integrity.as_deref(), dist.shasum.as_deref())
             .ok_or_else(|| RegistryError::NoDigest {
@@ -299,6 +270,12 @@ fn npm_path(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The version whose upstream tarball's file name is `file`, as the kept index finds it.
+    fn find_dist(body: &[u8], file: &str) -> Result<Option<Dist>, String> {
+        let (index, _) = super::super::npm_dists::DistIndex::of(body)?;
+        Ok(index.get(file).cloned())
+    }
 
     #[test]
     fn paths() {

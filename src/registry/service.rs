@@ -404,6 +404,27 @@ impl Registries {
             .map_err(RegistryError::BadMetadata)
     }
 
+    /// What `make` makes of `entry` (and the memory it takes), kept under this registry's
+    /// `key` once per entry generation; see [`Work::derived`](super::metadata::work::Work::derived).
+    pub(super) async fn derived<T, F>(
+        &self,
+        front: &Front,
+        key: &str,
+        entry: &Arc<Entry>,
+        make: F,
+    ) -> Result<Arc<T>, RegistryError>
+    where
+        T: std::any::Any + Send + Sync,
+        F: FnOnce(&[u8]) -> Result<(T, usize), String> + Send + 'static,
+    {
+        let key = format!("{}\0{key}", front.settings.name);
+        self.metadata
+            .work
+            .derived(key, entry, make)
+            .await
+            .map_err(RegistryError::BadMetadata)
+    }
+
     /// Runs `job` (a parse of metadata `size` bytes long) off the async workers, within the
     /// metadata memory budget.
     pub(super) async fn parsed<T, F>(&self, size: usize, job: F) -> Result<T, RegistryError>

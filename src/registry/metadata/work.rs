@@ -1,5 +1,5 @@
-//! Parsing and rewriting metadata off the async workers, within a memory budget, and the
-//! rewritten documents kept once.
+//! Parsing and rewriting metadata off the async workers, within a memory budget, and what is
+//! made of an entry (a rewritten document, an index of the files it names) kept once.
 //!
 //! A packument of tens of megabytes takes several times its size once parsed; read per request
 //! on the async workers, a few concurrent installs took gigabytes and stalled every other
@@ -7,8 +7,10 @@
 //! [`PARSE_FACTOR`] times its input from [`WORK_BUDGET_BYTES`] (a job larger than the whole
 //! budget takes all of it and runs alone); a rewritten document is kept (within
 //! [`REWRITTEN_BYTES`]) for as long as the entry it came from is current, so a cached request
-//! is served without parsing at all.
+//! is served without parsing at all. So is anything else made of an entry ([`Work::derived`]):
+//! npm's index of the tarballs a packument names, read by every tarball request.
 
+use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,23 +23,25 @@ use super::Entry;
 pub(crate) const WORK_BUDGET_BYTES: u64 = 256 << 20;
 /// How many times its size a document is taken to need while parsed.
 pub(crate) const PARSE_FACTOR: u64 = 8;
-/// Bytes of rewritten documents kept in memory.
+/// Bytes of rewritten documents (and other things made of entries) kept in memory.
 const REWRITTEN_BYTES: u64 = 64 << 20;
 /// The budget is counted in units of this many bytes (a semaphore counts in `u32`).
 const UNIT: u64 = 1 << 10;
 
-/// One rewritten document and the entry generation it was made from.
+/// What was made of an entry (a rewritten document, an index), the entry generation it was
+/// made from, and the bytes of memory it is counted as.
 #[derive(Clone)]
-struct Rewritten {
+struct Derived {
     generation: u64,
-    body: Bytes,
+    value: Arc<dyn Any + Send + Sync>,
+    weight: u32,
 }
 
 /// The budget and the rewritten documents.
 pub(crate) struct Work {
     budget: Arc<Semaphore>,
     units: u32,
-    rewritten: moka::sync::Cache<String, Rewritten>,
+    kept: moka::sync::Cache<String, Derived>,
     /// Jobs that ran (for tests: a cached rewrite runs none).
     runs: AtomicU64,
 }
@@ -49,10 +53,12 @@ impl Work {
         Self {
             budget: Arc::new(Semaphore::new(units as usize)),
             units,
-            rewritten: moka::sync::Cache::builder()
+            kept: moka::sync::Cache::builder()
                 .max_capacity(REWRITTEN_BYTES)
-                .weigher(|k: &String, v: &Rewritten| {
-                    u32::try_from(k.len() + v.body.len() + 64).unwrap_or(u32::MAX)
+                .weigher(|k: &String, v: &Derived| {
+                    u32::try_from(k.len() + 64)
+                        .unwrap_or(u32::MAX)
+                        .saturating_add(v.weight)
                 })
                 .build(),
             runs: AtomicU64::new(0),
@@ -95,23 +101,49 @@ impl Work {
     where
         F: FnOnce(&[u8]) -> Result<Bytes, String> + Send + 'static,
     {
-        if let Some(kept) = self.rewritten.get(&variant)
+        let kept = self
+            .derived(variant, entry, move |body| {
+                let made = rewrite(body)?;
+                let weight = made.len();
+                Ok((made, weight))
+            })
+            .await?;
+        Ok(Bytes::clone(&kept))
+    }
+
+    /// What `make` makes of `entry` (with the bytes of memory it takes), kept under `key` once
+    /// per entry generation and made on a blocking thread within the budget when not kept.
+    /// `key` names what is made as well as the entry, so one key is only ever one type.
+    pub(crate) async fn derived<T, F>(
+        &self,
+        key: String,
+        entry: &Arc<Entry>,
+        make: F,
+    ) -> Result<Arc<T>, String>
+    where
+        T: Any + Send + Sync,
+        F: FnOnce(&[u8]) -> Result<(T, usize), String> + Send + 'static,
+    {
+        if let Some(kept) = self.kept.get(&key)
             && kept.generation == entry.generation
+            && let Ok(value) = kept.value.downcast::<T>()
         {
-            return Ok(kept.body);
+            return Ok(value);
         }
         let source = entry.clone();
-        let body = self
-            .run(entry.body.len(), move || rewrite(&source.body))
+        let (value, weight) = self
+            .run(entry.body.len(), move || make(&source.body))
             .await??;
-        self.rewritten.insert(
-            variant,
-            Rewritten {
+        let value = Arc::new(value);
+        self.kept.insert(
+            key,
+            Derived {
                 generation: entry.generation,
-                body: body.clone(),
+                value: value.clone(),
+                weight: u32::try_from(weight).unwrap_or(u32::MAX),
             },
         );
-        Ok(body)
+        Ok(value)
     }
 
     /// Jobs run so far.
