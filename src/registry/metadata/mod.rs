@@ -186,9 +186,16 @@ impl MetadataCache {
         self.lookup(key).await.filter(|e| e.status == 200)
     }
 
-    /// Keeps `entry` under `key`: in memory, and (`200`s only, on a blocking thread) on disk.
+    /// Keeps `entry` under `key` as a new generation: in memory, and (`200`s only, on a
+    /// blocking thread) on disk.
     async fn put(&self, key: &str, mut entry: Entry) -> Arc<Entry> {
         entry.generation = self.generations.fetch_add(1, Ordering::Relaxed);
+        self.keep(key, entry).await
+    }
+
+    /// Keeps `entry` under `key` with the generation it has: for a revalidated entry, whose
+    /// bytes (and so whatever was made of them) are unchanged.
+    async fn keep(&self, key: &str, entry: Entry) -> Arc<Entry> {
         let entry = Arc::new(entry);
         self.memory.insert(key.to_string(), entry.clone());
         if entry.status == 200 {
@@ -300,9 +307,10 @@ impl MetadataCache {
             }
             Ok(Answer::NotModified) => match cached {
                 Some(e) if e.status == 200 => {
+                    // The same bytes, renewed: its rewritten documents and indexes still hold.
                     let mut renewed = (*e).clone();
                     renewed.fetched = now();
-                    Ok((self.put(key, renewed).await, Freshness::Revalidated))
+                    Ok((self.keep(key, renewed).await, Freshness::Revalidated))
                 }
                 _ => Err(MetaError::Unexpected(
                     "the upstream answered 304 to a request without a cached copy".into(),

@@ -98,6 +98,36 @@ async fn fresh_then_revalidated_then_stale_then_offline() {
 }
 
 #[tokio::test]
+async fn a_revalidated_entry_keeps_its_generation_and_a_changed_one_gets_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path());
+    let get = |answer: Answer| {
+        let cache = &cache;
+        async move {
+            let (e, _) = cache
+                .get("npm:g", ageing(0), |_| async { Ok(answer) })
+                .await
+                .unwrap();
+            e
+        }
+    };
+    let first = get(fresh("v1", "\"1\"")).await;
+    // A 304: the same bytes, so what was made of them (kept per generation) still holds.
+    let renewed = get(Answer::NotModified).await;
+    assert_eq!(renewed.body, first.body);
+    assert_eq!(
+        renewed.generation, first.generation,
+        "a 304 made a new generation"
+    );
+    assert!(renewed.fetched >= first.fetched);
+    // The twin: new bytes are a new generation, and so is the same body fetched again whole.
+    let changed = get(fresh("v2", "\"2\"")).await;
+    assert_ne!(changed.generation, first.generation);
+    let refetched = get(fresh("v2", "\"2\"")).await;
+    assert_ne!(refetched.generation, changed.generation);
+}
+
+#[tokio::test]
 async fn not_found_is_remembered_briefly() {
     let dir = tempfile::tempdir().unwrap();
     let cache = open(dir.path());
