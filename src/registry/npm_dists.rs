@@ -84,7 +84,6 @@ impl Registries {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use bytes::Bytes;
     use serde_json::json;
@@ -92,7 +91,6 @@ mod tests {
     use super::*;
     use crate::app::{Shared, gate};
     use crate::config::Config;
-    use crate::registry::metadata::{Ageing, Answer};
     use crate::registry::service::Ask;
     use crate::serve::AppContext;
 
@@ -131,21 +129,11 @@ mod tests {
 
     /// Puts `body` in the metadata cache as the upstream's full packument of `demo`.
     async fn fill(shared: &Shared, body: Bytes) {
-        let now = Ageing {
-            ttl: Duration::ZERO,
-            max_stale: Duration::ZERO,
-            offline: false,
-        };
-        let answer = Answer::Fresh {
-            etag: None,
-            content_type: Some("application/json".into()),
-            body,
-        };
+        let key = "npm:npm:demo:full";
         shared
             .metadata
-            .get("npm:npm:demo:full", now, |_| async { Ok(answer) })
-            .await
-            .unwrap();
+            .fill_for_test(key, "application/json", body)
+            .await;
     }
 
     /// Asks for `demo`'s tarball `file`; the error, since its bytes cannot be had here.

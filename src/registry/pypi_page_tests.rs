@@ -1,7 +1,6 @@
 //! Unit tests of the kept project page: made once per entry and variant (a warm read runs no
 //! metadata job), made anew for a changed page with its new file recorded, and never shared
 //! between registries. The cache is filled directly, so no request leaves the process.
-use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -10,7 +9,7 @@ use super::super::{HTML, JSON};
 use crate::app::{Shared, gate};
 use crate::config::Config;
 use crate::registry::aliases::file_key;
-use crate::registry::metadata::{Ageing, Answer};
+
 use crate::registry::service::{Ask, Reply};
 use crate::serve::AppContext;
 use crate::store::Digest;
@@ -47,23 +46,8 @@ fn page(files: &[&str]) -> (Bytes, Vec<Digest>) {
 /// Puts `body` in the metadata cache as `registry`'s upstream answer for `PROJECT`, as a
 /// fetch (or a revalidation that found it changed) would.
 async fn fill(shared: &Shared, registry: &str, body: Bytes) {
-    let now = Ageing {
-        ttl: Duration::ZERO,
-        max_stale: Duration::ZERO,
-        offline: false,
-    };
-    let answer = Answer::Fresh {
-        etag: None,
-        content_type: Some(JSON.into()),
-        body,
-    };
-    shared
-        .metadata
-        .get(&format!("pypi:{registry}:{PROJECT}"), now, |_| async {
-            Ok(answer)
-        })
-        .await
-        .unwrap();
+    let key = format!("pypi:{registry}:{PROJECT}");
+    shared.metadata.fill_for_test(&key, JSON, body).await;
 }
 
 /// The content type and body a client with `accept` and `base` gets for `PROJECT`'s page.

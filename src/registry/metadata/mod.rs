@@ -373,3 +373,25 @@ impl Drop for Landing<'_> {
 
 #[cfg(test)]
 mod tests;
+
+/// Filling the metadata cache directly in unit tests, so no request leaves the process.
+#[cfg(test)]
+impl MetadataCache {
+    /// Keeps `body` (of `content_type`) under `key` as the upstream's answer, as a fetch (or a
+    /// revalidation that found it changed) would.
+    pub(crate) async fn fill_for_test(&self, key: &str, content_type: &str, body: Bytes) {
+        let now = Ageing {
+            ttl: Duration::ZERO,
+            max_stale: Duration::ZERO,
+            offline: false,
+        };
+        let answer = Answer::Fresh {
+            etag: None,
+            content_type: Some(content_type.into()),
+            body,
+        };
+        self.get(key, now, |_| async { Ok(answer) })
+            .await
+            .expect("a filled answer");
+    }
+}
