@@ -140,8 +140,9 @@ impl Fill {
         Ok(())
     }
 
-    /// Hashes and writes `data`, refusing (without writing) anything past the limit. A write
-    /// that fails closes the fill: it takes no more bytes and publishes nothing.
+    /// Hashes and writes `data`, refusing (without writing) anything past the limit. The
+    /// hash reads the chunk first, so the copy into the file reads it from the CPU cache.
+    /// A write that fails closes the fill: it takes no more bytes and publishes nothing.
     pub fn write(&mut self, data: &[u8]) -> Result<(), FillError> {
         if self.checked.is_some() {
             return Err(closed());
@@ -153,12 +154,12 @@ impl Fill {
         let Some(file) = self.file.as_mut() else {
             return Err(closed());
         };
+        self.hasher.update(data);
         if let Err(e) = file.write_all(data) {
             let failed = FillError::Store(io("cannot write", &self.path, e));
             self.checked = Some(Err(failed.clone()));
             return Err(failed);
         }
-        self.hasher.update(data);
         self.count += data.len() as u64;
         Ok(())
     }
