@@ -401,12 +401,12 @@ impl FillSink {
 
 /// Allocates the blocks of `file` from `from` to `to` without changing its size (Linux
 /// `fallocate` with `FALLOC_FL_KEEP_SIZE`); elsewhere a no-op.
-fn preallocate(file: &File, from: u64, to: u64) -> std::io::Result<u64> {
+fn preallocate(file: &File, from: u64, to: u64) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, from, to - from)?;
     #[cfg(not(target_os = "linux"))]
-    let _ = (file, from);
-    Ok(to)
+    let _ = (file, from, to);
+    Ok(())
 }
 
 /// The fill's file was already handed on: a bug in this module, not a disk problem.
