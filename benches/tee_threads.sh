@@ -14,48 +14,12 @@ cd "$(dirname "$0")/.."
 SIZE_MIB=${SIZE_MIB:-256}
 MODE=${MODE:-plain}
 OUT=${OUT:-/tmp}
-export PATH="/usr/sbin:$PATH"
-for b in nginx curl taskset; do command -v "$b" >/dev/null || { echo "needs $b" >&2; exit 1; }; done
-if [ -z "${FG:-}" ]; then cargo build --release -q; FG="$(pwd)/target/release/fetchgate"; fi
-W=$(mktemp -d /tmp/fetchgate-tee-threads.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
-  sleep 0.3
-  rm -rf "$W"
-}
-trap cleanup EXIT
-UP=127.0.0.1:18490
-FGP=127.0.0.1:18491
-mkdir -p "$W/www"
-for f in 1 2; do head -c $((SIZE_MIB << 20)) /dev/urandom > "$W/www/$f"; done
-chmod 755 "$W" "$W/www"; chmod 644 "$W"/www/*
-cat > "$W/nginx.conf" <<E2
-worker_processes 1;
-pid $W/nginx.pid;
-error_log $W/nginx-error.log crit;
-events { worker_connections 64; }
-http { access_log off; sendfile on; tcp_nopush on; server { listen $UP; root $W/www; } }
-E2
-taskset -c 0 nginx -c "$W/nginx.conf"
-cat > "$W/fg.toml" <<E2
-[listen]
-proxy = "$FGP"
-admin = "127.0.0.1:18492"
-[cache]
-dir = "$W/cache"
-max_object_bytes = $(((SIZE_MIB + 1) << 20))
-[[egress.trust]]
-cidrs = ["127.0.0.1/32"]
-ports = [${UP##*:}]
-E2
-taskset -c 1 "$FG" serve --config "$W/fg.toml" 2>"$W/fg.log" & PIDS+=($!); FG_PID=$!
-for a in $UP $FGP; do
-  for _ in $(seq 100); do (exec 3<>"/dev/tcp/${a%:*}/${a##*:}") 2>/dev/null && break; sleep 0.1; done
-done
+command -v taskset >/dev/null || { echo "needs taskset" >&2; exit 1; }
+SUT=(taskset -c 1); LOAD=(taskset -c 0)
+FILES=2
+. benches/tee_env.sh
 cat "$W"/www/* > /dev/null
-taskset -c 0 curl -fsS -o /dev/null -x "http://$FGP" "http://$UP/1"
+"${LOAD[@]}" curl -fsS -o /dev/null -x "http://$FGP" "http://$UP/1"
 sleep 1.5
 # Thread id, user ticks, system ticks, run time in ns.
 threads() {
@@ -69,7 +33,7 @@ case $MODE in
   perf) perf record -q -g -p "$FG_PID" -o "$OUT/perf.data" & SP=$!; sleep 1 ;;
   *) SP= ;;
 esac
-taskset -c 0 curl -fsS -o /dev/null -w 'MiB/s %{speed_download}\n' -x "http://$FGP" "http://$UP/2${QUERY:-}" \
+"${LOAD[@]}" curl -fsS -o /dev/null -w 'MiB/s %{speed_download}\n' -x "http://$FGP" "http://$UP/2${QUERY:-}" \
   | awk '{printf "%s %.0f\n", $1, $2 / 1048576}'
 sleep 1.5   # the commit
 if [ -n "$SP" ]; then kill -INT "$SP"; wait "$SP" || true; fi
