@@ -11,67 +11,34 @@
 #   CPU:    fetchgate's user + system CPU seconds for each miss (from /proc, including the
 #           commit) against the user CPU seconds of `cache verify` per entry (the hash alone):
 #           the ratio a dedicated core would see, far less sensitive to other load than MiB/s.
+#   floor:  what a kept copy costs this machine at least, each part alone on core 1: the
+#           forwarding (the same file through the proxy with a query, which the tee never
+#           keeps: fetchgate's CPU for the miss without the tee), the hash (above), and
+#           writing SIZE_MIB into the page cache of a new, preallocated file with writes of
+#           WRITE_KIB from one buffer, then `fsync` (python's user + system CPU). Their sum
+#           is the least one core can do the tee in; `tee / floor` says how close it is.
 #
 # Each round's file is new to fetchgate, so every fetch is a real miss that publishes. The
 # entry kept is then checked by digest (the tee published exactly those bytes).
 #
-# Usage: benches/tee.sh   (ROUNDS=3, SIZE_MIB=256). PIN=0 turns pinning off. Installs nginx
+# Usage: benches/tee.sh   (ROUNDS=3, SIZE_MIB=256, WRITE_KIB=320: the fill's writes are hyper's
+# reads from the upstream, 300 to 400 KiB by `strace -c` here). PIN=0 turns pinning off. Installs nginx
 # and curl if missing; loopback only; stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 ROUNDS=${ROUNDS:-3}
 SIZE_MIB=${SIZE_MIB:-256}
+WRITE_KIB=${WRITE_KIB:-320}
 PIN=${PIN:-1}
 SUT=(); LOAD=()
 if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
   SUT=(taskset -c 1); LOAD=(taskset -c 0)
 fi
-export PATH="/usr/sbin:$PATH"
-for b in nginx curl python3; do command -v "$b" >/dev/null || apt-get install -y -qq "$b" >/dev/null; done
-# FG=/path/to/fetchgate measures another build (a saved "before" binary, say).
-if [ -z "${FG:-}" ]; then cargo build --release -q; FG="$ROOT/target/release/fetchgate"; fi
-
-W=$(mktemp -d /tmp/fetchgate-tee.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
-  sleep 0.3
-  rm -rf "$W"
-}
-trap cleanup EXIT
-
-UP=127.0.0.1:18480
-FGP=127.0.0.1:18481
-mkdir -p "$W/www"
-for r in $(seq "$ROUNDS"); do head -c $((SIZE_MIB << 20)) /dev/urandom > "$W/www/$r"; done
-chmod 755 "$W" "$W/www"; chmod 644 "$W"/www/*
-cat > "$W/nginx.conf" <<EOF
-worker_processes 1;
-pid $W/nginx.pid;
-error_log $W/nginx-error.log crit;
-events { worker_connections 64; }
-http { access_log off; sendfile on; tcp_nopush on; server { listen $UP; root $W/www; } }
-EOF
-"${LOAD[@]}" nginx -c "$W/nginx.conf"
-cat > "$W/fg.toml" <<EOF
-[listen]
-proxy = "$FGP"
-admin = "127.0.0.1:18482"
-[cache]
-dir = "$W/cache"
-max_object_bytes = $(((SIZE_MIB + 1) << 20))
-[[egress.trust]]
-cidrs = ["127.0.0.1/32"]
-ports = [${UP##*:}]
-EOF
-"${SUT[@]}" "$FG" serve --config "$W/fg.toml" 2>"$W/fg.log" & PIDS+=($!); FG_PID=$!
+FILES=$ROUNDS
+. benches/tee_env.sh
 # User plus system CPU ticks a process has used (fields 14 and 15 of /proc/PID/stat).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-for a in $UP $FGP; do
-  for _ in $(seq 100); do (exec 3<>"/dev/tcp/${a%:*}/${a##*:}") 2>/dev/null && break; sleep 0.1; done
-done
 
 RES="$W/results.tsv"; : > "$RES"
 mib_s() { python3 -c "print(f'{$SIZE_MIB / $1:.1f}')"; }
@@ -85,6 +52,30 @@ for r in $(seq "$ROUNDS"); do
   [ -f "$W/cache/objects/sha256/${sha:0:2}/$sha" ] || { echo "round $r: the tee kept nothing" >&2; exit 1; }
   sleep 1   # the commit (fsync, rename, index) is part of what the tee costs
   printf 'proxy_cpu_s\t%s\n' "$(python3 -c "print(($(cpu_ticks "$FG_PID") - $cpu0) / $(getconf CLK_TCK))")" >> "$RES"
+  # The forwarding alone: a URL with a query (often a signed one) is never teed (admit()).
+  cpu0=$(cpu_ticks "$FG_PID")
+  v=$("${LOAD[@]}" curl -fsS -o /dev/null -w '%{speed_download}' -x "http://$FGP" "http://$UP/$r?tee=no" | awk '{printf "%.1f", $1 / 1048576}')
+  sleep 1
+  q=$(curl -fsS "http://127.0.0.1:18482/metrics" | awk '/^fetchgate_tee_skipped_total\{reason="query"\}/ {print $2}')
+  [ "${q:-0}" = "$r" ] || { echo "round $r: the forwarding-only fetch was not kept out of the tee ($q)" >&2; exit 1; }
+  printf 'forward\t%s\n' "$v" >> "$RES"
+  printf 'forward_cpu_s\t%s\n' "$(python3 -c "print(($(cpu_ticks "$FG_PID") - $cpu0) / $(getconf CLK_TCK))")" >> "$RES"
+  # Writing a kept copy alone: into a new file next to the cache's, then fsync.
+  printf 'write_cpu_s\t%s\n' "$("${SUT[@]}" python3 - "$W/floor-$r" "$SIZE_MIB" "$WRITE_KIB" <<'PY'
+import os, resource, sys
+path, size, chunk = sys.argv[1], int(sys.argv[2]) << 20, int(sys.argv[3]) << 10
+buf = memoryview(os.urandom(chunk))
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+before = resource.getrusage(resource.RUSAGE_SELF)
+os.posix_fallocate(fd, 0, size)
+left = size
+while left:
+    left -= os.write(fd, buf[: min(chunk, left)])
+os.fsync(fd)
+after = resource.getrusage(resource.RUSAGE_SELF)
+print(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+PY
+)" >> "$RES"
   sync
   /usr/bin/time -f '%e' -o "$W/t" "${SUT[@]}" sha256sum "$W/www/$r" >/dev/null
   printf 'sha256sum\t%s\n' "$(mib_s "$(cat "$W/t")")" >> "$RES"
@@ -95,7 +86,7 @@ for r in $(seq "$ROUNDS"); do
   printf 'sha2\t%s\n' "$(python3 -c "print(f'{$r * $SIZE_MIB / $t:.1f}')")" >> "$RES"
 done
 
-python3 - "$RES" "$ROUNDS" "$SIZE_MIB" "${#SUT[@]}" <<'PY'
+python3 - "$RES" "$ROUNDS" "$SIZE_MIB" "${#SUT[@]}" "$WRITE_KIB" <<'PY'
 import collections, statistics, sys
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
@@ -118,4 +109,16 @@ print("| work | CPU s | hash / tee |")
 print("|---|---|---|")
 print(f"| fetchgate, whole tee (forward, hash, write, commit) | {m['proxy_cpu_s']:.3f} | {m['sha2_cpu_s'] / m['proxy_cpu_s']:.2f} |")
 print(f"| fetchgate's sha2 alone (user time of cache verify per entry) | {m['sha2_cpu_s']:.3f} | |")
+floor = m['forward_cpu_s'] + m['sha2_cpu_s'] + m['write_cpu_s']
+print()
+print(f"The floor of a kept copy on one core (each part alone; {sys.argv[5]} KiB writes):")
+print()
+print("| part | CPU s | MiB/s |")
+print("|---|---|---|")
+print(f"| forwarding alone (fetchgate, the tee kept out by a query) | {m['forward_cpu_s']:.3f} | {m['forward']:.0f} |")
+print(f"| SHA-256 alone (fetchgate's sha2) | {m['sha2_cpu_s']:.3f} | |")
+print(f"| page-cache write of a preallocated file and fsync (python) | {m['write_cpu_s']:.3f} | |")
+print(f"| floor: their sum | {floor:.3f} | |")
+print()
+print(f"tee / floor (CPU s): {floor / m['proxy_cpu_s']:.2f}; the most hash / tee this floor allows: {m['sha2_cpu_s'] / floor:.2f}")
 PY

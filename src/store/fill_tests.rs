@@ -1,0 +1,137 @@
+//! Tests of a fill's disk side: blocks allocated with the reservation and given back past the
+//! last byte, the bytes published unchanged, and a failed write that closes the fill.
+
+use std::os::unix::fs::MetadataExt;
+
+use super::super::space::RESERVE_STEP;
+use super::super::testing::{bytes, store};
+use super::*;
+
+/// Bytes of disk blocks `path` holds (what `du` counts).
+fn on_disk(path: &Path) -> u64 {
+    fs::metadata(path).expect("metadata").blocks() * 512
+}
+
+/// `n` rounded up to whole 4 KiB blocks.
+fn blocks_of(n: u64) -> u64 {
+    n.div_ceil(4096) * 4096
+}
+
+/// Writes `body` in chunks of 64 KiB, as a network body arrives.
+fn write_in_chunks(fill: &mut Fill, body: &[u8]) {
+    for chunk in body.chunks(64 << 10) {
+        fill.write(chunk).unwrap();
+    }
+}
+
+/// The temp files the store holds now.
+fn temp_files(store: &Store) -> usize {
+    fs::read_dir(&store.tmp).map_or(0, |d| d.count())
+}
+
+#[test]
+fn a_large_fill_allocates_its_blocks_with_its_reservation() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    let body = bytes(3 * RESERVE_STEP as usize / 2, 1);
+    let mut fill = s.begin(None, 8 * RESERVE_STEP).unwrap();
+    write_in_chunks(&mut fill, &body);
+    // 1.5 steps written, two reserved: the file is as long as what arrived, and its blocks
+    // cover the reservation (delayed allocation alone would hold 1.5 steps), never more.
+    assert_eq!(fs::metadata(&fill.path).unwrap().len(), body.len() as u64);
+    assert_eq!(fill.reserved, 2 * RESERVE_STEP);
+    let held = on_disk(&fill.path);
+    assert!(held >= 2 * RESERVE_STEP, "{held} bytes of blocks");
+    assert!(held <= 2 * RESERVE_STEP + 4096, "{held} bytes of blocks");
+}
+
+#[test]
+fn a_small_fill_allocates_nothing_ahead() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    let mut fill = s.begin(None, RESERVE_STEP).unwrap();
+    fill.write(&bytes(1000, 2)).unwrap();
+    assert!(!fill.preallocating);
+    assert_eq!(fill.allocated, 0);
+}
+
+#[test]
+fn a_published_entry_holds_no_blocks_past_its_last_byte() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    // A size that is only a limit: the reservation (and the blocks) ran a step ahead.
+    let body = bytes(2 * RESERVE_STEP as usize + 1, 3);
+    let mut fill = s.begin(None, 8 * RESERVE_STEP).unwrap();
+    write_in_chunks(&mut fill, &body);
+    assert!(on_disk(&fill.path) >= 3 * RESERVE_STEP);
+    let digest = fill.commit(None, None).unwrap();
+    let path = s.object_path(&digest);
+    assert_eq!(fs::read(&path).unwrap(), body);
+    assert!(
+        on_disk(&path) <= blocks_of(body.len() as u64),
+        "{}",
+        on_disk(&path)
+    );
+    assert_eq!(s.space.used(), body.len() as u64);
+}
+
+#[test]
+fn preallocated_fills_publish_exactly_the_bytes_given() {
+    // The bytes and digest a fill publishes are those it was given, whatever the chunking,
+    // with the digest known ahead or not: what the fill published before it preallocated.
+    let body = bytes(3 * RESERVE_STEP as usize + 17, 4);
+    let cuts = [7, 300_000, RESERVE_STEP as usize, 1, body.len()];
+    for expected in [Some(Digest::of(&body)), None] {
+        let (_dir, s) = store(64 * RESERVE_STEP);
+        let mut fill = s.begin(expected, body.len() as u64).unwrap();
+        let mut from = 0;
+        for cut in cuts {
+            let to = (from + cut).min(body.len());
+            fill.write(&body[from..to]).unwrap();
+            from = to;
+        }
+        let digest = fill.commit(None, None).unwrap();
+        assert_eq!(digest, Digest::of(&body));
+        let path = s.object_path(&digest);
+        assert_eq!(fs::read(&path).unwrap(), body);
+        assert!(on_disk(&path) <= blocks_of(body.len() as u64));
+    }
+}
+
+#[test]
+fn a_preallocated_fill_that_ends_short_leaves_no_file_and_no_space() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    let body = bytes(4 * RESERVE_STEP as usize, 5);
+    let half = &body[..3 * RESERVE_STEP as usize / 2];
+    // Ends short at its commit.
+    let mut short = s.begin(Some(Digest::of(&body)), body.len() as u64).unwrap();
+    write_in_chunks(&mut short, half);
+    assert!(on_disk(&short.path) >= 2 * RESERVE_STEP);
+    assert!(matches!(
+        short.commit(None, None),
+        Err(FillError::TooShort { .. })
+    ));
+    // Abandoned half way (a tee given up).
+    let mut abandoned = s.begin(None, body.len() as u64).unwrap();
+    write_in_chunks(&mut abandoned, half);
+    assert!(on_disk(&abandoned.path) >= 2 * RESERVE_STEP);
+    drop(abandoned);
+    assert_eq!(temp_files(&s), 0);
+    assert_eq!(s.space.used(), 0);
+    assert_eq!(s.stats().bytes, 0);
+}
+
+#[test]
+fn a_fill_whose_write_failed_takes_nothing_more_and_publishes_nothing() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    let path = s.tmp.join("read-only.part");
+    File::create(&path).unwrap();
+    // A file the writes fail on (opened for reading only), as a disk error would.
+    let file = File::open(&path).unwrap();
+    let mut fill = Fill::new(s.clone(), file, path.clone(), None, 100);
+    assert!(matches!(fill.write(b"lost"), Err(FillError::Store(_))));
+    // The caller goes on regardless: nothing more is taken, and nothing is published.
+    assert!(fill.write(b"more").is_err());
+    assert!(fill.commit(None, None).is_err());
+    assert!(!s.contains(&Digest::of(b"")));
+    assert!(!s.contains(&Digest::of(b"more")));
+    assert_eq!(s.stats().entries, 0);
+    assert!(!path.exists());
+}
