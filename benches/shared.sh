@@ -13,7 +13,9 @@
 # MiB/s is bytes over curl's wall time for the whole set; medians of ROUNDS. For each
 # fetchgate column the pinned fetchgate's user + system CPU seconds per object (from /proc,
 # counted until every object is published locally, so the durable copy is included) are the
-# drift-resistant figure. Every object served is checked by size and status; every fetchgate
+# drift-resistant figure, beside the direct GET's wall time per object and fetchgate's SHA-256
+# of the same objects alone (`cache verify`, user CPU): with fetchgate alone on its core,
+# streamed/direct cannot pass direct wall / fetchgate CPU. Every object served is checked by size and status; every fetchgate
 # round must publish every object.
 #
 # Usage: benches/shared.sh   (ROUNDS=3). PIN=0 turns pinning off. FG=/path/to/fetchgate
@@ -91,7 +93,6 @@ PY
       "$W/w$w/$h" "$S3" "$BUCKET" "$w" "${h:0:2}" "$h" >> "$W/put$w.cfg"
   done < "$W/w$w.list"
   "${LOAD[@]}" curl -fsS "${SIGV4[@]}" -K "$W/put$w.cfg"
-  rm -rf "$W/w$w"   # the bucket holds them now
 }
 
 # A curl config reading every object of workload $1: "direct" from SeaweedFS, or "through"
@@ -151,9 +152,10 @@ EOF
   echo "$pid" > "$W/fg.pid"
   for _ in $(seq 600); do (exec 3<>"/dev/tcp/${FGP%:*}/${FGP##*:}") 2>/dev/null && break; sleep 0.1; done
   local cpu0 rate perf=""
-  # PERF=dir records `perf record -g` of the pinned fetchgate for each streamed read set.
+  # PERF=dir records `perf record` (call graphs by PERF_CALL, default dwarf) of the pinned
+  # fetchgate for each streamed read set.
   if [ -n "${PERF:-}" ] && [ "$how" = streamed ]; then
-    perf record -q -g -p "$pid" -o "$PERF/perf-w$w-$n.data" >/dev/null 2>&1 & perf=$!
+    perf record -q --call-graph "${PERF_CALL:-dwarf,16384}" -p "$pid" -o "$PERF/perf-w$w-$n.data" >/dev/null 2>&1 & perf=$!
     sleep 0.5
   fi
   cpu0=$(cpu_ticks "$pid")
@@ -174,8 +176,17 @@ EOF
   if [ -n "$perf" ]; then kill -INT "$perf"; wait "$perf" 2>/dev/null || true; fi
   if [ ${#wrap[@]} -gt 0 ]; then callgrind_control -d "$pid" >/dev/null; fi
   kill "$pid"; wait "$pid" 2>/dev/null || true
-  rm -f "$W/fg.pid"; rm -rf "$dir"
-  echo "$rate $cpu"
+  rm -f "$W/fg.pid"
+  # The hash bound: fetchgate's own SHA-256 of the same objects alone (`cache verify` re-hashes
+  # every entry kept), user CPU seconds per object on the same core.
+  local hash=0
+  if [ "$how" = streamed ]; then
+    /usr/bin/time -f '%U' -o "$W/t" "${SUT[@]}" "$FG" cache verify --config "$W/fg.toml" >/dev/null 2>&1
+    hash=$(python3 -c "print($(cat "$W/t") / $count)")
+  fi
+  # The cache stays until the end: files deleted now would make every inode the next
+  # fetchgate creates cost an ext4 scan of recently deleted ones (nojournal ext4 skips them).
+  echo "$rate $cpu $hash"
 }
 
 printf '%s' "$SECRET" > "$W/secret"
@@ -187,9 +198,9 @@ for w in "${!WORKLOADS[@]}"; do
   reads "$w" through > "$W/through$w.cfg"
   for r in $(seq "$ROUNDS"); do
     printf '%s\tdirect\t%s\n' "$w" "$(timed_reads "$W/direct$w.cfg" 200 "$size" "${SIGV4[@]}")" >> "$RES"
-    read -r rate cpu <<< "$(through "$w" streamed "$size" "$count" "s$w$r")"
-    printf '%s\tstreamed\t%s\n%s\tstreamed_cpu\t%s\n' "$w" "$rate" "$w" "$cpu" >> "$RES"
-    read -r rate cpu <<< "$(through "$w" fill "$size" "$count" "f$w$r")"
+    read -r rate cpu hash <<< "$(through "$w" streamed "$size" "$count" "s$w$r")"
+    printf '%s\tstreamed\t%s\n%s\tstreamed_cpu\t%s\n%s\thash_cpu\t%s\n' "$w" "$rate" "$w" "$cpu" "$w" "$hash" >> "$RES"
+    read -r rate cpu hash <<< "$(through "$w" fill "$size" "$count" "f$w$r")"
     printf '%s\tfill\t%s\n%s\tfill_cpu\t%s\n' "$w" "$rate" "$w" "$cpu" >> "$RES"
   done
 done
@@ -205,10 +216,21 @@ pinned = "fetchgate alone on core 1, SeaweedFS and curl on core 0" if sys.argv[3
 print()
 print(f"shared tier first read vs direct SeaweedFS GET, loopback, median of {sys.argv[2]} interleaved rounds, {pinned}")
 print()
-print("| workload | direct GET (MiB/s) | first read, streamed (MiB/s) | streamed/direct | fill first (MiB/s) | fill first/direct | fetchgate CPU ms/object, streamed | fill first |")
-print("|---|---|---|---|---|---|---|---|")
+print("| workload | direct GET (MiB/s) | first read, streamed (MiB/s) | streamed/direct | fill first (MiB/s) | fill first/direct |")
+print("|---|---|---|---|---|---|")
 for w, spec in enumerate(sys.argv[4:]):
     name, size, count = spec.split()
     d, s, f = m[(w, "direct")], m[(w, "streamed")], m[(w, "fill")]
-    print(f"| {count} x {name} | {d:.0f} | {s:.0f} | {s / d:.2f} | {f:.0f} | {f / d:.2f} | {1000 * m[(w, 'streamed_cpu')]:.2f} | {1000 * m[(w, 'fill_cpu')]:.2f} |")
+    print(f"| {count} x {name} | {d:.0f} | {s:.0f} | {s / d:.2f} | {f:.0f} | {f / d:.2f} |")
+print()
+print("Per object: the direct GET's wall time (SeaweedFS and curl, core 0), fetchgate's CPU (core 1,")
+print("reads and publications) and its SHA-256 alone; direct/CPU bounds streamed/direct:")
+print()
+print("| workload | direct GET wall ms | fetchgate CPU ms, streamed | fill first | SHA-256 alone | direct / streamed CPU |")
+print("|---|---|---|---|---|---|")
+for w, spec in enumerate(sys.argv[4:]):
+    name, size, count = spec.split()
+    wall = int(size) / 1048576 / m[(w, "direct")] * 1000
+    sc, fc, hc = (1000 * m[(w, k)] for k in ("streamed_cpu", "fill_cpu", "hash_cpu"))
+    print(f"| {count} x {name} | {wall:.2f} | {sc:.2f} | {fc:.2f} | {hc:.2f} | {wall / sc:.2f} |")
 PY
