@@ -6,8 +6,8 @@
 //! The limit for a warm install is a static file server holding the same bytes: after the
 //! first warm install, every packument and tarball fetchgate served (its rewritten documents,
 //! with their URLs pointed at the file server) is written to a tree that nginx serves, and
-//! warm installs from fetchgate and from that nginx are interleaved. The same for `pip install`
-//! of a 30-wheel project (PEP 691 JSON pages, PEP 658 sidecars, wheels).
+//! warm installs from fetchgate and from that nginx are interleaved, in alternating order. The
+//! same for `pip install` of a 30-wheel project (PEP 691 JSON pages, PEP 658 sidecars, wheels).
 //!
 //! Each row also counts the upstream requests its install made (a figure that does not drift
 //! with machine load): a cold install through fetchgate should make exactly the direct ones.
@@ -406,10 +406,23 @@ async fn limits(reg: &FakeRegistry, registry_toml: &str, scratch: &Path, rounds:
     };
     let seen = artifacts(reg);
     for round in 0..rounds {
-        npm_fg.push(install(&fg.url("npm"), &scratch.join("w-npm-fg"), pin).await);
-        npm_static.push(install(&nginx_npm, &scratch.join("w-npm-nginx"), pin).await);
-        pip_fg.push(pip_install(&fg.url("pypi"), &scratch.join("w-pip-fg"), pin).await);
-        pip_static.push(pip_install(&nginx_pip, &scratch.join("w-pip-nginx"), pin).await);
+        // The order alternates (fetchgate first in even rounds, nginx first in odd ones): the
+        // first install of a pair pays for whatever the one before it left cold.
+        let fg_first = round % 2 == 0;
+        for first in [true, false] {
+            if first == fg_first {
+                npm_fg.push(install(&fg.url("npm"), &scratch.join("w-npm-fg"), pin).await);
+            } else {
+                npm_static.push(install(&nginx_npm, &scratch.join("w-npm-nginx"), pin).await);
+            }
+        }
+        for first in [true, false] {
+            if first == fg_first {
+                pip_fg.push(pip_install(&fg.url("pypi"), &scratch.join("w-pip-fg"), pin).await);
+            } else {
+                pip_static.push(pip_install(&nginx_pip, &scratch.join("w-pip-nginx"), pin).await);
+            }
+        }
         eprintln!(
             "round {}: npm warm {:?} / nginx {:?}; pip warm {:?} / nginx {:?}",
             round + 1,
