@@ -237,36 +237,67 @@ impl Store {
     }
 }
 
+/// Object directories read at once at start-up: on a cold page cache each directory is a
+/// disk read, and several in flight keep the disk busy even when fetchgate has one core.
+const SCAN_READERS: usize = 8;
+
 /// The regular files under `objects/sha256/` whose names are digests in the right shard,
 /// sorted (a flat list: the least memory for a store of millions of entries). Only the
 /// directories are read: the kind of each file comes with its name (`d_type`; a `stat` only
-/// where the file system does not say), so no file is opened or `stat`ed.
+/// where the file system does not say), so no file is opened or `stat`ed. The object
+/// directories are read by [`SCAN_READERS`] threads, each taking the next one not yet read.
 fn scan_objects(objects: &Path) -> Result<Vec<Digest>, StoreError> {
-    let mut on_disk = Vec::new();
-    for shard in fs::read_dir(objects)
+    let shards: Vec<fs::DirEntry> = fs::read_dir(objects)
         .map_err(|e| io("cannot list", objects, e))?
         .flatten()
-    {
-        let Ok(files) = fs::read_dir(shard.path()) else {
-            continue;
-        };
-        for f in files.flatten() {
-            let name = f.file_name();
-            let Some(d) = name.to_str().and_then(|n| Digest::parse(n).ok()) else {
-                continue;
-            };
-            // The shard is the name's first two characters (no hex string made per file).
-            if shard.file_name().to_str() != name.to_str().and_then(|n| n.get(..2)) {
-                continue;
-            }
-            // Not followed: a symbolic link is not a regular file here.
-            if f.file_type().is_ok_and(|t| t.is_file()) {
-                on_disk.push(d);
-            }
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut on_disk = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..SCAN_READERS.min(shards.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut found = Vec::new();
+                    while let Some(shard) = shards.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        scan_shard(shard, &mut found);
+                    }
+                    found
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for reader in readers {
+            // A reader that failed leaves its directories unread: the repair is not made
+            // (its entries would look gone), rather than made from half a look.
+            all.extend(reader.join().ok()?);
         }
-    }
+        Some(all)
+    })
+    .ok_or_else(|| StoreError::Internal("a reader of the object directories failed".into()))?;
     on_disk.sort_unstable();
     Ok(on_disk)
+}
+
+/// Adds to `found` the regular files of one object directory whose names are digests of that
+/// shard.
+fn scan_shard(shard: &fs::DirEntry, found: &mut Vec<Digest>) {
+    let Ok(files) = fs::read_dir(shard.path()) else {
+        return;
+    };
+    let shard_name = shard.file_name();
+    for f in files.flatten() {
+        let name = f.file_name();
+        let Some(d) = name.to_str().and_then(|n| Digest::parse(n).ok()) else {
+            continue;
+        };
+        // The shard is the name's first two characters (no hex string made per file).
+        if shard_name.to_str() != name.to_str().and_then(|n| n.get(..2)) {
+            continue;
+        }
+        // Not followed: a symbolic link is not a regular file here.
+        if f.file_type().is_ok_and(|t| t.is_file()) {
+            found.push(d);
+        }
+    }
 }
 
 /// The size of the regular file at `path` (a symbolic link is not followed and is not one),
