@@ -186,9 +186,11 @@ impl Fill {
     /// exactly what it writes: [`Fill::write`] then only writes and counts, and
     /// [`Fill::verify_hashed`] (not [`Fill::verify`]) checks and closes the fill. So a reader
     /// that gates a client's last byte on its own hash passes each byte through SHA-256 once,
-    /// and that byte need not wait for the file write. Only before the first byte.
+    /// and that byte need not wait for the file write. Only before the first byte, and only
+    /// for a fill that expects a digest: one that expects none would be published under
+    /// whatever digest the caller said.
     pub(crate) fn hashed_by_caller(&mut self) -> Result<(), FillError> {
-        if self.count > 0 || self.checked.is_some() {
+        if self.count > 0 || self.checked.is_some() || self.expected.is_none() {
             return Err(closed());
         }
         self.hasher = None;

@@ -236,4 +236,9 @@ fn a_fill_that_hashes_for_itself_ignores_a_caller_s_digest() {
         .expect("begin");
     fill.write(&body[..10]).expect("write");
     assert!(fill.hashed_by_caller().is_err());
+    // Nor for a fill that expects no digest: it would publish under the caller's word alone.
+    let mut open_ended = s.begin(None, body.len() as u64).expect("begin");
+    assert!(open_ended.hashed_by_caller().is_err());
+    open_ended.write(&body).expect("write");
+    assert_eq!(open_ended.commit(None, None), Ok(Digest::of(&body)));
 }
