@@ -19,6 +19,21 @@ impl fmt::Display for DigestError {
     }
 }
 
+/// The bit [`NIBBLE`] sets for a byte that is not a lowercase hex digit (no digit has it).
+const NOT_HEX: u8 = 0x10;
+
+/// Each byte's value as a lowercase hex digit, or [`NOT_HEX`].
+const NIBBLE: [u8; 256] = {
+    let mut table = [NOT_HEX; 256];
+    let mut i = 0;
+    while i < 16 {
+        let digit = b"0123456789abcdef"[i];
+        table[digit as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
+
 impl Digest {
     /// Parses 64 lowercase hex characters, with no `sha256:` or `0x` prefix.
     pub fn parse(s: &str) -> Result<Self, DigestError> {
@@ -28,27 +43,24 @@ impl Digest {
                 s.chars().count()
             )));
         }
-        // One pass over the bytes; the message names the first character that is not
-        // lowercase hex.
-        let nibble = |b: u8| match b {
-            b'0'..=b'9' => Some(b - b'0'),
-            b'a'..=b'f' => Some(b - b'a' + 10),
-            _ => None,
-        };
+        // One pass over the bytes without a branch per character (a digest's characters are
+        // random, so such branches mispredict); the message names the first character that
+        // is not lowercase hex.
         let mut out = [0u8; 32];
+        let mut seen = 0u8;
         for (byte, pair) in out.iter_mut().zip(s.as_bytes().chunks_exact(2)) {
-            match (nibble(pair[0]), nibble(pair[1])) {
-                (Some(high), Some(low)) => *byte = high << 4 | low,
-                _ => {
-                    let c = s
-                        .chars()
-                        .find(|c| !matches!(c, '0'..='9' | 'a'..='f'))
-                        .unwrap_or('?');
-                    return Err(DigestError(format!(
-                        "a sha256 digest is 64 lowercase hex characters; {c:?} is not one"
-                    )));
-                }
-            }
+            let (high, low) = (NIBBLE[usize::from(pair[0])], NIBBLE[usize::from(pair[1])]);
+            seen |= high | low;
+            *byte = high << 4 | low;
+        }
+        if seen & NOT_HEX != 0 {
+            let c = s
+                .chars()
+                .find(|c| !matches!(c, '0'..='9' | 'a'..='f'))
+                .unwrap_or('?');
+            return Err(DigestError(format!(
+                "a sha256 digest is 64 lowercase hex characters; {c:?} is not one"
+            )));
         }
         Ok(Self(out))
     }

@@ -210,6 +210,7 @@ impl Store {
         let meta = Arc::new(Meta::adopted(size));
         if let Some(old) = table.insert(digest, meta.clone()) {
             self.space.give_back(old.size);
+            self.memory.invalidate(&digest);
         }
         self.space.count(size);
         meta
@@ -289,6 +290,7 @@ impl Store {
                     // An adopted file not verified yet: these verified bytes replaced it.
                     if let Some(m) = old {
                         self.space.give_back(m.size);
+                        self.memory.invalidate(&digest);
                     }
                     let mut rec = Record {
                         size,

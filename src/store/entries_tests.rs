@@ -138,3 +138,38 @@ fn a_file_published_by_another_process_is_adopted_unverified() {
     assert!(s.contains_verified(&d));
     assert!(!s.index.get(&d).unwrap().unwrap().unverified);
 }
+
+#[test]
+fn bytes_in_memory_are_served_only_for_the_record_the_table_holds() {
+    let (_dir, s) = store(1 << 20);
+    let d = put(&s, &bytes(100, 6));
+    assert!(s.get(&d).is_some());
+    assert!(
+        s.memory_hit(&d).is_some(),
+        "held in memory beside its record"
+    );
+
+    // Its file found changed behind fetchgate's back and adopted afresh: the new record is
+    // unverified, and the old one's bytes are not served in its place.
+    {
+        let mut table = s.table_mut().unwrap();
+        s.adopt(&mut table, d, 100);
+    }
+    assert!(s.memory_hit(&d).is_none());
+
+    // Bytes read for a record that left the table meanwhile are not kept.
+    let e = put(&s, &bytes(100, 7));
+    let gone = s.meta(&e).unwrap();
+    s.table_mut().unwrap().remove(&e);
+    s.hold_in_memory(&e, bytes::Bytes::from(bytes(100, 7)), &gone);
+    assert!(s.memory.get(&e).is_none());
+
+    // A file gone when the directories are read again takes its bytes out of memory too.
+    let f = put(&s, &bytes(100, 8));
+    assert!(s.get(&f).is_some());
+    assert!(s.memory_hit(&f).is_some());
+    fs::remove_file(s.object_path(&f)).unwrap();
+    s.reconcile().unwrap();
+    assert!(s.memory_hit(&f).is_none());
+    assert!(s.memory.get(&f).is_none());
+}

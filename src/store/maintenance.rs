@@ -82,6 +82,7 @@ impl Store {
                 if entries.get(&d).is_some_and(|m| Arc::ptr_eq(m, &seen)) {
                     entries.remove(&d);
                     self.space.give_back(seen.size);
+                    self.memory.invalidate(&d);
                     dropped.push(d);
                 }
             }
