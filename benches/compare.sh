@@ -20,10 +20,8 @@ ROOT=$(pwd)
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 PIN=${PIN:-1}
-SUT=(); LOAD=()
-if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  SUT=(taskset -c 1); LOAD=(taskset -c 0)
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+pin_cores
 
 need=()
 for b in nginx squid tinyproxy wrk curl python3; do command -v "$b" >/dev/null || need+=("$b"); done

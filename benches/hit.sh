@@ -13,19 +13,9 @@ ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-5}
 export PATH="/usr/sbin:$PATH"
 : "${FG:?FG=/path/to/fetchgate}"
-SUT=(); LOAD=()
-if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  SUT=(taskset -c 1); LOAD=(taskset -c 0)
-fi
-W=$(mktemp -d /tmp/fetchgate-hit.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
-  sleep 0.3
-  rm -rf "$W"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+pin_cores
+work_dir hit
 REF=127.0.0.1:18381
 mkdir -p "$W/www"
 head -c 1024 /dev/urandom > "$W/www/1k"

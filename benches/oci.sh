@@ -24,10 +24,8 @@ LAYERS=${LAYERS:-4}
 LAYER_MIB=${LAYER_MIB:-64}
 ROUNDS=${ROUNDS:-3}
 PIN=${PIN:-1}
-SUT=(); LOAD=()
-if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  SUT=(taskset -c 1); LOAD=(taskset -c 0)
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+pin_cores
 
 need=()
 command -v docker-registry >/dev/null || need+=(docker-registry)

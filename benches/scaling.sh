@@ -18,10 +18,8 @@ ROOT=$(pwd)
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 PIN=${PIN:-1}
-SUT=(); LOAD=()
-if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  SUT=(taskset -c 1); LOAD=(taskset -c 0)
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+pin_cores
 export PATH="/usr/sbin:$PATH"
 need=()
 for b in nginx wrk curl python3; do command -v "$b" >/dev/null || need+=("$b"); done
@@ -31,15 +29,7 @@ fi
 cargo build --release -q
 FG="$ROOT/target/release/fetchgate"
 
-W=$(mktemp -d /tmp/fetchgate-scaling.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
-  sleep 0.3
-  rm -rf "$W"
-}
-trap cleanup EXIT
+work_dir scaling
 
 UP=127.0.0.1:18280      # nginx upstream: the mirror
 HITS=127.0.0.1:18281    # fetchgate holding 10,000 entries

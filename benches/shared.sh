@@ -30,10 +30,8 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 ROUNDS=${ROUNDS:-3}
 PIN=${PIN:-1}
-SUT=(); LOAD=()
-if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  SUT=(taskset -c 1); LOAD=(taskset -c 0)
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+pin_cores
 for b in curl python3 weed; do command -v "$b" >/dev/null || { echo "needs $b" >&2; exit 1; }; done
 if [ -z "${FG:-}" ]; then cargo build --release -q -j2; FG="$ROOT/target/release/fetchgate"; fi
 

@@ -23,10 +23,8 @@ SIZES=${SIZES:-1 10000 100000 1000000}
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 PIN=${PIN:-1}
-SUT=(); LOAD=()
-if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  SUT=(taskset -c 1); LOAD=(taskset -c 0)
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+pin_cores
 for b in wrk python3; do command -v "$b" >/dev/null || { apt-get install -y -qq "$b" >/dev/null; }; done
 # FG=/path/to/fetchgate measures another build (a saved "before" binary, say).
 if [ -z "${FG:-}" ]; then cargo build --release -q; FG="$ROOT/target/release/fetchgate"; fi

@@ -31,10 +31,8 @@ ROUNDS=${ROUNDS:-3}
 SIZE_MIB=${SIZE_MIB:-256}
 WRITE_KIB=${WRITE_KIB:-320}
 PIN=${PIN:-1}
-SUT=(); LOAD=()
-if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-  SUT=(taskset -c 1); LOAD=(taskset -c 0)
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+pin_cores
 FILES=$ROUNDS
 . benches/tee_env.sh
 # User plus system CPU ticks a process has used (fields 14 and 15 of /proc/PID/stat).

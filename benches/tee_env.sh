@@ -8,15 +8,8 @@ for b in nginx curl python3; do command -v "$b" >/dev/null || apt-get install -y
 # FG=/path/to/fetchgate measures another build (a saved "before" binary, say).
 if [ -z "${FG:-}" ]; then cargo build --release -q; FG="$(pwd)/target/release/fetchgate"; fi
 
-W=$(mktemp -d /tmp/fetchgate-tee.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
-  sleep 0.3
-  rm -rf "$W"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+work_dir tee
 
 UP=127.0.0.1:18480
 FGP=127.0.0.1:18481
