@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use redb::{
-    ConcurrencyMode, Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    ConcurrencyMode, Database, ReadableDatabase, ReadableTable, ReadableTableMetadata,
     TableDefinition,
 };
 use serde::{Deserialize, Serialize};
@@ -82,7 +82,7 @@ impl Index {
             Err(e) => return Err(format!("cannot open the index {}: {e}", path.display())),
         };
         let index = Self { db };
-        index.write(Durability::Immediate, |_| Ok(()))?;
+        index.write(|_| Ok(()))?;
         Ok(index)
     }
 
@@ -125,7 +125,7 @@ impl Index {
 
     /// Writes records durably (publication, pins).
     pub(crate) fn put(&self, records: &[(Digest, Record)]) -> Result<(), String> {
-        self.write(Durability::Immediate, |t| {
+        self.write(|t| {
             for (d, r) in records {
                 let json = serde_json::to_string(r).map_err(|e| e.to_string())?;
                 t.insert(d.0.as_slice(), json.as_str())
@@ -137,11 +137,9 @@ impl Index {
 
     /// Writes use times and counts durably, leaving every other field as the index has it:
     /// another process may have pinned or labelled an entry since this one loaded it. A
-    /// `Durability::None` commit would be lost at exit unless a durable one followed, and
-    /// eviction after a restart would run in first-stored order; callers batch instead (one
-    /// commit per flush, not per hit).
+    /// commit per hit would cost an `fsync` each; callers batch instead (one commit per flush).
     pub(crate) fn put_usage(&self, usage: &[(Digest, u64, u64)]) -> Result<(), String> {
-        self.write(Durability::Immediate, |t| {
+        self.write(|t| {
             for (d, last_used, use_count) in usage {
                 let current = t
                     .get(d.0.as_slice())
@@ -163,19 +161,7 @@ impl Index {
 
     /// Removes records.
     pub(crate) fn remove(&self, digests: &[Digest]) -> Result<(), String> {
-        self.remove_with(Durability::Immediate, digests)
-    }
-
-    /// Removes the records of entries whose files are already gone, without waiting for the
-    /// disk: a crash that loses this commit leaves records without files, which
-    /// [`Store::reconcile`](super::Store::reconcile) drops at the next start. Eviction uses it,
-    /// so a cache at its `max_bytes` does not pay one `fsync` per fill.
-    pub(crate) fn remove_lazily(&self, digests: &[Digest]) -> Result<(), String> {
-        self.remove_with(Durability::None, digests)
-    }
-
-    fn remove_with(&self, durability: Durability, digests: &[Digest]) -> Result<(), String> {
-        self.write(durability, |t| {
+        self.write(|t| {
             for d in digests {
                 t.remove(d.0.as_slice()).map_err(|e| e.to_string())?;
             }
@@ -183,13 +169,14 @@ impl Index {
         })
     }
 
+    /// One durable write transaction. Every commit is durable: the index is shared between
+    /// processes (`ConcurrencyMode::MultiWriter`), where redb refuses `Durability::None`, since
+    /// a commit held in one process's memory would be invisible to the others.
     fn write(
         &self,
-        durability: Durability,
         f: impl FnOnce(&mut redb::Table<'_, &[u8], &str>) -> Result<(), String>,
     ) -> Result<(), String> {
-        let mut txn = self.db.begin_write().map_err(|e| e.to_string())?;
-        txn.set_durability(durability).map_err(|e| e.to_string())?;
+        let txn = self.db.begin_write().map_err(|e| e.to_string())?;
         {
             let mut table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
             f(&mut table)?;

@@ -37,7 +37,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -136,6 +136,9 @@ pub struct Store {
     /// proxied through the tee must not move.
     temp_files: AtomicU64,
     failed_verification: AtomicU64,
+    /// Evicted entries whose index records are still to be removed, at the next usage flush:
+    /// an eviction pays no `fsync` of its own.
+    evicted_records: Mutex<Vec<Digest>>,
     /// Told of every new publication (the shared tier's upload queue).
     publish_hook: std::sync::OnceLock<PublishHook>,
 }
@@ -194,6 +197,7 @@ impl Store {
             tmp_seq: AtomicU64::new(0),
             temp_files: AtomicU64::new(0),
             failed_verification: AtomicU64::new(0),
+            evicted_records: Mutex::new(Vec::new()),
             publish_hook: std::sync::OnceLock::new(),
         }))
     }
@@ -469,10 +473,13 @@ impl Store {
     }
 
     /// Writes the use times and counts of the entries used since the last flush to the index,
-    /// durably, in one commit: eviction after a restart orders by them. The server calls it
-    /// every 30 seconds and once at shutdown, so a hit costs no `fsync` and an idle cache none
-    /// at all.
+    /// durably, in one commit (eviction after a restart orders by them), and removes the
+    /// records of the entries evicted since, in another. The server calls it every 30 seconds
+    /// and once at shutdown, so neither a hit nor an eviction costs an `fsync` of its own and
+    /// an idle cache none at all. A crash loses at most those 30 seconds: use times, and
+    /// records without files, which the next start's repair drops.
     pub(crate) fn flush_usage(&self) {
+        self.remove_evicted_records();
         let used: Vec<(Digest, Arc<Meta>)> = match self.table() {
             Ok(e) => e
                 .iter()
@@ -492,6 +499,44 @@ impl Store {
             tracing::warn!(error = %e, entries = usage.len(), "use counts not written to the index; retried at the next flush");
             used.iter().for_each(|(_, m)| m.usage_unwritten());
         }
+    }
+
+    /// Notes evicted entries whose index records [`Store::flush_usage`] removes.
+    fn remove_records_later(&self, evicted: &[Digest]) {
+        self.evicted_records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(evicted);
+    }
+
+    /// Removes the index records of the entries evicted since the last flush, except those
+    /// published again since (their records are theirs now).
+    fn remove_evicted_records(&self) {
+        let evicted = std::mem::take(
+            &mut *self
+                .evicted_records
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        if evicted.is_empty() {
+            return;
+        }
+        let gone: Vec<Digest> = match self.table() {
+            Ok(t) => evicted.into_iter().filter(|d| !t.contains_key(d)).collect(),
+            Err(_) => return,
+        };
+        if let Err(e) = self.index.remove(&gone) {
+            tracing::warn!(error = %e, entries = gone.len(), "records of evicted entries not removed from the index; retried at the next flush");
+            self.remove_records_later(&gone);
+        }
+    }
+}
+
+impl Drop for Store {
+    /// A store closed by a command rather than the server (`fetchgate fetch`, say) still
+    /// removes the records of what it evicted.
+    fn drop(&mut self) {
+        self.remove_evicted_records();
     }
 }
 

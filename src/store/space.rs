@@ -181,7 +181,7 @@ impl Store {
                 count = evicted.len(),
                 "evicted least recently used cache entries"
             );
-            let _ = self.index.remove_lazily(&evicted);
+            self.remove_records_later(&evicted);
         }
         evicted.len()
     }
@@ -410,5 +410,41 @@ mod tests {
                 .iter()
                 .all(|d| reopened.get(d).is_none())
         );
+    }
+
+    #[test]
+    fn the_records_of_evicted_entries_leave_the_index_at_the_next_flush() {
+        let (dir, s) = store(3000);
+        let ds: Vec<Digest> = (0..3).map(|i| put(&s, &bytes(1000, i))).collect();
+        for (i, d) in ds.iter().enumerate() {
+            s.meta(d).unwrap().touch(10 + i as u64);
+        }
+        // Room for two more: the two least recently used go.
+        assert_eq!(s.evict_for(2000), 2);
+        assert!(!s.contains(&ds[0]) && !s.contains(&ds[1]) && s.contains(&ds[2]));
+        // One of them is published again before the flush: its record is its own again.
+        put(&s, &bytes(1000, 1));
+        s.flush_usage();
+        assert_eq!(
+            s.index.get(&ds[0]),
+            Ok(None),
+            "an evicted entry's record is removed"
+        );
+        assert!(
+            s.index.get(&ds[1]).unwrap().is_some(),
+            "a republished one keeps its record"
+        );
+        assert!(s.index.get(&ds[2]).unwrap().is_some());
+
+        // A store closed without a flush (a command's) removes them as it closes.
+        assert_eq!(s.evict_for(3000), 2);
+        drop(s);
+        let reopened = Store::open(&CacheSettings {
+            dir: dir.path().to_path_buf(),
+            max_bytes: 3000,
+            ..CacheSettings::default()
+        })
+        .unwrap();
+        assert_eq!(reopened.index.len(), Ok(0));
     }
 }
