@@ -57,12 +57,7 @@ impl Registries {
         let challenge = self.challenge(front, &registry).await?;
         let scope = pull_scope(repository);
         let key = format!("{registry} {scope}");
-        let now = Instant::now();
-        let cached = tokens().lock().ok().and_then(|t| {
-            t.get(&key)
-                .filter(|(_, until)| *until > now)
-                .map(|(v, _)| v.clone())
-        });
+        let cached = remembered_token(&key).map(|(v, _)| v);
         let value = match cached {
             Some(v) => v,
             None => {
@@ -79,6 +74,11 @@ impl Registries {
                 let fetch = || {
                     let (asking, key) = (asking.clone(), key.clone());
                     async move {
+                        // A pull that looked before the last flight's token was remembered and
+                        // asks after that flight landed leads a new one: it finds the token.
+                        if let Some(known) = remembered_token(&key) {
+                            return Ok(known);
+                        }
                         let (value, lifetime) = asking.run().await.ok_or(())?;
                         remember_token(key, value.clone(), Instant::now() + lifetime);
                         Ok((value, lifetime))
@@ -119,6 +119,15 @@ impl Registries {
         let fetch = || {
             let (probe, registry) = (probe.clone(), registry.to_string());
             async move {
+                // Looked before the last probe's answer was remembered, asking after its
+                // flight landed: the answer is here now.
+                if let Some(known) = challenges()
+                    .lock()
+                    .ok()
+                    .and_then(|c| c.get(&registry).cloned())
+                {
+                    return Ok(known);
+                }
                 let found = probe.run().await.ok_or(())?;
                 if let Ok(mut c) = challenges().lock() {
                     if c.len() >= MAX_REMEMBERED {
@@ -135,6 +144,14 @@ impl Registries {
             .await
             .ok()?
     }
+}
+
+/// The token kept for `key`, with the time it has left, unless it has expired.
+fn remembered_token(key: &str) -> Option<(HeaderValue, Duration)> {
+    let now = Instant::now();
+    let t = tokens().lock().ok()?;
+    let (value, until) = t.get(key).filter(|(_, until)| *until > now)?;
+    Some((value.clone(), until.saturating_duration_since(now)))
 }
 
 /// Keeps `value` for `key` until `until`, dropping expired tokens when the table is full.
