@@ -10,7 +10,8 @@
 #   RSS:        VmRSS once the repair finished, and after the hits;
 #   hits:       1 KiB hits/s (wrk, 32 connections) on random digests from a hot set of 1,000
 #               entries (1 for N = 1), after one warm-up pass over the hot set; the servers run
-#               at once and the wrk rounds are interleaved, medians of ROUNDS.
+#               at once and the wrk rounds are interleaved, medians of ROUNDS; each round's own
+#               ratio against one entry is reported too (median and range).
 #
 # Usage: benches/store-scale.sh   (SIZES="1 10000 100000 1000000" ROUNDS=3 DURATION=5;
 # KEEP_DIR=/some/dir keeps and reuses the generated caches between runs).
@@ -129,4 +130,12 @@ print("| entries | listening (s) | repair done (s) | RSS after repair (MiB) | RS
 print("|---|---|---|---|---|---|---|")
 for n in sizes:
     print(f"| {n:,} | {m('listen', n):.2f} | {m('reconcile', n):.2f} | {m('rss_idle', n):.0f} | {m('rss_after', n):.0f} | {m('hits', n):.0f} | {m('hits', n) / base:.2f} |")
+# Each round measures every size back to back, so a round's own ratio is spared most of the
+# drift between rounds: their median and range show how far the ratio above can be trusted.
+print()
+print("| entries | hits against 1 entry, per round: median (lowest to highest) |")
+print("|---|---|")
+for n in sizes[1:]:
+    per_round = sorted(h / b for h, b in zip(rows[("hits", n)], rows[("hits", sizes[0])]))
+    print(f"| {n:,} | {statistics.median(per_round):.2f} ({per_round[0]:.2f} to {per_round[-1]:.2f}) |")
 PY
