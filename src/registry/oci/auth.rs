@@ -106,8 +106,8 @@ impl Registries {
 
     /// The upstream's Bearer challenge, learnt from `/v2/` once per registry.
     async fn challenge(&self, front: &Front, registry: &str) -> Option<BearerChallenge> {
-        if let Some(known) = challenges().lock().ok()?.get(registry) {
-            return known.clone();
+        if let Some(known) = remembered_challenge(registry) {
+            return known;
         }
         let probe = Probe {
             fetcher: self.fetcher.clone(),
@@ -121,11 +121,7 @@ impl Registries {
             async move {
                 // Looked before the last probe's answer was remembered, asking after its
                 // flight landed: the answer is here now.
-                if let Some(known) = challenges()
-                    .lock()
-                    .ok()
-                    .and_then(|c| c.get(&registry).cloned())
-                {
+                if let Some(known) = remembered_challenge(&registry) {
                     return Ok(known);
                 }
                 let found = probe.run().await.ok_or(())?;
@@ -144,6 +140,11 @@ impl Registries {
             .await
             .ok()?
     }
+}
+
+/// What `registry`'s `/v2/` answered, if it was asked (`Some(None)`: no Bearer token).
+fn remembered_challenge(registry: &str) -> Option<Option<BearerChallenge>> {
+    challenges().lock().ok()?.get(registry).cloned()
 }
 
 /// The token kept for `key`, with the time it has left, unless it has expired.
