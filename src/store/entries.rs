@@ -68,7 +68,7 @@ impl Meta {
     }
 
     /// A file found on disk without a record: unverified until hashed.
-    fn adopted(size: u64) -> Self {
+    pub(super) fn adopted(size: u64) -> Self {
         let t = now();
         Self::from_record(Record {
             size,

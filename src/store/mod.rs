@@ -13,7 +13,7 @@
 //! publication is one rename. The store knows nothing of HTTP or policy.
 //!
 //! One job per file: `fill` writes and publishes, `entries` is the in-memory table and its
-//! records, `space` keeps the total under `max_bytes` (reservations and eviction),
+//! records, `memory` holds small entries' bytes, `space` keeps the total under `max_bytes` (reservations and eviction),
 //! `maintenance` repairs, verifies and cleans up, `index` is the durable record, `error` says
 //! what failed and `settings` reads the `[cache]` table. This file opens the store and serves
 //! from it.
@@ -25,6 +25,7 @@ pub(crate) mod fill;
 pub(crate) mod index;
 mod lookup;
 mod maintenance;
+mod memory;
 mod oldest;
 mod settings;
 mod shards;
@@ -33,6 +34,7 @@ mod space;
 pub(crate) mod testing;
 
 use std::collections::HashMap;
+
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -52,6 +54,7 @@ use index::Index;
 pub(crate) use index::Record;
 pub(crate) use lookup::lookup;
 use maintenance::{open_object_with_metadata, sweep_tmp};
+use memory::{Hot, MemoryTier};
 pub use settings::{CacheSection, CacheSettings, TeeRuleSection};
 use space::Space;
 
@@ -69,15 +72,6 @@ pub(crate) enum Body {
     Memory(Bytes),
     /// Read from this file, already open: a file removed after the lookup still serves.
     File(fs::File),
-}
-
-/// An entry held in the memory tier: its bytes beside its runtime record, so a memory hit
-/// needs no look in the entry table (at a million entries that look alone cost more than the
-/// rest of the store's share of a 1 KiB hit, in cache and TLB misses).
-#[derive(Clone)]
-struct Hot {
-    bytes: Bytes,
-    meta: Arc<Meta>,
 }
 
 /// A verified entry, ready to serve.
@@ -127,7 +121,7 @@ pub struct Store {
     entries: RwLock<Table>,
     space: Space,
     settings: CacheSettings,
-    memory: moka::sync::Cache<Digest, Hot>,
+    memory: MemoryTier,
     /// When each object directory last changed, so memory hits can skip their own stat.
     shards: shards::ShardClocks,
     /// Makes temp file names unique within this process.
@@ -180,10 +174,7 @@ impl Store {
                 entries.insert(d, Arc::new(Meta::from_record(r)));
             })
             .map_err(StoreError::Index)?;
-        let memory = moka::sync::Cache::builder()
-            .max_capacity(settings.memory_bytes)
-            .weigher(|_k: &Digest, v: &Hot| u32::try_from(v.bytes.len()).unwrap_or(u32::MAX))
-            .build();
+        let memory = MemoryTier::new(settings.memory_bytes, settings.memory_max_object_bytes);
         Ok(Arc::new(Self {
             objects,
             tmp,
@@ -461,14 +452,13 @@ impl Store {
             ),
             Err(_) => (0, 0, 0),
         };
-        self.memory.run_pending_tasks();
         Stats {
             entries,
             bytes,
             bytes_reserved: self.space.used(),
             max_bytes: self.settings.max_bytes,
             pinned,
-            memory_bytes: self.memory.weighted_size(),
+            memory_bytes: self.memory.weight(),
         }
     }
 
