@@ -11,7 +11,14 @@
 #   hits:       1 KiB hits/s (wrk, 32 connections) on random digests from a hot set of 1,000
 #               entries (1 for N = 1), after one warm-up pass over the hot set; the servers run
 #               at once and the wrk rounds are interleaved, medians of ROUNDS; each round's own
-#               ratio against one entry is reported too (median and range).
+#               ratio against one entry is reported too (median and range);
+#   CPU a hit:  fetchgate's user + system CPU during a round over the hits it served (from
+#               /proc): what a dedicated core would take, far less moved by the machine's drift
+#               than hits/s while fetchgate keeps its core busy (its share of the core is shown).
+#
+# FG_BEFORE=/path/to/fetchgate also runs that build at every size at the same time, on its own
+# copy of each cache (the object files hard-linked, the index copied), its rounds interleaved
+# with the others', and adds a before / after table.
 #
 # Usage: benches/store-scale.sh   (SIZES="1 10000 100000 1000000" ROUNDS=3 DURATION=5;
 # KEEP_DIR=/some/dir keeps and reuses the generated caches between runs).
@@ -29,6 +36,8 @@ pin_cores
 for b in wrk python3; do command -v "$b" >/dev/null || { apt-get install -y -qq "$b" >/dev/null; }; done
 # FG=/path/to/fetchgate measures another build (a saved "before" binary, say).
 if [ -z "${FG:-}" ]; then cargo build --release -q; FG="$ROOT/target/release/fetchgate"; fi
+BUILDS=(after); declare -A BIN=([after]=$FG)
+if [ -n "${FG_BEFORE:-}" ]; then BUILDS+=(before); BIN[before]=$FG_BEFORE; fi
 
 W=${KEEP_DIR:-$(mktemp -d /tmp/fetchgate-store-scale.XXXXXX)}
 PIDS=()
@@ -64,20 +73,29 @@ for i in range(n):
 open(f"{d}/hot", "w").write("\n".join(hot) + "\n")
 PY
   fi
-  cat > "$W/c$n.toml" <<EOF
+  if [ ! -f "$d/index.redb" ]; then
+    echo "# building the index of $n entries" >&2
+    printf '[cache]\ndir = "%s"\nmax_bytes = 10737418240\n' "$d" > "$W/index$n.toml"
+    "$FG" cache stats --config "$W/index$n.toml" >/dev/null
+  fi
+  for b in "${BUILDS[@]}"; do
+    c=$d
+    if [ "$b" = before ]; then
+      # Its own copy: the same object files, its own index (hits write use times to it).
+      c="$W/c$n-before"; rm -rf "$c"; mkdir -p "$c"
+      cp -al "$d/objects" "$c/objects"; cp "$d/index.redb" "$d/hot" "$c/"
+    fi
+    cat > "$W/$b$n.toml" <<EOF
 [listen]
 proxy = "127.0.0.1:$port"
 admin = "127.0.0.1:$((port + 1))"
 [cache]
-dir = "$d"
+dir = "$c"
 max_bytes = 10737418240
 EOF
-  echo "$port" > "$W/c$n.port"
-  port=$((port + 2))
-  if [ ! -f "$d/index.redb" ]; then
-    echo "# building the index of $n entries" >&2
-    "$FG" cache stats --config "$W/c$n.toml" >/dev/null
-  fi
+    echo "$port" > "$W/$b$n.port"
+    port=$((port + 2))
+  done
   cat > "$W/c$n.lua" <<EOF
 local digests = {}
 for line in io.lines("$d/hot") do digests[#digests + 1] = line end
@@ -89,53 +107,84 @@ EOF
 done
 
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+# User plus system CPU ticks a process has used (fields 14 and 15 of /proc/PID/stat).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 RES="$W/results.tsv"; : > "$RES"
 for n in $SIZES; do
-  p=$(cat "$W/c$n.port")
-  start=$(date +%s.%N)
-  RUST_LOG=info "${SUT[@]}" "$FG" serve --config "$W/c$n.toml" 2>"$W/c$n.log" & pid=$!; PIDS+=($pid)
-  echo "$pid" > "$W/c$n.pid"
-  until (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do sleep 0.005; done
-  listen=$(python3 -c "import time; print(f'{time.time() - $start:.3f}')")
-  until grep -q "reconciled" "$W/c$n.log"; do sleep 0.01; kill -0 "$pid" || exit 1; done
-  reconcile=$(python3 -c "import time; print(f'{time.time() - $start:.3f}')")
-  printf 'listen\t%s\t%s\nreconcile\t%s\t%s\nrss_idle\t%s\t%s\n' "$n" "$listen" "$n" "$reconcile" "$n" "$(rss_mib "$pid")" >> "$RES"
-  # Warm-up: every hot entry once (adopted entries are hashed before their first serve).
-  while read -r h; do echo "url = \"http://127.0.0.1:$p/sha256/$h\""; echo "output = /dev/null"; done < "$W/c$n/hot" > "$W/c$n.curl"
-  curl -fsS -K "$W/c$n.curl"
+  for b in "${BUILDS[@]}"; do
+    p=$(cat "$W/$b$n.port")
+    start=$(date +%s.%N)
+    RUST_LOG=info "${SUT[@]}" "${BIN[$b]}" serve --config "$W/$b$n.toml" 2>"$W/$b$n.log" & pid=$!; PIDS+=($pid)
+    echo "$pid" > "$W/$b$n.pid"
+    until (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do sleep 0.005; done
+    listen=$(python3 -c "import time; print(f'{time.time() - $start:.3f}')")
+    until grep -q "reconciled" "$W/$b$n.log"; do sleep 0.01; kill -0 "$pid" || exit 1; done
+    reconcile=$(python3 -c "import time; print(f'{time.time() - $start:.3f}')")
+    printf '%s\tlisten\t%s\t%s\n%s\treconcile\t%s\t%s\n%s\trss_idle\t%s\t%s\n' \
+      "$b" "$n" "$listen" "$b" "$n" "$reconcile" "$b" "$n" "$(rss_mib "$pid")" >> "$RES"
+    # Warm-up: every hot entry once (adopted entries are hashed before their first serve).
+    while read -r h; do echo "url = \"http://127.0.0.1:$p/sha256/$h\""; echo "output = /dev/null"; done < "$W/c$n/hot" > "$W/$b$n.curl"
+    curl -fsS -K "$W/$b$n.curl"
+  done
 done
 for _ in $(seq "$ROUNDS"); do
   for n in $SIZES; do
-    p=$(cat "$W/c$n.port")
-    rps=$("${LOAD[@]}" wrk -t1 -c32 -d"${DURATION}s" -s "$W/c$n.lua" "http://127.0.0.1:$p/" 2>/dev/null | awk '/Requests\/sec/ {print $2}')
-    printf 'hits\t%s\t%s\n' "$n" "$rps" >> "$RES"
+    for b in "${BUILDS[@]}"; do
+      p=$(cat "$W/$b$n.port"); pid=$(cat "$W/$b$n.pid")
+      cpu0=$(cpu_ticks "$pid")
+      rps=$("${LOAD[@]}" wrk -t1 -c32 -d"${DURATION}s" -s "$W/c$n.lua" "http://127.0.0.1:$p/" 2>/dev/null | awk '/Requests\/sec/ {print $2}')
+      cpu=$(python3 -c "print(($(cpu_ticks "$pid") - $cpu0) / $(getconf CLK_TCK))")
+      printf '%s\thits\t%s\t%s\n%s\tcpu_s\t%s\t%s\n' "$b" "$n" "$rps" "$b" "$n" "$cpu" >> "$RES"
+    done
   done
 done
-for n in $SIZES; do printf 'rss_after\t%s\t%s\n' "$n" "$(rss_mib "$(cat "$W/c$n.pid")")" >> "$RES"; done
+for n in $SIZES; do
+  for b in "${BUILDS[@]}"; do printf '%s\trss_after\t%s\t%s\n' "$b" "$n" "$(rss_mib "$(cat "$W/$b$n.pid")")" >> "$RES"; done
+done
 
-python3 - "$RES" "$ROUNDS" "${#SUT[@]}" <<'PY'
+python3 - "$RES" "$ROUNDS" "${#SUT[@]}" "$DURATION" <<'PY'
 import collections, statistics, sys
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    k, n, v = line.rstrip("\n").split("\t")
-    rows[(k, int(n))].append(float(v))
-sizes = sorted({n for _, n in rows})
-m = lambda k, n: statistics.median(rows[(k, n)])
-base = m("hits", sizes[0])
+    b, k, n, v = line.rstrip("\n").split("\t")
+    rows[(b, k, int(n))].append(float(v))
+builds = [b for b in ("after", "before") if any(k[0] == b for k in rows)]
+sizes = sorted({n for _, _, n in rows})
+duration = float(sys.argv[4])
+m = lambda b, k, n: statistics.median(rows[(b, k, n)])
+# CPU microseconds a hit, per round, and the share of its core fetchgate kept busy.
+us = lambda b, n: [c * 1e6 / (h * duration) for h, c in zip(rows[(b, "hits", n)], rows[(b, "cpu_s", n)])]
+busy = lambda b, n: statistics.median(c / duration for c in rows[(b, "cpu_s", n)])
+spread = lambda xs: f"{statistics.median(xs):.2f} ({min(xs):.2f} to {max(xs):.2f})"
 pinned = "fetchgate on core 1, wrk on core 0" if sys.argv[3] != "0" else "not pinned"
-print()
-print(f"fetchgate store scale, 1 KiB entries, {pinned}, hits median of {sys.argv[2]} interleaved rounds")
-print()
-print("| entries | listening (s) | repair done (s) | RSS after repair (MiB) | RSS after hits (MiB) | 1 KiB hits/s (hot set of 1,000) | hits against 1 entry |")
-print("|---|---|---|---|---|---|---|")
-for n in sizes:
-    print(f"| {n:,} | {m('listen', n):.2f} | {m('reconcile', n):.2f} | {m('rss_idle', n):.0f} | {m('rss_after', n):.0f} | {m('hits', n):.0f} | {m('hits', n) / base:.2f} |")
-# Each round measures every size back to back, so a round's own ratio is spared most of the
-# drift between rounds: their median and range show how far the ratio above can be trusted.
-print()
-print("| entries | hits against 1 entry, per round: median (lowest to highest) |")
-print("|---|---|")
-for n in sizes[1:]:
-    per_round = sorted(h / b for h, b in zip(rows[("hits", n)], rows[("hits", sizes[0])]))
-    print(f"| {n:,} | {statistics.median(per_round):.2f} ({per_round[0]:.2f} to {per_round[-1]:.2f}) |")
+for b in builds:
+    base = m(b, "hits", sizes[0])
+    name = "fetchgate" if b == "after" else "fetchgate, the before build"
+    print()
+    print(f"{name}: store scale, 1 KiB entries, {pinned}, hits median of {sys.argv[2]} interleaved rounds")
+    print()
+    print("| entries | listening (s) | repair done (s) | RSS after repair (MiB) | RSS after hits (MiB) | 1 KiB hits/s (hot set of 1,000) | hits against 1 entry | CPU µs a hit (share of its core) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        print(f"| {n:,} | {m(b, 'listen', n):.2f} | {m(b, 'reconcile', n):.2f} | {m(b, 'rss_idle', n):.0f} | {m(b, 'rss_after', n):.0f} | {m(b, 'hits', n):.0f} | {m(b, 'hits', n) / base:.2f} | {statistics.median(us(b, n)):.2f} ({busy(b, n):.2f}) |")
+    # Each round measures every size back to back, so a round's own ratio is spared most of
+    # the drift between rounds: their median and range show how far the ratio above can be
+    # trusted. CPU a hit is steadier still while fetchgate keeps its core busy.
+    print()
+    print("| entries | hits against 1 entry, per round: median (lowest to highest) | the same in CPU a hit (1 entry's over this size's) |")
+    print("|---|---|---|")
+    for n in sizes[1:]:
+        per_round = [h / o for h, o in zip(rows[(b, "hits", n)], rows[(b, "hits", sizes[0])])]
+        cpu_ratio = [o / h for h, o in zip(us(b, n), us(b, sizes[0]))]
+        print(f"| {n:,} | {spread(per_round)} | {spread(cpu_ratio)} |")
+if "before" in builds:
+    print()
+    print("Before / after in the same rounds (after's hits over before's; before's CPU a hit over after's):")
+    print()
+    print("| entries | hits, after / before, per round | CPU a hit, before / after, per round |")
+    print("|---|---|---|")
+    for n in sizes:
+        hits = [a / b for a, b in zip(rows[("after", "hits", n)], rows[("before", "hits", n)])]
+        cpu = [b / a for a, b in zip(us("after", n), us("before", n))]
+        print(f"| {n:,} | {spread(hits)} | {spread(cpu)} |")
 PY
