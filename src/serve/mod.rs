@@ -45,7 +45,10 @@ use crate::fetch::through::Fetcher;
 use crate::love::Love;
 use crate::pack::Packs;
 use crate::registry::service::Registries;
-use crate::store::Store;
+use crate::store::{Store, UsageFlusher};
+
+/// How often the store's use times and counts are written to its index.
+const USAGE_FLUSH_EVERY: Duration = Duration::from_secs(30);
 use access::Access;
 use arc_swap::ArcSwap;
 use limits::Limits;
@@ -96,6 +99,8 @@ pub struct Server {
     /// Root-mounted registry listeners (`[[registry]] listen`), with the registry each serves.
     mounts: Vec<(TcpListener, Arc<str>)>,
     app: Arc<App>,
+    /// Writes the store's use times to its index, and once more at the end of [`Server::run`].
+    usage: UsageFlusher,
     shutdown: Arc<tokio::sync::Notify>,
 }
 
@@ -140,19 +145,12 @@ impl Server {
             ),
             Err(e) => tracing::warn!(error = %e, "cache index reconciliation failed"),
         });
-        let usage = Arc::downgrade(&store);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(30));
-            loop {
-                tick.tick().await;
-                let Some(store) = usage.upgrade() else { return };
-                let _ = tokio::task::spawn_blocking(move || store.flush_usage()).await;
-            }
-        });
+        let usage = UsageFlusher::start(&store, USAGE_FLUSH_EVERY)?;
         Ok(Self {
             listener,
             mounts,
             app,
+            usage,
             shutdown: Arc::new(tokio::sync::Notify::new()),
         })
     }
@@ -269,7 +267,9 @@ impl Server {
         if !slots.drain(drain).await {
             tracing::warn!("drain time over; closing the remaining connections and tunnels");
         }
-        self.app.shared().store.flush_usage();
+        // The last flush, on the flusher's own thread; waited for, so nothing is left unwritten.
+        let usage = self.usage;
+        let _ = tokio::task::spawn_blocking(move || usage.stop()).await;
         Ok(())
     }
 }

@@ -13,15 +13,16 @@
 //! publication is one rename. The store knows nothing of HTTP or policy.
 //!
 //! One job per file: `fill` writes and publishes, `entries` is the in-memory table and its
-//! records, `memory` holds small entries' bytes, `space` keeps the total under `max_bytes` (reservations and eviction),
-//! `maintenance` repairs, verifies and cleans up, `index` is the durable record, `error` says
-//! what failed and `settings` reads the `[cache]` table. This file opens the store and serves
-//! from it.
+//! records, `memory` holds small entries' bytes, `space` keeps the total under `max_bytes`
+//! (reservations and eviction), `maintenance` repairs, verifies and cleans up, `index` is the
+//! durable record and `flusher` writes use times to it, `error` says what failed and
+//! `settings` reads the `[cache]` table. This file opens the store and serves from it.
 
 mod digest;
 mod entries;
 mod error;
 pub(crate) mod fill;
+mod flusher;
 pub(crate) mod index;
 mod lookup;
 mod maintenance;
@@ -50,6 +51,7 @@ use entries::{Meta, Table};
 pub use error::StoreError;
 use error::io;
 pub(crate) use fill::{Fill, FillError, FillSink};
+pub(crate) use flusher::UsageFlusher;
 use index::Index;
 pub(crate) use index::Record;
 pub(crate) use lookup::lookup;
