@@ -20,7 +20,7 @@
 # copy of each cache (the object files hard-linked, the index copied), its rounds interleaved
 # with the others', and adds a before / after table.
 #
-# Usage: benches/store-scale.sh   (SIZES="1 10000 100000 1000000" ROUNDS=3 DURATION=5;
+# Usage: benches/store-scale.sh   (SIZES="1 10000 100000 1000000" ROUNDS=3 DURATION=5 SOAK=0;
 # KEEP_DIR=/some/dir keeps and reuses the generated caches between runs).
 # fetchgate runs pinned to core 1, wrk to core 0 (PIN=0 turns that off). Loopback only; stops
 # everything it started. Needs ~1.1 GiB of disk per million entries (under /tmp).
@@ -188,3 +188,23 @@ if "before" in builds:
         cpu = [b / a for a, b in zip(us("after", n), us("before", n))]
         print(f"| {n:,} | {spread(hits)} | {spread(cpu)} |")
 PY
+
+# SOAK=seconds: then hits on the largest size for that long per build, in 30 s slices (each
+# build's slice in turn), with RSS after each: whether memory levels off once the use-time
+# flushes (every 30 s) have run a few times, or keeps growing.
+if [ "${SOAK:-0}" -gt 0 ]; then
+  n=$(printf '%s\n' $SIZES | sort -n | tail -1)
+  echo
+  echo "RSS (MiB) of the $n-entry server under hits, every 30 s for $SOAK s:"
+  echo
+  printf '| seconds of hits |'; for b in "${BUILDS[@]}"; do printf ' %s |' "$b"; done; echo
+  printf '|---|'; for _ in "${BUILDS[@]}"; do printf -- '---|'; done; echo
+  for t in $(seq 30 30 "$SOAK"); do
+    printf '| %s |' "$t"
+    for b in "${BUILDS[@]}"; do
+      "${LOAD[@]}" wrk -t1 -c32 -d30s -s "$W/c$n.lua" "http://127.0.0.1:$(cat "$W/$b$n.port")/" >/dev/null 2>&1
+      printf ' %s |' "$(rss_mib "$(cat "$W/$b$n.pid")")"
+    done
+    echo
+  done
+fi
