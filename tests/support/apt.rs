@@ -297,6 +297,27 @@ pub struct AptServer {
         tokio::sync::oneshot::Sender<()>,
         std::thread::JoinHandle<()>,
     )>,
+    /// While stopped, the port held bound but not listening: connections to it are refused,
+    /// and no other socket can take it meanwhile (another test's listener on port 0, or a
+    /// connect whose own source port would be this one), which once let a stopped server's
+    /// port answer.
+    held: Option<socket2::Socket>,
+}
+
+/// A socket bound to `addr` with `SO_REUSEADDR`, so a listener can bind beside it while it is
+/// not listening itself.
+fn bound_socket(addr: SocketAddr) -> socket2::Socket {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .expect("a socket for the apt server");
+    socket.set_reuse_address(true).expect("SO_REUSEADDR");
+    socket
+        .bind(&addr.into())
+        .expect("bind the apt server's port");
+    socket
 }
 
 impl AptServer {
@@ -307,6 +328,7 @@ impl AptServer {
             root: root.to_path_buf(),
             counts: Arc::default(),
             running: None,
+            held: None,
         };
         s.resume();
         s
@@ -332,6 +354,7 @@ impl AptServer {
         if let Some((tx, join)) = self.running.take() {
             let _ = tx.send(());
             let _ = join.join();
+            self.held = Some(bound_socket(self.addr));
         }
     }
 
@@ -340,7 +363,11 @@ impl AptServer {
         if self.running.is_some() {
             return;
         }
-        let std_listener = std::net::TcpListener::bind(self.addr).expect("bind the apt server");
+        // Bound beside the held port before letting it go, so the port is never free.
+        let socket = bound_socket(self.addr);
+        socket.listen(128).expect("listen");
+        self.held = None;
+        let std_listener: std::net::TcpListener = socket.into();
         std_listener.set_nonblocking(true).unwrap();
         self.addr = std_listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
