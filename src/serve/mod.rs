@@ -145,7 +145,11 @@ impl Server {
             ),
             Err(e) => tracing::warn!(error = %e, "cache index reconciliation failed"),
         });
-        let usage = UsageFlusher::start(&store, USAGE_FLUSH_EVERY)?;
+        let usage = UsageFlusher::start(&store, USAGE_FLUSH_EVERY).map_err(|e| {
+            io::Error::other(format!(
+                "cannot start the thread that writes use times to the cache index: {e}"
+            ))
+        })?;
         Ok(Self {
             listener,
             mounts,
