@@ -46,9 +46,6 @@ use crate::love::Love;
 use crate::pack::Packs;
 use crate::registry::service::Registries;
 use crate::store::{Store, UsageFlusher};
-
-/// How often the store's use times and counts are written to its index.
-const USAGE_FLUSH_EVERY: Duration = Duration::from_secs(30);
 use access::Access;
 use arc_swap::ArcSwap;
 use limits::Limits;
@@ -60,6 +57,8 @@ use slots::{Full, Slot, Slots};
 const POOL_MAX_IDLE: usize = 8;
 /// How long an idle upstream connection is kept.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// How often the store's use times and counts are written to its index.
+const USAGE_FLUSH_EVERY: Duration = Duration::from_secs(30);
 
 /// The application context: everything a request needs (policy, resolver, TLS, access,
 /// limits, the fetcher, LOVE, the registries), built by [`crate::app`] from one config and

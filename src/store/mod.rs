@@ -35,7 +35,6 @@ mod space;
 pub(crate) mod testing;
 
 use std::collections::HashMap;
-
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
