@@ -18,6 +18,7 @@ use super::Store;
 pub(crate) struct UsageFlusher {
     /// Dropped (or sent on) to stop the thread.
     stop: Option<mpsc::Sender<()>>,
+    /// The thread, joined by [`UsageFlusher::stop`].
     thread: Option<JoinHandle<()>>,
 }
 

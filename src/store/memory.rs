@@ -25,7 +25,9 @@ const MAX_SHARDS: u64 = 64;
 /// rest of the store's share of a 1 KiB hit, in cache and TLB misses).
 #[derive(Clone)]
 pub(super) struct Hot {
+    /// The entry's bytes, verified.
     pub(super) bytes: Bytes,
+    /// The table's record for the entry when the bytes were kept (the same `Arc`).
     pub(super) meta: Arc<Meta>,
 }
 
