@@ -297,27 +297,6 @@ pub struct AptServer {
         tokio::sync::oneshot::Sender<()>,
         std::thread::JoinHandle<()>,
     )>,
-    /// While stopped, the port held bound but not listening: connections to it are refused,
-    /// and no other socket can take it meanwhile (another test's listener on port 0, or a
-    /// connect whose own source port would be this one), which once let a stopped server's
-    /// port answer.
-    held: Option<socket2::Socket>,
-}
-
-/// A socket bound to `addr` with `SO_REUSEADDR`, so a listener can bind beside it while it is
-/// not listening itself.
-fn bound_socket(addr: SocketAddr) -> socket2::Socket {
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )
-    .expect("a socket for the apt server");
-    socket.set_reuse_address(true).expect("SO_REUSEADDR");
-    socket
-        .bind(&addr.into())
-        .expect("bind the apt server's port");
-    socket
 }
 
 impl AptServer {
@@ -328,7 +307,6 @@ impl AptServer {
             root: root.to_path_buf(),
             counts: Arc::default(),
             running: None,
-            held: None,
         };
         s.resume();
         s
@@ -350,11 +328,21 @@ impl AptServer {
     }
 
     /// Stops listening (connections are refused) until [`AptServer::resume`].
+    ///
+    /// Returns once the port refuses a connection. Another test's child process forked while
+    /// the listener was open holds a copy of it until it execs (where close-on-exec drops
+    /// it), so the listener can outlive this server's thread by a moment; that once let a
+    /// stopped server's port answer.
     pub fn stop(&mut self) {
         if let Some((tx, join)) = self.running.take() {
             let _ = tx.send(());
             let _ = join.join();
-            self.held = Some(bound_socket(self.addr));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while std::net::TcpStream::connect(self.addr).is_ok()
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
         }
     }
 
@@ -363,11 +351,20 @@ impl AptServer {
         if self.running.is_some() {
             return;
         }
-        // Bound beside the held port before letting it go, so the port is never free.
-        let socket = bound_socket(self.addr);
-        socket.listen(128).expect("listen");
-        self.held = None;
-        let std_listener: std::net::TcpListener = socket.into();
+        // The same port again: a forked child's copy of the old listener (see `stop`) can
+        // hold it for a moment.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let std_listener = loop {
+            match std::net::TcpListener::bind(self.addr) {
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AddrInUse
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                bound => break bound.expect("bind the apt server"),
+            }
+        };
         std_listener.set_nonblocking(true).unwrap();
         self.addr = std_listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
