@@ -24,3 +24,14 @@ stop_work() {
   sleep 0.3
   rm -rf "$W"
 }
+
+# FLOOR, the path of the one-core limit program (benches/floor.rs), built if needed.
+floor_bin() {
+  FLOOR=$(cargo bench --bench floor --no-run -q --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "floor" and m.get("executable"):
+        print(m["executable"])')
+  [ -x "$FLOOR" ] || { echo "could not build benches/floor.rs" >&2; exit 1; }
+}
