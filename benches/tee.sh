@@ -18,6 +18,17 @@
 #           WRITE_KIB from one buffer, then `fsync` (python's user + system CPU). Their sum
 #           is the least one core can do the tee in; `tee / floor` says how close it is.
 #
+#   limit:  the same file through `benches/floor.rs tee` on core 1: one thread, blocking
+#           sockets, no HTTP library, each chunk read once, hashed, written to the client and to
+#           a new preallocated file, then `fsync` and rename; and through `floor.rs tee-splice`,
+#           the same with zero-copy forwarding (splice and tee through pipes; only the copy to
+#           hash and keep is read into memory). The least a tee that hashes in user space can
+#           cost a core; their MiB/s and CPU beside fetchgate's.
+#
+# One warm-up round (an extra file through fetchgate and both limits, not counted) goes first:
+# on a freshly booted VM the first touch of guest memory is slow (the host backs it lazily),
+# and the first round paid it alone.
+#
 # Each round's file is new to fetchgate, so every fetch is a real miss that publishes. The
 # entry kept is then checked by digest (the tee published exactly those bytes).
 #
@@ -33,8 +44,21 @@ WRITE_KIB=${WRITE_KIB:-320}
 PIN=${PIN:-1}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 pin_cores
-FILES=$ROUNDS
+FILES=$((ROUNDS + 1))
 . benches/tee_env.sh
+floor_bin
+# The two limits: port, pid and kept directory by mode.
+declare -A FLOOR_PORT=([tee]=18483 [tee-splice]=18484) FLOOR_PID=()
+for mode in tee tee-splice; do
+  mkdir -p "$W/kept-$mode"
+  "${SUT[@]}" "$FLOOR" "$mode" "127.0.0.1:${FLOOR_PORT[$mode]}" "$UP" "$W/kept-$mode" 2>>"$W/floor.log" & PIDS+=($!); FLOOR_PID[$mode]=$!
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/${FLOOR_PORT[$mode]}") 2>/dev/null && break; sleep 0.1; done
+done
+# The warm-up round, not counted.
+for port in "${FGP##*:}" "${FLOOR_PORT[@]}"; do
+  "${LOAD[@]}" curl -fsS -o /dev/null -x "http://127.0.0.1:$port" "http://$UP/$FILES"
+done
+sleep 1
 # User plus system CPU ticks a process has used (fields 14 and 15 of /proc/PID/stat).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
@@ -58,6 +82,15 @@ for r in $(seq "$ROUNDS"); do
   [ "${q:-0}" = "$r" ] || { echo "round $r: the forwarding-only fetch was not kept out of the tee ($q)" >&2; exit 1; }
   printf 'forward\t%s\n' "$v" >> "$RES"
   printf 'forward_cpu_s\t%s\n' "$(python3 -c "print(($(cpu_ticks "$FG_PID") - $cpu0) / $(getconf CLK_TCK))")" >> "$RES"
+  # The limits: the one-core floor programs, the same file, the same work.
+  for mode in tee tee-splice; do
+    cpu0=$(cpu_ticks "${FLOOR_PID[$mode]}")
+    v=$("${LOAD[@]}" curl -fsS -o /dev/null -w '%{speed_download}' -x "http://127.0.0.1:${FLOOR_PORT[$mode]}" "http://$UP/$r" | awk '{printf "%.1f", $1 / 1048576}')
+    for _ in $(seq 100); do [ -f "$W/kept-$mode/$sha" ] && break; sleep 0.1; done
+    [ -f "$W/kept-$mode/$sha" ] || { echo "round $r: floor $mode kept nothing" >&2; cat "$W/floor.log" >&2; exit 1; }
+    printf '%s\t%s\n' "$mode" "$v" >> "$RES"
+    printf '%s_cpu_s\t%s\n' "$mode" "$(python3 -c "print(($(cpu_ticks "${FLOOR_PID[$mode]}") - $cpu0) / $(getconf CLK_TCK))")" >> "$RES"
+  done
   # Writing a kept copy alone: into a new file next to the cache's, then fsync.
   printf 'write_cpu_s\t%s\n' "$("${SUT[@]}" python3 - "$W/floor-$r" "$SIZE_MIB" "$WRITE_KIB" <<'PY'
 import os, resource, sys
@@ -95,11 +128,13 @@ pinned = "fetchgate and the hashes on core 1, curl and nginx on core 0" if sys.a
 print()
 print(f"tee against the hash bound, {sys.argv[3]} MiB misses, median of {sys.argv[2]} interleaved rounds, {pinned}")
 print()
-print("| measurement | MiB/s | tee / bound |")
-print("|---|---|---|")
-print(f"| {sys.argv[3]} MiB miss via proxy, tee on | {m['proxy']:.0f} | |")
-print(f"| SHA-256 alone, sha256sum | {m['sha256sum']:.0f} | {m['proxy'] / m['sha256sum']:.2f} |")
-print(f"| SHA-256 alone, fetchgate's sha2 (cache verify) | {m['sha2']:.0f} | {m['proxy'] / m['sha2']:.2f} |")
+print("| measurement | MiB/s | / sha2 | fetchgate's tee / this |")
+print("|---|---|---|---|")
+print(f"| {sys.argv[3]} MiB miss via proxy, tee on | {m['proxy']:.0f} | **{m['proxy'] / m['sha2']:.2f}** | |")
+print(f"| SHA-256 alone, sha256sum | {m['sha256sum']:.0f} | | {m['proxy'] / m['sha256sum']:.2f} |")
+print(f"| SHA-256 alone, fetchgate's sha2 (cache verify): the bound | {m['sha2']:.0f} | 1 | {m['proxy'] / m['sha2']:.2f} |")
+for mode in ("tee", "tee-splice"):
+    print(f"| the limit: benches/floor.rs {mode} | {m[mode]:.0f} | **{m[mode] / m['sha2']:.2f}** | {m['proxy'] / m[mode]:.2f} |")
 print()
 print("CPU seconds per miss (user + system, drift-resistant: what a dedicated core would take):")
 print()
@@ -107,6 +142,8 @@ print("| work | CPU s | hash / tee |")
 print("|---|---|---|")
 print(f"| fetchgate, whole tee (forward, hash, write, commit) | {m['proxy_cpu_s']:.3f} | {m['sha2_cpu_s'] / m['proxy_cpu_s']:.2f} |")
 print(f"| fetchgate's sha2 alone (user time of cache verify per entry) | {m['sha2_cpu_s']:.3f} | |")
+for mode in ("tee", "tee-splice"):
+    print(f"| the limit: benches/floor.rs {mode} (forward, hash, write, fsync, rename) | {m[mode + '_cpu_s']:.3f} | {m['sha2_cpu_s'] / m[mode + '_cpu_s']:.2f} |")
 floor = m['forward_cpu_s'] + m['sha2_cpu_s'] + m['write_cpu_s']
 print()
 print(f"The floor of a kept copy on one core (each part alone; {sys.argv[5]} KiB writes):")
