@@ -35,3 +35,16 @@ for line in sys.stdin:
         print(m["executable"])')
   [ -x "$FLOOR" ] || { echo "could not build benches/floor.rs" >&2; exit 1; }
 }
+
+# On a VM whose balloon reports free pages to its host (free page reporting), the host takes
+# free guest memory back and backs it again only when it is next touched, so each new
+# page-cache page a fill writes may cost a host fault: measured here, a 256 MiB write and
+# fsync took 0.05 CPU s in one hour and 0.5 to 0.7 s in another, and touching 16 GiB first did
+# not hold it down for a whole run. Every column of a round pays the same, so the ratios stand;
+# the absolute figures move with it. Says so when the machine reports free pages.
+page_reporting_note() {
+  local reported=/sys/module/page_reporting/parameters/reported_kib
+  if [ -r "$reported" ] && [ "$(cat "$reported")" -gt 0 ]; then
+    echo "note: this machine reports free pages to its host ($(($(cat "$reported") >> 20)) GiB so far): a new page-cache page may cost a host fault, so absolute write costs drift; compare within a run" >&2
+  fi
+}

@@ -45,6 +45,7 @@ pin_cores
 for b in curl python3 weed; do command -v "$b" >/dev/null || { echo "needs $b" >&2; exit 1; }; done
 if [ -z "${FG:-}" ]; then cargo build --release -q -j2; FG="$ROOT/target/release/fetchgate"; fi
 floor_bin
+page_reporting_note
 
 W=$(mktemp -d /tmp/fetchgate-shared.XXXXXX)
 PIDS=()
@@ -328,33 +329,32 @@ pinned = "fetchgate alone on core 1, SeaweedFS and curl on core 0" if sys.argv[3
 print()
 print(f"shared tier first read vs direct SeaweedFS GET, loopback, median of {sys.argv[2]} interleaved rounds, {pinned}")
 print()
-print("| workload | direct GET (MiB/s) | first read, streamed (MiB/s) | streamed/direct | fill first (MiB/s) | fill first/direct |")
-print("|---|---|---|---|---|---|")
-for w, spec in enumerate(sys.argv[4:]):
-    name, size, count = spec.split()
-    d, s, f = m[(w, "direct")], m[(w, "streamed")], m[(w, "fill")]
-    print(f"| {count} x {name} | {d:.0f} | {s:.0f} | {s / d:.2f} | {f:.0f} | {f / d:.2f} |")
+def table(heads, row):
+    """One row per workload: row(w, size in bytes) gives its cells after the workload's name."""
+    print("| workload | " + " | ".join(heads) + " |")
+    print("|---" * (len(heads) + 1) + "|")
+    for w, spec in enumerate(sys.argv[4:]):
+        name, size, count = spec.split()
+        print(f"| {count} x {name} | " + " | ".join(row(w, int(size))) + " |")
+d = lambda w: m[(w, "direct")]
+table(["direct GET (MiB/s)", "first read, streamed (MiB/s)", "streamed/direct", "fill first (MiB/s)", "fill first/direct"],
+      lambda w, _: [f"{d(w):.0f}", f"{m[(w, 'streamed')]:.0f}", f"{m[(w, 'streamed')] / d(w):.2f}",
+                    f"{m[(w, 'fill')]:.0f}", f"{m[(w, 'fill')] / d(w):.2f}"])
 print()
 print("The limit on the same core (benches/floor.rs first-read), and fetchgate against it:")
 print()
-print("| workload | limit, no durable copy (MiB/s) | its /direct | limit, copy behind (MiB/s) | its /direct | streamed / limit behind |")
-print("|---|---|---|---|---|---|")
-for w, spec in enumerate(sys.argv[4:]):
-    name, size, count = spec.split()
-    d, s = m[(w, "direct")], m[(w, "streamed")]
-    n, b = m[(w, "floor_none")], m[(w, "floor_behind")]
-    print(f"| {count} x {name} | {n:.0f} | {n / d:.2f} | {b:.0f} | {b / d:.2f} | {s / b:.2f} |")
+table(["limit, no durable copy (MiB/s)", "its /direct", "limit, copy behind (MiB/s)", "its /direct", "streamed / limit behind"],
+      lambda w, _: [f"{m[(w, 'floor_none')]:.0f}", f"{m[(w, 'floor_none')] / d(w):.2f}", f"{m[(w, 'floor_behind')]:.0f}",
+                    f"{m[(w, 'floor_behind')] / d(w):.2f}", f"{m[(w, 'streamed')] / m[(w, 'floor_behind')]:.2f}"])
 print()
 print("Per object: the direct GET's wall time (SeaweedFS and curl, core 0), fetchgate's CPU (core 1,")
-print("reads and publications) and its SHA-256 alone; direct/CPU bounds streamed/direct:")
+print("reads and publications), the limit's, and fetchgate's SHA-256 alone; direct/CPU bounds streamed/direct:")
 print()
-print("| workload | direct GET wall ms | fetchgate CPU ms, streamed | fill first | limit, none | limit, behind | SHA-256 alone | direct / streamed CPU |")
-print("|---|---|---|---|---|---|---|---|")
-for w, spec in enumerate(sys.argv[4:]):
-    name, size, count = spec.split()
-    wall = int(size) / 1048576 / m[(w, "direct")] * 1000
-    sc, fc, nc, bc, hc = (1000 * m[(w, k)] for k in ("streamed_cpu", "fill_cpu", "floor_none_cpu", "floor_behind_cpu", "hash_cpu"))
-    print(f"| {count} x {name} | {wall:.2f} | {sc:.2f} | {fc:.2f} | {nc:.2f} | {bc:.2f} | {hc:.2f} | {wall / sc:.2f} |")
+def per_object(w, size):
+    wall = size / 1048576 / d(w) * 1000
+    cpu = [1000 * m[(w, k)] for k in ("streamed_cpu", "fill_cpu", "floor_none_cpu", "floor_behind_cpu", "hash_cpu")]
+    return [f"{wall:.2f}"] + [f"{c:.2f}" for c in cpu] + [f"{wall / cpu[0]:.2f}"]
+table(["direct GET wall ms", "fetchgate CPU ms, streamed", "fill first", "limit, none", "limit, behind", "SHA-256 alone", "direct / streamed CPU"], per_object)
 PY
 if [ -n "${PHASES:-}" ] && [ -s "$W/phases.txt" ]; then
   echo

@@ -45,6 +45,7 @@ PIN=${PIN:-1}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 pin_cores
 FILES=$((ROUNDS + 1))
+page_reporting_note
 . benches/tee_env.sh
 floor_bin
 # The two limits: port, pid and kept directory by mode.
