@@ -297,6 +297,9 @@ pub struct AptServer {
         tokio::sync::oneshot::Sender<()>,
         std::thread::JoinHandle<()>,
     )>,
+    /// While stopped: a socket bound to `addr` but not listening, so the port keeps refusing
+    /// connections and no other test's server on port 0 is given it meanwhile.
+    hold: Option<rustix::fd::OwnedFd>,
 }
 
 impl AptServer {
@@ -307,6 +310,7 @@ impl AptServer {
             root: root.to_path_buf(),
             counts: Arc::default(),
             running: None,
+            hold: None,
         };
         s.resume();
         s
@@ -343,6 +347,10 @@ impl AptServer {
             {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
+            // Once it refuses, keep the port: freed, it could go to a sibling test's server,
+            // which would then answer for this stopped one. Best effort: without the hold the
+            // port is only less likely to stay refused.
+            self.hold = hold_port(self.addr).ok();
         }
     }
 
@@ -365,6 +373,9 @@ impl AptServer {
                 bound => break bound.expect("bind the apt server"),
             }
         };
+        // Bound beside the hold (both with SO_REUSEADDR, the hold not listening); now the
+        // port is this listener's.
+        self.hold = None;
         std_listener.set_nonblocking(true).unwrap();
         self.addr = std_listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -378,6 +389,22 @@ impl AptServer {
         });
         self.running = Some((tx, join));
     }
+}
+
+/// A socket bound to `addr` with `SO_REUSEADDR` and not listening: connections to the port
+/// are refused, the kernel gives the port to no other bind, and a listener with
+/// `SO_REUSEADDR` (as std's are) can still bind beside it.
+fn hold_port(addr: SocketAddr) -> std::io::Result<rustix::fd::OwnedFd> {
+    use rustix::net::{AddressFamily, SocketType, bind, socket, sockopt};
+    let family = if addr.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let fd = socket(family, SocketType::STREAM, None)?;
+    sockopt::set_socket_reuseaddr(&fd, true)?;
+    bind(&fd, &addr)?;
+    Ok(fd)
 }
 
 impl Drop for AptServer {
