@@ -1,8 +1,8 @@
 //! The limit column of `benches/tee.sh` and `benches/shared.sh`: what one of fetchgate's
 //! streaming paths costs on one core with nothing but the work itself. One thread carries the
 //! bytes over blocking sockets with reused buffers; no HTTP library, no runtime, no handoff
-//! between threads on the way to the client. The scripts run it pinned to fetchgate's core in the same rounds as
-//! fetchgate. Its CPU per byte is the least a design that hashes in user space spends; its
+//! between threads on the way to the client. The scripts run it pinned to fetchgate's core in
+//! the same rounds as fetchgate. Its CPU per byte is the least a design that hashes in user space spends; its
 //! wall time could still be beaten by overlapping reads and writes, which one blocking thread
 //! does not do, so fetchgate close to it (or past it) has no slack left in its own code.
 //!
@@ -46,6 +46,11 @@ fn chunk_size() -> usize {
         .and_then(|k| k.parse::<usize>().ok())
         .filter(|k| *k > 0)
         .map_or(256 << 10, |k| k << 10)
+}
+
+/// How much of a body of which `left` bytes remain the next read asks for, into `buf`.
+fn next_read(buf: &[u8], left: u64) -> usize {
+    buf.len().min(usize::try_from(left).unwrap_or(usize::MAX))
 }
 
 /// The longest response or request head accepted.
@@ -216,20 +221,12 @@ fn tee_one(
         format!("HTTP/1.1 {status} OK\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n")
             .as_bytes(),
     )?;
-    let temp = dir.join(format!("tmp-{}-{n}", std::process::id()));
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)?;
-    // The whole size allocated at once: writes land in allocated blocks (the fill does the same
-    // a step at a time).
-    preallocate(&file, length)?;
-    let mut file = file;
+    let (temp, mut file) = new_file(dir, n, length)?;
     let mut hasher = Sha256::new();
     let mut left = length;
     // Body bytes read along with the head (all of them, when not splicing).
     while left > 0 && (!splice || up.start < up.end) {
-        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let want = next_read(buf, left);
         let got = up.body(&mut buf[..want])?;
         if got == 0 {
             return Err("the upstream body ended short".into());
@@ -250,8 +247,7 @@ fn tee_one(
             &mut file,
         )?;
     }
-    let hex = hex(&hasher.finalize());
-    publish(file, &temp, &dir.join(hex))
+    publish(file, &temp, &dir.join(hex::encode(hasher.finalize())))
 }
 
 /// Moves `left` body bytes from `up` to `client` through a pipe without copying them, and
@@ -273,8 +269,7 @@ fn splice_body(
     let mut copy_r = File::from(copy_r);
     let flags = SpliceFlags::MOVE | SpliceFlags::MORE;
     while left > 0 {
-        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        let got = splice(up, None, &through_w, None, want, flags)?;
+        let got = splice(up, None, &through_w, None, next_read(buf, left), flags)?;
         if got == 0 {
             return Err("the upstream body ended short".into());
         }
@@ -294,6 +289,20 @@ fn splice_body(
     Ok(())
 }
 
+/// A new file in `dir` (named for this process and `n`) with `len` bytes of blocks allocated:
+/// writes land in allocated blocks, as a fill's do (it allocates a step at a time).
+fn new_file(dir: &Path, n: usize, len: u64) -> Result<(PathBuf, File)> {
+    let temp = dir.join(format!("tmp-{}-{n}", std::process::id()));
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)?;
+    if len > 0 {
+        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len)?;
+    }
+    Ok((temp, file))
+}
+
 /// `fsync`s `file`, renames `temp` to `target` and `fsync`s the directory: a kept copy.
 fn publish(file: File, temp: &Path, target: &Path) -> Result<()> {
     file.sync_all()?;
@@ -303,18 +312,6 @@ fn publish(file: File, temp: &Path, target: &Path) -> Result<()> {
         File::open(parent)?.sync_all()?;
     }
     Ok(())
-}
-
-/// Allocates `len` bytes of blocks for `file` without changing its size.
-fn preallocate(file: &File, len: u64) -> Result<()> {
-    if len > 0 {
-        rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len)?;
-    }
-    Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A verified object handed to the writer thread: its name and its chunks, each a whole
@@ -427,7 +424,7 @@ fn serve_object(
     let mut left = length;
     while left > 0 {
         let mut chunk = buffer();
-        let want = chunk.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let want = next_read(&chunk, left);
         let got = up.body(&mut chunk[..want])?;
         if got == 0 {
             return Err("the bucket's body ended short".into());
@@ -439,7 +436,7 @@ fn serve_object(
         }
         chunks.push((chunk, got));
     }
-    if self::hex(&hasher.finalize()) != hex {
+    if hex::encode(hasher.finalize()) != hex {
         return Ok(None);
     }
     if let Some((last, len)) = chunks.last() {
@@ -450,15 +447,8 @@ fn serve_object(
 
 /// Writes a verified object to a new file and publishes it under its digest.
 fn keep(dir: &Path, n: usize, object: &Verified) -> Result<()> {
-    let temp = dir.join(format!("tmp-{}-{n}", std::process::id()));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)?;
-    preallocate(
-        &file,
-        object.chunks.iter().map(|(_, len)| *len as u64).sum(),
-    )?;
+    let size = object.chunks.iter().map(|(_, len)| *len as u64).sum();
+    let (temp, mut file) = new_file(dir, n, size)?;
     for (buffer, len) in &object.chunks {
         file.write_all(&buffer[..*len])?;
     }
