@@ -8,17 +8,17 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::access::policy::PolicyChecks;
+use crate::access::{Access, AccessSection};
 use crate::connect::tls::{TlsSection, client_config};
 use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
 use crate::fetch::through::DEFAULT_MAX_REDIRECTS;
+use crate::listen::limits::{Limits, ListenSection, ProxySection};
+use crate::listen::tls::ListenTls;
 use crate::love::{LoveSection, LoveSettings};
 use crate::pack::{LgflowSection, OpenwopSection, PackConfig};
 use crate::registry::{RegistrySection, RegistrySettings};
-use crate::serve::access::{Access, AccessSection};
-use crate::serve::access_policy::PolicyChecks;
-use crate::serve::limits::{Limits, ListenSection, ProxySection};
-use crate::serve::tls::ListenTls;
 use crate::shared::{SharedSection, SharedSettings};
 use crate::store::{CacheSection, CacheSettings};
 use crate::toml_file::{FileError, TomlSource};

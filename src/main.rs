@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
+use fetchgate::app::App;
 use fetchgate::cli::{
     Cli, Command, ConfigAction, LogFormat, cache, check, config_check, fetch, love, pack,
 };
@@ -155,7 +156,16 @@ fn runtime(multi_thread: bool) -> Result<tokio::runtime::Runtime, String> {
 }
 
 async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {
-    let server = match Server::bind(&config).await {
+    // The cache and the databases beside it first: their failures name the cache, not a
+    // listener.
+    let app = match App::open(&config) {
+        Ok(app) => app,
+        Err(e) => {
+            eprintln!("fetchgate: cannot start: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let server = match Server::bind_app(app, config.limits.listen).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!(

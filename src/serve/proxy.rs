@@ -13,13 +13,13 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use super::AppContext;
 use super::body::{Decided, Kind, LoggedBody, ProxyBody, RequestLog, logged};
 use super::problem::{self, Problem};
 use super::request_error::RequestError;
 use super::slots::Slot;
 use super::tee::{RequestSide, admit, tee};
 use super::tunnel::{TunnelEnd, splice};
+use crate::app::Gate;
 use crate::body::empty;
 use crate::connect::dial::dial_tcp;
 use crate::connect::pool::Pool;
@@ -48,7 +48,7 @@ pub(crate) struct ClientConn {
 
 /// Handles one request; never fails (failures are problem responses).
 pub(crate) async fn handle(
-    gate: Arc<AppContext>,
+    gate: Arc<Gate>,
     conn: Arc<ClientConn>,
     req: Request<Incoming>,
 ) -> Result<Response<LoggedBody>, Infallible> {
@@ -97,7 +97,7 @@ fn locator_of(uri: &http::Uri) -> String {
 }
 
 async fn route(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     req: Request<Incoming>,
     log: &mut RequestLog,
@@ -144,7 +144,7 @@ async fn route(
         return Box::pin(forward(gate, conn, policies, req, log)).await;
     }
     // Origin-form: fetchgate itself is the server, so `Host` must name it (DNS rebinding).
-    super::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
+    crate::access::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
     if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
         // containerd's `?ns=` may name another configured registry: chosen before the
         // client's policy judges the name.
@@ -192,7 +192,7 @@ async fn route(
 /// it: `/registry/<name>/...` on any listener, or any other path on a `[[registry]] listen`
 /// address (clients that drop path prefixes, as npm does when it rewrites lockfile hosts).
 fn registry_target<'p>(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     path: &'p str,
 ) -> Option<(String, &'p str, String)> {
@@ -220,7 +220,7 @@ fn registry_target<'p>(
 }
 
 /// The apt registry an absolute-form request's URL lies under, and the path below it.
-fn apt_forward<B>(gate: &AppContext, req: &Request<B>) -> Option<(String, String)> {
+fn apt_forward<B>(gate: &Gate, req: &Request<B>) -> Option<(String, String)> {
     if !gate.registries.any() {
         return None;
     }
@@ -231,7 +231,7 @@ fn apt_forward<B>(gate: &AppContext, req: &Request<B>) -> Option<(String, String
 /// A `GET` or `HEAD` for a URL a registry's metadata tied to a digest whose bytes are stored:
 /// answered from the cache, with no upstream request.
 async fn registry_verified<B>(
-    gate: &AppContext,
+    gate: &Gate,
     req: &Request<B>,
     url: &url::Url,
 ) -> Option<Response<ProxyBody>> {
@@ -251,7 +251,7 @@ async fn registry_verified<B>(
 
 /// Refuses a request a web page made a browser send to a route that changes state (fetches
 /// into the cache): `Sec-Fetch-Site: cross-site`, or an `Origin` not in `[access] origins`.
-fn same_site<B>(gate: &AppContext, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
+fn same_site<B>(gate: &Gate, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
     match gate.access.check_site(req.headers()) {
         Ok(()) => Ok(()),
         Err(denied) => Err(Problem::from(denied).at(log.locator.clone())),
@@ -304,7 +304,7 @@ fn refusal(refused: &Refusal, log: &mut RequestLog) -> Problem {
 }
 
 async fn forward(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     policies: &[Arc<ClientPolicy>],
     req: Request<Incoming>,
@@ -367,7 +367,7 @@ async fn forward(
 /// The body of a proxied `200` to a `GET`: teed into the shared cache when [`admit`] allows
 /// it, passed through (and the reason counted) otherwise.
 fn tee_or_pass(
-    gate: &AppContext,
+    gate: &Gate,
     permit: &Permit,
     request: RequestSide,
     headers: &http::HeaderMap,
@@ -387,7 +387,7 @@ fn tee_or_pass(
 }
 
 async fn connect(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     policies: &[Arc<ClientPolicy>],
     mut req: Request<Incoming>,

@@ -234,7 +234,7 @@ fn registries_section(out: &mut String, handle: &Handle, ring: &[Refusal]) {
 /// The shared tier: configured or not, the breaker, the upload queue and what reads found.
 fn shared_section(out: &mut String, handle: &Handle) {
     out.push_str("<h2>Shared tier</h2>");
-    let Some(tier) = &handle.app.shared().tier else {
+    let Some(tier) = &handle.app.lasting().tier else {
         out.push_str(
             "<p id=\"shared-none\">No <code>[shared]</code> configured: local disk only.</p>",
         );
