@@ -17,6 +17,7 @@ use crate::fetch::through::DEFAULT_MAX_REDIRECTS;
 use crate::listen::limits::{Limits, ListenSection, ProxySection};
 use crate::listen::tls::ListenTls;
 use crate::love::{LoveSection, LoveSettings};
+use crate::metrics::Metrics;
 use crate::pack::{LgflowSection, OpenwopSection, PackConfig};
 use crate::registry::{RegistrySection, RegistrySettings};
 use crate::shared::{SharedSection, SharedSettings};
@@ -181,6 +182,7 @@ impl Config {
     pub(crate) fn fetcher(
         &self,
         store: Arc<crate::store::Store>,
+        metrics: Arc<Metrics>,
     ) -> crate::fetch::through::Fetcher {
         let timeouts = crate::fetch::upstream::Timeouts {
             connect: self.limits.connect_timeout,
@@ -194,21 +196,18 @@ impl Config {
             hedge: self.cache.flight_hedge,
         };
         crate::fetch::through::Fetcher::new(
-            self.egress(),
+            self.egress(metrics.clone()),
             self.tls.clone(),
             store,
             limits,
-            crate::metrics::get(),
+            metrics,
         )
         .allow_redirect_downgrade(self.allow_redirect_downgrade)
     }
 
-    /// The policy with a resolver built from these settings. Must run inside a Tokio runtime.
-    pub fn egress(&self) -> Egress {
-        Egress::new(
-            self.policy.clone(),
-            Resolver::new(&self.resolver),
-            crate::metrics::get(),
-        )
+    /// The policy with a resolver built from these settings, counting into `metrics`. Must
+    /// run inside a Tokio runtime.
+    pub fn egress(&self, metrics: Arc<Metrics>) -> Egress {
+        Egress::new(self.policy.clone(), Resolver::new(&self.resolver), metrics)
     }
 }

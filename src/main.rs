@@ -43,7 +43,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let rt = runtime(false)?;
             let (out, allowed) = if connect {
                 let d = rt.block_on(async {
-                    let egress = config.egress();
+                    let egress = config.egress(Default::default());
                     egress.resolve_and_decide_authority(&locator).await
                 });
                 (
@@ -52,7 +52,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 )
             } else {
                 let d = rt.block_on(async {
-                    let egress = config.egress();
+                    let egress = config.egress(Default::default());
                     egress.resolve_and_decide_url(&locator).await
                 });
                 (
@@ -219,7 +219,7 @@ async fn signals(handle: fetchgate::serve::Handle, path: Option<std::path::PathB
         tracing::warn!("cannot install signal handlers; reload and graceful stop are unavailable");
         return;
     };
-    let reloads = &fetchgate::metrics::get().reloads;
+    let reloads = &handle.metrics().reloads;
     loop {
         tokio::select! {
             _ = hup.recv() => match Config::load(path.as_deref()) {

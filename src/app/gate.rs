@@ -15,6 +15,7 @@ use crate::fetch::through::Fetcher;
 use crate::listen::limits::Limits;
 use crate::listen::tls::ListenTls;
 use crate::love::Love;
+use crate::metrics::Metrics;
 use crate::pack::Packs;
 use crate::registry::service::Registries;
 
@@ -43,6 +44,8 @@ pub(crate) struct Gate {
     pub(crate) registries: Arc<Registries>,
     /// TLS on the listeners, read at each accept so a reload swaps certificates.
     pub(crate) listen_tls: ListenTls,
+    /// This instance's metrics (the same across reloads).
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// The gate in force, swapped whole on reload: each request reads it once, so a request never
@@ -55,7 +58,7 @@ impl Gate {
     pub(crate) fn build(config: &Config, lasting: &Lasting) -> Gate {
         let fetcher = Arc::new(
             config
-                .fetcher(lasting.store.clone())
+                .fetcher(lasting.store.clone(), lasting.metrics.clone())
                 .with_flights(lasting.flights.clone())
                 .with_shared(lasting.tier.clone()),
         );
@@ -75,7 +78,8 @@ impl Gate {
             lasting.credentialed.clone(),
         );
         Gate {
-            egress: config.egress(),
+            egress: config.egress(lasting.metrics.clone()),
+            metrics: lasting.metrics.clone(),
             tls: config.tls.clone(),
             access: config.access.clone(),
             limits: config.limits.clone(),

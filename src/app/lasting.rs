@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::fetch::flight::Flights;
 use crate::love::seen::Seen;
+use crate::metrics::Metrics;
 use crate::registry::aliases::Aliases;
 use crate::registry::metadata::MetadataCache;
 use crate::registry::private::Credentialed;
@@ -30,11 +31,17 @@ pub(crate) struct Lasting {
     pub(crate) flights: Arc<Flights>,
     /// The shared tier under the store (`[shared]`), if configured.
     pub(crate) tier: Option<Arc<SharedTier>>,
+    /// This instance's metrics: counted across reloads, exported on the admin listener.
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Lasting {
     /// Opens the store and everything kept beside it under `[cache] dir`.
     pub(crate) fn open(config: &Config) -> io::Result<Self> {
+        let metrics = Arc::new(Metrics::new());
+        crate::connect::preset_metrics(&metrics);
+        crate::registry::preset_metrics(&metrics);
+        crate::shared::preset_metrics(&metrics);
         let store = Store::open(&config.cache).map_err(|e| {
             io::Error::other(format!(
                 "cannot open the cache at {}: {e}",
@@ -58,7 +65,9 @@ impl Lasting {
         );
         let tier = match &config.shared {
             None => None,
-            Some(settings) => Some(SharedTier::open(settings, &store).map_err(io::Error::other)?),
+            Some(settings) => Some(
+                SharedTier::open(settings, &store, metrics.clone()).map_err(io::Error::other)?,
+            ),
         };
         Ok(Self {
             store,
@@ -68,6 +77,7 @@ impl Lasting {
             credentialed,
             flights: Arc::default(),
             tier,
+            metrics,
         })
     }
 }

@@ -121,7 +121,7 @@ fn answer(handle: &Handle, local: SocketAddr, req: &Request<Incoming>) -> Respon
 fn route(handle: &Handle, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
         "/metrics" => {
-            let m = crate::metrics::get();
+            let m = handle.metrics();
             let store = handle.store();
             let stats = store.stats();
             m.cache_bytes

@@ -35,6 +35,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::app::{App, Gate, LiveGate};
 use crate::config::Config;
 use crate::connect::pool::Pool;
+use crate::metrics::Metrics;
 use crate::store::{Store, UsageFlusher};
 use problem::Problem;
 use proxy::ClientConn;
@@ -77,6 +78,7 @@ impl Server {
     /// Must run inside a Tokio runtime.
     pub async fn bind_app(app: App, addr: SocketAddr) -> io::Result<Self> {
         let app = Arc::new(app);
+        preset_metrics(&app.lasting().metrics);
         let store = app.lasting().store.clone();
         let listener = TcpListener::bind(addr).await?;
         let mut mounts = Vec::new();
@@ -241,6 +243,11 @@ impl Handle {
         self.app.gate()
     }
 
+    /// This instance's metrics (what its admin listener's `/metrics` exports).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.app.lasting().metrics
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
         &self.app.lasting().store
@@ -250,6 +257,29 @@ impl Handle {
     pub fn shutdown(&self) {
         self.shutdown.notify_one();
     }
+}
+
+/// Creates at zero the series whose labels this layer names: requests by kind and outcome,
+/// CONNECT tunnel bytes by direction, and the tee's skip and abandon reasons.
+fn preset_metrics(m: &Metrics) {
+    let kinds = body::Kind::ALL.map(body::Kind::as_str);
+    let outcomes = ["refused", "2xx", "3xx", "4xx", "5xx"];
+    Metrics::preset2(&m.requests, ("kind", &kinds), ("outcome", &outcomes));
+    Metrics::preset(
+        &m.tunnel_bytes,
+        "direction",
+        &["client_to_upstream", "upstream_to_client"],
+    );
+    Metrics::preset(
+        &m.tee_skipped,
+        "reason",
+        &tee::Skip::ALL.map(tee::Skip::label),
+    );
+    Metrics::preset(
+        &m.tee_abandoned,
+        "reason",
+        &tee::Abandon::ALL.map(tee::Abandon::label),
+    );
 }
 
 /// Answers a connection over a limit with `503` and closes it, before any HTTP parsing.
@@ -310,7 +340,7 @@ async fn serve_client(
             if allowed {
                 proxy::handle(gate, conn, req).await
             } else {
-                proxy::refuse_client(peer, &req)
+                proxy::refuse_client(peer, &req, gate.metrics.clone())
             }
         }
     });

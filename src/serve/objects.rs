@@ -39,7 +39,7 @@ pub(crate) async fn handle<B>(
     let fetcher = &gate.fetcher;
     let store = fetcher.store();
     let (claimed, wanted) = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
-    let metrics = crate::metrics::get();
+    let metrics = &gate.metrics;
     let object = match lookup(store, digest).await {
         Some(object) => {
             metrics.hit(crate::metrics::route::OBJECT);

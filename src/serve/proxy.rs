@@ -28,6 +28,7 @@ use crate::decide::{Decision, Permit, Refusal};
 use crate::fetch::headers::strip_hop_by_hop;
 use crate::fetch::idle::IdleBody;
 use crate::fetch::upstream::{Timeouts, exchange, upstream_request};
+use crate::metrics::Metrics;
 use crate::redact::redact_locator;
 
 /// One client connection's state: who it is and its upstream connections.
@@ -84,7 +85,8 @@ pub(crate) async fn handle(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok())
     };
-    Ok(resp.map(|b| logged(b, log, started)))
+    let metrics = gate.metrics.clone();
+    Ok(resp.map(|b| logged(b, log, started, metrics)))
 }
 
 /// The request target as logged, redacted. An origin-form target (`/sha256/...`, a registry
@@ -346,7 +348,7 @@ async fn forward(
         timeouts,
         &permit,
         upstream_req,
-        crate::metrics::get(),
+        &gate.metrics,
     )
     .await
     .map_err(|e| Problem::from(&e).at(log.locator.clone()))?;
@@ -378,9 +380,16 @@ fn tee_or_pass(
     let host = permit.verify_name().to_string();
     let public = gate.tee_public_hosts.contains(&host);
     match admit(request, headers, public, gate.tee_max_bytes) {
-        Ok(expected) => tee(body, fetcher.store(), expected, log.locator.clone()).boxed(),
+        Ok(expected) => tee(
+            body,
+            fetcher.store(),
+            gate.metrics.clone(),
+            expected,
+            log.locator.clone(),
+        )
+        .boxed(),
         Err(skip) => {
-            skip.count();
+            skip.count(&gate.metrics);
             body.boxed()
         }
     }
@@ -416,12 +425,12 @@ async fn connect(
     let upgrade = hyper::upgrade::on(&mut req);
     // The connection's slot outlives the HTTP connection: the tunnel holds it until it ends.
     let slot = conn.slot.clone();
+    let metrics = gate.metrics.clone();
     tokio::spawn(async move {
         let _slot = slot;
         let started = Instant::now();
         match upgrade.await {
             Ok(upgraded) => {
-                let metrics = crate::metrics::get();
                 metrics.tunnels.inc();
                 metrics.tunnels_open.inc();
                 let (up, down, end) = splice(TokioIo::new(upgraded), stream, idle).await;
@@ -460,6 +469,7 @@ async fn connect(
 pub(crate) fn refuse_client<B>(
     client: SocketAddr,
     req: &Request<B>,
+    metrics: Arc<Metrics>,
 ) -> Result<Response<LoggedBody>, Infallible> {
     let log = RequestLog {
         client,
@@ -473,7 +483,7 @@ pub(crate) fn refuse_client<B>(
         expected_bytes: None,
         policy: None,
     };
-    Ok(client_not_allowed(client).map(|b| logged(b, log, Instant::now())))
+    Ok(client_not_allowed(client).map(|b| logged(b, log, Instant::now(), metrics)))
 }
 
 /// The problem response for a client outside `[access] clients`.
