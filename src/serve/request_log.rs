@@ -1,19 +1,16 @@
-//! Response bodies to clients, and the one log line each request gets when its body ends.
+//! The one log line each request gets when its response body ends, and the request counters
+//! it moves.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::problem::Problem;
+use crate::body::ResponseBody;
+use crate::decide::Refusal;
 use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
 
 use crate::body::{Observed, Observer};
 use crate::metrics::Metrics;
-
-/// Errors that abort a response body mid-stream.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Every response body fetchgate sends.
-pub(crate) type ProxyBody = BoxBody<Bytes, BoxError>;
 
 /// What kind of request this was; the `kind` label of `fetchgate_requests_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,13 +122,26 @@ pub(crate) struct RequestLog {
     pub(crate) policy: Option<std::sync::Arc<str>>,
 }
 
+impl RequestLog {
+    /// The problem for `refused`, noted in this log line as a refusal (with the refusing
+    /// policy, when one refused).
+    pub(crate) fn refusal(&mut self, refused: &Refusal) -> Problem {
+        self.decision = Decided::Refused;
+        self.reason = refused.verdict.reason.code();
+        if let Some(p) = &refused.policy {
+            self.policy = Some(p.clone());
+        }
+        super::problem::refusal(refused, self.locator.clone())
+    }
+}
+
 /// A response body that writes its request's log line when it ends.
-pub(crate) type LoggedBody = Observed<ProxyBody, LogLine>;
+pub(crate) type LoggedBody = Observed<ResponseBody, LogLine>;
 
 /// Wraps `inner` so that `log` is written, with the bytes sent, when the body ends or is
 /// dropped; `started` is when the request arrived. The request is counted into `metrics`.
 pub(crate) fn logged(
-    inner: ProxyBody,
+    inner: ResponseBody,
     log: RequestLog,
     started: Instant,
     metrics: Arc<Metrics>,
