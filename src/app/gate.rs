@@ -17,6 +17,7 @@ use crate::listen::tls::ListenTls;
 use crate::love::Love;
 use crate::metrics::Metrics;
 use crate::pack::Packs;
+use crate::pack::budget::Budget;
 use crate::registry::service::Registries;
 
 /// The request context in force: built by [`Gate::build`] from one config, shared by all
@@ -62,14 +63,14 @@ impl Gate {
                 .with_flights(lasting.flights.clone())
                 .with_shared(lasting.tier.clone()),
         );
-        let love = Love::with_seen(fetcher.clone(), lasting.seen.clone(), &config.love);
-        let packs = Packs::new(
+        let packs = Arc::new(Packs::new(
             fetcher.clone(),
             lasting.seen.clone(),
             &config.love,
             config.packs.clone(),
-            love.budget(),
-        );
+            Budget::new(config.love.max_inflight_bytes),
+        ));
+        let love = Love::new(packs.clone());
         let registries = Registries::new(
             &config.registries,
             lasting.metadata.clone(),
@@ -85,7 +86,7 @@ impl Gate {
             limits: config.limits.clone(),
             fetcher,
             love: Arc::new(love),
-            packs: Arc::new(packs),
+            packs,
             tee_max_bytes: config.cache.max_object_bytes,
             tee_public_hosts: config.cache.tee_public_hosts.clone(),
             registries: Arc::new(registries),

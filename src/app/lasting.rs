@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::fetch::flight::Flights;
-use crate::love::seen::Seen;
 use crate::metrics::Metrics;
+use crate::pack::seen::Seen;
 use crate::registry::aliases::Aliases;
 use crate::registry::metadata::MetadataCache;
 use crate::registry::private::Credentialed;

@@ -96,7 +96,7 @@ pub struct App {
 impl App {
     /// Opens what outlives reloads and builds the first gate.
     pub fn open(config: &Config) -> io::Result<Self> {
-        crate::love::schema::check_embedded().map_err(io::Error::other)?;
+        crate::pack::love::schema::check_embedded().map_err(io::Error::other)?;
         let lasting = Lasting::open(config)?;
         let gate = Arc::new(ArcSwap::from_pointee(Gate::build(config, &lasting)));
         Ok(Self {

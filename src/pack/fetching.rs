@@ -10,9 +10,10 @@ use bytes::Bytes;
 
 use super::Packs;
 use super::error::PackError;
+use crate::failure::FailureCode;
 use crate::fetch::failure::{FetchCode, LocatorFailure, locator_failure};
 use crate::fetch::pump::Pump;
-use crate::love::budget::{Budget, Held, Short};
+use crate::pack::budget::{Budget, Held, Short};
 use crate::redact::redact_locator;
 use crate::store::Digest;
 
@@ -33,18 +34,20 @@ pub(crate) struct Fetched {
 pub(crate) fn short_of_room(budget: &Budget, short: Short, too_large: String) -> PackError {
     let max = budget.max();
     let busy = |detail: String| {
-        PackError::new("pack_busy", 503, detail, "retry in a few seconds")
+        PackError::new(FailureCode::PackBusy, detail, "retry in a few seconds")
             .field("max_inflight_bytes")
     };
     match short {
-        Short::TooLarge => {
-            PackError::refused("archive_cap_exceeded", "max_inflight_bytes", too_large)
-        }
+        Short::TooLarge => PackError::refused(
+            FailureCode::ArchiveCapExceeded,
+            "max_inflight_bytes",
+            too_large,
+        ),
         Short::Busy => busy(format!(
             "other fetches hold the [love] max_inflight_bytes = {max} budget"
         )),
         Short::OverShare => PackError::refused(
-            "archive_cap_exceeded",
+            FailureCode::ArchiveCapExceeded,
             "max_inflight_bytes",
             format!(
                 "the archive needs more than one client may hold: half of [love] max_inflight_bytes = {max}"
@@ -59,7 +62,7 @@ pub(crate) fn short_of_room(budget: &Budget, short: Short, too_large: String) ->
 
 impl Packs {
     /// GETs a document of at most `[love] max_document_bytes`; `code` names the failure.
-    pub(crate) async fn document(&self, code: &'static str, url: &str) -> Result<Bytes, PackError> {
+    pub(crate) async fn document(&self, code: FailureCode, url: &str) -> Result<Bytes, PackError> {
         self.fetcher
             .get_document(url, self.settings.max_document_bytes)
             .await
@@ -117,7 +120,7 @@ impl Packs {
                     deadline.as_millis()
                 );
                 Err(PackError::unavailable(
-                    "pack_artifact_unavailable",
+                    FailureCode::PackArtifactUnavailable,
                     url,
                     locator_failure(url, None, FetchCode::FetchTimeout, detail).into_locator(),
                 ))
@@ -127,7 +130,7 @@ impl Packs {
             && want != digest
         {
             return Err(PackError::refused(
-                "pack_integrity_failure",
+                FailureCode::PackIntegrityFailure,
                 field.to_string(),
                 format!("the archive hashes to sha256 {digest}; {field} says {want}"),
             )
@@ -146,8 +149,7 @@ impl Packs {
     async fn download(&self, url: &str, max: u64, memory: &mut Held) -> Result<Bytes, PackError> {
         let budget = self.settings.budget.max();
         let over_budget = || {
-            PackError::refused(
-                "archive_cap_exceeded",
+            PackError::refused(FailureCode::ArchiveCapExceeded,
                 "max_inflight_bytes",
                 format!("the archive is longer than [love] max_inflight_bytes = {budget} (the memory every fetch in progress shares)"),
             )
@@ -158,7 +160,7 @@ impl Packs {
             if f.code.is_over_length() && capped_by_budget {
                 over_budget()
             } else {
-                PackError::unavailable("pack_artifact_unavailable", url, f)
+                PackError::unavailable(FailureCode::PackArtifactUnavailable, url, f)
             }
         };
         let (body, last) = self.fetcher.open_body(url, max).await.map_err(failed)?;

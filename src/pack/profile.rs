@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::error::PackError;
 use super::{PackSettings, Packs};
-use crate::love::budget::Held;
+use crate::pack::budget::Held;
 use crate::store::Digest;
 
 /// Request parameters, by name (each given at most once).

@@ -3,6 +3,7 @@
 
 use super::error::PackError;
 use super::profile::Profile;
+use crate::failure::FailureCode;
 
 /// Every format fetchgate verifies before publication.
 pub(crate) const PROFILES: &[Profile] = &[
@@ -17,8 +18,7 @@ pub(crate) fn find(name: &str) -> Result<&'static Profile, PackError> {
     PROFILES.iter().find(|p| p.name == name).ok_or_else(|| {
         let known: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
         PackError::new(
-            "pack_format_unknown",
-            400,
+            FailureCode::PackFormatUnknown,
             format!("no format {name:?}; known: {}", known.join(", ")),
             "name one of the known formats",
         )

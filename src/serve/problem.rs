@@ -21,10 +21,9 @@ use crate::body::ResponseBody;
 use crate::body::full;
 use crate::connect::dial::DialError;
 use crate::decide::{Reason, Refusal};
+use crate::failure::Failure;
 use crate::fetch::failure::ThroughError;
 use crate::fetch::upstream::UpstreamError;
-use crate::love::LoveError;
-use crate::pack::PackError;
 use crate::registry::error::RegistryError;
 use crate::store::StoreError;
 
@@ -402,22 +401,10 @@ impl From<&ThroughError> for Problem {
     }
 }
 
-impl From<LoveError> for Problem {
-    fn from(e: LoveError) -> Self {
+impl From<Failure> for Problem {
+    fn from(e: Failure) -> Self {
         let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
-        let mut p = Problem::new(status, e.code, e.origin(), e.detail, e.next);
-        p.field = e.field;
-        p.locator = e.locator;
-        p.extra = e.extra;
-        p
-    }
-}
-
-impl From<PackError> for Problem {
-    fn from(e: PackError) -> Self {
-        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
-        let origin = e.origin();
-        let mut p = Problem::new(status, e.code, origin, e.detail, e.next);
+        let mut p = Problem::new(status, e.code.as_str(), e.origin(), e.detail, e.next);
         p.field = e.field;
         p.locator = e.locator;
         p.extra = e.extra;

@@ -141,85 +141,14 @@ pub(super) fn store_errors() -> Vec<StoreError> {
     ]
 }
 
-/// Every LOVE code with the status its call site gives it.
-pub(super) fn love_errors() -> Vec<LoveError> {
-    [
-        ("manifest_invalid", 400),
-        ("index_invalid", 400),
-        ("discovery_invalid", 400),
-        ("unsupported_protocol", 400),
-        ("wrong_document_type", 400),
-        ("too_many_mirrors", 400),
-        ("lock_invalid", 400),
-        ("invalid_locator", 403),
-        ("lock_conflict", 409),
-        ("pin_mismatch", 409),
-        ("digest_conflict", 409),
-        ("engine_incompatible", 422),
-        ("archive_cap_exceeded", 422),
-        ("archive_malformed", 422),
-        ("package_json_missing", 422),
-        ("package_json_invalid", 422),
-        ("package_identity_mismatch", 422),
-        ("all_mirrors_failed", 502),
-        ("discovery_unavailable", 502),
-        ("index_unavailable", 502),
-        ("manifest_unavailable", 502),
-        ("love_busy", 503),
-        ("internal_error", 500),
-    ]
-    .into_iter()
-    .map(|(code, status)| LoveError::new(code, status, "detail", "next"))
-    .chain(store_errors().iter().map(LoveError::store))
-    .collect()
-}
-
-/// Every code a pack profile raises, with the status it raises it with, and what the shared
-/// archive reader's refusals become.
-pub(super) fn pack_errors() -> Vec<PackError> {
-    let mut out: Vec<PackError> = [
-        ("pack_request_invalid", 400),
-        ("pack_format_unknown", 400),
-        ("manifest_invalid", 400),
-        ("pin_mismatch", 409),
-        ("digest_conflict", 409),
-        ("pack_version_not_found", 404),
-        ("engine_incompatible", 422),
-        ("archive_cap_exceeded", 422),
-        ("pack_busy", 503),
-        ("internal_error", 500),
-        ("all_mirrors_failed", 502),
-        ("manifest_unavailable", 502),
-        ("depot_unavailable", 502),
-        ("registry_unavailable", 502),
-        ("pack_artifact_unavailable", 502),
-    ]
-    .into_iter()
-    .map(|(code, status)| PackError::new(code, status, "detail", "next"))
-    .collect();
-    for code in [
-        "pack_integrity_failure",
-        "pack_signature_invalid",
-        "pack_engine_unsupported",
-        "pack_validation_failed",
-        "pack_build_record_missing",
-        "pack_withdrawn",
-        "pack_hidden_character",
-        "pack_text_encoding",
-        "pack_credential_found",
-        "pack_identity_mismatch",
-        "pack_manifest_invalid",
-        "pack_layout_invalid",
-        "pack_path_refused",
-        "pack_key_revoked",
-        "pack_untrusted",
-        "pack_registry_invalid",
-        "archive_malformed",
-    ] {
-        out.push(PackError::refused(code, "archive:x", "detail"));
-    }
-    out.extend(store_errors().iter().map(PackError::store));
-    out
+/// Every package consumer failure (LOVE's, the format profiles', the archive reader's), and
+/// what a store failure becomes in each consumer's report.
+pub(super) fn package_failures() -> Vec<Failure> {
+    crate::failure::FailureCode::ALL
+        .into_iter()
+        .map(|code| Failure::new(code, "detail", "next"))
+        .chain(store_errors().iter().map(Failure::store))
+        .collect()
 }
 
 /// The failure of a registry upstream on 127.0.0.2:4873 that the profile refuses.

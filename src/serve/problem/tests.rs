@@ -47,14 +47,11 @@ fn table() -> Vec<(Problem, &'static str, Origin)> {
     for e in &through {
         rows.push((e.code(), e.origin(), Problem::from(e)));
     }
-    for e in love_errors() {
-        rows.push((e.code, e.origin(), Problem::from(e)));
+    for e in package_failures() {
+        rows.push((e.code.as_str(), e.origin(), Problem::from(e)));
     }
     for e in registry_errors() {
         rows.push((e.code(), e.origin(), Problem::from(e)));
-    }
-    for e in pack_errors() {
-        rows.push((e.code, e.origin(), Problem::from(e)));
     }
     for code in REFUSALS {
         let reason: Reason = serde_json::from_value(json!(code)).expect("a reason code");

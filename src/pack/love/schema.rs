@@ -5,16 +5,18 @@ use std::sync::LazyLock;
 use jsonschema::Validator;
 use serde_json::Value;
 
-use super::error::LoveError;
+use crate::failure::Failure as LoveError;
+use crate::failure::FailureCode;
 
 /// The manifest schema's text.
-pub(crate) const MANIFEST_SCHEMA: &str = include_str!("../../schemas/love-package-v1.schema.json");
+pub(crate) const MANIFEST_SCHEMA: &str =
+    include_str!("../../../schemas/love-package-v1.schema.json");
 /// The index schema's text.
 pub(crate) const INDEX_SCHEMA: &str =
-    include_str!("../../schemas/love-package-index-v1.schema.json");
+    include_str!("../../../schemas/love-package-index-v1.schema.json");
 /// The well-known pointer schema's text.
 pub(crate) const WELL_KNOWN_SCHEMA: &str =
-    include_str!("../../schemas/love-packages-well-known-v1.schema.json");
+    include_str!("../../../schemas/love-packages-well-known-v1.schema.json");
 
 /// Which document a schema is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +59,7 @@ pub(crate) fn check_embedded() -> Result<(), String> {
 pub(crate) fn validate(
     kind: Kind,
     doc: &Value,
-    code: &'static str,
+    code: FailureCode,
     next: &'static str,
 ) -> Result<(), LoveError> {
     let validator = match kind {
@@ -67,8 +69,7 @@ pub(crate) fn validate(
     };
     let validator = validator.as_ref().map_err(|e| {
         LoveError::new(
-            "internal_error",
-            500,
+            FailureCode::InternalError,
             e.clone(),
             "report this: an embedded schema is broken",
         )
@@ -92,7 +93,7 @@ pub(crate) fn validate(
     errors.sort_by_key(|(p, _)| std::cmp::Reverse(p.matches('/').count()));
     let (pointer, message) = errors.remove(0);
     let message: String = message.chars().take(300).collect();
-    let mut err = LoveError::new(code, 400, message, next).field(pointer);
+    let mut err = LoveError::new(code, message, next).field(pointer);
     if !errors.is_empty() {
         err.detail = format!("{} (and {} more)", err.detail, errors.len());
     }

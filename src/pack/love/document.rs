@@ -8,10 +8,17 @@ use std::collections::{BTreeMap, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::error::{LoveError, NEXT_INDEX, NEXT_MANIFEST};
 use super::schema::{Kind, validate};
 use crate::decide::parse_url;
+use crate::failure::Failure as LoveError;
+use crate::failure::FailureCode;
 use crate::fetch::MAX_MIRRORS;
+
+/// Next action for a manifest that fails validation.
+pub(crate) const NEXT_MANIFEST: &str =
+    "ask the publisher to fix the manifest, or use another manifest URL for the same package";
+/// Next action for an index that fails validation.
+pub(crate) const NEXT_INDEX: &str = "use a direct manifest URL instead; an index is only a locator";
 
 /// The protocol this consumer understands.
 pub(crate) const PROTOCOL: &str = "love-package/v1";
@@ -129,30 +136,26 @@ pub(crate) struct WellKnown {
 }
 
 /// Parses strict UTF-8 JSON into a value, naming the document in errors.
-fn parse_json(bytes: &[u8], code: &'static str, next: &'static str) -> Result<Value, LoveError> {
+fn parse_json(bytes: &[u8], code: FailureCode, next: &'static str) -> Result<Value, LoveError> {
     let text = std::str::from_utf8(bytes)
-        .map_err(|e| LoveError::new(code, 400, format!("not UTF-8: {e}"), next).field("/"))?;
+        .map_err(|e| LoveError::new(code, format!("not UTF-8: {e}"), next).field("/"))?;
     serde_json::from_str(text)
-        .map_err(|e| LoveError::new(code, 400, format!("not JSON: {e}"), next).field("/"))
+        .map_err(|e| LoveError::new(code, format!("not JSON: {e}"), next).field("/"))
 }
 
 fn check_identity(
     doc: &Value,
     document_type: Option<&str>,
-    code: &'static str,
+    code: FailureCode,
     next: &'static str,
 ) -> Result<(), LoveError> {
     if !doc.is_object() {
-        return Err(
-            LoveError::new(code, 400, "the document is not a JSON object", next).field("/"),
-        );
+        return Err(LoveError::new(code, "the document is not a JSON object", next).field("/"));
     }
     match doc.get("protocol").and_then(Value::as_str) {
         Some(PROTOCOL) => {}
         Some(other) => {
-            return Err(LoveError::new(
-                "unsupported_protocol",
-                400,
+            return Err(LoveError::new(FailureCode::UnsupportedProtocol,
                 format!("protocol is {other:?}; this consumer understands only {PROTOCOL:?} and will not guess"),
                 "use a manifest for love-package/v1, or a consumer that understands this protocol",
             )
@@ -160,7 +163,7 @@ fn check_identity(
         }
         None => {
             return Err(
-                LoveError::new(code, 400, "protocol is missing or not a string", next)
+                LoveError::new(code, "protocol is missing or not a string", next)
                     .field("/protocol"),
             );
         }
@@ -170,21 +173,17 @@ fn check_identity(
             Some(t) if t == expected => {}
             Some(other) => {
                 return Err(LoveError::new(
-                    "wrong_document_type",
-                    400,
+                    FailureCode::WrongDocumentType,
                     format!("document_type is {other:?}; {expected:?} was expected"),
                     next,
                 )
                 .field("/document_type"));
             }
             None => {
-                return Err(LoveError::new(
-                    code,
-                    400,
-                    "document_type is missing or not a string",
-                    next,
-                )
-                .field("/document_type"));
+                return Err(
+                    LoveError::new(code, "document_type is missing or not a string", next)
+                        .field("/document_type"),
+                );
             }
         }
     }
@@ -193,23 +192,21 @@ fn check_identity(
 
 fn typed<T: serde::de::DeserializeOwned>(
     doc: Value,
-    code: &'static str,
+    code: FailureCode,
     next: &'static str,
 ) -> Result<T, LoveError> {
-    serde_json::from_value(doc)
-        .map_err(|e| LoveError::new(code, 400, e.to_string(), next).field("/"))
+    serde_json::from_value(doc).map_err(|e| LoveError::new(code, e.to_string(), next).field("/"))
 }
 
 fn url_rule(
     url: &str,
     pointer: String,
-    code: &'static str,
+    code: FailureCode,
     next: &'static str,
 ) -> Result<(), LoveError> {
     parse_url(url).map(|_| ()).map_err(|e| {
         LoveError::new(
             code,
-            400,
             format!(
                 "not an absolute http(s) URL without userinfo or fragment: {}",
                 e.detail
@@ -236,7 +233,7 @@ pub(crate) fn source_path_ok(path: &str) -> bool {
 impl Manifest {
     /// Reads and validates a manifest.
     pub(crate) fn parse(bytes: &[u8]) -> Result<Self, LoveError> {
-        const C: &str = "manifest_invalid";
+        const C: FailureCode = FailureCode::ManifestInvalid;
         let doc = parse_json(bytes, C, NEXT_MANIFEST)?;
         check_identity(&doc, Some("package-manifest"), C, NEXT_MANIFEST)?;
         validate(Kind::Manifest, &doc, C, NEXT_MANIFEST)?;
@@ -246,14 +243,13 @@ impl Manifest {
     }
 
     fn cross_field(&self) -> Result<(), LoveError> {
-        const C: &str = "manifest_invalid";
+        const C: FailureCode = FailureCode::ManifestInvalid;
         let err = |pointer: String, detail: String| {
-            LoveError::new(C, 400, detail, NEXT_MANIFEST).field(pointer)
+            LoveError::new(C, detail, NEXT_MANIFEST).field(pointer)
         };
         if self.artifact.mirrors.len() > MAX_MIRRORS {
             return Err(LoveError::new(
-                "too_many_mirrors",
-                400,
+                FailureCode::TooManyMirrors,
                 format!(
                     "the manifest lists {} mirrors; fetchgate tries at most {MAX_MIRRORS}",
                     self.artifact.mirrors.len()
@@ -350,7 +346,7 @@ impl Manifest {
 impl Index {
     /// Reads and validates an index, with its uniqueness and `latest` rules.
     pub(crate) fn parse(bytes: &[u8]) -> Result<Self, LoveError> {
-        const C: &str = "index_invalid";
+        const C: FailureCode = FailureCode::IndexInvalid;
         let doc = parse_json(bytes, C, NEXT_INDEX)?;
         check_identity(&doc, Some("package-index"), C, NEXT_INDEX)?;
         validate(Kind::Index, &doc, C, NEXT_INDEX)?;
@@ -360,7 +356,6 @@ impl Index {
             if !names.insert(p.name.as_str()) {
                 return Err(LoveError::new(
                     C,
-                    400,
                     format!("package {} is listed twice", p.name),
                     NEXT_INDEX,
                 )
@@ -371,7 +366,6 @@ impl Index {
                 if !versions.insert(v.version.as_str()) {
                     return Err(LoveError::new(
                         C,
-                        400,
                         format!("version {} of {} is listed twice", v.version, p.name),
                         NEXT_INDEX,
                     )
@@ -387,7 +381,6 @@ impl Index {
             if !versions.contains(p.latest.as_str()) {
                 return Err(LoveError::new(
                     C,
-                    400,
                     format!("latest {} is not one of the listed versions", p.latest),
                     NEXT_INDEX,
                 )
@@ -401,7 +394,7 @@ impl Index {
 impl WellKnown {
     /// Reads and validates the well-known pointer (all five fields and their constants).
     pub(crate) fn parse(bytes: &[u8]) -> Result<Self, LoveError> {
-        const C: &str = "discovery_invalid";
+        const C: FailureCode = FailureCode::DiscoveryInvalid;
         const NEXT: &str = "use a direct index or manifest URL instead";
         let doc = parse_json(bytes, C, NEXT)?;
         check_identity(&doc, None, C, NEXT)?;

@@ -7,8 +7,9 @@ use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::LoveError;
 use crate::archive::{self, ArchiveError, Kind};
+use crate::failure::Failure as LoveError;
+use crate::failure::FailureCode;
 
 /// Finite caps for inspection, each named when exceeded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -56,17 +57,15 @@ const NEXT_ARCHIVE: &str =
     "do not install this artifact; report it to the publisher and use another version or package";
 
 fn unsafe_archive(
-    code: &'static str,
+    code: FailureCode,
     field: impl Into<String>,
     detail: impl Into<String>,
 ) -> LoveError {
-    LoveError::new(code, 422, detail, NEXT_ARCHIVE).field(field)
+    LoveError::new(code, detail, NEXT_ARCHIVE).field(field)
 }
 
 fn cap(name: &'static str, limit: u64) -> LoveError {
-    LoveError::new(
-        "archive_cap_exceeded",
-        422,
+    LoveError::new(FailureCode::ArchiveCapExceeded,
         format!("the archive exceeds [love] {name} = {limit}"),
         "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
     )
@@ -86,12 +85,11 @@ impl Caps {
     }
 }
 
-impl From<ArchiveError> for LoveError {
-    fn from(e: ArchiveError) -> Self {
-        match e.cap {
-            Some((name, limit)) => cap(name, limit),
-            None => unsafe_archive(e.code, e.field, e.detail),
-        }
+/// The shared archive reader's refusal, as LOVE reports it (naming `[love]`'s caps).
+pub(crate) fn refusal(e: ArchiveError) -> LoveError {
+    match e.cap {
+        Some((name, limit)) => cap(name, limit),
+        None => unsafe_archive(e.code, e.field, e.detail),
     }
 }
 
@@ -112,7 +110,7 @@ pub(crate) fn inspect(
         let field = "archive:package/package.json";
         if member.kind == Kind::Directory {
             return Err(ArchiveError {
-                code: "package_json_invalid",
+                code: FailureCode::PackageJsonInvalid,
                 field: field.into(),
                 detail: "package/package.json is a directory".into(),
                 cap: None,
@@ -120,7 +118,7 @@ pub(crate) fn inspect(
         }
         if member.size > caps.max_package_json_bytes {
             return Err(ArchiveError {
-                code: "archive_cap_exceeded",
+                code: FailureCode::ArchiveCapExceeded,
                 field: "max_package_json_bytes".into(),
                 detail: String::new(),
                 cap: Some(("max_package_json_bytes", caps.max_package_json_bytes)),
@@ -130,17 +128,18 @@ pub(crate) fn inspect(
         data.take(caps.max_package_json_bytes + 1)
             .read_to_end(&mut buf)
             .map_err(|e| ArchiveError {
-                code: "archive_malformed",
+                code: FailureCode::ArchiveMalformed,
                 field: field.into(),
                 detail: format!("cannot read package/package.json: {e}"),
                 cap: None,
             })?;
         package_json = Some(buf);
         Ok(())
-    })?;
+    })
+    .map_err(refusal)?;
     let Some(pj) = package_json else {
         return Err(unsafe_archive(
-            "package_json_missing",
+            FailureCode::PackageJsonMissing,
             "archive:package/package.json",
             "the archive has no package/package.json",
         ));
@@ -157,21 +156,21 @@ pub(crate) fn inspect(
 fn bind_identity(pj: &[u8], name: &str, version: &str) -> Result<(), LoveError> {
     let text = std::str::from_utf8(pj).map_err(|e| {
         unsafe_archive(
-            "package_json_invalid",
+            FailureCode::PackageJsonInvalid,
             "archive:package/package.json",
             format!("package/package.json is not UTF-8: {e}"),
         )
     })?;
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         unsafe_archive(
-            "package_json_invalid",
+            FailureCode::PackageJsonInvalid,
             "archive:package/package.json",
             format!("package/package.json is not JSON: {e}"),
         )
     })?;
     let Some(obj) = v.as_object() else {
         return Err(unsafe_archive(
-            "package_json_invalid",
+            FailureCode::PackageJsonInvalid,
             "archive:package/package.json",
             "package/package.json is not a JSON object",
         ));
@@ -181,14 +180,14 @@ fn bind_identity(pj: &[u8], name: &str, version: &str) -> Result<(), LoveError> 
             Some(got) if got == want => {}
             Some(got) => {
                 return Err(unsafe_archive(
-                    "package_identity_mismatch",
+                    FailureCode::PackageIdentityMismatch,
                     format!("archive:package/package.json#/{field}"),
                     format!("package.json {field} is {got:?}; the manifest says {want:?}"),
                 ));
             }
             None => {
                 return Err(unsafe_archive(
-                    "package_identity_mismatch",
+                    FailureCode::PackageIdentityMismatch,
                     format!("archive:package/package.json#/{field}"),
                     format!("package.json has no string {field}"),
                 ));
