@@ -1,6 +1,6 @@
 //! The proxy's time and count limits, each named when hit, and the `serve` binary's log line.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

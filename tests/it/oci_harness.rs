@@ -1,10 +1,10 @@
-//! Proves the OCI test harness (`tests/support/oci.rs`) against the real programs: Debian's
+//! Proves the OCI test harness (`tests/it/support/oci.rs`) against the real programs: Debian's
 //! `docker-registry` (CNCF distribution 2.8) serves images the test builds and pushes with
 //! `skopeo`, and `skopeo` pulls them back; its S3 variant on SeaweedFS redirects blob `GET`s to
 //! pre-signed URLs; its token variant wants a JWT from the in-process token server; and the
 //! stop, count and tamper helpers do what the pull-through tests will rely on.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

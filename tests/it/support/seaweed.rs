@@ -115,7 +115,10 @@ impl Weed {
                 self.dir.path().join("identities.json").display()
             ),
             "-master.volumeSizeLimitMB=64".into(),
-            "-volume.max=20".into(),
+            // SeaweedFS grows seven volumes for each bucket (a collection) it is first written
+            // to; the one test binary writes four buckets (oci's two, the OCI harness's and the
+            // shared tier's `fleet`), so 20 would run out and every PUT would be a 500.
+            "-volume.max=64".into(),
             "-volume.minFreeSpace=1".into(),
             "-master.telemetry=false".into(),
         ];

@@ -5,7 +5,7 @@
 //! database does not vouch for (asserted with plain HTTP GETs, not only through `go`), stores
 //! nothing it refused, and serves what it verified with the upstream and database stopped.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 

@@ -2,7 +2,7 @@
 //! failures per locator, single flight, serving rules, eviction, verification, and the
 //! proxy's tee.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;

@@ -3,7 +3,7 @@
 //! registry listener. Every blob and manifest by digest reaches skopeo only after fetchgate
 //! matched its SHA-256; a tampered layer is refused and nothing is stored.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 

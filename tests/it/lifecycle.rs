@@ -1,7 +1,7 @@
 //! The `serve` binary's life: SIGHUP reloads a valid config and refuses an invalid one, and
 //! SIGTERM lets a transfer in flight finish before the process exits.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

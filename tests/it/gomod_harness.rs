@@ -4,7 +4,7 @@
 //! swapped under the same version, a record missing, a note signed by another key). That is
 //! what lets later tests trust this world when they put fetchgate between `go` and it.
 
-mod support;
+use crate::support;
 
 use support::gomod::{EVIL_LIB, GoWorld, app_output, lib_and_app};
 

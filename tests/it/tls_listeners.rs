@@ -2,7 +2,7 @@
 //! makes a CA, server and client certificates; hyper over tokio-rustls and curl are the
 //! clients. Upstreams are plain HTTP on 127.0.0.2 and 127.0.0.3, trusted by the global policy.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

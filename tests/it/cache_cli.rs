@@ -1,6 +1,6 @@
 //! `fetchgate fetch` and `fetchgate cache ...` as installers and operators run them.
 
-mod support;
+use crate::support;
 
 use fetchgate::store::Digest;
 use serde_json::Value;

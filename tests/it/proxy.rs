@@ -3,7 +3,7 @@
 //! server inside the test. Everything else on loopback stays denied, which is how "never
 //! connected" is asserted: a listener there counts accepted connections.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! (over HTTP and on the command line), and the use counts and recency that eviction orders
 //! by survive a graceful stop and a restart of the real binary.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

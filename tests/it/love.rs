@@ -2,7 +2,7 @@
 //! an upstream the test controls, fetched through the real proxy's `/love/v1/fetch` API.
 //! Covers the §7 failure table row by row, hostile archives, failover and conflicts.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,7 @@
 //! `config check` (and deploy/README's pre-flight on its own example), completions, the
 //! environment in `--help`, and progress bars drawn only on a terminal.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

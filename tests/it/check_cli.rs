@@ -1,7 +1,7 @@
 //! `fetchgate check` as a user runs it: the real binary, exit codes, text and JSON, with the
 //! resolver pointed at a DNS server inside the test. It resolves but never connects.
 
-mod support;
+use crate::support;
 
 use std::process::Output;
 

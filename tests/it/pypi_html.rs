@@ -2,7 +2,7 @@
 //! with the real pip through fetchgate: a dependency, `--require-hashes` with the HTML's
 //! hashes, a yanked file, the `/simple/` layout, the upstream stopped, and the page cap.
 
-mod support;
+use crate::support;
 
 use support::registry::{
     Doc, FakeRegistry, Gatekeeper, Workspace, pip, publish_pypi_html, python_value, sha256_hex,

@@ -4,7 +4,7 @@
 //! DNS answers that stand for "global" use IANA's globally reachable anycast carve-outs
 //! (`192.0.0.9`, `2001:1::2`), which nothing in these tests ever sends a packet to.
 
-mod support;
+use crate::support;
 
 use fetchgate::config::Config;
 use fetchgate::decide::{Decision, Reason};

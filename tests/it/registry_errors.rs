@@ -3,7 +3,7 @@
 //! (one attempt each, counted at the loopback upstream), and an upstream the egress policy
 //! refuses is a policy problem that names the `[[egress.trust]]` rule, not "retry later".
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

@@ -2,7 +2,7 @@
 //! served by an upstream the test controls, fetched through the real proxy's `/pack/v1/fetch`.
 //! Every hostile fixture must be refused with its code and never published.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! Chromium renders it after known traffic, and the test checks what it shows. Without
 //! `chromium` the test fails (it does not skip): install it with `apt-get install -y chromium`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

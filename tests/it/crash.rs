@@ -1,7 +1,7 @@
 //! A process killed with SIGKILL in the middle of a large fill: on restart `tmp/` is empty,
 //! the half-fetched digest has no entry, and everything published before is still served.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Registry pull-through with the real clients: npm, pip and cargo install through fetchgate
 //! from upstream registries the tests serve on loopback, then again from fetchgate alone.
 
-mod support;
+use crate::support;
 
 use support::registry::{
     Doc, FakeRegistry, Gatekeeper, Workspace, cargo, crate_file, npm, npm_tarball, pip,

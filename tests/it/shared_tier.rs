@@ -4,7 +4,7 @@
 //! served; a dead bucket costs nothing but the bucket; concurrent uploads leave one intact
 //! object. Each process has its own metrics, read from its `/metrics`.
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::net::SocketAddr;
