@@ -10,7 +10,7 @@ use fetchgate::store::Digest;
 use serde_json::Value;
 use support::config::Toml;
 use support::proxy::{Client, Got, start_proxy};
-use support::serve::{free_port, start};
+use support::serve::{LISTEN_EPHEMERAL, start};
 use support::upstream::{Reply, Upstream, pattern_bytes};
 
 async fn get_path(proxy: std::net::SocketAddr, path: &str) -> Got {
@@ -159,15 +159,11 @@ async fn use_counts_and_recency_survive_a_graceful_stop_and_eviction_stays_lru()
     let ports: Vec<u16> = ups.iter().map(|u| u.addr.port()).collect();
     let digests: Vec<Digest> = payloads.iter().map(|p| Digest::of(p)).collect();
     let dir = tempfile::tempdir().unwrap();
-    let (pp, ap) = (free_port(), free_port());
     let cfg_path = dir.path().join("fetchgate.toml");
     std::fs::write(
         &cfg_path,
         Toml::new()
-            .section(
-                "listen",
-                &format!("proxy = \"127.0.0.1:{pp}\"\nadmin = \"127.0.0.1:{ap}\""),
-            )
+            .section("listen", LISTEN_EPHEMERAL)
             // Room for three entries; memory hits off, so every hit goes through the index.
             .cache(
                 dir.path().join("cache"),
@@ -178,10 +174,10 @@ async fn use_counts_and_recency_survive_a_graceful_stop_and_eviction_stays_lru()
     )
     .unwrap();
     let cfg = cfg_path.to_str().unwrap();
-    let proxy: std::net::SocketAddr = format!("127.0.0.1:{pp}").parse().unwrap();
     let url = |i: usize| format!("http://127.0.0.2:{}/{i}.bin", ports[i]);
 
     let mut s = start(&cfg_path, &[]).await;
+    let proxy = s.proxy;
     for (i, d) in digests.iter().enumerate().take(3) {
         let got = get_path(proxy, &through(d, N, Some(&url(i)))).await;
         assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
@@ -218,7 +214,8 @@ async fn use_counts_and_recency_survive_a_graceful_stop_and_eviction_stays_lru()
         .unwrap();
     assert!(first.2 > second.2, "recency lost at shutdown: {counts:?}");
 
-    let _s = start(&cfg_path, &[]).await;
+    let s = start(&cfg_path, &[]).await;
+    let proxy = s.proxy;
     let got = get_path(proxy, &through(&digests[3], N, Some(&url(3)))).await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     let kept = |i: usize| {

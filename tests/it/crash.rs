@@ -8,7 +8,7 @@ use std::time::Duration;
 use fetchgate::store::Digest;
 use support::config::Toml;
 use support::proxy::Client;
-use support::serve::{free_port, start};
+use support::serve::{LISTEN_EPHEMERAL, start};
 use support::upstream::{Reply, Streaming, Upstream, pattern_bytes};
 
 fn through(d: &Digest, size: u64, url: &str) -> String {
@@ -35,21 +35,21 @@ async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
     let big_digest = Digest::of(&pattern_bytes(big_size));
 
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let config = dir.path().join("fetchgate.toml");
     std::fs::write(
         &config,
         Toml::new()
-            .section("listen", &format!("proxy = \"127.0.0.1:{port}\""))
+            // The admin listener too: its default port (9128) is one for every test at once.
+            .section("listen", LISTEN_EPHEMERAL)
             .cache_dir("cache")
             .trust_ports("127.0.0.2", &[small_up.addr.port(), big_up.addr.port()])
             .build(),
     )
     .unwrap();
-    let proxy: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let host = [("host", "localhost")];
 
     let mut running = start(&config, &[]).await;
+    let proxy = running.proxy;
     let small_url = format!("http://127.0.0.2:{}/small.tgz", small_up.addr.port());
     let got = Client::connect(proxy)
         .await
@@ -95,7 +95,8 @@ async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
         "a partial temp file was left by the kill"
     );
 
-    let _restarted = start(&config, &[]).await;
+    let restarted = start(&config, &[]).await;
+    let proxy = restarted.proxy;
     assert_eq!(
         std::fs::read_dir(&tmp).unwrap().count(),
         0,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use support::config::Toml;
 use support::proxy::{Client, get};
-use support::serve::{free_port, start};
+use support::serve::{LISTEN_EPHEMERAL, start};
 use support::upstream::{Reply, Streaming, Upstream, pattern_bytes};
 use tokio::process::Child;
 
@@ -21,17 +21,11 @@ fn signal(child: &Child, sig: &str) {
     assert!(ok, "kill {sig} {pid}");
 }
 
-fn config(
-    proxy_port: u16,
-    admin_port: u16,
-    dir: &std::path::Path,
-    trust_port: Option<u16>,
-) -> String {
+/// The config: listeners on ephemeral ports (the same text on every reload, so a reload
+/// changes no listener), a 20 s drain, and a trust rule for `trust_port` on 127.0.0.2.
+fn config(dir: &std::path::Path, trust_port: Option<u16>) -> String {
     let mut c = Toml::new()
-        .section(
-            "listen",
-            &format!("proxy = \"127.0.0.1:{proxy_port}\"\nadmin = \"127.0.0.1:{admin_port}\""),
-        )
+        .section("listen", LISTEN_EPHEMERAL)
         .section("proxy", "drain_seconds = 20")
         .cache_dir(dir.join("cache"));
     if let Some(p) = trust_port {
@@ -44,22 +38,21 @@ fn config(
 async fn sighup_swaps_a_valid_config_and_refuses_an_invalid_one() {
     let up = Upstream::http("127.0.0.2:0", Reply::ok("ok")).await;
     let dir = tempfile::tempdir().unwrap();
-    let (pp, ap) = (free_port(), free_port());
     let path = dir.path().join("fetchgate.toml");
-    std::fs::write(&path, config(pp, ap, dir.path(), Some(up.addr.port()))).unwrap();
+    std::fs::write(&path, config(dir.path(), Some(up.addr.port()))).unwrap();
     let mut s = start(&path, &[]).await;
-    let proxy: std::net::SocketAddr = format!("127.0.0.1:{pp}").parse().unwrap();
+    let proxy = s.proxy;
     let url = format!("http://127.0.0.2:{}/", up.addr.port());
     assert_eq!(get(proxy, &url).await.status, 200);
 
     // Valid: the trust rule is gone, so the same request is now refused.
-    std::fs::write(&path, config(pp, ap, dir.path(), None)).unwrap();
+    std::fs::write(&path, config(dir.path(), None)).unwrap();
     signal(&s.child, "-HUP");
     s.wait_for("configuration reloaded").await;
     assert_eq!(get(proxy, &url).await.status, 403);
 
     // Valid again with the rule back...
-    std::fs::write(&path, config(pp, ap, dir.path(), Some(up.addr.port()))).unwrap();
+    std::fs::write(&path, config(dir.path(), Some(up.addr.port()))).unwrap();
     signal(&s.child, "-HUP");
     s.wait_for("configuration reloaded").await;
     assert_eq!(get(proxy, &url).await.status, 200);
@@ -87,11 +80,10 @@ async fn sigterm_lets_a_transfer_in_flight_finish() {
     // ~1.6 s to stream: 32 chunks of 64 KiB, 50 ms apart.
     let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(50)), true).await;
     let dir = tempfile::tempdir().unwrap();
-    let (pp, ap) = (free_port(), free_port());
     let path = dir.path().join("fetchgate.toml");
-    std::fs::write(&path, config(pp, ap, dir.path(), Some(up.addr.port()))).unwrap();
+    std::fs::write(&path, config(dir.path(), Some(up.addr.port()))).unwrap();
     let mut s = start(&path, &[]).await;
-    let proxy: std::net::SocketAddr = format!("127.0.0.1:{pp}").parse().unwrap();
+    let proxy = s.proxy;
     let url = format!("http://127.0.0.2:{}/big.bin", up.addr.port());
     let transfer =
         tokio::spawn(async move { Client::connect(proxy).await.send("GET", &url, &[]).await });

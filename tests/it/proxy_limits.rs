@@ -9,7 +9,7 @@ use fetchgate::serve::Server;
 use fetchgate::serve::admin::Admin;
 use support::config::Toml;
 use support::proxy::{Client, connect, connect_on, get, read_head, start_proxy};
-use support::serve::{free_port, start};
+use support::serve::{LISTEN_EPHEMERAL, start};
 use support::upstream::{Reply, Upstream, echo, silent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -321,19 +321,19 @@ async fn the_admin_port_serves_a_few_connections_and_closes_the_rest() {
 async fn serve_binary_logs_one_json_line_per_request_without_credentials() {
     let up = Upstream::http("127.0.0.2:0", Reply::ok("logged")).await;
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let cfg = dir.path().join("fetchgate.toml");
     std::fs::write(
         &cfg,
         Toml::new()
-            .section("listen", &format!("proxy = \"127.0.0.1:{port}\""))
+            // The admin listener too: its default port (9128) is one for every test at once.
+            .section("listen", LISTEN_EPHEMERAL)
             .cache_dir("cache")
             .trust(up.addr)
             .build(),
     )
     .unwrap();
     let mut running = start(&cfg, &["--log-format", "json"]).await;
-    let proxy: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let proxy = running.proxy;
     let got = get(
         proxy,
         &format!("http://127.0.0.2:{}/file?token=hunter2", up.addr.port()),

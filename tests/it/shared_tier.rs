@@ -19,7 +19,7 @@ use support::config::Toml;
 use support::proxy::{Client, Got};
 use support::registry::{FakeRegistry, npm_tarball, publish_npm};
 use support::seaweed::{self, ACCESS_KEY, SECRET_KEY, Weed};
-use support::serve::{Running, free_port, start};
+use support::serve::{LISTEN_EPHEMERAL, Running, start};
 use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes, silent, tls_for};
 
 /// The bucket every test uses; each test has its own prefix in it.
@@ -71,14 +71,10 @@ async fn start_instance(
     mirror: Option<SocketAddr>,
     extra: &str,
 ) -> Instance {
-    let (pp, ap) = (free_port(), free_port());
     let secret = dir.join(format!("{name}.secret"));
     std::fs::write(&secret, SECRET_KEY).unwrap();
     let mut toml = Toml::new()
-        .section(
-            "listen",
-            &format!("proxy = \"127.0.0.1:{pp}\"\nadmin = \"127.0.0.1:{ap}\""),
-        )
+        .section("listen", LISTEN_EPHEMERAL)
         .cache_dir(dir.join(name))
         .section(
             "shared",
@@ -94,10 +90,11 @@ async fn start_instance(
     let toml = toml.raw(extra);
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, toml.build()).unwrap();
+    let run = start(&path, &[]).await;
     Instance {
-        proxy: SocketAddr::from(([127, 0, 0, 1], pp)),
-        admin: SocketAddr::from(([127, 0, 0, 1], ap)),
-        _run: start(&path, &[]).await,
+        proxy: run.proxy,
+        admin: run.admin,
+        _run: run,
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use fetchgate::store::Digest;
 use support::config::Toml;
-use support::serve::{free_port, refused_port, start};
+use support::serve::{LISTEN_EPHEMERAL, refused_port, start};
 use support::upstream::{CountingListener, Reply, Upstream, pattern_bytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -86,21 +86,17 @@ struct Served {
 impl Served {
     /// Starts `fetchgate serve` on `toml` (listeners and cache added here).
     async fn start(dir: tempfile::TempDir, toml: Toml) -> Self {
-        let (proxy_port, admin_port) = (free_port(), free_port());
         let config = dir.path().join("fetchgate.toml");
         let text = toml
-            .section(
-                "listen",
-                &format!("proxy = \"127.0.0.1:{proxy_port}\"\nadmin = \"127.0.0.1:{admin_port}\""),
-            )
+            .section("listen", LISTEN_EPHEMERAL)
             .cache_dir(dir.path().join("cache"))
             .build();
         std::fs::write(&config, text).unwrap();
         let run = start(&config, &[]).await;
         Self {
             _dir: dir,
-            proxy: ([127, 0, 0, 1], proxy_port).into(),
-            admin: ([127, 0, 0, 1], admin_port).into(),
+            proxy: run.proxy,
+            admin: run.admin,
             _run: run,
         }
     }

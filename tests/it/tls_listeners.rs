@@ -679,7 +679,7 @@ fn der_of(pem: &str) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_swaps_in_a_new_certificate_and_refuses_a_bad_pair_keeping_the_old() {
-    use support::serve::{free_port, start};
+    use support::serve::{LISTEN_EPHEMERAL, start};
     let pki = Pki::new("fetchgate test CA");
     let (two, three) = upstreams().await;
     let write_pair = |pair: &(String, String)| {
@@ -690,12 +690,8 @@ async fn sighup_swaps_in_a_new_certificate_and_refuses_a_bad_pair_keeping_the_ol
     let (first, second, third) = (leaf("first"), leaf("second"), leaf("third"));
     write_pair(&first);
     std::fs::write(pki.path("tokens"), "ci tok-ci-1\n").unwrap();
-    let (pp, ap) = (free_port(), free_port());
     let cfg = trusting(&two, &three)
-        .section(
-            "listen",
-            &format!("proxy = \"127.0.0.1:{pp}\"\nadmin = \"127.0.0.1:{ap}\""),
-        )
+        .section("listen", LISTEN_EPHEMERAL)
         .cache_dir(pki.path("cache"))
         .raw(&tls_table(
             "proxy",
@@ -711,7 +707,7 @@ async fn sighup_swaps_in_a_new_certificate_and_refuses_a_bad_pair_keeping_the_ol
     let path = pki.path("fetchgate.toml");
     std::fs::write(&path, cfg).unwrap();
     let mut s = start(&path, &[]).await;
-    let proxy: SocketAddr = format!("127.0.0.1:{pp}").parse().unwrap();
+    let proxy = s.proxy;
     let tls = connector(&pki.ca_pem, None);
     assert!(
         presented(proxy, &tls).await == der_of(&first.0),

@@ -1,5 +1,8 @@
-//! The real `fetchgate serve` binary as a child process, with its log lines readable.
+//! The real `fetchgate serve` binary as a child process, with its log lines readable. Its
+//! config should listen on `127.0.0.1:0` (proxy and admin): the addresses it bound are read
+//! back from its "fetchgate listening" line, so no port is picked ahead and raced for.
 
+use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -10,6 +13,10 @@ use tokio::sync::mpsc;
 /// A running `fetchgate serve`.
 pub struct Running {
     pub child: Child,
+    /// The proxy listener's bound address, as its "fetchgate listening" line says.
+    pub proxy: SocketAddr,
+    /// The admin listener's bound address, from the same line.
+    pub admin: SocketAddr,
     /// Every standard-error line after the "listening" one (stderr is always drained, so the
     /// child never blocks on a full pipe).
     pub lines: mpsc::UnboundedReceiver<String>,
@@ -24,6 +31,10 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// `[listen]` with the proxy and admin listeners on ephemeral loopback ports; [`start`] reads
+/// the ports bound back from the log.
+pub const LISTEN_EPHEMERAL: &str = "proxy = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"";
+
 /// A port on 127.0.0.1 that refuses every connection for as long as the returned socket
 /// lives: bound but never listening, so no other test's server can take it meanwhile (a
 /// port merely free at the time of asking can be handed to the next listener).
@@ -34,7 +45,8 @@ pub fn refused_port() -> (u16, tokio::net::TcpSocket) {
     (port, socket)
 }
 
-/// Starts `fetchgate serve --config <config> <extra...>` and waits until it listens.
+/// Starts `fetchgate serve --config <config> <extra...>`, waits until it listens and reads
+/// the addresses it bound from that line.
 pub async fn start(config: &std::path::Path, extra: &[&str]) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fetchgate"))
         .args(["serve", "--config", config.to_str().unwrap()])
@@ -44,29 +56,58 @@ pub async fn start(config: &std::path::Path, extra: &[&str]) -> Running {
         .spawn()
         .expect("start fetchgate serve");
     let mut reader = BufReader::new(child.stderr.take().unwrap()).lines();
-    let (tx, lines) = mpsc::unbounded_channel();
+    let (tx, mut lines) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Ok(Some(l)) = reader.next_line().await {
             let _ = tx.send(l);
         }
     });
-    let mut running = Running { child, lines };
-    running.wait_for("listening").await;
-    running
+    // A child that never says it listens is killed when this panics (`kill_on_drop`).
+    let line = next_containing(&mut lines, "fetchgate listening").await;
+    Running {
+        child,
+        proxy: bound(&line, "proxy"),
+        admin: bound(&line, "admin"),
+        lines,
+    }
+}
+
+/// The address after `field` in the listening line, in the text form (`proxy=127.0.0.1:1`) or
+/// the JSON one (`"proxy":"127.0.0.1:1"`).
+fn bound(line: &str, field: &str) -> SocketAddr {
+    let text = format!("{field}=");
+    let json = format!("\"{field}\":\"");
+    let at = line
+        .find(&text)
+        .map(|i| i + text.len())
+        .or_else(|| line.find(&json).map(|i| i + json.len()))
+        .unwrap_or_else(|| panic!("no {field} address in the listening line: {line}"));
+    let rest = &line[at..];
+    let end = rest
+        .find(|c: char| c.is_whitespace() || c == '"' || c == ',')
+        .unwrap_or(rest.len());
+    rest[..end]
+        .parse()
+        .unwrap_or_else(|e| panic!("{field} address in {line:?}: {e}"))
+}
+
+/// The next line from `lines` containing `needle`; lines before it are consumed.
+async fn next_containing(lines: &mut mpsc::UnboundedReceiver<String>, needle: &str) -> String {
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no log line containing {needle:?}"))
+            .expect("serve is still running");
+        if line.contains(needle) {
+            return line;
+        }
+    }
 }
 
 impl Running {
     /// The next log line containing `needle`; lines before it are consumed.
     pub async fn wait_for(&mut self, needle: &str) -> String {
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(30), self.lines.recv())
-                .await
-                .unwrap_or_else(|_| panic!("no log line containing {needle:?}"))
-                .expect("serve is still running");
-            if line.contains(needle) {
-                return line;
-            }
-        }
+        next_containing(&mut self.lines, needle).await
     }
 
     /// The next log line.
