@@ -15,6 +15,7 @@ use std::time::Duration;
 use sha2::{Digest as _, Sha256};
 use support::apt::{APP, AptClient, AptRepo, AptServer, DEP, installs, output_text};
 use support::config::Toml;
+use support::serve::LISTEN_EPHEMERAL;
 
 /// A response as read off the socket, with its status line's reason phrase.
 struct Raw {
@@ -143,32 +144,29 @@ fn stored(cache: &Path, bytes: &[u8]) -> bool {
         .is_file()
 }
 
-/// A config for fetchgate as its own process (so a test can kill and restart it) with `deb`
-/// in front of `server` (`extra`: more keys of its table): the file, the proxy address, and
-/// the temp dir holding both the file and the cache.
+/// Writes `dir/fetchgate.toml`, a config for fetchgate as its own process (so a test can kill
+/// and restart it) with `deb` in front of `server` (`extra`: more keys of its table) and its
+/// cache in `dir`; `listen` is its `[listen]` table ([`LISTEN_EPHEMERAL`], or the addresses a
+/// killed one held for a restart on the same ones). Returns the file.
 fn process_config(
+    dir: &Path,
     server: &AptServer,
     repo: &AptRepo,
     extra: &str,
-) -> (std::path::PathBuf, SocketAddr, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let (port, admin) = (support::serve::free_port(), support::serve::free_port());
-    let config = dir.path().join("fetchgate.toml");
+    listen: &str,
+) -> std::path::PathBuf {
+    let config = dir.join("fetchgate.toml");
     std::fs::write(
         &config,
         Toml::new()
-            .section(
-                "listen",
-                &format!("proxy = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\""),
-            )
-            .cache_dir(dir.path().join("cache"))
+            .section("listen", listen)
+            .cache_dir(dir.join("cache"))
             .trust(server.addr)
             .raw(&registry_table(server, &repo.keyring, extra))
             .build(),
     )
     .unwrap();
-    let proxy: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    (config, proxy, dir)
+    config
 }
 
 /// Kills the fetchgate process `running` and waits for it.
@@ -226,9 +224,11 @@ async fn apt_gets_a_package_with_its_dependency_through_fetchgate_and_again_afte
  {
     let repo = AptRepo::build();
     let mut server = AptServer::start(&repo.root);
-    let (config, proxy, dir) = process_config(&server, &repo, "");
-    let mount = format!("http://{proxy}/registry/deb/");
+    let dir = tempfile::tempdir().unwrap();
+    let config = process_config(dir.path(), &server, &repo, "", LISTEN_EPHEMERAL);
     let running = support::serve::start(&config, &[]).await;
+    let proxy = running.proxy;
+    let mount = format!("http://{proxy}/registry/deb/");
 
     let apt = AptClient::new(&mount, &repo.keyring);
     blocking(|| {
@@ -250,10 +250,13 @@ async fn apt_gets_a_package_with_its_dependency_through_fetchgate_and_again_afte
     assert_eq!(server.requests(&format!("/{}", AptRepo::deb_path(DEP))), 1);
 
     // A restart with the upstream stopped and apt's state thrown away: the Release from the
-    // metadata cache, the indexes and packages from the store, each verified again.
-    kill(running).await;
+    // metadata cache, the indexes and packages from the store, each verified again. On the
+    // same address: apt keeps its lists by URL.
+    let held = running.kill_holding_ports().await;
     server.stop();
+    process_config(dir.path(), &server, &repo, "", &held.listen());
     let _restarted = support::serve::start(&config, &[]).await;
+    drop(held);
     blocking(|| {
         // apt's lists kept, no update: fetchgate finds the stanza in the indexes it
         // verified before the restart.
@@ -645,13 +648,22 @@ async fn an_older_signed_inrelease_never_replaces_a_newer_one_already_verified()
 async fn an_older_signed_inrelease_is_still_refused_after_a_restart() {
     let (repo, server, older, newer) = signed_twice();
     let inrelease = repo.root.join("dists/stable/InRelease");
-    let (config, proxy, _dir) = process_config(&server, &repo, "metadata_ttl_seconds = 0");
+    let dir = tempfile::tempdir().unwrap();
+    let config = process_config(
+        dir.path(),
+        &server,
+        &repo,
+        "metadata_ttl_seconds = 0",
+        LISTEN_EPHEMERAL,
+    );
     let running = support::serve::start(&config, &[]).await;
+    let proxy = running.proxy;
     let got = blocking(|| raw_get(proxy, "/registry/deb/dists/stable/InRelease"));
     assert_eq!((got.status, &got.body), (200, &newer), "{}", got.show());
     kill(running).await;
     // A new process, nothing in memory: the replay is judged against the date remembered.
-    let _restarted = support::serve::start(&config, &[]).await;
+    let restarted = support::serve::start(&config, &[]).await;
+    let proxy = restarted.proxy;
     std::fs::write(&inrelease, &older).unwrap();
     blocking(|| {
         let got = raw_get(proxy, "/registry/deb/dists/stable/InRelease");

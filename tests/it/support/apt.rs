@@ -297,9 +297,9 @@ pub struct AptServer {
         tokio::sync::oneshot::Sender<()>,
         std::thread::JoinHandle<()>,
     )>,
-    /// While stopped: a socket bound to `addr` but not listening, so the port keeps refusing
-    /// connections and no other test's server on port 0 is given it meanwhile.
-    hold: Option<rustix::fd::OwnedFd>,
+    /// While stopped: the port held ([`super::ports`]), so it keeps refusing connections and
+    /// no other test's server on port 0 is given it meanwhile.
+    hold: Option<super::ports::Hold>,
 }
 
 impl AptServer {
@@ -350,7 +350,7 @@ impl AptServer {
             // Once it refuses, keep the port: freed, it could go to a sibling test's server,
             // which would then answer for this stopped one. Best effort: without the hold the
             // port is only less likely to stay refused.
-            self.hold = hold_port(self.addr).ok();
+            self.hold = super::ports::hold(self.addr).ok();
         }
     }
 
@@ -389,22 +389,6 @@ impl AptServer {
         });
         self.running = Some((tx, join));
     }
-}
-
-/// A socket bound to `addr` with `SO_REUSEADDR` and not listening: connections to the port
-/// are refused, the kernel gives the port to no other bind, and a listener with
-/// `SO_REUSEADDR` (as std's are) can still bind beside it.
-fn hold_port(addr: SocketAddr) -> std::io::Result<rustix::fd::OwnedFd> {
-    use rustix::net::{AddressFamily, SocketType, bind, socket, sockopt};
-    let family = if addr.is_ipv4() {
-        AddressFamily::INET
-    } else {
-        AddressFamily::INET6
-    };
-    let fd = socket(family, SocketType::STREAM, None)?;
-    sockopt::set_socket_reuseaddr(&fd, true)?;
-    bind(&fd, &addr)?;
-    Ok(fd)
 }
 
 impl Drop for AptServer {

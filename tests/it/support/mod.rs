@@ -7,6 +7,7 @@ pub mod config;
 pub mod dns;
 pub mod gomod;
 pub mod oci;
+pub mod ports;
 pub mod process;
 pub mod proxy;
 pub mod registry;

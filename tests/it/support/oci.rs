@@ -35,12 +35,6 @@ pub fn require_tool(tool: &str, package: &str) {
     );
 }
 
-/// A port free on 127.0.0.1 at the time of asking.
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
-    l.local_addr().expect("its address").port()
-}
-
 /// One HTTP response read off the wire, not followed anywhere.
 #[derive(Debug)]
 pub struct RawResponse {

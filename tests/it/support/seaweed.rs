@@ -1,5 +1,10 @@
-//! A real SeaweedFS (`weed server -s3`) on loopback for the shared-tier tests: every port
-//! picked free on 127.0.0.1, data in a temp dir, an identities file for S3 credentials.
+//! A real SeaweedFS (`weed server -s3`) on loopback for the shared-tier tests: eight ports on
+//! 127.0.0.1, data in a temp dir, an identities file for S3 credentials.
+//!
+//! `weed` must be told its ports ahead (it advertises them to its own parts and cannot bind
+//! port 0 and say which it got), so the test holds them ([`super::ports`]): picked by the
+//! kernel, bound and not listening while `weed` starts (it binds beside the holds) and while it
+//! is killed, so no other test's listener is given one meanwhile.
 //!
 //! `weed` runs under a small watchdog shell that kills it (and removes its data) as soon as
 //! the test process is gone, so a cluster kept for a whole test binary ([`shared`]) never
@@ -17,6 +22,7 @@ use object_store::path::Path;
 use object_store::signer::Signer;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
+use super::ports::{self, Hold};
 use super::process;
 
 /// The access key in the identities file.
@@ -34,24 +40,14 @@ pub struct Weed {
     dir: tempfile::TempDir,
     ports: [u16; 8],
     child: Option<Child>,
+    /// The ports, held while `weed` is not listening on them.
+    holds: Vec<Hold>,
 }
 
 /// One SeaweedFS for the whole test binary (tests use their own prefixes in one bucket).
 pub fn shared() -> &'static Weed {
     static WEED: OnceLock<Weed> = OnceLock::new();
     WEED.get_or_init(Weed::start)
-}
-
-/// Ports free on 127.0.0.1 at the time of asking, all distinct.
-fn free_ports<const N: usize>() -> [u16; N] {
-    let listeners: Vec<std::net::TcpListener> = (0..N)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
-        .collect();
-    let mut out = [0u16; N];
-    for (o, l) in out.iter_mut().zip(&listeners) {
-        *o = l.local_addr().unwrap().port();
-    }
-    out
 }
 
 fn require_weed() {
@@ -76,12 +72,14 @@ impl Weed {
             }]
         });
         std::fs::write(dir.path().join("identities.json"), identities.to_string()).unwrap();
-        let ports = free_ports::<8>();
+        let holds: Vec<Hold> = (0..8).map(|_| ports::hold_new([127, 0, 0, 1])).collect();
+        let ports: [u16; 8] = std::array::from_fn(|i| holds[i].addr.port());
         let mut weed = Self {
             s3: SocketAddr::from(([127, 0, 0, 1], ports[6])),
             dir,
             ports,
             child: None,
+            holds,
         };
         weed.spawn();
         weed
@@ -151,11 +149,13 @@ impl Weed {
         self.wait_ready();
     }
 
-    /// Polls the S3 port until it answers HTTP (any status), within [`READY_WITHIN`].
-    fn wait_ready(&self) {
+    /// Polls the S3 port until it answers HTTP (any status), within [`READY_WITHIN`]; then
+    /// every listener of `weed` is up (S3 starts last) and the holds go.
+    fn wait_ready(&mut self) {
         let deadline = Instant::now() + READY_WITHIN;
         loop {
             if answers_http(self.s3) {
+                self.holds.clear();
                 return;
             }
             assert!(
@@ -177,6 +177,11 @@ impl Weed {
             std::thread::sleep(Duration::from_millis(100));
         }
         assert!(!answers_http(self.s3), "SeaweedFS still answers after kill");
+        self.holds = self
+            .ports
+            .iter()
+            .map(|p| ports::hold_once_refused(SocketAddr::from(([127, 0, 0, 1], *p))))
+            .collect();
     }
 
     /// Starts SeaweedFS again on the same ports and data.

@@ -22,15 +22,6 @@ pub struct Running {
     pub lines: mpsc::UnboundedReceiver<String>,
 }
 
-/// A port free on 127.0.0.1 at the time of asking.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `[listen]` with the proxy and admin listeners on ephemeral loopback ports; [`start`] reads
 /// the ports bound back from the log.
 pub const LISTEN_EPHEMERAL: &str = "proxy = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"";
@@ -104,7 +95,46 @@ async fn next_containing(lines: &mut mpsc::UnboundedReceiver<String>, needle: &s
     }
 }
 
+/// The ports of a killed `fetchgate serve`, held (see [`super::ports`]) until it starts again on
+/// the same addresses: no other test's listener is given them in between.
+pub struct HeldPorts {
+    /// The proxy address it had.
+    pub proxy: SocketAddr,
+    /// The admin address it had.
+    pub admin: SocketAddr,
+    _holds: [super::ports::Hold; 2],
+}
+
+impl HeldPorts {
+    /// `[listen]` naming the held addresses, for the config of the restart.
+    pub fn listen(&self) -> String {
+        format!("proxy = \"{}\"\nadmin = \"{}\"", self.proxy, self.admin)
+    }
+}
+
 impl Running {
+    /// Kills the child (`SIGKILL`), waits for it, and holds its two ports for a restart on
+    /// the same addresses (a client configured with the proxy's address, such as apt, keeps
+    /// its state). Drop the result once the restart listens.
+    pub async fn kill_holding_ports(mut self) -> HeldPorts {
+        self.child.kill().await.expect("kill fetchgate serve");
+        let _ = self.child.wait().await;
+        let (proxy, admin) = (self.proxy, self.admin);
+        let holds = tokio::task::spawn_blocking(move || {
+            [
+                super::ports::hold_once_refused(proxy),
+                super::ports::hold_once_refused(admin),
+            ]
+        })
+        .await
+        .expect("hold the ports");
+        HeldPorts {
+            proxy,
+            admin,
+            _holds: holds,
+        }
+    }
+
     /// The next log line containing `needle`; lines before it are consumed.
     pub async fn wait_for(&mut self, needle: &str) -> String {
         next_containing(&mut self.lines, needle).await

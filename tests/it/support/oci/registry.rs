@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use super::{free_port, raw_get, require_tool};
+use super::super::ports::{self, Hold};
+use super::{raw_get, require_tool};
 
 /// How long `docker-registry` may take to answer after it starts (usually well under 1 s).
 const READY_WITHIN: Duration = Duration::from_secs(60);
@@ -82,10 +83,15 @@ pub struct Logged {
 
 /// A running (or stopped) `docker-registry`.
 pub struct DockerRegistry {
-    /// Where it listens (127.0.0.1, a port picked free).
+    /// Where it listens: 127.0.0.1 and the port it bound (its first start binds port 0 and
+    /// logs the port it got).
     pub addr: SocketAddr,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    options: Options,
+    /// While stopped: its port, held ([`super::super::ports`]) so that no other test's
+    /// listener is given it before [`DockerRegistry::resume`].
+    hold: Option<Hold>,
 }
 
 impl DockerRegistry {
@@ -107,17 +113,16 @@ impl DockerRegistry {
     pub fn start(options: Options) -> Self {
         require_tool("docker-registry", "docker-registry");
         let dir = tempfile::tempdir().expect("registry dir");
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let config = config_yaml(&options, addr, dir.path());
         if let Some(a) = &options.auth {
             std::fs::write(dir.path().join("token-roots.pem"), &a.root_cert_pem)
                 .expect("token root bundle");
         }
-        std::fs::write(dir.path().join("config.yml"), config).expect("registry config");
         let mut r = Self {
-            addr,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             dir,
             child: None,
+            options,
+            hold: None,
         };
         r.resume();
         r
@@ -139,7 +144,7 @@ impl DockerRegistry {
     }
 
     /// Stops the registry (its data and access log stay, for [`DockerRegistry::resume`]);
-    /// returns once its port refuses connections.
+    /// returns once its port refuses connections, and holds the port from then on.
     pub fn stop(&mut self) {
         super::super::process::stop(&mut self.child);
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -150,11 +155,18 @@ impl DockerRegistry {
             raw_get(self.addr, "/v2/", &[]).is_err(),
             "docker-registry still answers after stop"
         );
+        self.hold = Some(ports::hold_once_refused(self.addr));
     }
 
-    /// Starts it again on the same port, config and data, and waits until `/v2/` answers.
+    /// Starts it (again: on the same port, which [`DockerRegistry::stop`] held, config and
+    /// data) and waits until `/v2/` answers.
     pub fn resume(&mut self) {
         assert!(self.child.is_none(), "the registry is already running");
+        let config = config_yaml(&self.options, self.addr, self.dir.path());
+        std::fs::write(self.dir.path().join("config.yml"), config).expect("registry config");
+        // Its log is appended to across starts: the line that says where this start listens
+        // comes after what is there now.
+        let logged = self.log().len();
         // The watchdog: kill the registry when the test process (its parent's pid) is gone
         // or when the registry exits; TERM stops it.
         let script = r#"
@@ -179,6 +191,17 @@ impl DockerRegistry {
             .expect("start the docker-registry watchdog");
         self.child = Some(child);
         let deadline = Instant::now() + READY_WITHIN;
+        self.addr = loop {
+            if let Some(addr) = listening_on(&self.log()[logged..]) {
+                break addr;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "docker-registry did not say where it listens within {READY_WITHIN:?}; its log: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
         while raw_get(self.addr, "/v2/", &[]).is_err() {
             assert!(
                 Instant::now() < deadline,
@@ -188,6 +211,8 @@ impl DockerRegistry {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+        // It listens beside the hold (both with SO_REUSEADDR); the port is its own again.
+        self.hold = None;
     }
 
     /// Its application log (stderr), for failure messages.
@@ -278,6 +303,15 @@ fn config_yaml(o: &Options, addr: SocketAddr, dir: &std::path::Path) -> String {
          storage:\n{storage}  maintenance:\n    uploadpurging:\n      enabled: false\n\
          http:\n  addr: {addr}\n  secret: fetchgate-test-secret\n{auth}{proxy}"
     )
+}
+
+/// The address in distribution's `listening on 127.0.0.1:<port>` line (the port it bound),
+/// if `log` has one.
+fn listening_on(log: &str) -> Option<SocketAddr> {
+    log.lines().find_map(|l| {
+        let rest = &l[l.find("msg=\"listening on ")? + "msg=\"listening on ".len()..];
+        rest[..rest.find('"')?].parse().ok()
+    })
 }
 
 /// One combined-log line: `ip - - [date] "GET /v2/ HTTP/1.1" 200 2 "ref" "agent"`.
