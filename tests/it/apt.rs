@@ -175,14 +175,16 @@ async fn kill(mut running: support::serve::Running) {
     let _ = running.child.wait().await;
 }
 
-/// A repository signed once and then again a second later (apt-ftparchive dates a Release to
-/// the second), its server, and the older and newer `InRelease`; the newer is in place.
+/// A repository signed twice, first with a `Date` in the past, then now, its server, and the
+/// older and newer `InRelease`; the newer is in place.
 fn signed_twice() -> (AptRepo, AptServer, Vec<u8>, Vec<u8>) {
     let repo = AptRepo::build();
     let server = AptServer::start(&repo.root);
     let inrelease = repo.root.join("dists/stable/InRelease");
+    // Dated explicitly: apt-ftparchive dates a Release to the second, so two signings now
+    // could carry one Date (no waiting for the clock to move).
+    repo.sign_dated(None, Some("Wed, 01 Jan 2025 00:00:00 UTC"));
     let older = std::fs::read(&inrelease).unwrap();
-    std::thread::sleep(Duration::from_millis(1100));
     repo.sign(None);
     let newer = std::fs::read(&inrelease).unwrap();
     assert_ne!(older, newer);

@@ -214,6 +214,12 @@ impl AptRepo {
     /// `Release.gpg` (armoured, as Debian publishes it: apt refuses a binary one) with the
     /// current key.
     pub fn sign(&self, valid_until: Option<&str>) {
+        self.sign_dated(valid_until, None);
+    }
+
+    /// [`AptRepo::sign`] with the Release's `Date` set to `date` (an apt date) instead of
+    /// now.
+    pub fn sign_dated(&self, valid_until: Option<&str>, date: Option<&str>) {
         let dists = self.root.join(format!("dists/{SUITE}"));
         for f in ["Release", "InRelease", "Release.gpg"] {
             let _ = std::fs::remove_file(dists.join(f));
@@ -230,6 +236,16 @@ impl AptRepo {
                 "-o",
                 &format!("APT::FTPArchive::Release::Components={COMPONENT}"),
             ])
+            .args(
+                date.map(|d| {
+                    [
+                        "-o".to_string(),
+                        format!("APT::FTPArchive::Release::Date={d}"),
+                    ]
+                })
+                .iter()
+                .flatten(),
+            )
             .args(["release", "."])
             .current_dir(&dists));
         let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
