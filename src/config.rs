@@ -8,17 +8,18 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::access::policy::PolicyChecks;
+use crate::access::{Access, AccessSection};
 use crate::connect::tls::{TlsSection, client_config};
 use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
 use crate::fetch::through::DEFAULT_MAX_REDIRECTS;
+use crate::listen::limits::{Limits, ListenSection, ProxySection};
+use crate::listen::tls::ListenTls;
 use crate::love::{LoveSection, LoveSettings};
+use crate::metrics::Metrics;
 use crate::pack::{LgflowSection, OpenwopSection, PackConfig};
 use crate::registry::{RegistrySection, RegistrySettings};
-use crate::serve::access::{Access, AccessSection};
-use crate::serve::access_policy::PolicyChecks;
-use crate::serve::limits::{Limits, ListenSection, ProxySection};
-use crate::serve::tls::ListenTls;
 use crate::shared::{SharedSection, SharedSettings};
 use crate::store::{CacheSection, CacheSettings};
 use crate::toml_file::{FileError, TomlSource};
@@ -181,6 +182,7 @@ impl Config {
     pub(crate) fn fetcher(
         &self,
         store: Arc<crate::store::Store>,
+        metrics: Arc<Metrics>,
     ) -> crate::fetch::through::Fetcher {
         let timeouts = crate::fetch::upstream::Timeouts {
             connect: self.limits.connect_timeout,
@@ -194,21 +196,18 @@ impl Config {
             hedge: self.cache.flight_hedge,
         };
         crate::fetch::through::Fetcher::new(
-            self.egress(),
+            self.egress(metrics.clone()),
             self.tls.clone(),
             store,
             limits,
-            crate::metrics::get(),
+            metrics,
         )
         .allow_redirect_downgrade(self.allow_redirect_downgrade)
     }
 
-    /// The policy with a resolver built from these settings. Must run inside a Tokio runtime.
-    pub fn egress(&self) -> Egress {
-        Egress::new(
-            self.policy.clone(),
-            Resolver::new(&self.resolver),
-            crate::metrics::get(),
-        )
+    /// The policy with a resolver built from these settings, counting into `metrics`. Must
+    /// run inside a Tokio runtime.
+    pub fn egress(&self, metrics: Arc<Metrics>) -> Egress {
+        Egress::new(self.policy.clone(), Resolver::new(&self.resolver), metrics)
     }
 }

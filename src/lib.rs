@@ -61,6 +61,7 @@
 // the public modules to them resolve.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub mod access;
 pub mod app;
 pub mod archive;
 pub mod body;
@@ -72,6 +73,7 @@ pub mod errors;
 pub(crate) mod failure;
 pub mod fetch;
 pub(crate) mod header_list;
+pub(crate) mod listen;
 pub mod love;
 pub mod metrics;
 pub mod pack;

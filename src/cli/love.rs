@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::love::lock::LockFile;
 use crate::love::retrieve::lock_entry;
 use crate::love::{FetchOptions, Love, LoveError};
+use crate::metrics::Metrics;
 use crate::store::Digest;
 
 /// Prints a result: JSON, or the same fields as indented text.
@@ -35,7 +36,7 @@ pub async fn run(
         LoveAction::Conflicts => super::cache::open_existing(config, file)?,
         _ => super::cache::open(config)?,
     };
-    let fetcher = Arc::new(config.fetcher(store));
+    let fetcher = Arc::new(config.fetcher(store, Arc::new(Metrics::new())));
     let love = Love::new(fetcher, &config.love)?;
     match action {
         LoveAction::Discover { url } => match love.discover(&url).await {

@@ -9,6 +9,7 @@ use super::progress::Progress;
 use crate::cli::PackAction;
 use crate::config::Config;
 use crate::love::seen::Seen;
+use crate::metrics::Metrics;
 use crate::pack::{Packs, Params};
 
 /// Runs one `pack` action. `Err` is a usage or config error (exit 2).
@@ -24,7 +25,7 @@ pub async fn run(
         PackAction::Fetch { .. } => super::cache::open(config)?,
     };
     let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
-    let fetcher = Arc::new(config.fetcher(store));
+    let fetcher = Arc::new(config.fetcher(store, Arc::new(Metrics::new())));
     let budget = crate::love::budget::Budget::new(config.love.max_inflight_bytes);
     let packs = Packs::new(fetcher, seen, &config.love, config.packs.clone(), budget);
     let (format, params) = match action {

@@ -73,14 +73,14 @@ pub(crate) struct Ask<K, S> {
     /// How long to wait on another source's fetch before fetching from its own.
     pub(crate) hedge: Duration,
     /// Where waiting and leading are counted.
-    pub(crate) metrics: &'static Metrics,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// Counts a request waiting on a fetch it did not start for as long as it waits.
-struct Waiting(&'static Metrics);
+struct Waiting(Arc<Metrics>);
 
 impl Waiting {
-    fn start(metrics: &'static Metrics) -> Self {
+    fn start(metrics: Arc<Metrics>) -> Self {
         metrics.fetch_waiters.inc();
         Self(metrics)
     }
@@ -130,7 +130,7 @@ where
             mut others,
         } = self.board(&ask, None::<&F>).map_err(|()| lock_failed())?;
         if own.is_none() && !others.is_empty() {
-            let waiting = Waiting::start(ask.metrics);
+            let waiting = Waiting::start(ask.metrics.clone());
             let hedged = tokio::time::timeout(ask.hedge, any_success(&mut others)).await;
             drop(waiting);
             if let Ok(Some(value)) = hedged {
@@ -148,7 +148,7 @@ where
                     b.own.ok_or_else(lock_failed)?
                 }
             };
-            let waiting = (!led).then(|| Waiting::start(ask.metrics));
+            let waiting = (!led).then(|| Waiting::start(ask.metrics.clone()));
             let landed = tokio::select! {
                 landed = landing(&mut rx) => landed,
                 Some(value) = any_success(&mut others) => Some(Landed::Done(Ok(value))),
@@ -206,7 +206,7 @@ where
         list.push(flight.clone());
         drop(table);
         self.clone()
-            .lead(ask.key.clone(), flight, fetch(), ask.metrics);
+            .lead(ask.key.clone(), flight, fetch(), ask.metrics.clone());
         Ok(Boarded {
             own: Some(rx),
             led: true,
@@ -222,7 +222,7 @@ where
         key: K,
         flight: Arc<Flight<S, Result<T, E>>>,
         fetch: impl Future<Output = Result<T, E>> + Send + 'static,
-        metrics: &'static Metrics,
+        metrics: Arc<Metrics>,
     ) {
         tokio::spawn(async move {
             metrics.inflight_fetches.inc();
@@ -334,7 +334,7 @@ impl Fetcher {
             key: (wanted.digest, wanted.size),
             source: wanted.mirrors.clone(),
             hedge: self.hedge,
-            metrics: self.metrics,
+            metrics: self.metrics.clone(),
         };
         let fetch = || {
             let (this, wanted) = (self.clone(), wanted.clone());
@@ -360,7 +360,7 @@ impl Fetcher {
             key: want.key.clone(),
             source: want.source.clone(),
             hedge: self.hedge,
-            metrics: self.metrics,
+            metrics: self.metrics.clone(),
         };
         let want = Arc::new(want);
         let fetch = || {

@@ -145,7 +145,7 @@ impl Fetcher {
                 .map_err(|e| fail(hop_name, "invalid_locator", e))?;
             // A fresh connection per hop: nothing is pooled across decisions.
             let pool = Pool::new(1, Duration::from_secs(1));
-            let ex = exchange(&pool, &self.tls, self.timeouts, &permit, up, self.metrics)
+            let ex = exchange(&pool, &self.tls, self.timeouts, &permit, up, &self.metrics)
                 .await
                 .map_err(|e| fail(hop_name, e.mirror_code(), e.to_string()))?;
             let status = ex.response.status();

@@ -145,7 +145,7 @@ pub(crate) struct Fetcher {
     pub(super) allow_redirect_downgrade: bool,
     pub(super) inflight: Arc<Flights>,
     /// Where fetches are counted (handed in, so fetching reaches no global).
-    pub(super) metrics: &'static Metrics,
+    pub(super) metrics: Arc<Metrics>,
     /// The shared tier, tried before the mirrors.
     pub(super) shared: Option<Arc<SharedTier>>,
 }
@@ -162,7 +162,7 @@ impl Fetcher {
         tls: Arc<rustls::ClientConfig>,
         store: Arc<Store>,
         limits: FetchLimits,
-        metrics: &'static Metrics,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             egress,
@@ -198,6 +198,11 @@ impl Fetcher {
     pub(crate) fn with_shared(mut self, shared: Option<Arc<SharedTier>>) -> Self {
         self.shared = shared;
         self
+    }
+
+    /// The metrics it counts into.
+    pub(crate) fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The store it fills.
@@ -237,7 +242,7 @@ impl Fetcher {
     }
 
     pub(super) async fn fetch(&self, wanted: &Wanted) -> Result<(), ThroughError> {
-        let metrics = self.metrics;
+        let metrics = &self.metrics;
         if let Some(tier) = &self.shared
             && tier
                 .fill(&self.store, wanted.digest, Some(wanted.size), wanted.size)

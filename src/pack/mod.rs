@@ -221,7 +221,8 @@ impl Packs {
             Err(e) => Err(e),
         };
         let outcome = result.as_ref().map_or_else(|e| e.code, |_| "published");
-        crate::metrics::get()
+        self.fetcher
+            .metrics()
             .pack_fetches
             .get_or_create(&[("format", label), ("outcome", outcome)])
             .inc();
@@ -372,7 +373,7 @@ impl Packs {
         let store = self.fetcher.store().clone();
         let (digest, bytes, label) = (cand.digest, cand.bytes.clone(), label.to_string());
         let from = (cand.from != "cache").then(|| cand.from.clone());
-        let metrics = crate::metrics::get();
+        let metrics = self.fetcher.metrics().clone();
         match from {
             None => metrics.hit(crate::metrics::route::PACK),
             Some(_) => metrics.miss(crate::metrics::route::PACK),

@@ -44,7 +44,7 @@ impl Landing {
     /// Counts one request of this artifact by `outcome` (`hit`, `shared`, `miss`,
     /// `mismatch`).
     pub(crate) fn count(&self, outcome: &'static str) {
-        crate::metrics::get().registry_artifact(self.kind, outcome);
+        self.fetcher.metrics().registry_artifact(self.kind, outcome);
     }
 
     /// The single-flight request for the fetch from `url`, handing the bytes to `tap`'s client
@@ -81,7 +81,7 @@ impl Landing {
         match result {
             Ok(sha256) => {
                 self.count("miss");
-                crate::metrics::get().fill(crate::metrics::route::REGISTRY);
+                self.fetcher.metrics().fill(crate::metrics::route::REGISTRY);
                 self.announce_alias(sha256);
                 let aliases = self.aliases.clone();
                 let (alias, url) = (self.alias.clone(), normalised(url));
@@ -168,11 +168,11 @@ impl Registries {
                 .unwrap_or(false);
             if present {
                 landing.count("hit");
-                crate::metrics::get().hit(crate::metrics::route::REGISTRY);
+                self.fetcher.metrics().hit(crate::metrics::route::REGISTRY);
                 return Ok(Reply::Artifact { sha256 });
             }
         }
-        crate::metrics::get().miss(crate::metrics::route::REGISTRY);
+        self.fetcher.metrics().miss(crate::metrics::route::REGISTRY);
         if let Some(sha256) = self.shared_artifact(expected, known).await {
             landing.count("shared");
             return Ok(Reply::Artifact { sha256 });

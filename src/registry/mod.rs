@@ -36,9 +36,29 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::metrics::Metrics;
 use crate::toml_file::{FileError, TomlSource};
 use names::{NameRules, Pattern};
 pub(crate) use protocol::Kind;
+
+/// Creates at zero, for every kind, the series of metadata answers by freshness, artifact
+/// requests by outcome and names refused.
+pub(crate) fn preset_metrics(m: &crate::metrics::Metrics) {
+    let kinds: Vec<&'static str> = Kind::names().collect();
+    let metadata = metadata::Freshness::ALL.map(metadata::Freshness::as_str);
+    Metrics::preset2(
+        &m.registry_metadata,
+        ("kind", &kinds),
+        ("outcome", &metadata),
+    );
+    let artifacts = ["hit", "shared", "miss", "mismatch"];
+    Metrics::preset2(
+        &m.registry_artifacts,
+        ("kind", &kinds),
+        ("outcome", &artifacts),
+    );
+    Metrics::preset(&m.registry_names_refused, "kind", &kinds);
+}
 
 /// Default freshness of cached metadata.
 pub(crate) const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(300);

@@ -89,22 +89,21 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::app::{Shared, gate};
+    use crate::app::{Gate, Lasting};
     use crate::config::Config;
     use crate::registry::service::Ask;
-    use crate::serve::AppContext;
 
     /// An npm registry `npm` over a cache in `dir`; its upstream is not one policy lets
     /// fetchgate reach, so no request leaves the process.
-    fn open(dir: &std::path::Path) -> (Shared, AppContext) {
+    fn open(dir: &std::path::Path) -> (Lasting, Gate) {
         let text = format!(
             "[cache]\ndir = {:?}\n\n[[registry]]\nname = \"npm\"\nkind = \"npm\"\n\
              upstream = \"http://127.0.0.2:9/\"\nmetadata_ttl_seconds = 3600\n",
             dir.join("cache").display().to_string()
         );
         let config = Config::from_toml("test.toml", &text).unwrap();
-        let shared = Shared::open(&config).unwrap();
-        let ctx = gate(&config, &shared);
+        let shared = Lasting::open(&config).unwrap();
+        let ctx = Gate::build(&config, &shared);
         (shared, ctx)
     }
 
@@ -128,7 +127,7 @@ mod tests {
     }
 
     /// Puts `body` in the metadata cache as the upstream's full packument of `demo`.
-    async fn fill(shared: &Shared, body: Bytes) {
+    async fn fill(shared: &Lasting, body: Bytes) {
         let key = "npm:npm:demo:full";
         shared
             .metadata
@@ -137,7 +136,7 @@ mod tests {
     }
 
     /// Asks for `demo`'s tarball `file`; the error, since its bytes cannot be had here.
-    async fn tarball(ctx: &AppContext, file: &str) -> RegistryError {
+    async fn tarball(ctx: &Gate, file: &str) -> RegistryError {
         let ask = Ask {
             path: &format!("/demo/-/{file}"),
             accept: None,

@@ -6,19 +6,18 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::super::{HTML, JSON};
-use crate::app::{Shared, gate};
+use crate::app::{Gate, Lasting};
 use crate::config::Config;
 use crate::registry::aliases::file_key;
 
 use crate::registry::service::{Ask, Reply};
-use crate::serve::AppContext;
 use crate::store::Digest;
 
 const PROJECT: &str = "fg-demo";
 const BASE: &str = "http://127.0.0.1:1/registry/py/";
 
 /// Two pypi registries (`py`, `other`) over a cache in `dir`; their upstreams are never asked.
-fn open(dir: &std::path::Path) -> (Shared, AppContext) {
+fn open(dir: &std::path::Path) -> (Lasting, Gate) {
     let text = format!(
         "[cache]\ndir = {:?}\n\n\
          [[registry]]\nname = \"py\"\nkind = \"pypi\"\nupstream = \"http://127.0.0.2:9/simple/\"\nmetadata_ttl_seconds = 3600\n\n\
@@ -26,8 +25,8 @@ fn open(dir: &std::path::Path) -> (Shared, AppContext) {
         dir.join("cache").display().to_string()
     );
     let config = Config::from_toml("test.toml", &text).unwrap();
-    let shared = Shared::open(&config).unwrap();
-    let ctx = gate(&config, &shared);
+    let shared = Lasting::open(&config).unwrap();
+    let ctx = Gate::build(&config, &shared);
     (shared, ctx)
 }
 
@@ -45,13 +44,13 @@ fn page(files: &[&str]) -> (Bytes, Vec<Digest>) {
 
 /// Puts `body` in the metadata cache as `registry`'s upstream answer for `PROJECT`, as a
 /// fetch (or a revalidation that found it changed) would.
-async fn fill(shared: &Shared, registry: &str, body: Bytes) {
+async fn fill(shared: &Lasting, registry: &str, body: Bytes) {
     let key = format!("pypi:{registry}:{PROJECT}");
     shared.metadata.fill_for_test(&key, JSON, body).await;
 }
 
 /// The content type and body a client with `accept` and `base` gets for `PROJECT`'s page.
-async fn read(ctx: &AppContext, registry: &str, accept: &str, base: &str) -> (String, String) {
+async fn read(ctx: &Gate, registry: &str, accept: &str, base: &str) -> (String, String) {
     let ask = Ask {
         path: &format!("/{PROJECT}/"),
         accept: Some(accept),

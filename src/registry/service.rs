@@ -231,7 +231,8 @@ impl Registries {
         let kind = front.settings.kind;
         let name = canonical(kind, name);
         front.settings.names.judge(&name).map_err(|r| {
-            crate::metrics::get()
+            self.fetcher
+                .metrics()
                 .registry_names_refused
                 .get_or_create(&[("kind", kind.as_str())])
                 .inc();
@@ -348,7 +349,8 @@ impl Registries {
                 if freshness == Freshness::Stale {
                     tracing::warn!(registry = %s.name, key = %key, "upstream failed; serving stale metadata");
                 }
-                crate::metrics::get()
+                self.fetcher
+                    .metrics()
                     .registry_metadata
                     .get_or_create(&[("kind", s.kind.as_str()), ("outcome", freshness.as_str())])
                     .inc();

@@ -1,11 +1,13 @@
 //! Response bodies to clients, and the one log line each request gets when its body ends.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 
 use crate::body::{Observed, Observer};
+use crate::metrics::Metrics;
 
 /// Errors that abort a response body mid-stream.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -33,6 +35,17 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// Every kind, for the zeros at start.
+    pub(crate) const ALL: [Kind; 7] = [
+        Kind::Forward,
+        Kind::Connect,
+        Kind::Object,
+        Kind::Love,
+        Kind::Registry,
+        Kind::Pack,
+        Kind::Other,
+    ];
+
     /// The label and log value.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -116,8 +129,13 @@ pub(crate) struct RequestLog {
 pub(crate) type LoggedBody = Observed<ProxyBody, LogLine>;
 
 /// Wraps `inner` so that `log` is written, with the bytes sent, when the body ends or is
-/// dropped; `started` is when the request arrived.
-pub(crate) fn logged(inner: ProxyBody, log: RequestLog, started: Instant) -> LoggedBody {
+/// dropped; `started` is when the request arrived. The request is counted into `metrics`.
+pub(crate) fn logged(
+    inner: ProxyBody,
+    log: RequestLog,
+    started: Instant,
+    metrics: Arc<Metrics>,
+) -> LoggedBody {
     let expected = log.expected_bytes;
     Observed::new(
         inner,
@@ -126,6 +144,7 @@ pub(crate) fn logged(inner: ProxyBody, log: RequestLog, started: Instant) -> Log
             log,
             bytes: 0,
             started,
+            metrics,
         },
     )
 }
@@ -135,6 +154,7 @@ pub(crate) struct LogLine {
     log: RequestLog,
     bytes: u64,
     started: Instant,
+    metrics: Arc<Metrics>,
 }
 
 impl Observer for LogLine {
@@ -144,7 +164,7 @@ impl Observer for LogLine {
 
     fn on_end(&mut self, complete: bool) {
         let l = &self.log;
-        let m = crate::metrics::get();
+        let m = &self.metrics;
         m.bytes_out.inc_by(self.bytes);
         if l.upstream.is_some() && l.kind == Kind::Forward {
             m.bytes_in.inc_by(self.bytes);

@@ -5,17 +5,17 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 
-use super::AppContext;
 use super::body::{Decided, ProxyBody, RequestLog};
 use super::problem::Problem;
 use super::request_error::RequestError;
+use crate::app::Gate;
 use crate::body::full;
 use crate::love::FetchOptions;
 use crate::store::Digest;
 
 /// Handles `/love/v1/...`.
 pub(crate) async fn handle<B>(
-    gate: &AppContext,
+    gate: &Gate,
     req: &Request<B>,
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {

@@ -9,10 +9,10 @@ use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 
-use super::AppContext;
 use super::body::{BoxError, Decided, ProxyBody, RequestLog};
 use super::problem::Problem;
 use super::request_error::RequestError;
+use crate::app::Gate;
 use crate::body::{empty, full};
 use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
 use crate::header_list::{field_elements, unquote};
@@ -24,7 +24,7 @@ const FILE_CHUNK: usize = 256 * 1024;
 
 /// Handles a request whose path starts with `/sha256/`.
 pub(crate) async fn handle<B>(
-    gate: &AppContext,
+    gate: &Gate,
     req: &Request<B>,
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {
@@ -39,7 +39,7 @@ pub(crate) async fn handle<B>(
     let fetcher = &gate.fetcher;
     let store = fetcher.store();
     let (claimed, wanted) = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
-    let metrics = crate::metrics::get();
+    let metrics = &gate.metrics;
     let object = match lookup(store, digest).await {
         Some(object) => {
             metrics.hit(crate::metrics::route::OBJECT);
@@ -75,7 +75,7 @@ pub(crate) async fn handle<B>(
 /// served while the bucket's bytes are verified ([`FirstRead`]); a `HEAD`, a `Range` or a
 /// conditional request waits for the local fill and is answered from it.
 async fn from_shared<B>(
-    gate: &AppContext,
+    gate: &Gate,
     req: &Request<B>,
     digest: Digest,
     claimed: Option<u64>,

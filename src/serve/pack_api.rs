@@ -4,15 +4,15 @@
 
 use http::{Method, Request, Response, StatusCode};
 
-use super::AppContext;
 use super::body::{Decided, ProxyBody, RequestLog};
 use super::love_api::json;
 use super::problem::Problem;
+use crate::app::Gate;
 use crate::pack::{PackError, Params};
 
 /// Handles `/pack/v1/...`.
 pub(crate) async fn handle<B>(
-    gate: &AppContext,
+    gate: &Gate,
     req: &Request<B>,
     log: &mut RequestLog,
 ) -> Result<Response<ProxyBody>, Problem> {

@@ -14,10 +14,10 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::json;
 
-use super::access::{CrossSite, Denied};
 use super::body::ProxyBody;
 use super::request_error::RequestError;
 use super::slots::Full;
+use crate::access::{CrossSite, Denied};
 use crate::body::full;
 use crate::connect::dial::DialError;
 use crate::decide::{Reason, Refusal};

@@ -13,13 +13,13 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use super::AppContext;
 use super::body::{Decided, Kind, LoggedBody, ProxyBody, RequestLog, logged};
 use super::problem::{self, Problem};
 use super::request_error::RequestError;
 use super::slots::Slot;
 use super::tee::{RequestSide, admit, tee};
 use super::tunnel::{TunnelEnd, splice};
+use crate::app::Gate;
 use crate::body::empty;
 use crate::connect::dial::dial_tcp;
 use crate::connect::pool::Pool;
@@ -28,6 +28,7 @@ use crate::decide::{Decision, Permit, Refusal};
 use crate::fetch::headers::strip_hop_by_hop;
 use crate::fetch::idle::IdleBody;
 use crate::fetch::upstream::{Timeouts, exchange, upstream_request};
+use crate::metrics::Metrics;
 use crate::redact::redact_locator;
 
 /// One client connection's state: who it is and its upstream connections.
@@ -48,7 +49,7 @@ pub(crate) struct ClientConn {
 
 /// Handles one request; never fails (failures are problem responses).
 pub(crate) async fn handle(
-    gate: Arc<AppContext>,
+    gate: Arc<Gate>,
     conn: Arc<ClientConn>,
     req: Request<Incoming>,
 ) -> Result<Response<LoggedBody>, Infallible> {
@@ -84,7 +85,8 @@ pub(crate) async fn handle(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok())
     };
-    Ok(resp.map(|b| logged(b, log, started)))
+    let metrics = gate.metrics.clone();
+    Ok(resp.map(|b| logged(b, log, started, metrics)))
 }
 
 /// The request target as logged, redacted. An origin-form target (`/sha256/...`, a registry
@@ -97,7 +99,7 @@ fn locator_of(uri: &http::Uri) -> String {
 }
 
 async fn route(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     req: Request<Incoming>,
     log: &mut RequestLog,
@@ -144,7 +146,7 @@ async fn route(
         return Box::pin(forward(gate, conn, policies, req, log)).await;
     }
     // Origin-form: fetchgate itself is the server, so `Host` must name it (DNS rebinding).
-    super::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
+    crate::access::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
     if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
         // containerd's `?ns=` may name another configured registry: chosen before the
         // client's policy judges the name.
@@ -192,7 +194,7 @@ async fn route(
 /// it: `/registry/<name>/...` on any listener, or any other path on a `[[registry]] listen`
 /// address (clients that drop path prefixes, as npm does when it rewrites lockfile hosts).
 fn registry_target<'p>(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     path: &'p str,
 ) -> Option<(String, &'p str, String)> {
@@ -220,7 +222,7 @@ fn registry_target<'p>(
 }
 
 /// The apt registry an absolute-form request's URL lies under, and the path below it.
-fn apt_forward<B>(gate: &AppContext, req: &Request<B>) -> Option<(String, String)> {
+fn apt_forward<B>(gate: &Gate, req: &Request<B>) -> Option<(String, String)> {
     if !gate.registries.any() {
         return None;
     }
@@ -231,7 +233,7 @@ fn apt_forward<B>(gate: &AppContext, req: &Request<B>) -> Option<(String, String
 /// A `GET` or `HEAD` for a URL a registry's metadata tied to a digest whose bytes are stored:
 /// answered from the cache, with no upstream request.
 async fn registry_verified<B>(
-    gate: &AppContext,
+    gate: &Gate,
     req: &Request<B>,
     url: &url::Url,
 ) -> Option<Response<ProxyBody>> {
@@ -251,7 +253,7 @@ async fn registry_verified<B>(
 
 /// Refuses a request a web page made a browser send to a route that changes state (fetches
 /// into the cache): `Sec-Fetch-Site: cross-site`, or an `Origin` not in `[access] origins`.
-fn same_site<B>(gate: &AppContext, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
+fn same_site<B>(gate: &Gate, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
     match gate.access.check_site(req.headers()) {
         Ok(()) => Ok(()),
         Err(denied) => Err(Problem::from(denied).at(log.locator.clone())),
@@ -304,7 +306,7 @@ fn refusal(refused: &Refusal, log: &mut RequestLog) -> Problem {
 }
 
 async fn forward(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     policies: &[Arc<ClientPolicy>],
     req: Request<Incoming>,
@@ -346,7 +348,7 @@ async fn forward(
         timeouts,
         &permit,
         upstream_req,
-        crate::metrics::get(),
+        &gate.metrics,
     )
     .await
     .map_err(|e| Problem::from(&e).at(log.locator.clone()))?;
@@ -367,7 +369,7 @@ async fn forward(
 /// The body of a proxied `200` to a `GET`: teed into the shared cache when [`admit`] allows
 /// it, passed through (and the reason counted) otherwise.
 fn tee_or_pass(
-    gate: &AppContext,
+    gate: &Gate,
     permit: &Permit,
     request: RequestSide,
     headers: &http::HeaderMap,
@@ -378,16 +380,23 @@ fn tee_or_pass(
     let host = permit.verify_name().to_string();
     let public = gate.tee_public_hosts.contains(&host);
     match admit(request, headers, public, gate.tee_max_bytes) {
-        Ok(expected) => tee(body, fetcher.store(), expected, log.locator.clone()).boxed(),
+        Ok(expected) => tee(
+            body,
+            fetcher.store(),
+            gate.metrics.clone(),
+            expected,
+            log.locator.clone(),
+        )
+        .boxed(),
         Err(skip) => {
-            skip.count();
+            skip.count(&gate.metrics);
             body.boxed()
         }
     }
 }
 
 async fn connect(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     policies: &[Arc<ClientPolicy>],
     mut req: Request<Incoming>,
@@ -416,12 +425,12 @@ async fn connect(
     let upgrade = hyper::upgrade::on(&mut req);
     // The connection's slot outlives the HTTP connection: the tunnel holds it until it ends.
     let slot = conn.slot.clone();
+    let metrics = gate.metrics.clone();
     tokio::spawn(async move {
         let _slot = slot;
         let started = Instant::now();
         match upgrade.await {
             Ok(upgraded) => {
-                let metrics = crate::metrics::get();
                 metrics.tunnels.inc();
                 metrics.tunnels_open.inc();
                 let (up, down, end) = splice(TokioIo::new(upgraded), stream, idle).await;
@@ -460,6 +469,7 @@ async fn connect(
 pub(crate) fn refuse_client<B>(
     client: SocketAddr,
     req: &Request<B>,
+    metrics: Arc<Metrics>,
 ) -> Result<Response<LoggedBody>, Infallible> {
     let log = RequestLog {
         client,
@@ -473,7 +483,7 @@ pub(crate) fn refuse_client<B>(
         expected_bytes: None,
         policy: None,
     };
-    Ok(client_not_allowed(client).map(|b| logged(b, log, Instant::now())))
+    Ok(client_not_allowed(client).map(|b| logged(b, log, Instant::now(), metrics)))
 }
 
 /// The problem response for a client outside `[access] clients`.

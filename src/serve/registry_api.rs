@@ -6,11 +6,11 @@ use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response};
 
-use super::AppContext;
 use super::body::{Decided, ProxyBody, RequestLog};
 use super::objects::{entry_headers, lookup, respond};
 use super::problem::Problem;
 use super::request_error::RequestError;
+use crate::app::Gate;
 use crate::body::{empty, full};
 use crate::registry::metadata::Freshness;
 use crate::registry::service::{Ask, Reply};
@@ -18,7 +18,7 @@ use crate::registry::service::{Ask, Reply};
 /// Handles one registry request: `name` is the registry, `path` the part below its mount,
 /// `prefix` the mount as the client sees it (`/registry/<name>/` or `/`).
 pub(crate) async fn handle<B>(
-    gate: &AppContext,
+    gate: &Gate,
     name: &str,
     path: &str,
     prefix: &str,

@@ -48,7 +48,7 @@ pub(crate) struct SharedTier {
     breaker: Arc<Breaker>,
     uploads: Uploads,
     settings: SharedSettings,
-    metrics: &'static Metrics,
+    metrics: Arc<Metrics>,
     /// Bucket-only fills in flight, by digest.
     fills: flight::Fills,
     /// Digests the bucket lacked a moment ago.
@@ -95,6 +95,18 @@ pub(crate) struct PushReport {
     pub(crate) failed: u64,
 }
 
+/// Creates at zero the series of bucket reads, writes and uploads by outcome.
+pub(crate) fn preset_metrics(m: &Metrics) {
+    let gets = [
+        "hit", "miss", "mismatch", "unusable", "error", "timeout", "skipped",
+    ];
+    Metrics::preset2(&m.shared_requests, ("op", &["get"]), ("outcome", &gets));
+    let puts = ["ok", "exists", "error", "timeout", "skipped"];
+    Metrics::preset2(&m.shared_requests, ("op", &["put"]), ("outcome", &puts));
+    let uploads = ["queued", "dropped", "created", "existed", "gone", "failed"];
+    Metrics::preset(&m.shared_uploads, "outcome", &uploads);
+}
+
 /// Most objects `cache stats` counts in the bucket.
 const CENSUS_CAP: usize = 100_000;
 
@@ -102,14 +114,17 @@ impl SharedTier {
     /// Opens the bucket `settings` name for `store`: starts the upload worker and has every
     /// new publication in `store` queued for upload (except bytes that came from the bucket).
     /// Must run inside a Tokio runtime.
-    pub(crate) fn open(settings: &SharedSettings, store: &Arc<Store>) -> Result<Arc<Self>, String> {
+    pub(crate) fn open(
+        settings: &SharedSettings,
+        store: &Arc<Store>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, String> {
         let bucket = Arc::new(Bucket::open(settings).map_err(|e| {
             format!(
                 "cannot open the shared tier {}: {e}; check [shared] url and endpoint",
                 settings.url()
             )
         })?);
-        let metrics = crate::metrics::get();
         let breaker = Arc::new(Breaker::new(settings.breaker_cooldown));
         let uploads = Uploads::start(
             settings.upload_queue,
@@ -117,7 +132,7 @@ impl SharedTier {
                 bucket: bucket.clone(),
                 breaker: breaker.clone(),
                 store: Arc::downgrade(store),
-                metrics,
+                metrics: metrics.clone(),
             },
         );
         let own = locator_base(settings);

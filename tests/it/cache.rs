@@ -324,17 +324,15 @@ async fn published_soon(proxy: std::net::SocketAddr, d: &Digest) -> bool {
 }
 
 /// The value of `fetchgate_<family>_total{reason="<reason>"}` (0 before its first count).
-fn reason_count(family: &str, reason: &str) -> f64 {
-    let text = fetchgate::metrics::get().encode();
-    let series = format!("fetchgate_{family}_total{{reason=\"{reason}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&series))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+fn reason_count(proxy: std::net::SocketAddr, family: &str, reason: &str) -> f64 {
+    support::proxy::metric(
+        proxy,
+        &format!("fetchgate_{family}_total{{reason=\"{reason}\"}}"),
+    )
 }
 
-fn tee_skipped(reason: &str) -> f64 {
-    reason_count("tee_skipped", reason)
+fn tee_skipped(proxy: std::net::SocketAddr, reason: &str) -> f64 {
+    reason_count(proxy, "tee_skipped", reason)
 }
 
 /// A path, its query, and the request's headers.
@@ -397,7 +395,7 @@ async fn private_and_credentialed_responses_never_enter_the_shared_cache() {
         "vary",
     ]
     .iter()
-    .map(|r| tee_skipped(r))
+    .map(|r| tee_skipped(proxy, r))
     .collect();
 
     for (path, query, headers) in &cases {
@@ -437,7 +435,7 @@ async fn private_and_credentialed_responses_never_enter_the_shared_cache() {
         "vary",
     ]
     .iter()
-    .map(|r| tee_skipped(r))
+    .map(|r| tee_skipped(proxy, r))
     .collect();
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
         assert!(a > b, "skip reason {i} counted: {b} -> {a}");
@@ -492,8 +490,8 @@ async fn published_within(proxy: std::net::SocketAddr, d: &Digest, seconds: u64)
     false
 }
 
-fn tee_abandoned(reason: &str) -> f64 {
-    reason_count("tee_abandoned", reason)
+fn tee_abandoned(proxy: std::net::SocketAddr, reason: &str) -> f64 {
+    reason_count(proxy, "tee_abandoned", reason)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -589,7 +587,7 @@ async fn a_client_that_stops_reading_publishes_nothing_and_frees_its_reservation
             .build(),
     )
     .await;
-    let gone_before = tee_abandoned("client_gone");
+    let gone_before = tee_abandoned(proxy, "client_gone");
     let authority = format!("127.0.0.2:{}", up.addr.port());
     let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
     s.write_all(
@@ -612,7 +610,7 @@ async fn a_client_that_stops_reading_publishes_nothing_and_frees_its_reservation
     let mut freed = false;
     for _ in 0..1000 {
         let stats = store.stats();
-        if stats.bytes_reserved == 0 && tee_abandoned("client_gone") > gone_before {
+        if stats.bytes_reserved == 0 && tee_abandoned(proxy, "client_gone") > gone_before {
             freed = true;
             break;
         }

@@ -13,6 +13,12 @@ use support::oci::registry::{DockerRegistry, Options, Storage};
 use support::oci::{Skopeo, raw_get, raw_request};
 use support::seaweed;
 
+/// The value of the series `series` in the proxy at `proxy`'s own metrics (0 before its
+/// first count).
+fn metric(proxy: SocketAddr, series: &str) -> u64 {
+    support::proxy::metric(proxy, series) as u64
+}
+
 /// Builds `img` into a layout and pushes it as `repo:tag`.
 fn push_image(skopeo: &Skopeo, reg: &DockerRegistry, img: &Image, repo: &str, tag: &str) {
     let layout = tempfile::tempdir().unwrap();
@@ -75,16 +81,6 @@ async fn gate_at(
         .map(|(_, a)| *a)
         .expect("the oci registry listens");
     (proxy, mount, dir)
-}
-
-/// The value of the `/metrics` series `series` (name and labels as the text format writes
-/// them), 0 when it is not there yet.
-fn metric(series: &str) -> u64 {
-    fetchgate::metrics::get()
-        .encode_text()
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
-        .map_or(0, |v| v as u64)
 }
 
 /// What a client read of one response before the connection ended, however it ended
@@ -691,7 +687,7 @@ async fn a_tag_past_its_ttl_is_revalidated_with_head_and_read_again_only_once_it
     })
     .await;
     // A TTL of 0 has always passed: every request after the first revalidates.
-    let (_proxy, mount, _dir) =
+    let (proxy, mount, _dir) =
         gate_named(&reg, "revalidating", &[], "metadata_ttl_seconds = 0").await;
     blocking(move || {
         let tag = "/v2/fetchgate/head/manifests/v1";
@@ -701,7 +697,7 @@ async fn a_tag_past_its_ttl_is_revalidated_with_head_and_read_again_only_once_it
             r.header("docker-content-digest").unwrap().to_string()
         };
         let counted = |method: &str| {
-            metric(&format!(
+            metric(proxy, &format!(
                 "fetchgate_oci_upstream_manifest_requests_total{{registry=\"revalidating\",method=\"{method}\"}}"
             ))
         };
@@ -789,9 +785,12 @@ async fn a_blob_miss_streams_and_its_last_byte_waits_for_the_digest() {
     let (proxy, mount, _dir) = gate_named(&reg, "streaming", &[], "").await;
     blocking(move || {
         let series = |family: &str, label: &str, value: &str| {
-            metric(&format!(
-                "fetchgate_oci_{family}_total{{registry=\"streaming\",{label}=\"{value}\"}}"
-            ))
+            metric(
+                proxy,
+                &format!(
+                    "fetchgate_oci_{family}_total{{registry=\"streaming\",{label}=\"{value}\"}}"
+                ),
+            )
         };
         let (good, bad) = (&img.layers[0], &img.layers[1]);
         let good_path = format!("/v2/fetchgate/stream/blobs/{}", good.digest);

@@ -1759,7 +1759,7 @@ async fn love_is_the_first_profile_and_keeps_its_label_and_archive_rules() {
     site.assert_refused_unpublished("love-symlink", &got, &hostile, "archive_member_type")
         .await;
 
-    let metrics = fetchgate::metrics::get().encode();
+    let metrics = support::proxy::metrics_of(site.proxy).encode();
     assert!(
         metrics.contains(
             r#"fetchgate_pack_fetches_total{format="love",outcome="archive_member_type"}"#

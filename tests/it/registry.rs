@@ -250,7 +250,7 @@ async fn npm_install_of_a_tampered_tarball_fails_with_digest_mismatch() {
     assert_eq!(j["version"], "1.0.0");
     assert_eq!(j["expected"], sri512(&good));
     assert_eq!(j["received"], sri512(&evil));
-    let metrics = fetchgate::metrics::get().encode();
+    let metrics = support::proxy::metrics_of(fg.proxy).encode();
     assert!(
         metrics.contains("fetchgate_registry_artifacts_total{kind=\"npm\",outcome=\"mismatch\"}"),
         "{metrics}"

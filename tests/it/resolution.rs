@@ -13,7 +13,10 @@ use support::dns::TestDns;
 
 async fn decide(config: &str, url: &str) -> Decision {
     let config = Config::from_toml("test.toml", config).expect("config");
-    config.egress().resolve_and_decide_url(url).await
+    config
+        .egress(Default::default())
+        .resolve_and_decide_url(url)
+        .await
 }
 
 fn codes(d: &Decision) -> Vec<(String, &'static str)> {
@@ -218,7 +221,7 @@ async fn connect_authorities_are_decided_with_connect_ports() {
     let dns = TestDns::start().await;
     dns.set("tunnel.fetchgate-test.net", &["192.0.0.9"]);
     let config = Config::from_toml("t.toml", &dns.resolver_toml()).unwrap();
-    let egress = config.egress();
+    let egress = config.egress(Default::default());
     assert!(
         egress
             .resolve_and_decide_authority("tunnel.fetchgate-test.net:443")

@@ -238,7 +238,7 @@ async fn tunnel_bytes_are_counted_in_the_direction_they_moved() {
     let series = |d: &str| format!("fetchgate_tunnel_bytes_total{{direction=\"{d}\"}}");
     let mut m = String::new();
     for _ in 0..200 {
-        m = fetchgate::metrics::get().encode();
+        m = support::proxy::metrics_of(proxy).encode();
         if value(&m, &series("upstream_to_client")).is_some_and(|v| v > 0.0) {
             break;
         }
@@ -406,9 +406,10 @@ async fn metrics_are_prometheus_text_unless_openmetrics_is_asked_for() {
 }
 
 /// Labelled families with known label values are present with zeros before any traffic.
-#[test]
-fn labelled_families_start_at_zero() {
-    let m = fetchgate::metrics::get().encode_text();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labelled_families_start_at_zero() {
+    let proxy = start_proxy(&Toml::new().build()).await;
+    let m = support::proxy::metrics_of(proxy).encode_text();
     for series in [
         r#"fetchgate_cache_fills_total{route="pack"}"#,
         r#"fetchgate_cache_misses_total{route="pack"}"#,
@@ -442,7 +443,7 @@ async fn registry_traffic_is_counted_in_the_cache_families_by_route() {
     )
     .await;
     let series = |family: &str| {
-        let m = fetchgate::metrics::get().encode_text();
+        let m = support::proxy::metrics_of(fg.proxy).encode_text();
         value(
             &m,
             &format!("fetchgate_{family}_total{{route=\"registry\"}}"),
@@ -466,15 +467,16 @@ async fn registry_traffic_is_counted_in_the_cache_families_by_route() {
 
 /// Every metric name the Grafana dashboard in deploy/ queries is one `/metrics` exports (a
 /// histogram by its `_bucket`), so a renamed metric breaks this test, not a panel in silence.
-#[test]
-fn the_grafana_dashboard_uses_only_exported_names() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grafana_dashboard_uses_only_exported_names() {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/deploy/grafana/fetchgate.json"
     ))
     .unwrap();
     let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let m = fetchgate::metrics::get().encode_text();
+    let proxy = start_proxy(&Toml::new().build()).await;
+    let m = support::proxy::metrics_of(proxy).encode_text();
     // Samples, and families announced without one yet (open label sets such as fill failures).
     let exported: std::collections::HashSet<&str> = m
         .lines()

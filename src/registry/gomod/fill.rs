@@ -65,7 +65,7 @@ impl Fill {
             key: self.index_key.clone(),
             source: format!("{} {}", self.registry, self.url),
             hedge: Duration::ZERO,
-            metrics: crate::metrics::get(),
+            metrics: self.fetcher.metrics().clone(),
         };
         let fetch = || {
             let fill = self.clone();
@@ -124,7 +124,7 @@ impl Fill {
         .await
         .map_err(|e| RegistryError::Internal(e.to_string()))?;
         if let Err(e) = checked {
-            count("mismatch");
+            count(self.fetcher.metrics(), "mismatch");
             tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module refused; nothing stored");
             return Err(go_err(GoError::Verify(e)));
         }
@@ -145,13 +145,13 @@ impl Fill {
         .await
         .map_err(|e| RegistryError::Internal(e.to_string()))?
         .map_err(RegistryError::Cache)?;
-        count("miss");
-        crate::metrics::get().fill(crate::metrics::route::REGISTRY);
+        count(self.fetcher.metrics(), "miss");
+        self.fetcher.metrics().fill(crate::metrics::route::REGISTRY);
         Ok(sha256)
     }
 }
 
 /// Counts one go artifact request by outcome.
-pub(super) fn count(outcome: &'static str) {
-    crate::metrics::get().registry_artifact(PROTOCOL.name, outcome);
+pub(super) fn count(metrics: &crate::metrics::Metrics, outcome: &'static str) {
+    metrics.registry_artifact(PROTOCOL.name, outcome);
 }

@@ -159,11 +159,11 @@ impl Registries {
         if let Some((sha256, present)) = known
             && (present || self.fetcher.fill_from_shared(sha256).await)
         {
-            count("hit");
-            crate::metrics::get().hit(crate::metrics::route::REGISTRY);
+            count(self.fetcher.metrics(), "hit");
+            self.fetcher.metrics().hit(crate::metrics::route::REGISTRY);
             return Ok(Reply::Artifact { sha256 });
         }
-        crate::metrics::get().miss(crate::metrics::route::REGISTRY);
+        self.fetcher.metrics().miss(crate::metrics::route::REGISTRY);
         if front.settings.offline {
             return Err(RegistryError::OfflineMiss(format!(
                 "{module}@{version}.{ext}"

@@ -19,6 +19,7 @@ use crate::fetch::expected::MetaResponse;
 use crate::fetch::flight::{Ask, Table};
 use crate::fetch::hops::{Credential, GetRequest};
 use crate::fetch::through::Fetcher;
+use crate::metrics::Metrics;
 use crate::registry::service::{Front, Registries};
 
 /// The most challenges and tokens remembered (registries × repositories); past it, the
@@ -84,7 +85,11 @@ impl Registries {
                         Ok((value, lifetime))
                     }
                 };
-                let Ok((value, _)) = flights().tokens.fly(once(&key), fetch, |_| ()).await else {
+                let Ok((value, _)) = flights()
+                    .tokens
+                    .fly(once(&key, self.fetcher.metrics()), fetch, |_| ())
+                    .await
+                else {
                     // No token: the upstream is asked anonymously. The operator's credential
                     // is for the realm, never for the registry that named it.
                     return Some(Front {
@@ -136,7 +141,7 @@ impl Registries {
         };
         flights()
             .probes
-            .fly(once(registry), fetch, |_| ())
+            .fly(once(registry, self.fetcher.metrics()), fetch, |_| ())
             .await
             .ok()?
     }
@@ -183,12 +188,12 @@ fn flights() -> &'static Flights {
 }
 
 /// A single-flight ask for `key`, which is its own one source.
-fn once(key: &str) -> Ask<String, String> {
+fn once(key: &str, metrics: &Arc<Metrics>) -> Ask<String, String> {
     Ask {
         key: key.to_string(),
         source: key.to_string(),
         hedge: Duration::ZERO,
-        metrics: crate::metrics::get(),
+        metrics: metrics.clone(),
     }
 }
 

@@ -7,6 +7,8 @@
 //! the verified entry: a range names bytes that may not have arrived, and a verified prefix
 //! says nothing about them.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http_body_util::BodyExt;
 
@@ -14,17 +16,17 @@ use super::count;
 use super::reference::Digest;
 use crate::body::{Observed, Observer};
 use crate::fetch::tap;
-use crate::metrics::route;
+use crate::metrics::{Metrics, route};
 use crate::registry::error::RegistryError;
 use crate::registry::service::{Ask, Front, Registries, Reply, sha256_expected};
 use crate::store::{Object, lookup};
 
 /// Counts the blob bytes a tapped client was sent, as served from the upstream.
-struct FromUpstream(String);
+struct FromUpstream(Arc<Metrics>, String);
 
 impl Observer for FromUpstream {
     fn on_data(&mut self, data: &Bytes) {
-        count::served(&self.0, "upstream", data.len() as u64);
+        count::served(&self.0, &self.1, "upstream", data.len() as u64);
     }
 
     fn on_end(&mut self, _complete: bool) {}
@@ -40,28 +42,29 @@ impl Registries {
         ask: &Ask<'_>,
     ) -> Result<Reply, RegistryError> {
         let registry = front.settings.name.as_str();
+        let metrics = self.fetcher.metrics();
         let sha256 = super::front::store_digest(digest)?;
         let store = self.fetcher.store();
         let whole = !ask.head && !ask.range;
         let stored = |object: Object| {
             if whole {
-                count::served(registry, "cache", object.size);
+                count::served(metrics, registry, "cache", object.size);
             }
             Reply::Stored { object }
         };
         let landing = self.landing(front, &sha256_expected(&sha256), name, digest.as_str());
         if let Some(object) = lookup(store, sha256).await {
             landing.count("hit");
-            count::pull(registry, "cache");
-            crate::metrics::get().hit(route::REGISTRY);
+            count::pull(metrics, registry, "cache");
+            metrics.hit(route::REGISTRY);
             return Ok(stored(object));
         }
-        crate::metrics::get().miss(route::REGISTRY);
+        metrics.miss(route::REGISTRY);
         if self.fetcher.fill_from_shared(sha256).await
             && let Some(object) = lookup(store, sha256).await
         {
             landing.count("shared");
-            count::pull(registry, "shared");
+            count::pull(metrics, registry, "shared");
             return Ok(stored(object));
         }
         if front.settings.offline {
@@ -87,7 +90,7 @@ impl Registries {
                 Err(RegistryError::DigestMismatch { .. }) => "mismatch",
                 Err(_) => "failed",
             };
-            count::pull(&owner, outcome);
+            count::pull(fetcher.metrics(), &owner, outcome);
             landed
         });
         let landed = tokio::select! {
@@ -96,7 +99,7 @@ impl Registries {
                     let body = Observed::new(
                         tapped.into_body(length),
                         Some(length),
-                        FromUpstream(registry.to_string()),
+                        FromUpstream(metrics.clone(), registry.to_string()),
                     )
                     .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
                     .boxed();

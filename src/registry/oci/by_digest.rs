@@ -58,12 +58,12 @@ impl Registries {
             .unwrap_or(false);
         let registry = front.settings.name.as_str();
         if present {
-            count::pull(registry, "cache");
+            count::pull(self.fetcher.metrics(), registry, "cache");
             return Ok(Reply::Artifact { sha256 });
         }
         // Another instance on the shared bucket may have verified it already.
         if self.fetcher.fill_from_shared(sha256).await {
-            count::pull(registry, "shared");
+            count::pull(self.fetcher.metrics(), registry, "shared");
             return Ok(Reply::Artifact { sha256 });
         }
         if front.settings.offline {
@@ -86,7 +86,7 @@ impl Registries {
             key: key.clone(),
             source: key,
             hedge: Duration::ZERO,
-            metrics: crate::metrics::get(),
+            metrics: self.fetcher.metrics().clone(),
         };
         let fetch = || {
             let read = read.clone();
@@ -96,6 +96,7 @@ impl Registries {
             .fly(ask, fetch, |why| RegistryError::Internal(why.into()))
             .await;
         count::pull(
+            self.fetcher.metrics(),
             registry,
             match &landed {
                 Ok(_) => "upstream",
@@ -119,7 +120,7 @@ impl Read {
             http::header::ACCEPT,
             HeaderValue::from_static(MANIFEST_ACCEPT),
         );
-        count::upstream_manifest(&self.registry, "GET");
+        count::upstream_manifest(self.fetcher.metrics(), &self.registry, "GET");
         let answer = self
             .fetcher
             .get_metadata(
@@ -143,7 +144,9 @@ impl Read {
         };
         let received = crate::store::Digest::of(&body);
         if received != sha256 {
-            crate::metrics::get().registry_artifact(PROTOCOL.name, "mismatch");
+            self.fetcher
+                .metrics()
+                .registry_artifact(PROTOCOL.name, "mismatch");
             tracing::warn!(registry = %self.registry, repository = name, expected = digest, received = %received.hex(), "manifest digest mismatch; nothing stored");
             return Err(RegistryError::DigestMismatch {
                 package: name.to_string(),

@@ -59,7 +59,7 @@ impl Registries {
         }
         let ask = |cached: Option<String>| async move {
             if let Some(cached) = cached {
-                count::upstream_manifest(registry, "HEAD");
+                count::upstream_manifest(fetcher.metrics(), registry, "HEAD");
                 let head = fetcher
                     .metadata_by(
                         http::Method::HEAD,
@@ -81,7 +81,7 @@ impl Registries {
                     _ => {}
                 }
             }
-            count::upstream_manifest(registry, "GET");
+            count::upstream_manifest(fetcher.metrics(), registry, "GET");
             match fetcher
                 .get_metadata(url.as_str(), headers, credential, limit)
                 .await?

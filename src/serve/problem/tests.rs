@@ -322,8 +322,8 @@ fn table() -> Vec<(Problem, &'static str, Origin)> {
         rows.push((e.code(), e.origin(), Problem::from(e)));
     }
     for e in [
-        crate::serve::host::HostRefused::Malformed("x".into()),
-        crate::serve::host::HostRefused::Foreign {
+        crate::access::host::HostRefused::Malformed("x".into()),
+        crate::access::host::HostRefused::Foreign {
             host: "x".into(),
             accepted: vec!["localhost".into()],
         },

@@ -4,13 +4,58 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use bytes::Bytes;
+use std::sync::Arc;
+
 use fetchgate::config::Config;
+use fetchgate::metrics::Metrics;
 use fetchgate::serve::Server;
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// The metrics of every proxy the test process started, by its proxy address: each server
+/// counts into its own, so a test reads exactly what its own traffic moved.
+static STARTED: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<SocketAddr, Arc<Metrics>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// Remembers `server`'s metrics under its proxy address.
+fn remember(server: &Server) -> SocketAddr {
+    let addr = server.local_addr().unwrap();
+    STARTED
+        .lock()
+        .unwrap()
+        .insert(addr, server.handle().metrics().clone());
+    addr
+}
+
+/// The metrics of the proxy started at `proxy` by one of this module's helpers.
+pub fn metrics_of(proxy: SocketAddr) -> Arc<Metrics> {
+    STARTED
+        .lock()
+        .unwrap()
+        .get(&proxy)
+        .cloned()
+        .unwrap_or_else(|| panic!("no proxy was started at {proxy}"))
+}
+
+/// The value of the series `series` (name and labels as the text format writes them) in the
+/// proxy at `proxy`'s own metrics, 0 when it is not there yet.
+pub fn metric(proxy: SocketAddr, series: &str) -> f64 {
+    metrics_of(proxy)
+        .encode_text()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
+}
 
 /// Starts the proxy on `127.0.0.1:0` with `config` (relative paths from `base`).
 /// Unless the config names a cache directory, a fresh one is made and removed when the
@@ -38,7 +83,7 @@ pub async fn start_proxy_with_mounts(
     let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
         .await
         .expect("bind proxy");
-    let addr = server.local_addr().unwrap();
+    let addr = remember(&server);
     let mounts = server.mount_addrs();
     tokio::spawn(async move {
         let _cache = dir;
@@ -56,7 +101,7 @@ pub async fn start_proxy_with_store(
     let server = Server::bind_to(&config, "127.0.0.1:0".parse().unwrap())
         .await
         .expect("bind proxy");
-    let addr = server.local_addr().unwrap();
+    let addr = remember(&server);
     let store = server.handle().store().clone();
     tokio::spawn(server.run());
     (addr, store)

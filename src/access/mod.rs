@@ -1,8 +1,13 @@
-//! Who may use the proxy: client address ranges, then (optionally) a bearer token; and which
-//! web pages may make it fetch into the cache.
+//! Who may use fetchgate: client address ranges, then (optionally) a bearer token; which
+//! per-client policy a client's certificate names or token select ([`policy`]); which `Host`
+//! names an origin-form request may carry ([`host`]); and which web pages may make it fetch
+//! into the cache.
 //!
 //! No check reaches the policy or the network. Tokens are compared in constant time against
 //! every configured token.
+
+pub(crate) mod host;
+pub(crate) mod policy;
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -16,10 +21,10 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use toml::Spanned;
 
-use super::host::{HostKey, host_key};
 use crate::decide::profile::parse_cidr;
 use crate::errors::Origin;
 use crate::toml_file::{FileError, TomlSource};
+use host::{HostKey, host_key};
 
 /// The `[access]` table of the config file, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -37,7 +42,7 @@ pub(crate) struct AccessSection {
     pub(crate) hosts: Option<Vec<Spanned<String>>>,
     /// Per-client policies (`[[access.policy]]`), each narrowing the global one.
     #[serde(default)]
-    pub(crate) policy: Vec<Spanned<super::access_policy::PolicySection>>,
+    pub(crate) policy: Vec<Spanned<policy::PolicySection>>,
 }
 
 /// One line of the tokens file: the secret, and the name policies select it by.
@@ -55,7 +60,7 @@ pub(crate) struct Access {
     pub(crate) tokens: Option<Vec<Token>>,
     origins: Vec<String>,
     /// The `[[access.policy]]` tables, with the identities that select each.
-    pub(crate) policies: super::access_policy::Policies,
+    pub(crate) policies: policy::Policies,
     hosts: Vec<HostKey>,
 }
 
@@ -282,7 +287,7 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
         let (name, secret) = match (words.next(), words.next(), words.next()) {
             (Some(secret), None, _) => (None, secret),
             (Some(name), Some(secret), None) => {
-                if !super::access_policy::is_name(name) {
+                if !policy::is_name(name) {
                     return Err(format!(
                         "line {}: a token's name is letters, digits, `.`, `_` and `-`",
                         i + 1

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::access::Access;
+use super::Access;
 use crate::decide::Policy;
 use crate::decide::narrow::{ClientPolicy, PolicyHost};
 use crate::toml_file::{FileError, TomlSource};
