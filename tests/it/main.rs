@@ -2,8 +2,9 @@
 //! (loopback servers, the real clients, the proxy in the test process) compiled once for all
 //! of them. Run one area with `cargo test --test it <area>::` (for example `registry::`).
 //!
-//! The metrics tests that assert exact values of the process-wide metrics live in their own
-//! binary, `tests/metrics/`, because every test here shares this process's metrics.
+//! Everything here shares one process: each server counts into its own metrics, so tests
+//! assert exact counts of their own instance's (`support::proxy::metrics_of`), never of the
+//! process.
 
 mod support;
 
@@ -22,6 +23,7 @@ mod gomod;
 mod gomod_harness;
 mod lifecycle;
 mod love;
+mod metrics;
 mod oci;
 mod oci_harness;
 mod packs;

@@ -1,36 +1,9 @@
-//! `/metrics` after known traffic, and `/readyz` when the cache stops being writable. The
-//! metrics are process-wide, so this binary holds only these tests, and each asserts exact
-//! values only on series no other test here touches (HTTP requests versus one tunnel).
-//!
-//! Why a second binary beside `tests/it/`: these tests assert exact counts (and zeros) of the
-//! process-wide `fetchgate::metrics::get()`, which every proxy in one process adds to. In the
-//! one integration binary, registry, proxy and tunnel tests running at the same time would move
-//! the same series. Here no other test runs beside them. Once each `Server` has its own
-//! registry (`server.metrics()`), they read their own instance's and move into `tests/it/`.
+//! `/metrics` after known traffic, and `/readyz` when the cache stops being writable. Every
+//! server counts into its own metrics (`Handle::metrics`, what its admin listener exports), so
+//! each test asserts exact values of what its own traffic moved, whatever other tests in this
+//! process do meanwhile.
 
-// The parts of `tests/it/support/` these tests use, compiled here as well; `support::` names
-// them as the integration binary does (and `super::config` in its registry module resolves).
-#[allow(dead_code)]
-#[path = "../it/support/config.rs"]
-mod config;
-#[allow(dead_code)]
-#[path = "../it/support/process.rs"]
-mod process;
-#[allow(dead_code)]
-#[path = "../it/support/proxy.rs"]
-mod proxy;
-#[allow(dead_code)]
-#[path = "../it/support/registry.rs"]
-mod registry;
-#[allow(dead_code)]
-#[path = "../it/support/tarball.rs"]
-mod tarball;
-#[allow(dead_code)]
-#[path = "../it/support/upstream.rs"]
-mod upstream;
-mod support {
-    pub(crate) use super::{config, process, proxy, registry, upstream};
-}
+use crate::support;
 
 use std::net::SocketAddr;
 
@@ -527,7 +500,7 @@ async fn the_grafana_dashboard_uses_only_exported_names() {
 /// type, and no name breaks Prometheus's conventions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promtool_check_metrics_finds_nothing_to_report() {
-    support::process::require(
+    support::require_tool(
         "promtool",
         "--version",
         "install Debian's prometheus (`apt-get install -y prometheus`)",
