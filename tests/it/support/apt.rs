@@ -316,6 +316,8 @@ pub struct AptServer {
     /// While stopped: the port held ([`super::ports`]), so it keeps refusing connections and
     /// no other test's server on port 0 is given it meanwhile.
     hold: Option<super::ports::Hold>,
+    /// While false, every request is counted, then held unanswered until it turns true.
+    open: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl AptServer {
@@ -327,9 +329,20 @@ impl AptServer {
             counts: Arc::default(),
             running: None,
             hold: None,
+            open: Arc::new(tokio::sync::watch::channel(true).0),
         };
         s.resume();
         s
+    }
+
+    /// Holds every request unanswered (after counting it) until [`AptServer::release`].
+    pub fn hold(&self) {
+        self.open.send_replace(false);
+    }
+
+    /// Answers the held requests and every later one.
+    pub fn release(&self) {
+        self.open.send_replace(true);
     }
 
     /// `http://<addr>/`, the repository base.
@@ -395,13 +408,13 @@ impl AptServer {
         std_listener.set_nonblocking(true).unwrap();
         self.addr = std_listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let (root, counts) = (self.root.clone(), self.counts.clone());
+        let (root, counts, open) = (self.root.clone(), self.counts.clone(), self.open.clone());
         let join = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .unwrap();
-            rt.block_on(serve_dir(std_listener, root, counts, rx));
+            rt.block_on(serve_dir(std_listener, root, counts, open, rx));
         });
         self.running = Some((tx, join));
     }
@@ -417,6 +430,7 @@ async fn serve_dir(
     listener: std::net::TcpListener,
     root: PathBuf,
     counts: Arc<Mutex<HashMap<String, usize>>>,
+    open: Arc<tokio::sync::watch::Sender<bool>>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     use http_body_util::Full;
@@ -429,20 +443,22 @@ async fn serve_dir(
             a = listener.accept() => a,
         };
         let Ok((stream, _)) = accepted else { continue };
-        let (root, counts) = (root.clone(), counts.clone());
+        let (root, counts, open) = (root.clone(), counts.clone(), open.clone());
         conns.spawn(async move {
             let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let path = req.uri().path().to_string();
                 *counts.lock().unwrap().entry(path.clone()).or_default() += 1;
                 let file = root.join(path.trim_start_matches('/'));
                 let safe = !path.split('/').any(|s| s == "..");
-                let body = if safe {
-                    std::fs::read(&file).ok()
-                } else {
-                    None
-                };
                 let head = req.method() == http::Method::HEAD;
+                let mut open = open.subscribe();
                 async move {
+                    let _ = open.wait_for(|open| *open).await;
+                    let body = if safe {
+                        std::fs::read(&file).ok()
+                    } else {
+                        None
+                    };
                     let (status, bytes) = match body {
                         Some(b) if file.is_file() => (200, b),
                         _ => (404, b"not found".to_vec()),

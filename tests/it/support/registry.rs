@@ -73,6 +73,8 @@ pub struct FakeRegistry {
     pub not_modified: Arc<std::sync::atomic::AtomicUsize>,
     /// While false, every request is logged, then held unanswered until it turns true.
     open: Arc<tokio::sync::watch::Sender<bool>>,
+    /// When set, only requests for paths ending in it are held.
+    held_ending: Arc<Mutex<Option<String>>>,
 }
 
 impl FakeRegistry {
@@ -93,6 +95,7 @@ impl FakeRegistry {
             etags: Arc::default(),
             not_modified: Arc::default(),
             open: Arc::new(tokio::sync::watch::channel(true).0),
+            held_ending: Arc::default(),
         };
         let r = reg.clone();
         tokio::spawn(async move {
@@ -121,7 +124,13 @@ impl FakeRegistry {
                                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
                                 .unwrap_or_default();
                             r.accepts.lock().unwrap().push(accept);
-                            let _ = r.open.subscribe().wait_for(|open| *open).await;
+                            let held = match r.held_ending.lock().unwrap().as_deref() {
+                                Some(suffix) => path.ends_with(suffix),
+                                None => true,
+                            };
+                            if held {
+                                let _ = r.open.subscribe().wait_for(|open| *open).await;
+                            }
                             let required = r.require_auth.lock().unwrap().clone();
                             let doc = match required {
                                 Some(want) if want != auth => Some(Doc {
@@ -194,9 +203,17 @@ impl FakeRegistry {
         self.open.send_replace(false);
     }
 
+    /// Holds only requests for paths ending in `suffix` (an artifact), as [`Self::hold`] does,
+    /// until [`Self::release`]; others are answered.
+    pub fn hold_ending(&self, suffix: &str) {
+        *self.held_ending.lock().unwrap() = Some(suffix.to_string());
+        self.open.send_replace(false);
+    }
+
     /// Answers the held requests and every later one.
     pub fn release(&self) {
         self.open.send_replace(true);
+        *self.held_ending.lock().unwrap() = None;
     }
 
     pub fn set_down(&self, down: bool) {

@@ -69,6 +69,8 @@ pub struct Upstream {
     down: Arc<AtomicBool>,
     /// How long each answer waits, in milliseconds ([`Upstream::slow_down`]).
     slow: Arc<AtomicU64>,
+    /// While false, every request is recorded, then held unanswered until it turns true.
+    open: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Upstream {
@@ -115,11 +117,13 @@ impl Upstream {
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let down = Arc::new(AtomicBool::new(false));
         let slow = Arc::new(AtomicU64::new(0));
-        let (c, s, d, w) = (
+        let open = Arc::new(tokio::sync::watch::channel(true).0);
+        let (c, s, d, w, o) = (
             connections.clone(),
             seen.clone(),
             down.clone(),
             slow.clone(),
+            open.clone(),
         );
         tokio::spawn(async move {
             loop {
@@ -131,7 +135,8 @@ impl Upstream {
                 }
                 c.fetch_add(1, Ordering::SeqCst);
                 let local = stream.local_addr().unwrap();
-                let (reply, seen, tls, slow) = (reply.clone(), s.clone(), tls.clone(), w.clone());
+                let (reply, seen, tls, slow, open) =
+                    (reply.clone(), s.clone(), tls.clone(), w.clone(), o.clone());
                 let reply: Responder = {
                     let d = d.clone();
                     Arc::new(move |path: &str| {
@@ -147,14 +152,17 @@ impl Upstream {
                 };
                 tokio::spawn(async move {
                     match tls {
-                        None => serve(TokioIo::new(stream), reply, seen, None, local, slow).await,
+                        None => {
+                            let io = TokioIo::new(stream);
+                            serve(io, reply, seen, None, local, (slow, open)).await
+                        }
                         Some(cfg) => {
                             let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
                             let Ok(tls) = acceptor.accept(stream).await else {
                                 return;
                             };
                             let sni = tls.get_ref().1.server_name().map(str::to_string);
-                            serve(TokioIo::new(tls), reply, seen, sni, local, slow).await
+                            serve(TokioIo::new(tls), reply, seen, sni, local, (slow, open)).await
                         }
                     }
                 });
@@ -166,7 +174,18 @@ impl Upstream {
             seen,
             down,
             slow,
+            open,
         }
+    }
+
+    /// Holds every request unanswered (after recording it) until [`Upstream::release`].
+    pub fn hold(&self) {
+        self.open.send_replace(false);
+    }
+
+    /// Answers the held requests and every later one.
+    pub fn release(&self) {
+        self.open.send_replace(true);
     }
 
     /// Makes every answer from now on wait `pause` first (so concurrent requests overlap).
@@ -195,12 +214,13 @@ async fn serve<I>(
     seen: Arc<Mutex<Vec<Seen>>>,
     sni: Option<String>,
     local: SocketAddr,
-    slow: Arc<AtomicU64>,
+    (slow, open): (Arc<AtomicU64>, Arc<tokio::sync::watch::Sender<bool>>),
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let svc = service_fn(move |req: Request<Incoming>| {
         let (reply, seen, sni, slow) = (reply.clone(), seen.clone(), sni.clone(), slow.clone());
+        let mut open = open.subscribe();
         async move {
             seen.lock().unwrap().push(Seen {
                 method: req.method().to_string(),
@@ -209,6 +229,7 @@ async fn serve<I>(
                 sni,
                 local,
             });
+            let _ = open.wait_for(|open| *open).await;
             let pause = slow.load(Ordering::SeqCst);
             if pause > 0 {
                 tokio::time::sleep(std::time::Duration::from_millis(pause)).await;

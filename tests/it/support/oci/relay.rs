@@ -6,11 +6,18 @@
 //! Request heads are read in sequence on each connection; a body with `Content-Length` is
 //! skipped, and a chunked body or bytes that are not HTTP (a TLS hello) end the reading of
 //! that connection (the pull side sends neither).
+//!
+//! It can hold what clients send ([`Relay::hold`]): request heads are still recorded as they
+//! arrive, but no byte goes on to the server until [`Relay::release`], so a test can let
+//! concurrent requests pile up in front of an upstream that has not answered yet.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Open (true) or held, and the condition waiting forwarders watch.
+type Gate = Arc<(Mutex<bool>, Condvar)>;
 
 /// One request head that passed through.
 #[derive(Clone, Debug)]
@@ -41,6 +48,7 @@ pub struct Relay {
     seen: Arc<Mutex<Vec<RelayedRequest>>>,
     connections: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
+    gate: Gate,
 }
 
 impl Relay {
@@ -55,7 +63,13 @@ impl Relay {
         let seen: Arc<Mutex<Vec<RelayedRequest>>> = Arc::default();
         let connections = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (s, c, st) = (seen.clone(), connections.clone(), stop.clone());
+        let gate: Gate = Arc::new((Mutex::new(true), Condvar::new()));
+        let (s, c, st, g) = (
+            seen.clone(),
+            connections.clone(),
+            stop.clone(),
+            gate.clone(),
+        );
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 if st.load(Ordering::SeqCst) {
@@ -66,8 +80,8 @@ impl Relay {
                 let Ok(server) = TcpStream::connect(target) else {
                     continue;
                 };
-                let s = s.clone();
-                std::thread::spawn(move || relay(client, server, &s));
+                let (s, g) = (s.clone(), g.clone());
+                std::thread::spawn(move || relay(client, server, &s, &g));
             }
         });
         Self {
@@ -75,7 +89,20 @@ impl Relay {
             seen,
             connections,
             stop,
+            gate,
         }
+    }
+
+    /// Holds every byte clients send from now on (request heads are still recorded) until
+    /// [`Relay::release`].
+    pub fn hold(&self) {
+        *self.gate.0.lock().expect("relay gate") = false;
+    }
+
+    /// Forwards what was held, and everything after it.
+    pub fn release(&self) {
+        *self.gate.0.lock().expect("relay gate") = true;
+        self.gate.1.notify_all();
     }
 
     /// Every request head so far, oldest first.
@@ -99,14 +126,16 @@ impl Relay {
 
 impl Drop for Relay {
     fn drop(&mut self) {
+        self.release();
         self.stop.store(true, Ordering::SeqCst);
         let _ = TcpStream::connect(self.addr);
     }
 }
 
 /// Copies both ways until either side closes, recording request heads on the way up. Bytes
-/// are forwarded as they arrive (a TLS hello, which has no line ends, must not wait for one).
-fn relay(mut client: TcpStream, server: TcpStream, seen: &Mutex<Vec<RelayedRequest>>) {
+/// are forwarded as they arrive (a TLS hello, which has no line ends, must not wait for one),
+/// unless the gate is held: then they wait, already recorded, until it opens.
+fn relay(mut client: TcpStream, server: TcpStream, seen: &Mutex<Vec<RelayedRequest>>, gate: &Gate) {
     let (Ok(mut client_w), Ok(mut server_r)) = (client.try_clone(), server.try_clone()) else {
         return;
     };
@@ -122,11 +151,17 @@ fn relay(mut client: TcpStream, server: TcpStream, seen: &Mutex<Vec<RelayedReque
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if server_w.write_all(&chunk[..n]).is_err() {
-            break;
-        }
         for req in heads.feed(&chunk[..n]) {
             seen.lock().expect("relay log").push(req);
+        }
+        let (open, opened) = &**gate;
+        drop(
+            opened
+                .wait_while(open.lock().expect("relay gate"), |open| !*open)
+                .expect("relay gate"),
+        );
+        if server_w.write_all(&chunk[..n]).is_err() {
+            break;
         }
     }
     let _ = server_w.shutdown(Shutdown::Write);
