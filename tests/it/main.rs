@@ -18,6 +18,7 @@ mod classifier;
 mod cli;
 mod config;
 mod config_reference;
+mod conformance;
 mod crash;
 mod gomod;
 mod gomod_harness;
