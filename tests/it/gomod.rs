@@ -421,7 +421,7 @@ async fn concurrent_requests_for_one_zip_make_one_upstream_read_and_all_get_the_
 
 /// Ten GETs at once of the library zip (`swapped`: replaced upstream) through a new
 /// fetchgate. The database is asked first (the `.mod`), so every request reaches the zip
-/// read, and the upstream answers slowly so the ten overlap.
+/// read, and the upstream holds the zip's first request until the nine others wait on it.
 async fn ten_at_once(swapped: bool) -> (GoWorld, Vec<Got>, SocketAddr, tempfile::TempDir) {
     let w = world().await;
     if swapped {
@@ -430,11 +430,24 @@ async fn ten_at_once(swapped: bool) -> (GoWorld, Vec<Got>, SocketAddr, tempfile:
     let (proxy, dir) = gate(&w, "").await;
     let first = fetch(proxy, "/example.com/!upper/lib/@v/v1.0.0.mod").await;
     assert_eq!(first.status, 200, "{:?}", first.body);
-    w.proxy.slow_down(std::time::Duration::from_millis(300));
+    w.proxy.hold();
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..10 {
         set.spawn(fetch(proxy, LIB_ZIP));
     }
+    let waiting = || support::proxy::metric(proxy, "fetchgate_fetch_waiters");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while w.requests(LIB_ZIP) == 0 || waiting() < 9.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the zip's first request and nine waiting on it: {} asked, {} waiting; {:#?}",
+            w.requests(LIB_ZIP),
+            waiting(),
+            w.paths()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    w.proxy.release();
     let got = set.join_all().await;
     (w, got, proxy, dir)
 }

@@ -806,8 +806,18 @@ async fn concurrent_first_requests_for_a_packument_make_one_upstream_request() {
         at_once(&fg, "/registry/npm/fg-popular", 12),
         at_once(&fg, "/registry/mirror/fg-popular", 3),
         async {
-            // Let every request reach fetchgate before the upstream answers.
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            // The upstream answers once each registry's first request is held there (so both
+            // flights are in the air while the others arrive); fetchgate counts no waiters
+            // on a metadata flight, so the others' joining is not something to wait for.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while reg.requests_ending("/fg-popular") < 2 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the first requests never reached the upstream: {:?}",
+                    reg.requests()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
             reg.release();
         }
     );

@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -67,8 +67,6 @@ pub struct Upstream {
     pub seen: Arc<Mutex<Vec<Seen>>>,
     /// Once set ([`Upstream::stop`]), every connection and request is dropped unanswered.
     down: Arc<AtomicBool>,
-    /// How long each answer waits, in milliseconds ([`Upstream::slow_down`]).
-    slow: Arc<AtomicU64>,
     /// While false, every request is recorded, then held unanswered until it turns true.
     open: Arc<tokio::sync::watch::Sender<bool>>,
 }
@@ -116,13 +114,11 @@ impl Upstream {
         let connections = Arc::new(AtomicUsize::new(0));
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let down = Arc::new(AtomicBool::new(false));
-        let slow = Arc::new(AtomicU64::new(0));
         let open = Arc::new(tokio::sync::watch::channel(true).0);
-        let (c, s, d, w, o) = (
+        let (c, s, d, o) = (
             connections.clone(),
             seen.clone(),
             down.clone(),
-            slow.clone(),
             open.clone(),
         );
         tokio::spawn(async move {
@@ -135,8 +131,7 @@ impl Upstream {
                 }
                 c.fetch_add(1, Ordering::SeqCst);
                 let local = stream.local_addr().unwrap();
-                let (reply, seen, tls, slow, open) =
-                    (reply.clone(), s.clone(), tls.clone(), w.clone(), o.clone());
+                let (reply, seen, tls, open) = (reply.clone(), s.clone(), tls.clone(), o.clone());
                 let reply: Responder = {
                     let d = d.clone();
                     Arc::new(move |path: &str| {
@@ -154,7 +149,7 @@ impl Upstream {
                     match tls {
                         None => {
                             let io = TokioIo::new(stream);
-                            serve(io, reply, seen, None, local, (slow, open)).await
+                            serve(io, reply, seen, None, local, open).await
                         }
                         Some(cfg) => {
                             let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
@@ -162,7 +157,7 @@ impl Upstream {
                                 return;
                             };
                             let sni = tls.get_ref().1.server_name().map(str::to_string);
-                            serve(TokioIo::new(tls), reply, seen, sni, local, (slow, open)).await
+                            serve(TokioIo::new(tls), reply, seen, sni, local, open).await
                         }
                     }
                 });
@@ -173,7 +168,6 @@ impl Upstream {
             connections,
             seen,
             down,
-            slow,
             open,
         }
     }
@@ -186,11 +180,6 @@ impl Upstream {
     /// Answers the held requests and every later one.
     pub fn release(&self) {
         self.open.send_replace(true);
-    }
-
-    /// Makes every answer from now on wait `pause` first (so concurrent requests overlap).
-    pub fn slow_down(&self, pause: std::time::Duration) {
-        self.slow.store(pause.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Stops answering: from now on every new connection is closed at once and every request
@@ -214,12 +203,12 @@ async fn serve<I>(
     seen: Arc<Mutex<Vec<Seen>>>,
     sni: Option<String>,
     local: SocketAddr,
-    (slow, open): (Arc<AtomicU64>, Arc<tokio::sync::watch::Sender<bool>>),
+    open: Arc<tokio::sync::watch::Sender<bool>>,
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let svc = service_fn(move |req: Request<Incoming>| {
-        let (reply, seen, sni, slow) = (reply.clone(), seen.clone(), sni.clone(), slow.clone());
+        let (reply, seen, sni) = (reply.clone(), seen.clone(), sni.clone());
         let mut open = open.subscribe();
         async move {
             seen.lock().unwrap().push(Seen {
@@ -230,10 +219,6 @@ async fn serve<I>(
                 local,
             });
             let _ = open.wait_for(|open| *open).await;
-            let pause = slow.load(Ordering::SeqCst);
-            if pause > 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-            }
             let reply = reply(req.uri().path());
             if reply.status == DOWN {
                 return Err(std::io::Error::other("stopped"));
