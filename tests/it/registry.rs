@@ -250,10 +250,17 @@ async fn npm_install_of_a_tampered_tarball_fails_with_digest_mismatch() {
     assert_eq!(j["version"], "1.0.0");
     assert_eq!(j["expected"], sri512(&good));
     assert_eq!(j["received"], sri512(&evil));
-    let metrics = support::proxy::metrics_of(fg.proxy).encode();
-    assert!(
-        metrics.contains("fetchgate_registry_artifacts_total{kind=\"npm\",outcome=\"mismatch\"}"),
-        "{metrics}"
+    // Counted: the series exists from the start at zero, so its presence alone says nothing.
+    // npm's one request and this one: two mismatches.
+    let mismatches = support::proxy::metric(
+        fg.proxy,
+        "fetchgate_registry_artifacts_total{kind=\"npm\",outcome=\"mismatch\"}",
+    );
+    assert_eq!(
+        mismatches,
+        2.0,
+        "{}",
+        support::proxy::metrics_of(fg.proxy).encode()
     );
 }
 
