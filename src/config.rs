@@ -13,13 +13,14 @@ use crate::access::{Access, AccessSection};
 use crate::connect::tls::{TlsSection, client_config};
 use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
-use crate::fetch::through::DEFAULT_MAX_REDIRECTS;
+use crate::fetch::DEFAULT_MAX_REDIRECTS;
 use crate::listen::limits::{Limits, ListenSection, ProxySection};
 use crate::listen::tls::ListenTls;
 use crate::love::{LoveSection, LoveSettings};
 use crate::metrics::Metrics;
 use crate::pack::{LgflowSection, OpenwopSection, PackConfig};
-use crate::registry::{RegistrySection, RegistrySettings};
+use crate::registry::protocol::Configured;
+use crate::registry::section::{RegistrySection, from_sections};
 use crate::shared::{SharedSection, SharedSettings};
 use crate::store::{CacheSection, CacheSettings};
 use crate::toml_file::{FileError, TomlSource};
@@ -76,7 +77,7 @@ pub struct Config {
     /// LOVE caps.
     pub(crate) love: LoveSettings,
     /// Registry front-ends (`[[registry]]`).
-    pub(crate) registries: Vec<RegistrySettings>,
+    pub(crate) registries: Vec<Configured>,
     /// Trusted OpenWOP registries and LGFlow keys (`[[openwop.registry]]`, `[lgflow]`).
     pub(crate) packs: PackConfig,
     /// The shared tier (`[shared]`), if configured.
@@ -140,11 +141,14 @@ impl Config {
                 },
             );
         }
-        let registries = RegistrySettings::from_sections(&raw.registry, base, &src)?;
+        let registries = from_sections(&raw.registry, base, &src)?;
         let listen_tls = ListenTls::from_section(&raw.listen.tls, base, &src)?;
         let checks = PolicyChecks {
             global: &policy,
-            registries: registries.iter().map(|r| r.name.as_str()).collect(),
+            registries: registries
+                .iter()
+                .map(|r| r.settings.name.as_str())
+                .collect(),
             client_certs: listen_tls.any_client_certs(),
         };
         let access = Access::from_section(&raw.access, base, &src)?.with_policies(
@@ -183,19 +187,19 @@ impl Config {
         &self,
         store: Arc<crate::store::Store>,
         metrics: Arc<Metrics>,
-    ) -> crate::fetch::through::Fetcher {
+    ) -> crate::fetch::Fetcher {
         let timeouts = crate::fetch::upstream::Timeouts {
             connect: self.limits.connect_timeout,
             response_head: self.limits.response_head_timeout,
         };
-        let limits = crate::fetch::through::FetchLimits {
+        let limits = crate::fetch::FetchLimits {
             timeouts,
             max_redirects: self.max_redirects,
             fetch_timeout: self.cache.fetch_timeout,
             body_idle: self.limits.body_idle_timeout,
             hedge: self.cache.flight_hedge,
         };
-        crate::fetch::through::Fetcher::new(
+        crate::fetch::Fetcher::new(
             self.egress(metrics.clone()),
             self.tls.clone(),
             store,

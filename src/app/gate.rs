@@ -11,7 +11,7 @@ use super::Lasting;
 use crate::access::Access;
 use crate::config::Config;
 use crate::connect::Egress;
-use crate::fetch::through::Fetcher;
+use crate::fetch::Fetcher;
 use crate::listen::limits::Limits;
 use crate::listen::tls::ListenTls;
 use crate::love::Love;

@@ -45,7 +45,7 @@ impl Fixed {
             registry_listeners: config
                 .registries
                 .iter()
-                .map(|r| (r.name.clone(), r.listen))
+                .map(|r| (r.settings.name.clone(), r.settings.listen))
                 .collect(),
         }
     }

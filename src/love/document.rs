@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::error::{LoveError, NEXT_INDEX, NEXT_MANIFEST};
 use super::schema::{Kind, validate};
 use crate::decide::parse_url;
-use crate::fetch::through::MAX_MIRRORS;
+use crate::fetch::MAX_MIRRORS;
 
 /// The protocol this consumer understands.
 pub(crate) const PROTOCOL: &str = "love-package/v1";

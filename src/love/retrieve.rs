@@ -16,9 +16,11 @@ use super::engine_compat::{Compat, check};
 use super::error::LoveError;
 use super::lock::LockEntry;
 use super::seen::{Conflict, Seen, Sighting};
-use crate::fetch::through::{Fetcher, LocatorFailure, ThroughError, Wanted};
+use crate::fetch::Fetcher;
+use crate::fetch::failure::{LocatorFailure, ThroughError};
+use crate::fetch::through::Wanted;
 use crate::redact::redact_locator;
-use crate::store::{Digest, FillError, StoreError, now};
+use crate::store::{Digest, FillError, Provenance, StoreError, now};
 
 /// Default largest document (manifest, index, pointer) read.
 pub(crate) const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 1 << 20;
@@ -279,7 +281,12 @@ impl Love {
                     .map(|_| expected)
             } else {
                 publish_store
-                    .put_verified(expected, &bytes, from, Some(publish_label))
+                    .put_verified(
+                        expected,
+                        &bytes,
+                        Provenance::upstream(from),
+                        Some(publish_label),
+                    )
                     .map_err(|e| match e {
                         FillError::Store(e) => e,
                         // The bytes were verified above: any other failure is fetchgate's own.

@@ -5,7 +5,7 @@
 use crate::archive::ArchiveError;
 use crate::errors::Origin;
 use crate::failure::{Failure, OriginTable};
-use crate::fetch::through::LocatorFailure;
+use crate::fetch::failure::{FetchCode, LocatorFailure};
 use crate::redact::redact_locator;
 
 /// The next action for a package whose bytes break a rule.
@@ -81,7 +81,7 @@ impl Failure<Pack> {
 /// True when the upstream answered that the locator names nothing (`404`, `410`): the
 /// document does not exist, which no retry changes.
 pub(crate) fn is_absent(f: &LocatorFailure) -> bool {
-    f.code == "upstream_status"
+    f.code == FetchCode::UpstreamStatus
         && ["HTTP 404", "HTTP 410"]
             .iter()
             .any(|p| f.detail.starts_with(p))

@@ -7,12 +7,11 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 
 use super::Packs;
 use super::error::PackError;
-use crate::fetch::hops::locator_failure;
-use crate::fetch::through::{LocatorFailure, body_failure};
+use crate::fetch::failure::{FetchCode, LocatorFailure, locator_failure};
+use crate::fetch::pump::Pump;
 use crate::love::budget::{Budget, Held, Short};
 use crate::redact::redact_locator;
 use crate::store::Digest;
@@ -120,7 +119,7 @@ impl Packs {
                 Err(PackError::unavailable(
                     "pack_artifact_unavailable",
                     url,
-                    locator_failure(url, None, "fetch_timeout", detail).into_locator(),
+                    locator_failure(url, None, FetchCode::FetchTimeout, detail).into_locator(),
                 ))
             })?;
         let digest = Digest::of(&bytes);
@@ -156,28 +155,24 @@ impl Packs {
         };
         let capped_by_budget = max < self.settings.caps.max_compressed_bytes;
         let failed = |f: LocatorFailure| {
-            if matches!(f.code, "size_mismatch" | "too_large") && capped_by_budget {
+            if f.code.is_over_length() && capped_by_budget {
                 over_budget()
             } else {
                 PackError::unavailable("pack_artifact_unavailable", url, f)
             }
         };
-        let (mut body, last) = self.fetcher.open_body(url, max).await.map_err(failed)?;
+        let (body, last) = self.fetcher.open_body(url, max).await.map_err(failed)?;
         let hop = (last != url).then_some(last.as_str());
         let mut buf = bytes::BytesMut::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| {
-                let (code, detail) = body_failure(e.as_ref());
-                failed(locator_failure(url, hop, code, detail).into_locator())
-            })?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            let len = buf.len() as u64 + data.len() as u64;
+        let mut pump = Pump::new(body);
+        while let Some(data) = pump.next().await.map_err(|(code, detail)| {
+            failed(locator_failure(url, hop, code, detail).into_locator())
+        })? {
+            let len = pump.moved();
             if len > max {
                 let detail = format!("the body is longer than {max} bytes; reading stopped there");
                 return Err(failed(
-                    locator_failure(url, hop, "size_mismatch", detail).into_locator(),
+                    locator_failure(url, hop, FetchCode::SizeMismatch, detail).into_locator(),
                 ));
             }
             memory.grow_to(len).await.map_err(|short| {

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use super::error::PackError;
 use super::files::Files;
 use super::json as strict;
-use super::settings::{PackConfig, utc_key};
+use super::lgflow_store::utc_key;
+use super::settings::PackConfig;
 
 /// `secs` (Unix seconds) as an RFC 3339 UTC time.
 fn rfc3339(secs: u64) -> String {

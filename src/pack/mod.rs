@@ -24,6 +24,7 @@ mod lgflow_trust;
 mod love;
 mod openwop;
 mod profile;
+mod profiles;
 mod secrets;
 pub(crate) mod settings;
 
@@ -40,11 +41,11 @@ pub(crate) use settings::PackConfig;
 pub(crate) use settings::{LgflowSection, OpenwopSection};
 
 use crate::archive::Limits;
-use crate::fetch::through::Fetcher;
+use crate::fetch::Fetcher;
 use crate::love::budget::Budget;
 use crate::love::seen::{Conflict, Seen, Sighting};
 use crate::love::{Caps, LoveSettings};
-use crate::store::{FillError, StoreError, now};
+use crate::store::{FillError, Provenance, StoreError, now};
 
 /// What the profiles run with: the `[love]` caps (shared by every archive) and the
 /// operator's trust configuration.
@@ -214,7 +215,7 @@ impl Packs {
         params: &Params,
         client: Option<IpAddr>,
     ) -> Result<PackResult, PackError> {
-        let profile = profile::find(format);
+        let profile = profiles::find(format);
         let label = profile.as_ref().map_or("unknown", |p| p.name);
         let result = match profile {
             Ok(p) => self.for_client(client).fetch_with(p, params).await,
@@ -384,7 +385,7 @@ impl Packs {
             } else {
                 metrics.fill(crate::metrics::route::PACK);
                 store
-                    .put_verified(digest, &bytes, from, Some(label))
+                    .put_verified(digest, &bytes, Provenance::upstream(from), Some(label))
                     .map(|_| ())
                     .map_err(|e| match e {
                         FillError::Store(e) => e,

@@ -7,7 +7,8 @@
 #![allow(clippy::result_large_err)]
 
 pub mod admin;
-pub(crate) mod body;
+pub(crate) mod conn;
+pub(crate) mod forward;
 pub(crate) mod love_api;
 pub(crate) mod objects;
 pub(crate) mod pack_api;
@@ -15,6 +16,7 @@ pub(crate) mod problem;
 pub(crate) mod proxy;
 pub(crate) mod registry_api;
 pub(crate) mod request_error;
+pub(crate) mod request_log;
 pub(crate) mod slots;
 pub(crate) mod status;
 pub(crate) mod tee;
@@ -37,8 +39,8 @@ use crate::config::Config;
 use crate::connect::pool::Pool;
 use crate::metrics::Metrics;
 use crate::store::{Store, UsageFlusher};
+use conn::ClientConn;
 use problem::Problem;
-use proxy::ClientConn;
 use slots::{Full, Slot, Slots};
 
 /// Idle upstream connections kept per client connection.
@@ -262,7 +264,7 @@ impl Handle {
 /// Creates at zero the series whose labels this layer names: requests by kind and outcome,
 /// CONNECT tunnel bytes by direction, and the tee's skip and abandon reasons.
 fn preset_metrics(m: &Metrics) {
-    let kinds = body::Kind::ALL.map(body::Kind::as_str);
+    let kinds = request_log::Kind::ALL.map(request_log::Kind::as_str);
     let outcomes = ["refused", "2xx", "3xx", "4xx", "5xx"];
     Metrics::preset2(&m.requests, ("kind", &kinds), ("outcome", &outcomes));
     Metrics::preset(

@@ -14,14 +14,14 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::json;
 
-use super::body::ProxyBody;
 use super::request_error::RequestError;
 use super::slots::Full;
 use crate::access::{CrossSite, Denied};
+use crate::body::ResponseBody;
 use crate::body::full;
 use crate::connect::dial::DialError;
 use crate::decide::{Reason, Refusal};
-use crate::fetch::through::ThroughError;
+use crate::fetch::failure::ThroughError;
 use crate::fetch::upstream::UpstreamError;
 use crate::love::LoveError;
 use crate::pack::PackError;
@@ -137,7 +137,7 @@ impl Problem {
     }
 
     /// The response: problem+json body, `Fetchgate-Error`, and any extra headers.
-    pub(crate) fn into_response(self) -> Response<ProxyBody> {
+    pub(crate) fn into_response(self) -> Response<ResponseBody> {
         let bytes = Bytes::from(self.body().to_string());
         let len = bytes.len();
         let mut resp = Response::new(full(bytes));
@@ -207,7 +207,7 @@ impl From<RequestError> for Problem {
             | InvalidEngine
             | MissingManifest
             | InvalidHostHeader => StatusCode::BAD_REQUEST,
-            // npm and pip retry a 503 with Retry-After; the entry is refetched on the retry.
+            // Package managers retry a 503 with Retry-After; the entry is refetched on the retry.
             Evicted(_) => StatusCode::SERVICE_UNAVAILABLE,
             RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             // The digest names one size; a request claiming another conflicts with the entry.
@@ -496,5 +496,7 @@ pub(crate) fn refusal(refused: &Refusal, locator: String) -> Problem {
 }
 
 mod host;
+#[cfg(test)]
+mod samples;
 #[cfg(test)]
 mod tests;

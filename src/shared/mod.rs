@@ -40,7 +40,7 @@ use misses::Misses;
 use upload::{Job, Uploads, Worker};
 
 use crate::metrics::Metrics;
-use crate::store::{Digest, FillError, FillSink, Store};
+use crate::store::{Digest, FillError, FillSink, Provenance, Store};
 
 /// The shared tier of one process.
 pub(crate) struct SharedTier {
@@ -135,13 +135,12 @@ impl SharedTier {
                 metrics: metrics.clone(),
             },
         );
-        let own = locator_base(settings);
         let queue = uploads.clone();
         let misses = Misses::new(settings.miss_ttl);
         let published = misses.clone();
-        store.on_publish(Box::new(move |digest, locator, label| {
+        store.on_publish(Box::new(move |digest, from, label| {
             published.forget(&digest);
-            if locator.is_some_and(|l| l.starts_with(&own)) {
+            if matches!(from, Provenance::Shared(_)) {
                 return; // it came from the bucket
             }
             queue.offer(Job::Object {
@@ -192,7 +191,7 @@ impl SharedTier {
         }
         match sink
             .finish(
-                Some(format!("{}{key}", locator_base(&self.settings))),
+                Provenance::Shared(format!("{}{key}", locator_base(&self.settings))),
                 found.label,
             )
             .await

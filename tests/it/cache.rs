@@ -722,7 +722,7 @@ async fn eviction_stays_under_max_bytes_and_spares_pinned_entries() {
         let d = Digest::of(&bytes);
         let mut f = store.begin(Some(d), n).unwrap();
         f.write(&bytes).unwrap();
-        f.commit(None, None).unwrap()
+        f.commit(fetchgate::store::Provenance::Local, None).unwrap()
     };
     let first = put(100_000);
     assert!(store.set_pinned(&first, true).unwrap());
@@ -732,7 +732,7 @@ async fn eviction_stays_under_max_bytes_and_spares_pinned_entries() {
         let d = Digest::of(&bytes);
         let mut f = store.begin(Some(d), 100_000).unwrap();
         f.write(&bytes).unwrap();
-        later.push(f.commit(None, None).unwrap());
+        later.push(f.commit(fetchgate::store::Provenance::Local, None).unwrap());
         assert!(
             store.stats().bytes <= 250_000,
             "over the limit: {:?}",
@@ -1146,7 +1146,12 @@ async fn evictions_are_counted() {
     let put = |seed: u64| {
         let bytes = seeded_bytes(100_000, seed);
         store
-            .put_verified(Digest::of(&bytes), &bytes, None, None)
+            .put_verified(
+                Digest::of(&bytes),
+                &bytes,
+                fetchgate::store::Provenance::Local,
+                None,
+            )
             .unwrap()
     };
     put(1);

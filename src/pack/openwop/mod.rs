@@ -18,8 +18,8 @@ use super::error::PackError;
 use super::files::collect;
 use super::profile::{Candidate, Judged, Located, Params, Profile, pin, required};
 use super::{PackSettings, Packs, json as strict};
+use crate::fetch::failure::LocatorFailure;
 use crate::fetch::integrity::{Expected, Hasher};
-use crate::fetch::through::LocatorFailure;
 use crate::redact::redact_locator;
 
 /// The `openwop` row of the profile table.

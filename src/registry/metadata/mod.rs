@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use crate::fetch::through::LocatorFailure;
+use crate::fetch::failure::LocatorFailure;
 use crate::store::now;
 use disk::Disk;
 use work::Work;

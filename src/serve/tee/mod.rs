@@ -29,7 +29,7 @@ use tokio::time::Sleep;
 
 use crate::fetch::idle::IdleBody;
 use crate::metrics::Metrics;
-use crate::store::{Digest, FillError, FillSink, Store};
+use crate::store::{Digest, FillError, FillSink, Provenance, Store};
 
 pub(crate) use admit::{RequestSide, Skip, admit};
 
@@ -253,7 +253,10 @@ impl Tee {
                     return;
                 }
                 runtime.spawn(async move {
-                    report(&metrics, sink.finish(Some(locator), None).await);
+                    report(
+                        &metrics,
+                        sink.finish(Provenance::Upstream(locator), None).await,
+                    );
                 });
             }
         }
@@ -273,7 +276,7 @@ fn put_chunks(
     for chunk in chunks {
         fill.write(chunk)?;
     }
-    fill.commit(Some(locator), None)
+    fill.commit(Provenance::Upstream(locator), None)
 }
 
 /// Counts the end of a publication.
