@@ -200,7 +200,7 @@ impl Access {
         Ok(access)
     }
 
-    /// `[access] hosts`, as [`super::host::check_host`] compares them.
+    /// `[access] hosts`, as [`host::check_host`] compares them.
     pub(crate) fn hosts(&self) -> &[HostKey] {
         &self.hosts
     }

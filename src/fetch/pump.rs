@@ -31,7 +31,7 @@ impl Pump {
         }
     }
 
-    /// Also hashes every chunk with `algorithm` ([`Pump::digest`]).
+    /// Also hashes every chunk with `algorithm` ([`Pump::finish`]).
     pub(crate) fn hashing(mut self, algorithm: Algorithm) -> Self {
         self.hasher = Some(Hasher::new(algorithm));
         self

@@ -86,7 +86,7 @@ impl Store {
     }
 
     /// The generation of `digest`'s object directory an entry may record (see
-    /// [`shards`]); `path` is its file's. Blocking.
+    /// [`super::shards`]); `path` is its file's. Blocking.
     fn shard_generation(&self, digest: &Digest, path: &Path) -> u64 {
         match path.parent() {
             Some(dir) => self.shards.generation(digest.0[0], dir, now()),

@@ -159,7 +159,7 @@ impl RegistryCore {
     }
 
     /// What `make` makes of `entry` (and the memory it takes), kept under this registry's
-    /// `key` once per entry generation; see [`Work::derived`](super::metadata::work::Work::derived).
+    /// `key` once per entry generation; see [`Work::derived`](crate::registry::metadata::work::Work::derived).
     pub(crate) async fn derived<T, F>(
         &self,
         front: &Front,

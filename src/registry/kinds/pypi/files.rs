@@ -10,7 +10,7 @@ use crate::registry::settings::Front;
 use crate::store::Digest;
 
 /// What this registry's page of `project` says about each file it lists, keyed by this
-/// registry, project and file digest (for [`super::aliases::Aliases::set_files`], which
+/// registry, project and file digest (for [`crate::registry::aliases::Aliases::set_files`], which
 /// writes only what changed).
 pub(super) fn file_records(
     registry: &str,

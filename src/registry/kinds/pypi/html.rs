@@ -1,5 +1,5 @@
 //! PEP 503 HTML for a PyPI project page: one anchor per file, every value escaped. The page
-//! itself is read and rewritten in [`super::pypi`]; this is only its second rendering.
+//! itself is read and rewritten in [`super`]; this is only its second rendering.
 
 use bytes::Bytes;
 use serde_json::Value;

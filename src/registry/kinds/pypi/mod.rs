@@ -1,5 +1,5 @@
 //! The PyPI simple repository API: project pages read from the upstream in PEP 691 JSON or
-//! PEP 503 HTML (whichever it answered: [`super::pypi_upstream`]) and served in JSON or PEP 503 HTML as the client's `Accept` prefers (`Vary: Accept`), file URLs
+//! PEP 503 HTML (whichever it answered: [`upstream`]) and served in JSON or PEP 503 HTML as the client's `Accept` prefers (`Vary: Accept`), file URLs
 //! pointed at fetchgate with their SHA-256 kept, `.metadata` sidecars (PEP 658/714) served and
 //! verified the same way, yanked flags and `requires-python` passed through.
 //!

@@ -1,6 +1,6 @@
 //! PEP 503 HTML project pages from upstreams that answer nothing else (pypiserver, a static
 //! file tree, another proxy), read as pip reads them and turned into the PEP 691 form the rest
-//! of [`super::pypi`] works on.
+//! of [`super`] works on.
 //!
 //! The page is tokenised by `html5gum` (the WHATWG tokeniser: character references decoded in
 //! attribute values, `<script>` and `<style>` contents not read as tags). As pip does, every
