@@ -194,7 +194,17 @@ async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {
         .map_or_else(|_| config.limits.admin.to_string(), |a| a.to_string());
     tokio::spawn(admin.run());
     tokio::spawn(signals(handle, path));
-    tracing::info!(proxy = %proxy_addr, admin = %admin_addr, "fetchgate listening");
+    // Each registry's own listener, `name=address`, comma-separated.
+    let registries = server
+        .mount_addrs()
+        .iter()
+        .map(|(name, addr)| format!("{name}={addr}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    tracing::info!(proxy = %proxy_addr, admin = %admin_addr, registries = %registries, "fetchgate listening");
+    for warning in config.start_up_warnings() {
+        tracing::warn!("{warning}");
+    }
     match server.run().await {
         Ok(()) => {
             tracing::info!("stopped");

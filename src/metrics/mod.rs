@@ -144,6 +144,18 @@ pub struct Metrics {
     pub(crate) shared_upload_queue: Gauge,
     /// 1 while the shared tier's circuit breaker is open (or probing), else 0.
     pub(crate) shared_breaker_open: Gauge,
+    /// Fleet leases by `outcome`: `taken` (this instance fetched), `taken_over` (from a
+    /// holder that stopped renewing), `waited` (another instance's fetch served this one),
+    /// `timed_out` (waited `lease_wait_ms`, then fetched alone), `unavailable` (the bucket
+    /// could not be asked).
+    pub(crate) fleet_leases: Family<Labels1, Counter>,
+    /// Registry metadata a leading request had, by `source`: `fleet` (a sealed document
+    /// another instance shared) or `upstream`.
+    pub(crate) fleet_metadata: Family<Labels1, Counter>,
+    /// Shared metadata documents refused: their seal did not hold under the fleet key.
+    pub(crate) fleet_seal_failures: Counter,
+    /// Requests waiting now on another instance's lease.
+    pub(crate) fleet_waiting: Gauge,
 }
 
 fn latency() -> Histogram {
@@ -211,6 +223,10 @@ impl Metrics {
             shared_uploads: Family::default(),
             shared_upload_queue: Gauge::default(),
             shared_breaker_open: Gauge::default(),
+            fleet_leases: Family::default(),
+            fleet_metadata: Family::default(),
+            fleet_seal_failures: Counter::default(),
+            fleet_waiting: Gauge::default(),
             registry: Registry::default(),
         };
         let app = registry.sub_registry_with_prefix("fetchgate");
@@ -257,6 +273,10 @@ impl Metrics {
             shared_uploads: "shared_uploads", "Shared-tier uploads by outcome";
             shared_upload_queue: "shared_upload_queue", "Shared-tier uploads waiting";
             shared_breaker_open: "shared_breaker_open", "1 while the shared tier's circuit breaker is open";
+            fleet_leases: "fleet_leases", "Fleet leases by outcome (taken, taken_over, waited, timed_out, unavailable)";
+            fleet_metadata: "fleet_metadata", "Registry metadata a leading request had, by source (fleet, upstream)";
+            fleet_seal_failures: "fleet_seal_failures", "Shared metadata documents refused because their seal did not hold";
+            fleet_waiting: "fleet_waiting", "Requests waiting now on another instance's lease";
         );
         app.register(
             "build",

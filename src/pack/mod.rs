@@ -17,6 +17,7 @@ pub(crate) mod caps;
 mod error;
 mod fetching;
 mod files;
+mod fleet;
 mod json;
 mod keys;
 mod lgflow;
@@ -289,8 +290,14 @@ impl Packs {
         let elsewhere = settle(profile, seen, &label_name, &judged.version, &cand)?;
 
         let label = format!("{label_name}@{}", judged.version);
-        self.publish(cand.digest, cand.bytes.clone(), &cand.from, &label)
-            .await?;
+        self.publish(
+            cand.digest,
+            cand.bytes.clone(),
+            &cand.from,
+            &label,
+            &cand.lease,
+        )
+        .await?;
         let sighting = Sighting {
             sha256: cand.digest.hex(),
             size: cand.bytes.len() as u64,
