@@ -1,5 +1,5 @@
 //! `kind = "apt"` with the real `apt-get` through fetchgate, against a repository the tests
-//! build with `dpkg-deb`, `apt-ftparchive` and `gpg` (`tests/it/support/apt.rs`), served on
+//! build with `dpkg-deb`, `apt-ftparchive` and `gpg` (`tests/it/support/apt/`), served on
 //! loopback. Every file reaches apt only once fetchgate verified it against the signed index:
 //! `InRelease` by the `signed_by` keyring and its dates, indexes by the Release's SHA-256,
 //! pool files by the stanza that names them. Each refusal is checked on both ways in: the
