@@ -19,6 +19,7 @@ use super::tile::{TILE_HEIGHT, Tile, TileHashReader};
 use super::tlog::{HashReader, TlogError, stored_hash_index};
 use super::tree::Tree;
 use super::verify::{Record, VerifyError, verify_lookup, verify_tree_note};
+use super::version::check_module_version;
 use crate::fetch::expected::MetaResponse;
 use crate::registry::error::RegistryError;
 use crate::registry::settings::Front;
@@ -69,6 +70,9 @@ impl Go<'_> {
     }
 
     /// The lookup answer for `module@version`, refused as missing when the database has none.
+    /// Only a valid module path at a canonical version agreeing with it (`module.Check`) is
+    /// ever looked up: `@latest`, a branch or `v1.0` is the client's error, refused here
+    /// before any request, for every route that looks a module up.
     pub(super) async fn sumdb_lookup(
         &self,
         front: &Front,
@@ -76,6 +80,7 @@ impl Go<'_> {
         module: &str,
         version: &str,
     ) -> Result<Bytes, RegistryError> {
+        check_module_version(module, version).map_err(|e| RegistryError::kind(GoError::Path(e)))?;
         let path = format!(
             "lookup/{}@{}",
             escape_path(module).map_err(|e| RegistryError::kind(GoError::Path(e)))?,
