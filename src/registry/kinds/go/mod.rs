@@ -9,6 +9,7 @@
 
 pub(crate) mod error;
 pub(crate) mod escape;
+pub(crate) mod exchange;
 pub(crate) mod fill;
 pub(crate) mod front;
 pub(crate) mod note;

@@ -1,6 +1,7 @@
 //! fetchgate's own checksum-database client: lookups through the metadata cache (TTL,
 //! revalidation, stale-if-error, offline, as for every kind's metadata), tiles read from the
-//! database through the fetcher, and the record check ([`verify_lookup`]) over them. A tile
+//! database through the fetcher (each exchange within [`super::exchange`]'s deadline), and the
+//! record check ([`verify_lookup`]) over them. A tile
 //! is kept (in the store by SHA-256, indexed by its path) only after a proof over it
 //! verified against a signed tree, so the store never holds a tile that fails its parent's
 //! hash; a tile path names the same bytes forever (a partial tile is a prefix of the full
@@ -9,10 +10,10 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use http::HeaderMap;
 
 use super::error::GoError;
 use super::escape::{escape_path, escape_version};
+use super::exchange::MAX_TILE_BYTES;
 use super::settings::SumDb;
 use super::state::Go;
 use super::tile::{TILE_HEIGHT, Tile, TileHashReader};
@@ -20,14 +21,10 @@ use super::tlog::{HashReader, TlogError, stored_hash_index};
 use super::tree::Tree;
 use super::verify::{Record, VerifyError, verify_lookup, verify_tree_note};
 use super::version::check_module_version;
-use crate::fetch::expected::MetaResponse;
 use crate::registry::error::RegistryError;
 use crate::registry::settings::Front;
-use crate::registry::settings::RegistrySettings;
 use crate::store::{Digest, Provenance};
 
-/// The largest tile: 256 hashes of 32 bytes.
-const MAX_TILE_BYTES: u64 = 256 * 32;
 /// The most tiles one record check may read (a proof in a tree of 2^64 records needs far
 /// fewer): a database that keeps asking for more is refused.
 const MAX_TILES_PER_CHECK: usize = 64;
@@ -39,36 +36,7 @@ fn tile_key(db: &SumDb, tile: &Tile) -> String {
     format!("go-tile {} {}", db.id(), tile.path())
 }
 
-/// A front whose upstream is the checksum database (no credential: the registry's is for its
-/// own upstream only).
-fn database_front(front: &Front, db: &SumDb) -> Front {
-    Front {
-        settings: RegistrySettings {
-            upstream: db.url.clone(),
-            credential: None,
-            ..front.settings.clone()
-        },
-        credential: None,
-    }
-}
-
 impl Go<'_> {
-    /// The database's raw answer at `path` (`lookup/...`, `latest`) through the metadata
-    /// cache; `None` when the database says it has none.
-    pub(super) async fn sumdb_document(
-        &self,
-        front: &Front,
-        db: &SumDb,
-        path: &str,
-    ) -> Result<Option<Bytes>, RegistryError> {
-        let dbfront = database_front(front, db);
-        let (entry, _) = self
-            .core
-            .meta(&dbfront, &format!("sumdb {}:{path}", db.id()), path, "*/*")
-            .await?;
-        Ok((entry.status == 200).then(|| entry.body.clone()))
-    }
-
     /// The lookup answer for `module@version`, refused as missing when the database has none.
     /// Only a valid module path at a canonical version agreeing with it (`module.Check`) is
     /// ever looked up: `@latest`, a branch or `v1.0` is the client's error, refused here
@@ -120,24 +88,7 @@ impl Go<'_> {
         if front.settings.offline {
             return Err(RegistryError::OfflineMiss(tile.path()));
         }
-        let path = tile.path();
-        let url = db
-            .url
-            .join(&path)
-            .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))?;
-        match self
-            .core
-            .fetcher
-            .get_metadata(url.as_str(), HeaderMap::new(), None, MAX_TILE_BYTES)
-            .await
-        {
-            Ok(MetaResponse::Ok { body, .. }) => Ok((body, false)),
-            Ok(_) => Err(RegistryError::kind(GoError::TileUnchecked {
-                path,
-                why: "the database has no such tile".into(),
-            })),
-            Err(f) => Err(RegistryError::Upstream(f)),
-        }
+        Ok((self.fetch_tile(db, tile).await?, false))
     }
 
     /// Keeps checked tiles in the store, indexed by path. A failure only costs a later read.
