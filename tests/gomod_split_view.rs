@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use support::config::Toml;
-use support::gomod::{EVIL_LIB, GoModule, GoWorld, lib_and_app};
+use support::gomod::{EVIL_LIB, GoModule, GoRun, GoWorld, app_output, lib_and_app};
 use support::proxy::{Client, Got};
 use support::sumdb::SplitDb;
 
@@ -65,6 +65,7 @@ fn other_log(fork: bool) -> Vec<String> {
 struct Split {
     world: GoWorld,
     db: SplitDb,
+    fork: bool,
 }
 
 async fn split(fork: bool) -> Split {
@@ -79,7 +80,7 @@ async fn split(fork: bool) -> Split {
     db.show(&app, honest);
     db.show(&lib, other);
     db.latest(honest);
-    Split { world, db }
+    Split { world, db, fork }
 }
 
 /// The `[[registry]]` table of a go registry in front of `s`.
@@ -170,4 +171,96 @@ async fn a_trickling_database_answer_ends_in_504_while_other_requests_are_served
     }
     assert!(!stored(proxy, &lib.zip()).await);
     assert_eq!(s.world.requests(LIB_ZIP), 0);
+}
+
+/// `go mod download all` and `go build` of the app through fetchgate only.
+async fn go_through(proxy: SocketAddr, s: &Split) -> (GoRun, Option<GoRun>, tempfile::TempDir) {
+    let goproxy = format!("http://{proxy}/registry/go");
+    support::gomod::download_and_build(&goproxy, &s.db.key.verifier_key()).await
+}
+
+/// What the library request must come to: refused without fetching the other code (the
+/// fork), or the real library served and stored (the honest growth).
+async fn assert_library(s: &Split, proxy: SocketAddr, lib: &Got, when: &str) {
+    let (real, _) = lib_and_app();
+    if s.fork {
+        assert_eq!(lib.status, 424, "{when}: {:?}", lib.body);
+        assert_eq!(lib.code(), "go_sumdb_tree_inconsistent", "{when}");
+        assert_eq!(
+            s.world.requests(LIB_ZIP),
+            0,
+            "{when}: the forked zip was read"
+        );
+        assert!(
+            !stored(proxy, &evil_lib().zip()).await,
+            "{when}: forked zip stored"
+        );
+    } else {
+        assert_eq!(lib.status, 200, "{when}: {:?}", lib.body);
+        assert_eq!(&lib.body[..], &real.zip()[..], "{when}");
+        assert!(stored(proxy, &real.zip()).await, "{when}");
+    }
+}
+
+/// What `go` through fetchgate must come to: the real app built (the honest growth), or no
+/// build at all and nothing of the other code stored (the fork).
+async fn assert_go(s: &Split, proxy: SocketAddr) {
+    let (download, build, home) = go_through(proxy, s).await;
+    if s.fork {
+        assert!(!download.success, "go built the fork:\n{}", download.stdout);
+        assert!(!stored(proxy, &evil_lib().zip()).await);
+    } else {
+        assert!(download.success, "{}\n{:#?}", download.stderr, s.db.paths());
+        let build = build.unwrap();
+        assert!(build.success, "{}", build.stderr);
+        assert_eq!(app_output(home.path()), "42\n");
+    }
+}
+
+/// fetchgate as its own process in front of `s`: its config file, proxy address, and the temp
+/// dir holding both and the cache.
+fn process_config(s: &Split) -> (std::path::PathBuf, SocketAddr, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin) = (support::serve::free_port(), support::serve::free_port());
+    let config = dir.path().join("fetchgate.toml");
+    let text = Toml::new()
+        .section(
+            "listen",
+            &format!("proxy = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\""),
+        )
+        .cache_dir(dir.path().join("cache"))
+        .trust(s.world.proxy.addr)
+        .trust(s.db.addr)
+        .raw(&registry(s))
+        .build();
+    std::fs::write(&config, text).unwrap();
+    (config, format!("127.0.0.1:{port}").parse().unwrap(), dir)
+}
+
+/// The honest tree proved (the app's `.mod`), fetchgate killed and started again on the same
+/// cache, then the library, whose lookup shows the other tree.
+async fn after_a_restart(fork: bool) {
+    let s = split(fork).await;
+    let (config, proxy, _dir) = process_config(&s);
+    let mut first = support::serve::start(&config, &[]).await;
+    let app = fetch(proxy, APP_MOD).await;
+    assert_eq!(app.status, 200, "{:?}", app.body);
+    assert_eq!(s.db.requests("/lookup/example.com/!upper/lib@v1.0.0"), 0);
+    first.child.kill().await.unwrap();
+    let _ = first.child.wait().await;
+    // A new process: nothing in memory, only what the cache directory kept.
+    let _second = support::serve::start(&config, &[]).await;
+    let got = fetch(proxy, LIB_ZIP).await;
+    assert_library(&s, proxy, &got, "after a restart").await;
+    assert_go(&s, proxy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_larger_fork_shown_after_a_restart_is_refused() {
+    after_a_restart(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_honest_growth_shown_after_a_restart_is_accepted() {
+    after_a_restart(false).await;
 }

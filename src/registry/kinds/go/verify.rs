@@ -156,7 +156,7 @@ fn compare(
 
 /// Requires `tree` to extend `trusted` (or `trusted` to extend `tree`), reading the proof from
 /// tiles of the larger one.
-fn check_consistent(
+pub(crate) fn check_consistent(
     trusted: Tree,
     tree: Tree,
     read_tile: &mut dyn FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
