@@ -264,3 +264,80 @@ async fn a_larger_fork_shown_after_a_restart_is_refused() {
 async fn an_honest_growth_shown_after_a_restart_is_accepted() {
     after_a_restart(false).await;
 }
+
+/// The one tile only the honest 600-record tree has, and the one only a 601-record tree has.
+const HONEST_TILE: &str = "/tile/8/0/002.p/88";
+const OTHER_TILE: &str = "/tile/8/0/002.p/89";
+
+/// How the two proofs are made to overlap: the library's lookup (the other history) is
+/// answered only once fetchgate is proving the app's (it asked for the honest tree's own
+/// tile), `offset` later; then either the honest tile is held until fetchgate asks for the
+/// other tree's (the honest proof is the slower one, as in the attack), or the other tree's
+/// tile is slowed by `slow_other`.
+#[derive(Clone, Copy, Debug)]
+struct Overlap {
+    offset: Duration,
+    slow_other: Option<Duration>,
+}
+
+const OVERLAPS: [Overlap; 4] = [
+    Overlap {
+        offset: Duration::ZERO,
+        slow_other: None,
+    },
+    Overlap {
+        offset: Duration::from_millis(50),
+        slow_other: None,
+    },
+    Overlap {
+        offset: Duration::from_millis(300),
+        slow_other: None,
+    },
+    Overlap {
+        offset: Duration::ZERO,
+        slow_other: Some(Duration::from_millis(500)),
+    },
+];
+
+/// The app's `.mod` and the library's zip asked at once, their proofs overlapping as `o` says.
+async fn race(fork: bool, o: Overlap) -> (Split, SocketAddr, tempfile::TempDir) {
+    let s = split(fork).await;
+    let (lib, _) = lib_and_app();
+    s.db.hold(&lib.lookup_path(), HONEST_TILE, o.offset);
+    match o.slow_other {
+        None => s.db.hold(HONEST_TILE, OTHER_TILE, Duration::ZERO),
+        Some(pause) => s.db.hold(OTHER_TILE, HONEST_TILE, pause),
+    }
+    let (proxy, dir) = gate(&s, "").await;
+    let (app, got) = tokio::join!(fetch(proxy, APP_MOD), fetch(proxy, LIB_ZIP));
+    let when = format!("{o:?}");
+    assert_eq!(app.status, 200, "{when}: {:?}", app.body);
+    assert_library(&s, proxy, &got, &when).await;
+    // Both trees were read: the proofs overlapped rather than one never starting.
+    assert!(s.db.requests(HONEST_TILE) >= 1 && s.db.requests(OTHER_TILE) >= 1);
+    // Afterwards the honest tree is still trusted (never the one refused), and the library
+    // comes to the same again.
+    let again = fetch(proxy, &format!("/sumdb/{DB}/lookup/example.com/app@v1.0.0")).await;
+    assert_eq!(again.status, 200, "{when}: {:?}", again.body);
+    let got = fetch(proxy, LIB_ZIP).await;
+    assert_library(&s, proxy, &got, &format!("{when}, again")).await;
+    (s, proxy, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_inconsistent_trees_proved_at_once_never_let_the_forked_module_in() {
+    for o in OVERLAPS {
+        race(true, o).await;
+    }
+    let (s, proxy, _dir) = race(true, OVERLAPS[0]).await;
+    assert_go(&s, proxy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_honest_growth_proved_at_once_with_its_prefix_is_accepted() {
+    for o in OVERLAPS {
+        race(false, o).await;
+    }
+    let (s, proxy, _dir) = race(false, OVERLAPS[0]).await;
+    assert_go(&s, proxy).await;
+}

@@ -61,6 +61,7 @@ impl KindSettings for GoSettings {
         Arc::new(GoFront {
             settings: self.clone(),
             flights: Arc::default(),
+            proofs: Arc::default(),
         })
     }
 }

@@ -3,12 +3,20 @@
 //! forgets nothing: every later tree must extend it, or be a prefix of it, as `go` requires of
 //! the trees it has seen. The stored tree is only ever raised by compare-and-swap
 //! ([`Aliases::swap_proved`](crate::registry::aliases::Aliases::swap_proved)): a proof checks
-//! its tree against the tree it read, and when another proof raised the stored tree meanwhile
-//! (another request, registry or process on the same cache), it proves consistency with that
-//! one before trying again. So every tree ever stored is a prefix of the one stored now, and
-//! two trees that do not extend one another are never both trusted.
+//! its tree against the tree it read, and when the stored tree was raised meanwhile (by
+//! another registry or process on the same cache), it proves consistency with that one before
+//! trying again. So every tree ever stored is a prefix of the one stored now, and two trees
+//! that do not extend one another are never both trusted.
+//!
+//! Within one registry, proofs also take turns ([`Go::in_turn`]) in the order the database's
+//! answers arrived: which of two inconsistent views is trusted is then the one shown first,
+//! not the one whose tiles the database chose to send sooner.
 
 use super::error::GoError;
+use std::future::Future;
+
+use tokio::sync::OwnedMutexGuard;
+
 use super::settings::SumDb;
 use super::state::Go;
 use super::tile_reads::TileReads;
@@ -72,39 +80,46 @@ impl Go<'_> {
         }
     }
 
-    /// Trusts `tree`, a tree `db`'s key signed that is consistent with `seen` (the tree
-    /// stored when its proof began, or none): raises the stored tree to it when it is newer,
-    /// in one compare-and-swap with `seen`; when another proof raised it meanwhile, first
-    /// proves `tree` consistent with that one (from tiles, read through `reads`). Returns the
-    /// newest tree trusted.
+    /// Runs `prove` (a proof's own checks: a signature, a record in its tree) while waiting
+    /// for this proof's turn to trust a tree, its place in line taken now, as the database's
+    /// answer arrived. Proofs trust one at a time in that order, so a view shown first is the
+    /// one a later inconsistent view is refused against, whichever proof's tiles the database
+    /// makes slower; a proof that fails leaves the line at once.
+    pub(super) async fn in_turn<T>(
+        &self,
+        prove: impl Future<Output = Result<T, RegistryError>>,
+    ) -> Result<(OwnedMutexGuard<()>, T), RegistryError> {
+        let turn = async { Ok(self.state.proofs.clone().lock_owned().await) };
+        tokio::try_join!(turn, prove)
+    }
+
+    /// Trusts `tree`, a tree `db`'s key signed, in the caller's turn ([`Self::in_turn`]):
+    /// proves it consistent with the tree stored (from tiles, read through `reads`) and raises
+    /// the stored tree to it when it is newer, in one compare-and-swap with the tree it was
+    /// proved against; when another registry or process raised it meanwhile, proves
+    /// consistency with that one and tries again. Returns the newest tree trusted.
     pub(super) async fn trust(
         &self,
         front: &Front,
         db: &SumDb,
-        mut seen: Option<Tree>,
         tree: Tree,
         reads: &mut TileReads,
     ) -> Result<Tree, RegistryError> {
+        let mut seen = self.proved_tree(db).await?;
         for _ in 0..MAX_RAISES {
-            // `tree` is consistent with `seen`, and `seen` a prefix of every later stored tree.
-            if let Some(s) = seen
-                && tree.n <= s.n
-            {
-                return Ok(s);
+            if let Some(s) = seen {
+                reads
+                    .run(self, front, db, |read| check_consistent(s, tree, read))
+                    .await?
+                    .map_err(|e| RegistryError::kind(GoError::Verify(VerifyError::Log(e))))?;
+                // A prefix of `s`, which is a prefix of every tree stored after it.
+                if tree.n <= s.n {
+                    return Ok(s);
+                }
             }
             match self.swap_proved(db, seen, tree).await? {
                 Ok(()) => return Ok(tree),
-                Err(now) => {
-                    if let Some(now) = now {
-                        reads
-                            .run(self, front, db, |read| check_consistent(now, tree, read))
-                            .await?
-                            .map_err(|e| {
-                                RegistryError::kind(GoError::Verify(VerifyError::Log(e)))
-                            })?;
-                    }
-                    seen = now;
-                }
+                Err(now) => seen = now,
             }
         }
         Err(RegistryError::Cache(format!(

@@ -25,6 +25,9 @@ pub(super) struct GoFront {
     pub(super) settings: GoSettings,
     /// The module files being read upstream, one flight per file.
     pub(super) flights: Arc<Flights>,
+    /// Whose turn it is to trust a tree of the database: proofs queue as their database
+    /// answers arrive and trust one at a time (`proved::in_turn`).
+    pub(super) proofs: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The registry core at work for one go request, with the registry's own state.

@@ -15,7 +15,7 @@ use super::tile::{TILE_HEIGHT, Tile, TileHashReader};
 use super::tile_reads::TileReads;
 use super::tlog::{HashReader, stored_hash_index};
 use super::tree::Tree;
-use super::verify::{Record, VerifyError, verify_lookup, verify_tree_note};
+use super::verify::{Record, VerifyError, open_tree_note, verify_lookup};
 use super::version::check_module_version;
 use crate::registry::error::RegistryError;
 use crate::registry::settings::Front;
@@ -55,15 +55,18 @@ impl Go<'_> {
         version: &str,
     ) -> Result<(Record, Bytes), RegistryError> {
         let lookup = self.sumdb_lookup(front, db, module, version).await?;
-        let seen = self.proved_tree(db).await?;
         let mut reads = TileReads::default();
-        let record = reads
-            .run(self, front, db, |read| {
-                verify_lookup(module, version, &lookup, &db.verifier, seen, read)
-            })
-            .await?
-            .map_err(|e| RegistryError::kind(GoError::Verify(e)))?;
-        let newest = self.trust(front, db, seen, record.tree, &mut reads).await?;
+        let included = async {
+            reads
+                .run(self, front, db, |read| {
+                    verify_lookup(module, version, &lookup, &db.verifier, None, read)
+                })
+                .await?
+                .map_err(|e| RegistryError::kind(GoError::Verify(e)))
+        };
+        let (turn, record) = self.in_turn(included).await?;
+        let newest = self.trust(front, db, record.tree, &mut reads).await?;
+        drop(turn);
         reads.keep(self, db).await;
         Ok((
             Record {
@@ -87,15 +90,13 @@ impl Go<'_> {
             .sumdb_document(front, db, "latest")
             .await?
             .ok_or_else(|| RegistryError::NotFound("the checksum database's latest tree".into()))?;
-        let seen = self.proved_tree(db).await?;
         let mut reads = TileReads::default();
-        let tree = reads
-            .run(self, front, db, |read| {
-                verify_tree_note(&body, &db.verifier, seen, read)
-            })
-            .await?
-            .map_err(|e| RegistryError::kind(GoError::Verify(e)))?;
-        let newest = self.trust(front, db, seen, tree, &mut reads).await?;
+        let signed = async {
+            open_tree_note(&body, &db.verifier).map_err(|e| RegistryError::kind(GoError::Verify(e)))
+        };
+        let (turn, tree) = self.in_turn(signed).await?;
+        let newest = self.trust(front, db, tree, &mut reads).await?;
+        drop(turn);
         reads.keep(self, db).await;
         Ok((newest, body))
     }
