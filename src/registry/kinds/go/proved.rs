@@ -12,11 +12,11 @@
 //! answers arrived: which of two inconsistent views is trusted is then the one shown first,
 //! not the one whose tiles the database chose to send sooner.
 
-use super::error::GoError;
 use std::future::Future;
 
 use tokio::sync::OwnedMutexGuard;
 
+use super::error::GoError;
 use super::settings::SumDb;
 use super::state::Go;
 use super::tile_reads::TileReads;
