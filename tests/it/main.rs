@@ -24,6 +24,7 @@ mod crash;
 mod fleet;
 mod gomod;
 mod gomod_harness;
+mod gomod_split_view;
 mod lifecycle;
 mod love;
 mod metrics;

@@ -181,7 +181,7 @@ impl SumKey {
 }
 
 /// RFC 6962 leaf hash.
-fn leaf(data: &[u8]) -> [u8; 32] {
+pub fn leaf(data: &[u8]) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update([0u8]);
     h.update(data);
@@ -198,7 +198,7 @@ fn node(l: &[u8; 32], r: &[u8; 32]) -> [u8; 32] {
 }
 
 /// The Merkle tree hash of `leaves` (already leaf-hashed).
-fn mth(leaves: &[[u8; 32]]) -> [u8; 32] {
+pub fn mth(leaves: &[[u8; 32]]) -> [u8; 32] {
     match leaves.len() {
         0 => Sha256::digest([]).into(),
         1 => leaves[0],
@@ -231,7 +231,7 @@ pub fn tile_path(level: usize, n: usize, width: usize) -> String {
 
 /// Every tile of a tree of `leaves`: at level L the hashes of the complete 256^L-record
 /// subtrees, full tiles and the partial tile at the right edge.
-fn tiles(leaves: &[[u8; 32]]) -> HashMap<String, Vec<u8>> {
+pub fn tiles(leaves: &[[u8; 32]]) -> HashMap<String, Vec<u8>> {
     let mut out = HashMap::new();
     let mut row: Vec<[u8; 32]> = leaves.to_vec();
     let mut level = 0;
