@@ -71,6 +71,8 @@ pub mod decide;
 pub mod errors;
 pub(crate) mod failure;
 pub mod fetch;
+#[doc(hidden)]
+pub mod fuzzing;
 pub(crate) mod header_list;
 pub mod love;
 pub mod metrics;

@@ -18,7 +18,7 @@ pub(crate) mod gomod;
 pub(crate) mod metadata;
 pub(crate) mod names;
 pub(crate) mod npm;
-mod npm_dists;
+pub(crate) mod npm_dists;
 pub(crate) mod oci;
 pub(crate) mod private;
 pub(crate) mod protocol;
@@ -26,7 +26,7 @@ pub(crate) mod pypi;
 mod pypi_files;
 mod pypi_html;
 mod pypi_upstream;
-mod pypi_upstream_html;
+pub(crate) mod pypi_upstream_html;
 pub(crate) mod service;
 
 use std::net::SocketAddr;
