@@ -145,6 +145,20 @@ impl<R: Read> Read for Counted<'_, R> {
     }
 }
 
+/// A reader that counts the bytes read through it.
+struct CountedRead<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: Read> Read for CountedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
 /// Reads every member of `tgz`, checks it, and hands it with a reader over its data to
 /// `visit` (which may read some, all or none of it). `root`, when given, is the directory every
 /// member must be under (`package` for npm-style tarballs).
@@ -235,7 +249,33 @@ where
                 Kind::File => summary.files += 1,
                 Kind::Directory => summary.directories += 1,
             }
-            visit(&member, &mut entry)?;
+            // A stream that ends inside a member's data reads short without an error (and
+            // tar-rs then takes the end of the stream as the end of the archive): count what
+            // the visitor read, read the rest, and refuse a member with fewer bytes than its
+            // header declares.
+            let mut data = CountedRead {
+                inner: &mut entry,
+                read: 0,
+            };
+            visit(&member, &mut data)?;
+            let rest = std::io::copy(&mut data.inner, &mut std::io::sink()).map_err(|e| {
+                if over() {
+                    expanded_cap()
+                } else {
+                    ArchiveError::malformed(member.field(), format!("unreadable data: {e}"))
+                }
+            })?;
+            if data.read + rest < member.size {
+                return Err(ArchiveError::malformed(
+                    member.field(),
+                    format!(
+                        "the archive ends {} bytes into member {:?}, which declares {}",
+                        data.read + rest,
+                        member.shown,
+                        member.size
+                    ),
+                ));
+            }
         }
     }
     if long_name.is_some() {
@@ -553,6 +593,38 @@ mod tests {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         std::io::Write::write_all(&mut gz, &tar).unwrap();
         gz.finish().unwrap()
+    }
+
+    /// Found by the `archive` fuzz target (a file's data is as long as its header says):
+    /// an archive cut short inside its last member's data was accepted, the visitor reading
+    /// fewer bytes than declared, because the short read carries no error and tar-rs takes the
+    /// end of the stream for the end of the archive.
+    #[test]
+    fn an_archive_that_ends_inside_a_members_data_is_refused() {
+        let mut tar = Vec::new();
+        let tgz = one(|h| h[124..136].copy_from_slice(b"00000033333\0"));
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&tgz[..]), &mut tar).unwrap();
+        tar.truncate(BLOCK + 100);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &tar).unwrap();
+        let cut = gz.finish().unwrap();
+        let mut seen = 0;
+        let limits = Limits {
+            max_compressed_bytes: 1 << 20,
+            max_expanded_bytes: 1 << 20,
+            max_members: 10,
+            max_member_bytes: 1 << 20,
+            max_path_bytes: 200,
+        };
+        let e = read(&cut, &limits, None, |_, r| {
+            let mut b = Vec::new();
+            r.read_to_end(&mut b).unwrap();
+            seen = b.len();
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!((e.code, seen), ("archive_malformed", 100), "{e:?}");
+        assert!(e.detail.contains("ends 100 bytes into"), "{}", e.detail);
     }
 
     fn code(tgz: &[u8]) -> Result<u64, &'static str> {
