@@ -182,8 +182,13 @@ mod tests {
             let page = super::read_page(body.as_bytes(), &page_url, super::BASE, super::PROJECT).unwrap();
             super::check_page(&page);
             let kept = page.doc["files"].as_array().unwrap();
-            prop_assert_eq!(kept.len(), doc["files"].as_array().unwrap().len());
-            for (old, new) in doc["files"].as_array().unwrap().iter().zip(kept) {
+            // Every file is kept but one whose name holds `%` (pip would decode it into
+            // another name).
+            let listed: Vec<&Value> = doc["files"].as_array().unwrap().iter()
+                .filter(|f| !f["filename"].as_str().unwrap().contains('%'))
+                .collect();
+            prop_assert_eq!(kept.len(), listed.len());
+            for (old, new) in listed.into_iter().zip(kept) {
                 for (k, v) in old.as_object().unwrap() {
                     match k.as_str() {
                         "url" => {}

@@ -221,9 +221,14 @@ pub(crate) fn read_page(
             .and_then(|h| h.get("sha256"))
             .and_then(Value::as_str)
             .and_then(|h| Digest::parse(&h.to_ascii_lowercase()).ok());
-        let (Some(sha256), true, Ok(absolute)) =
-            (sha256, valid_filename(&filename), page_url.join(&url))
-        else {
+        // pip reads a file's name from its URL, percent-decoding it twice (`Link.path`, then
+        // `Link.filename`): a name holding `%` would reach it as another name, so it is not
+        // listed (as on the HTML path).
+        let (Some(sha256), true, Ok(absolute)) = (
+            sha256,
+            valid_filename(&filename) && !filename.contains('%'),
+            page_url.join(&url),
+        ) else {
             continue;
         };
         let metadata_sha256 = [
