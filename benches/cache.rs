@@ -39,7 +39,10 @@ fn benches(c: &mut Criterion) {
             for chunk in bytes.chunks(64 * 1024) {
                 fill.write(chunk).expect("write");
             }
-            black_box(fill.commit(None, None).expect("publish"))
+            black_box(
+                fill.commit(fetchgate::store::Provenance::Local, None)
+                    .expect("publish"),
+            )
         })
     });
     g.finish();

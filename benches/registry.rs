@@ -16,7 +16,7 @@
 //! `taskset` exists and the machine has two cores or more), npm runs on core 0 and this
 //! process (upstream and fetchgate) on core 1. Loopback only.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::path::Path;

@@ -1,4 +1,5 @@
-//! Body plumbing shared by the fetcher and the server: the empty and full bodies, and the one
+//! Body plumbing shared by the fetcher, the registries and the server: the one response body
+//! type ([`ResponseBody`]), the empty and full bodies, and the one
 //! wrapper that watches a body's bytes go by and reports once how it ended (the request log
 //! observes through it; the cache tee, which must hold chunks back, is its own body in
 //! `serve/tee.rs`).
@@ -11,6 +12,13 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Body, Frame, SizeHint};
+
+/// Errors that abort a response body mid-stream.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Every response body fetchgate sends a client: a document, a stored entry, a body streamed
+/// while it is verified (an error aborts it, so the client never sees a complete wrong one).
+pub(crate) type ResponseBody = BoxBody<Bytes, BoxError>;
 
 /// A body with no bytes, boxed with whatever error type its receiver expects.
 pub(crate) fn empty<E: 'static>() -> BoxBody<Bytes, E> {

@@ -8,17 +8,19 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::access::policy::PolicyChecks;
+use crate::access::{Access, AccessSection};
 use crate::connect::tls::{TlsSection, client_config};
 use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
-use crate::fetch::through::DEFAULT_MAX_REDIRECTS;
-use crate::love::{LoveSection, LoveSettings};
+use crate::fetch::DEFAULT_MAX_REDIRECTS;
+use crate::listen::limits::{Limits, ListenSection, ProxySection};
+use crate::listen::tls::ListenTls;
+use crate::metrics::Metrics;
+use crate::pack::caps::{LoveSection, LoveSettings};
 use crate::pack::{LgflowSection, OpenwopSection, PackConfig};
-use crate::registry::{RegistrySection, RegistrySettings};
-use crate::serve::access::{Access, AccessSection};
-use crate::serve::access_policy::PolicyChecks;
-use crate::serve::limits::{Limits, ListenSection, ProxySection};
-use crate::serve::tls::ListenTls;
+use crate::registry::protocol::Configured;
+use crate::registry::section::{RegistrySection, from_sections};
 use crate::shared::{SharedSection, SharedSettings};
 use crate::store::{CacheSection, CacheSettings};
 use crate::toml_file::{FileError, TomlSource};
@@ -75,7 +77,7 @@ pub struct Config {
     /// LOVE caps.
     pub(crate) love: LoveSettings,
     /// Registry front-ends (`[[registry]]`).
-    pub(crate) registries: Vec<RegistrySettings>,
+    pub(crate) registries: Vec<Configured>,
     /// Trusted OpenWOP registries and LGFlow keys (`[[openwop.registry]]`, `[lgflow]`).
     pub(crate) packs: PackConfig,
     /// The shared tier (`[shared]`), if configured.
@@ -139,11 +141,14 @@ impl Config {
                 },
             );
         }
-        let registries = RegistrySettings::from_sections(&raw.registry, base, &src)?;
+        let registries = from_sections(&raw.registry, base, &src)?;
         let listen_tls = ListenTls::from_section(&raw.listen.tls, base, &src)?;
         let checks = PolicyChecks {
             global: &policy,
-            registries: registries.iter().map(|r| r.name.as_str()).collect(),
+            registries: registries
+                .iter()
+                .map(|r| r.settings.name.as_str())
+                .collect(),
             client_certs: listen_tls.any_client_certs(),
         };
         let access = Access::from_section(&raw.access, base, &src)?.with_policies(
@@ -181,34 +186,32 @@ impl Config {
     pub(crate) fn fetcher(
         &self,
         store: Arc<crate::store::Store>,
-    ) -> crate::fetch::through::Fetcher {
+        metrics: Arc<Metrics>,
+    ) -> crate::fetch::Fetcher {
         let timeouts = crate::fetch::upstream::Timeouts {
             connect: self.limits.connect_timeout,
             response_head: self.limits.response_head_timeout,
         };
-        let limits = crate::fetch::through::FetchLimits {
+        let limits = crate::fetch::FetchLimits {
             timeouts,
             max_redirects: self.max_redirects,
             fetch_timeout: self.cache.fetch_timeout,
             body_idle: self.limits.body_idle_timeout,
             hedge: self.cache.flight_hedge,
         };
-        crate::fetch::through::Fetcher::new(
-            self.egress(),
+        crate::fetch::Fetcher::new(
+            self.egress(metrics.clone()),
             self.tls.clone(),
             store,
             limits,
-            crate::metrics::get(),
+            metrics,
         )
         .allow_redirect_downgrade(self.allow_redirect_downgrade)
     }
 
-    /// The policy with a resolver built from these settings. Must run inside a Tokio runtime.
-    pub fn egress(&self) -> Egress {
-        Egress::new(
-            self.policy.clone(),
-            Resolver::new(&self.resolver),
-            crate::metrics::get(),
-        )
+    /// The policy with a resolver built from these settings, counting into `metrics`. Must
+    /// run inside a Tokio runtime.
+    pub fn egress(&self, metrics: Arc<Metrics>) -> Egress {
+        Egress::new(self.policy.clone(), Resolver::new(&self.resolver), metrics)
     }
 }

@@ -13,47 +13,49 @@
 //! - [`connect`] takes decisions and never makes one: it resolves names and hands every
 //!   answer back to [`decide`], keeping only validated addresses.
 //! - [`fetch`] sends requests over pinned connections with `Accept-Encoding: identity` and
-//!   refuses any other content coding; it knows no listener.
+//!   refuses any other content coding; its [`fetch::Fetcher`] keeps verified bytes in the
+//!   [`fetch::tiers::Tiers`] (the store, and the shared tier under it). It knows no listener.
 //! - [`store`] keeps and serves by digest: an entry exists only after its bytes matched the
 //!   expected size and SHA-256, and publication is one rename.
-//! - [`serve`] is the listeners and the router: access, limits, CONNECT tunnels, forwarding,
-//!   `/sha256/`, and the one place failures become `application/problem+json`.
+//! - [`serve`] is the listeners and the router: CONNECT tunnels, forwarding, `/sha256/`, the
+//!   registry API, and the one place failures become `application/problem+json`.
 //!
-//! Four consumers compose those jobs without adding a fifth: [`love`] (LOVE
-//! `love-package/v1` manifests, verified and inspected), [`pack`] (the format profiles:
-//! LOVE, Agent Package, OpenWOP and LGFlow packages judged before publication), [`registry`] (npm, PyPI, cargo,
-//! OCI and Go front-ends whose metadata is rewritten and whose artifacts are verified against
-//! the digests the registries publish, for Go the checksum database's signed `h1:` records) and [`archive`] (the one tar.gz reader every package format uses,
-//! reading what npm reads).
+//! Three consumers compose those jobs without adding a fifth: [`registry`] (a core every kind
+//! shares, and one folder per kind: npm, PyPI, cargo, OCI images, Go modules against the
+//! checksum database, apt against signed indexes; each verifies artifacts against the digest
+//! its registry published), [`pack`] (the pack driver and the format profiles: LOVE, Agent
+//! Package, OpenWOP and LGFlow packages judged before publication) and [`love`] (the LOVE
+//! `love-package/v1` consumer over the pack driver: discovery, locks, pins). [`archive`] is
+//! the one tar.gz reader every package format uses, reading what npm reads.
 //!
 //! [`shared`] sits under the store: an S3-compatible bucket a fleet of instances shares, tried
 //! after the local disk and before the mirrors. Its bytes are untrusted until a fill has
-//! verified them, exactly like bytes from the internet; its endpoint is an operator
-//! destination named only in `[shared]`.
+//! verified them, exactly like bytes from the internet.
 //!
-//! [`app`] wires them together from a [`config`] and owns reload; [`cli`] is the command
-//! line. [`body`] is the HTTP body plumbing [`fetch`] and [`serve`] share, [`metrics`] the
-//! process's counters, [`redact`] what keeps credentials out of logs and errors, and
-//! [`toml_file`] the span-precise reading of the profile and config files, and [`errors`]
-//! the side every failure comes from (each error type has `code()` and `origin()`; only
-//! `serve/problem.rs` turns one into a response). [`failure`] is the report LOVE and the
-//! format profiles share.
+//! Around them: [`config`] reads the operator's file (each section by the module it
+//! configures: [`access`] who may use fetchgate, [`listen`] the listeners' addresses, limits
+//! and TLS); [`app`] wires a config into the gate a request runs with and owns reload; [`cli`]
+//! is the command line, which opens the [`app::App`] and hands it to the server. [`body`] is
+//! the response body every route sends, [`metrics`] one instance's counters, [`redact`] what
+//! keeps credentials out of logs and errors, [`toml_file`] the span-precise reading of files,
+//! [`errors`] the side every failure comes from (only `serve/problem.rs` turns one into a
+//! response), and [`failure`] the report LOVE and the format profiles share.
 //!
 //! # Layout
 //!
 //! ```text
 //! decide/    locator, profile, classifier, names, operator rules, Decision = Refused | Allowed(Permit), narrowing by a client's policy
 //! connect/   resolution (every answer judged), pinned dialing, TLS, the upstream pool
-//! fetch/     one exchange, redirect hops, fetch-through by digest, single flight, registry digests, the tap (a verified fetch streamed to one client)
-//! store/     fills, space, entries, maintenance, the redb index
-//! serve/     listeners and their TLS, access and per-client policies, slots, router, tunnels, objects, tee/, registry API, problems
-//! love/      LOVE documents, schemas, inspection, discovery, retrieval, locks, sightings
-//! pack/      format profiles (love, agent-package, openwop, lgflow): one table, one driver
-//! registry/  names and patterns, metadata cache, aliases, npm, PyPI, cargo, the service;
-//!            oci/ container images; gomod/ Go modules (GOPROXY front, its checksum-database
-//!            client and /sumdb/ proxy, escaping, dirhash, zip rules, notes, tlog, verify)
-//!            apt/ kind = "apt": Release files verified by signed_by, indexes and pool files by the signed index
+//! fetch/     Fetcher; one exchange, redirect hops, fetch-through by digest, registry digests, the body pump, single flight, tiers, failures
+//! store/     fills, the read path, space, entries, maintenance, the redb index
 //! shared/    the shared tier: [shared] settings, the bucket (object_store), breaker, uploads
+//! registry/  core/ (metadata, aliases, artifacts, the shared tier's artifacts); kinds/{npm,pypi,cargo,oci,go,apt}/; protocol, section, service
+//! pack/      the pack driver and its steps, [love] caps, budget, sightings; love/, agent-package, openwop/, lgflow profiles
+//! love/      the LOVE consumer: discovery, retrieval with locks, pins and engines
+//! access/    [access] clients and tokens, per-client policies, the Host check
+//! listen/    listener addresses, [proxy] limits, listener TLS
+//! app/       Lasting (what outlives reloads), Gate (a config's request context), App (reload)
+//! serve/     listeners, router, conn, forward, tunnels, objects, tee/, registry API, request log, admin and status, problems
 //! ```
 
 #![forbid(unsafe_code)]
@@ -61,6 +63,7 @@
 // the public modules to them resolve.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub mod access;
 pub mod app;
 pub mod archive;
 pub mod body;
@@ -74,6 +77,7 @@ pub mod fetch;
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod header_list;
+pub(crate) mod listen;
 pub mod love;
 pub mod metrics;
 pub mod pack;

@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
+use fetchgate::app::App;
 use fetchgate::cli::{
     Cli, Command, ConfigAction, LogFormat, cache, check, config_check, fetch, love, pack,
 };
@@ -42,7 +43,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let rt = runtime(false)?;
             let (out, allowed) = if connect {
                 let d = rt.block_on(async {
-                    let egress = config.egress();
+                    let egress = config.egress(Default::default());
                     egress.resolve_and_decide_authority(&locator).await
                 });
                 (
@@ -51,7 +52,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 )
             } else {
                 let d = rt.block_on(async {
-                    let egress = config.egress();
+                    let egress = config.egress(Default::default());
                     egress.resolve_and_decide_url(&locator).await
                 });
                 (
@@ -155,7 +156,16 @@ fn runtime(multi_thread: bool) -> Result<tokio::runtime::Runtime, String> {
 }
 
 async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {
-    let server = match Server::bind(&config).await {
+    // The cache and the databases beside it first: their failures name the cache, not a
+    // listener.
+    let app = match App::open(&config) {
+        Ok(app) => app,
+        Err(e) => {
+            eprintln!("fetchgate: cannot start: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let server = match Server::bind_app(app, config.limits.listen).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!(
@@ -209,7 +219,7 @@ async fn signals(handle: fetchgate::serve::Handle, path: Option<std::path::PathB
         tracing::warn!("cannot install signal handlers; reload and graceful stop are unavailable");
         return;
     };
-    let reloads = &fetchgate::metrics::get().reloads;
+    let reloads = &handle.metrics().reloads;
     loop {
         tokio::select! {
             _ = hup.recv() => match Config::load(path.as_deref()) {

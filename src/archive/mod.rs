@@ -24,6 +24,7 @@ use std::io::Read;
 mod names;
 mod pax;
 
+use crate::failure::FailureCode;
 use names::Names;
 pub(crate) use names::fold_key;
 
@@ -52,7 +53,7 @@ pub(crate) struct Limits {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ArchiveError {
     /// Stable snake_case code (`archive_entry_after_end`, `archive_collision`, ...).
-    pub(crate) code: &'static str,
+    pub(crate) code: FailureCode,
     /// `archive`, or `archive:<member path>`.
     pub(crate) field: String,
     /// What was found.
@@ -62,7 +63,7 @@ pub(crate) struct ArchiveError {
 }
 
 impl ArchiveError {
-    fn new(code: &'static str, field: impl Into<String>, detail: impl Into<String>) -> Self {
+    fn new(code: FailureCode, field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self {
             code,
             field: field.into(),
@@ -73,7 +74,7 @@ impl ArchiveError {
 
     fn cap(name: &'static str, limit: u64) -> Self {
         Self {
-            code: "archive_cap_exceeded",
+            code: FailureCode::ArchiveCapExceeded,
             field: name.to_string(),
             detail: format!("the archive exceeds {name} = {limit}"),
             cap: Some((name, limit)),
@@ -81,7 +82,7 @@ impl ArchiveError {
     }
 
     fn malformed(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self::new("archive_malformed", field, detail)
+        Self::new(FailureCode::ArchiveMalformed, field, detail)
     }
 }
 
@@ -233,7 +234,7 @@ where
                     && long_name.replace(n).is_some()
                 {
                     return Err(ArchiveError::new(
-                        "archive_ambiguous",
+                        FailureCode::ArchiveAmbiguous,
                         at,
                         "two long names (pax path and GNU long name, or two of one kind) precede one member; readers differ on which wins",
                     ));
@@ -290,7 +291,7 @@ where
         let rest = reader.inner.get_ref();
         return Err(if rest.starts_with(&[0x1f, 0x8b]) {
             ArchiveError::new(
-                "archive_trailing_gzip_member",
+                FailureCode::ArchiveTrailingGzipMember,
                 "archive",
                 format!(
                     "a second gzip member ({} bytes) follows the archive; readers disagree on whether it is part of the package",
@@ -299,7 +300,7 @@ where
             )
         } else {
             ArchiveError::new(
-                "archive_trailing_data",
+                FailureCode::ArchiveTrailingData,
                 "archive",
                 format!("{} bytes follow the end of the gzip stream", rest.len()),
             )
@@ -328,7 +329,7 @@ fn check_after_end(rest: &mut impl Read) -> Result<(), ArchiveError> {
             return Err(if n == BLOCK && header_checksum_valid(&block) {
                 let shown = String::from_utf8_lossy(until_nul(&block[..100])).into_owned();
                 ArchiveError::new(
-                    "archive_entry_after_end",
+                    FailureCode::ArchiveEntryAfterEnd,
                     format!("archive:{shown}"),
                     format!(
                         "member {shown:?} follows an end-of-archive zero block; npm keeps reading past a single zero block, so it would install this entry"
@@ -336,7 +337,7 @@ fn check_after_end(rest: &mut impl Read) -> Result<(), ArchiveError> {
                 )
             } else {
                 ArchiveError::new(
-                    "archive_trailing_data",
+                    FailureCode::ArchiveTrailingData,
                     "archive",
                     format!("non-zero bytes {offset} bytes after the end-of-archive marker"),
                 )
@@ -406,7 +407,7 @@ fn check_fields(block: &[u8; BLOCK]) -> Result<(), ArchiveError> {
     for (name, range) in NUMERIC_FIELDS {
         if !numeric_field_ok(&block[range]) {
             return Err(ArchiveError::new(
-                "archive_ambiguous",
+                FailureCode::ArchiveAmbiguous,
                 at,
                 format!(
                     "member {shown:?} has a {name} field that is not plain octal or base-256; tar readers disagree on it (Python's tarfile stops listing there)"
@@ -417,7 +418,7 @@ fn check_fields(block: &[u8; BLOCK]) -> Result<(), ArchiveError> {
     let ustar = &block[257..263] == b"ustar\0" && &block[263..265] == b"00";
     if !ustar && block[345] != 0 {
         return Err(ArchiveError::new(
-            "archive_ambiguous",
+            FailureCode::ArchiveAmbiguous,
             at,
             format!(
                 "member {shown:?} has a name prefix in a header that is not POSIX ustar; Python's tarfile joins it to the name, other readers ignore it"
@@ -473,7 +474,7 @@ fn check_header(
                 _ => "not a regular file or directory",
             };
             return Err(ArchiveError::new(
-                "archive_member_type",
+                FailureCode::ArchiveMemberType,
                 at,
                 format!(
                     "member {shown:?} is {what} (typeflag {:?}); only regular files and directories are accepted",
@@ -487,20 +488,24 @@ fn check_header(
         .map_err(|e| ArchiveError::malformed(&at, format!("unreadable mode: {e}")))?;
     if mode & 0o6000 != 0 {
         return Err(ArchiveError::new(
-            "archive_setuid",
+            FailureCode::ArchiveSetuid,
             at,
             format!("member {shown:?} has the setuid or setgid bit (mode {mode:o})"),
         ));
     }
     let path = member_path(&raw_path, kind == Kind::Directory, root).map_err(|why| {
-        ArchiveError::new("archive_path", &at, format!("member {shown:?}: {why}"))
+        ArchiveError::new(
+            FailureCode::ArchivePath,
+            &at,
+            format!("member {shown:?}: {why}"),
+        )
     })?;
     let size = header
         .entry_size()
         .map_err(|e| ArchiveError::malformed(&at, format!("unreadable size: {e}")))?;
     if kind == Kind::Directory && size != 0 {
         return Err(ArchiveError::new(
-            "archive_ambiguous",
+            FailureCode::ArchiveAmbiguous,
             at,
             format!(
                 "directory {shown:?} declares {size} bytes of data; node-tar reads a directory's size as zero and would parse that data as further entries"
@@ -623,7 +628,7 @@ mod tests {
             Ok(())
         })
         .unwrap_err();
-        assert_eq!((e.code, seen), ("archive_malformed", 100), "{e:?}");
+        assert_eq!((e.code.as_str(), seen), ("archive_malformed", 100), "{e:?}");
         assert!(e.detail.contains("ends 100 bytes into"), "{}", e.detail);
     }
 
@@ -637,7 +642,7 @@ mod tests {
         };
         read(tgz, &limits, None, |_, _| Ok(()))
             .map(|s| s.files)
-            .map_err(|e| e.code)
+            .map_err(|e| e.code.as_str())
     }
 
     /// Found by the `archive` fuzz target's property (an accepted archive lists what Python's

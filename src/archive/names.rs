@@ -9,6 +9,7 @@ use icu_properties::CodePointSetData;
 use icu_properties::props::DefaultIgnorableCodePoint;
 
 use super::{ArchiveError, Kind, Member};
+use crate::failure::FailureCode;
 
 /// The comparison key of a path on a case-insensitive, normalising file system: NFKC with full
 /// case folding and default-ignorable code points removed (NFKC_Casefold), so `σ`, `ς` and
@@ -38,7 +39,7 @@ impl Names {
     pub(super) fn admit(&mut self, m: &Member) -> Result<(), ArchiveError> {
         if let Some(first) = self.exact.insert(m.path.clone(), m.shown.clone()) {
             return Err(ArchiveError::new(
-                "archive_duplicate",
+                FailureCode::ArchiveDuplicate,
                 m.field(),
                 format!("member {:?} repeats {first:?} after normalisation", m.shown),
             ));
@@ -61,7 +62,7 @@ impl Names {
                     let both_dirs = kind == Kind::Directory && *other_kind == Kind::Directory;
                     if !both_dirs {
                         return Err(ArchiveError::new(
-                            "archive_collision",
+                            FailureCode::ArchiveCollision,
                             m.field(),
                             format!(
                                 "{name:?} collides with {other:?} on a case-insensitive or Unicode-normalising file system"

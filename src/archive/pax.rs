@@ -10,6 +10,7 @@
 use std::io::Read;
 
 use super::ArchiveError;
+use crate::failure::FailureCode;
 
 /// Largest pax header read (timestamps and owners need a few dozen bytes).
 const MAX_PAX_BYTES: u64 = 4096;
@@ -26,7 +27,7 @@ pub(super) fn records(
 ) -> Result<Option<Vec<u8>>, ArchiveError> {
     let refuse = |why: String| {
         ArchiveError::new(
-            "archive_member_type",
+            FailureCode::ArchiveMemberType,
             at,
             format!(
                 "a pax metadata-extension entry {why}; only path, mtime, atime, ctime, uid, gid, uname and gname records are accepted"

@@ -11,6 +11,7 @@ use super::output::{self, emit};
 use super::progress::Progress;
 use crate::cli::CacheAction;
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::shared::SharedTier;
 use crate::store::{Digest, Store};
 
@@ -271,7 +272,7 @@ where
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(async {
-        let tier = SharedTier::open(settings, store)?;
+        let tier = SharedTier::open(settings, store, Arc::new(Metrics::new()))?;
         Ok(f(tier, store.clone()).await)
     })
 }

@@ -123,7 +123,7 @@ fn effective(c: &Config) -> Value {
             "max_document_bytes": c.love.max_document_bytes,
             "max_inflight_bytes": c.love.max_inflight_bytes,
         },
-        "registries": c.registries.iter().map(|r| json!({
+        "registries": c.registries.iter().map(|r| &r.settings).map(|r| json!({
             "name": r.name,
             "kind": r.kind.as_str(),
             "upstream": r.upstream.as_str(),

@@ -11,7 +11,9 @@ use super::cache::{digest, open};
 use super::output::{self, emit, emit_failure};
 use super::progress::Progress;
 use crate::config::Config;
-use crate::fetch::through::{ThroughError, Wanted};
+use crate::fetch::failure::ThroughError;
+use crate::fetch::through::Wanted;
+use crate::metrics::Metrics;
 use crate::shared::SharedTier;
 use crate::store::Body;
 
@@ -43,13 +45,18 @@ pub async fn run(config: &Config, args: FetchArgs<'_>) -> Result<ExitCode, Strin
         ));
     }
     let store = open(config)?;
+    let metrics = Arc::new(Metrics::new());
     // With [shared], the bucket is tried before the mirrors, and what is fetched is uploaded
     // before the command exits (waiting at most the time-outs of a few tries).
     let tier = match &config.shared {
-        Some(settings) => Some(SharedTier::open(settings, &store)?),
+        Some(settings) => Some(SharedTier::open(settings, &store, metrics.clone())?),
         None => None,
     };
-    let fetcher = Arc::new(config.fetcher(store.clone()).with_shared(tier.clone()));
+    let fetcher = Arc::new(
+        config
+            .fetcher(store.clone(), metrics)
+            .with_shared(tier.clone()),
+    );
     let wanted = Wanted {
         digest: d,
         size,

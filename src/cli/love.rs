@@ -9,6 +9,10 @@ use crate::config::Config;
 use crate::love::lock::LockFile;
 use crate::love::retrieve::lock_entry;
 use crate::love::{FetchOptions, Love, LoveError};
+use crate::metrics::Metrics;
+use crate::pack::Packs;
+use crate::pack::budget::Budget;
+use crate::pack::seen::Seen;
 use crate::store::Digest;
 
 /// Prints a result: JSON, or the same fields as indented text.
@@ -35,8 +39,12 @@ pub async fn run(
         LoveAction::Conflicts => super::cache::open_existing(config, file)?,
         _ => super::cache::open(config)?,
     };
-    let fetcher = Arc::new(config.fetcher(store));
-    let love = Love::new(fetcher, &config.love)?;
+    crate::pack::love::schema::check_embedded()?;
+    let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
+    let fetcher = Arc::new(config.fetcher(store, Arc::new(Metrics::new())));
+    let budget = Budget::new(config.love.max_inflight_bytes);
+    let packs = Packs::new(fetcher, seen, &config.love, config.packs.clone(), budget);
+    let love = Love::new(Arc::new(packs));
     match action {
         LoveAction::Discover { url } => match love.discover(&url).await {
             Ok(d) => {

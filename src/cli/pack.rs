@@ -8,7 +8,8 @@ use super::output::{emit, emit_failure, outline};
 use super::progress::Progress;
 use crate::cli::PackAction;
 use crate::config::Config;
-use crate::love::seen::Seen;
+use crate::metrics::Metrics;
+use crate::pack::seen::Seen;
 use crate::pack::{Packs, Params};
 
 /// Runs one `pack` action. `Err` is a usage or config error (exit 2).
@@ -24,8 +25,8 @@ pub async fn run(
         PackAction::Fetch { .. } => super::cache::open(config)?,
     };
     let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
-    let fetcher = Arc::new(config.fetcher(store));
-    let budget = crate::love::budget::Budget::new(config.love.max_inflight_bytes);
+    let fetcher = Arc::new(config.fetcher(store, Arc::new(Metrics::new())));
+    let budget = crate::pack::budget::Budget::new(config.love.max_inflight_bytes);
     let packs = Packs::new(fetcher, seen, &config.love, config.packs.clone(), budget);
     let (format, params) = match action {
         PackAction::Fetch { format, params } => (format, params),

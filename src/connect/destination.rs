@@ -21,7 +21,7 @@ pub struct Egress {
     resolver: Option<Resolver>,
     resolver_error: Option<String>,
     /// Where refusals are counted (handed in, so connect reaches no global).
-    metrics: &'static Metrics,
+    metrics: Arc<Metrics>,
 }
 
 impl Egress {
@@ -30,7 +30,7 @@ impl Egress {
     pub(crate) fn new(
         policy: Arc<Policy>,
         resolver: Result<Resolver, String>,
-        metrics: &'static Metrics,
+        metrics: Arc<Metrics>,
     ) -> Self {
         let (resolver, resolver_error) = match resolver {
             Ok(r) => (Some(r), None),
@@ -50,7 +50,7 @@ impl Egress {
             Ok((target, url)) => self.resolve_and_decide(target, url).await,
             Err(e) => Decision::refused_locator(e),
         };
-        count(self.metrics, &d);
+        count(&self.metrics, &d);
         d
     }
 
@@ -60,7 +60,7 @@ impl Egress {
             Ok(target) => self.resolve_and_decide(target, ()).await,
             Err(e) => Decision::refused_locator(e),
         };
-        count(self.metrics, &d);
+        count(&self.metrics, &d);
         d
     }
 
@@ -85,6 +85,16 @@ impl Egress {
         };
         pending.judge(&self.policy, lookup)
     }
+}
+
+/// Creates at zero every refusal reason's series.
+pub(crate) fn preset_metrics(m: &Metrics) {
+    let reasons: Vec<&'static str> = Reason::ALL
+        .iter()
+        .filter(|r| !r.allows())
+        .map(|r| r.code())
+        .collect();
+    Metrics::preset(&m.refusals, "reason", &reasons);
 }
 
 /// Counts a refusal by its reason code.

@@ -12,5 +12,5 @@ pub(crate) mod pool;
 pub(crate) mod resolve;
 pub(crate) mod tls;
 
-pub(crate) use destination::Egress;
+pub(crate) use destination::{Egress, preset_metrics};
 pub(crate) use resolve::{Resolver, ResolverSection, ResolverSettings};

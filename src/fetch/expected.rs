@@ -3,17 +3,21 @@
 //! checks them, and the fill is published only if that digest matched. The size is not known
 //! in advance; `[cache] max_object_bytes` bounds it.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
-use http_body_util::BodyExt;
 
-use super::hops::{Credential, Failure, GetRequest, locator_failure};
+use super::Fetcher;
+use super::failure::{ExpectedError, Failure, FetchCode, LocatorFailure, locator_failure};
+use super::flight::Ask;
+use super::hops::{Credential, GetRequest};
 use super::idle::IdleBody;
-use super::integrity::{Expected, Hasher};
-use super::tap::Tap;
-use super::through::{Fetcher, LocatorFailure};
+use super::integrity::Expected;
+use super::pump::{Pump, read_capped};
+use super::tap::{Tap, TapSlot};
 use crate::redact::redact_locator;
-use crate::store::{Digest, FillError, FillSink};
+use crate::store::{Digest, FillError, FillSink, Provenance};
 
 /// What an upstream answered to a metadata request.
 #[derive(Clone, Debug)]
@@ -31,21 +35,63 @@ pub(crate) enum MetaResponse {
     NotFound,
 }
 
-/// Why an artifact was not published.
-#[derive(Clone, Debug)]
-pub(crate) enum ExpectedError {
-    /// The bytes arrived whole and did not match: nothing was stored.
-    Mismatch {
-        /// What was expected (`sha512-...`).
-        expected: String,
-        /// What arrived.
-        received: String,
-    },
-    /// The locator failed before the bytes could be judged.
-    Locator(LocatorFailure),
+/// A registry artifact for [`Fetcher::ensure_expected`].
+pub(crate) struct ExpectedAsk {
+    /// What single flight is keyed on (the published digest, or more for a digest that does
+    /// not name bytes).
+    pub(crate) key: String,
+    /// The source: registry and URL.
+    pub(crate) source: String,
+    /// The upstream URL.
+    pub(crate) url: String,
+    /// The published digest.
+    pub(crate) expected: Expected,
+    /// The registry's own credential, if any.
+    pub(crate) credential: Option<Credential>,
+    /// The entry's package label.
+    pub(crate) label: Option<String>,
+    /// Where the fetch, if this request leads it, hands its bytes to this request's client.
+    pub(crate) tap: Option<TapSlot>,
 }
 
 impl Fetcher {
+    /// Fetches a registry artifact verified against its published digest, once for all
+    /// concurrent requests of the same key and source, on the same terms as
+    /// [`Fetcher::ensure`].
+    pub(crate) async fn ensure_expected(
+        self: &Arc<Self>,
+        want: ExpectedAsk,
+    ) -> Result<Digest, ExpectedError> {
+        let ask = Ask {
+            key: want.key.clone(),
+            source: want.source.clone(),
+            hedge: self.limits.hedge,
+            metrics: self.metrics.clone(),
+        };
+        let want = Arc::new(want);
+        let fetch = || {
+            let (this, want) = (self.clone(), want.clone());
+            async move {
+                this.fetch_expected(
+                    &want.url,
+                    &want.expected,
+                    want.credential.as_ref(),
+                    want.label.clone(),
+                    super::tap::take(want.tap.as_ref()),
+                )
+                .await
+            }
+        };
+        let broken = |why: &'static str| {
+            ExpectedError::Locator(LocatorFailure::inside(
+                FetchCode::InternalError,
+                why.into(),
+                "retry",
+            ))
+        };
+        self.inflight.expected.fly(ask, fetch, broken).await
+    }
+
     /// GETs a metadata document (at most `max` bytes), with `headers` and `credential`,
     /// within `[cache] fetch_timeout_ms` as a whole (a trickling upstream cannot hold it).
     pub(crate) async fn get_metadata(
@@ -99,7 +145,7 @@ impl Fetcher {
                     body: Bytes::new(),
                 });
             }
-            let body = super::through::read_capped(IdleBody::new(body, self.body_idle), max)
+            let body = read_capped(IdleBody::new(body, self.body_idle()), max)
                 .await
                 .map_err(|(code, detail)| locator_failure(url, hop, code, detail).into_locator())?;
             Ok(MetaResponse::Ok {
@@ -107,7 +153,7 @@ impl Fetcher {
                 body,
             })
         };
-        tokio::time::timeout(self.fetch_timeout, attempt)
+        tokio::time::timeout(self.fetch_timeout(), attempt)
             .await
             .unwrap_or_else(|_| Err(self.timed_out(url)))
     }
@@ -124,7 +170,7 @@ impl Fetcher {
         label: Option<String>,
         tap: Option<Tap>,
     ) -> Result<Digest, ExpectedError> {
-        let max = self.store.settings().max_object_bytes;
+        let max = self.store().settings().max_object_bytes;
         let req = GetRequest {
             url,
             method: Method::GET,
@@ -138,16 +184,19 @@ impl Fetcher {
         let attempt = async {
             let (response, last) = self.get(req).await.map_err(locator)?;
             let hop = (last != url).then_some(last.as_str());
-            let fail = |code: &'static str, detail: String| {
-                locator(locator_failure(url, hop, code, detail))
-            };
-            let store = self.store.clone();
+            let fail =
+                |code: FetchCode, detail: String| locator(locator_failure(url, hop, code, detail));
+            let store = self.store().clone();
             let fill = tokio::task::spawn_blocking(move || store.begin(None, max))
                 .await
-                .map_err(|e| fail("cache_error", format!("the cache writer failed: {e}")))?
+                .map_err(|e| {
+                    fail(
+                        FetchCode::CacheError,
+                        format!("the cache writer failed: {e}"),
+                    )
+                })?
                 .map_err(|e| locator(Failure::Store(e)))?;
             let mut sink = FillSink::start(fill);
-            let mut hasher = Hasher::new(expected.algorithm);
             let length = response
                 .headers()
                 .get(http::header::CONTENT_LENGTH)
@@ -155,36 +204,30 @@ impl Fetcher {
                 .and_then(|v| v.parse::<u64>().ok())
                 .filter(|n| *n > 0);
             // Only a body of announced length can be held back by its last byte.
-            let mut tap = match (tap, length) {
+            let tap = match (tap, length) {
                 (Some(t), Some(n)) if t.start(n).await => Some(t),
                 _ => None,
             };
-            let mut body = IdleBody::new(response.into_body(), self.body_idle);
-            while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| {
-                    let (code, detail) = super::through::body_failure(e.as_ref());
-                    fail(code, detail)
+            let mut pump = Pump::new(IdleBody::new(response.into_body(), self.body_idle()))
+                .hashing(expected.algorithm)
+                .tapped(tap);
+            while let Some(data) = pump
+                .next()
+                .await
+                .map_err(|(code, detail)| fail(code, detail))?
+            {
+                sink.send(data).await.map_err(|e| match e {
+                    FillError::TooLong { limit } => fail(
+                        FetchCode::TooLarge,
+                        format!("the body is longer than [cache] max_object_bytes = {limit}"),
+                    ),
+                    other => fail(FetchCode::CacheError, other.to_string()),
                 })?;
-                if let Ok(data) = frame.into_data() {
-                    hasher.update(&data);
-                    let tapped = tap.as_ref().map(|_| data.clone());
-                    sink.send(data).await.map_err(|e| match e {
-                        FillError::TooLong { limit } => fail(
-                            "too_large",
-                            format!("the body is longer than [cache] max_object_bytes = {limit}"),
-                        ),
-                        other => fail("cache_error", other.to_string()),
-                    })?;
-                    if let (Some(t), Some(data)) = (&tap, tapped)
-                        && !t.data(data).await
-                    {
-                        tap = None;
-                    }
-                }
             }
+            let (hashed, tap) = pump.finish();
             let got = Expected {
                 algorithm: expected.algorithm,
-                bytes: hasher.finish(),
+                bytes: hashed.unwrap_or_default(),
             };
             if got != *expected {
                 // Dropping the sink abandons the fill: nothing of these bytes is kept.
@@ -194,15 +237,17 @@ impl Fetcher {
                     received: got.sri(),
                 });
             }
-            let published = sink.finish(Some(redact_locator(url)), label.clone()).await;
+            let published = sink
+                .finish(Provenance::Upstream(redact_locator(url)), label.clone())
+                .await;
             // The bytes matched: the tapped client has its last byte whether or not the store
             // kept them, and once it has it, a store that could keep them has.
             if let Some(t) = tap {
                 t.verified().await;
             }
-            published.map_err(|e| fail("cache_error", e.to_string()))
+            published.map_err(|e| fail(FetchCode::CacheError, e.to_string()))
         };
-        match tokio::time::timeout(self.fetch_timeout, attempt).await {
+        match tokio::time::timeout(self.fetch_timeout(), attempt).await {
             Ok(result) => result,
             Err(_) => Err(ExpectedError::Locator(self.timed_out(url))),
         }

@@ -17,12 +17,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::expected::ExpectedError;
-use super::hops::Credential;
-use super::integrity::Expected;
-use super::through::{Fetcher, LocatorFailure, ThroughError, Wanted};
+use super::failure::{ExpectedError, ThroughError};
 use crate::metrics::Metrics;
-use crate::store::{Digest, StoreError};
+use crate::store::Digest;
 
 /// Default `[cache] flight_hedge_ms`: long enough that a healthy fetch from another source
 /// usually lands first (one upstream fetch for both), short enough that a trickling one holds
@@ -73,14 +70,14 @@ pub(crate) struct Ask<K, S> {
     /// How long to wait on another source's fetch before fetching from its own.
     pub(crate) hedge: Duration,
     /// Where waiting and leading are counted.
-    pub(crate) metrics: &'static Metrics,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// Counts a request waiting on a fetch it did not start for as long as it waits.
-struct Waiting(&'static Metrics);
+struct Waiting(Arc<Metrics>);
 
 impl Waiting {
-    fn start(metrics: &'static Metrics) -> Self {
+    fn start(metrics: Arc<Metrics>) -> Self {
         metrics.fetch_waiters.inc();
         Self(metrics)
     }
@@ -130,7 +127,7 @@ where
             mut others,
         } = self.board(&ask, None::<&F>).map_err(|()| lock_failed())?;
         if own.is_none() && !others.is_empty() {
-            let waiting = Waiting::start(ask.metrics);
+            let waiting = Waiting::start(ask.metrics.clone());
             let hedged = tokio::time::timeout(ask.hedge, any_success(&mut others)).await;
             drop(waiting);
             if let Ok(Some(value)) = hedged {
@@ -148,7 +145,7 @@ where
                     b.own.ok_or_else(lock_failed)?
                 }
             };
-            let waiting = (!led).then(|| Waiting::start(ask.metrics));
+            let waiting = (!led).then(|| Waiting::start(ask.metrics.clone()));
             let landed = tokio::select! {
                 landed = landing(&mut rx) => landed,
                 Some(value) = any_success(&mut others) => Some(Landed::Done(Ok(value))),
@@ -206,7 +203,7 @@ where
         list.push(flight.clone());
         drop(table);
         self.clone()
-            .lead(ask.key.clone(), flight, fetch(), ask.metrics);
+            .lead(ask.key.clone(), flight, fetch(), ask.metrics.clone());
         Ok(Boarded {
             own: Some(rx),
             led: true,
@@ -222,7 +219,7 @@ where
         key: K,
         flight: Arc<Flight<S, Result<T, E>>>,
         fetch: impl Future<Output = Result<T, E>> + Send + 'static,
-        metrics: &'static Metrics,
+        metrics: Arc<Metrics>,
     ) {
         tokio::spawn(async move {
             metrics.inflight_fetches.inc();
@@ -294,100 +291,15 @@ type ThroughTable = Table<(Digest, u64), Vec<String>, Result<(), Arc<ThroughErro
 type ExpectedTable = Table<String, String, Result<Digest, ExpectedError>>;
 
 /// The fetches in flight: fetch-through by digest and size (per mirror list), and registry
-/// artifacts by published digest (per registry and URL). They outlive any one [`Fetcher`]: a
-/// reload builds a new fetcher over the same tables, so requests after a reload still join
-/// the fetches begun before it.
+/// artifacts by published digest (per registry and URL). They outlive any one
+/// [`Fetcher`](super::Fetcher): a reload builds a new fetcher over the same tables, so
+/// requests after a reload still join the fetches begun before it.
 #[derive(Default)]
 pub(crate) struct Flights {
-    through: Arc<ThroughTable>,
-    expected: Arc<ExpectedTable>,
-}
-
-/// A registry artifact for [`Fetcher::ensure_expected`].
-pub(crate) struct ExpectedAsk {
-    /// What single flight is keyed on (the published digest, or more for a digest that does
-    /// not name bytes).
-    pub(crate) key: String,
-    /// The source: registry and URL.
-    pub(crate) source: String,
-    /// The upstream URL.
-    pub(crate) url: String,
-    /// The published digest.
-    pub(crate) expected: Expected,
-    /// The registry's own credential, if any.
-    pub(crate) credential: Option<Credential>,
-    /// The entry's package label.
-    pub(crate) label: Option<String>,
-    /// Where the fetch, if this request leads it, hands its bytes to this request's client.
-    pub(crate) tap: Option<super::tap::TapSlot>,
-}
-
-impl Fetcher {
-    /// Makes sure `wanted.digest` is published: returns at once on a hit, otherwise joins
-    /// the fetch of that digest and size from the same mirrors or leads one (after at most
-    /// `[cache] flight_hedge_ms` on a fetch from other mirrors; see the module).
-    pub(crate) async fn ensure(self: &Arc<Self>, wanted: Wanted) -> Result<(), Arc<ThroughError>> {
-        if self.store.contains_verified(&wanted.digest) {
-            return Ok(());
-        }
-        let ask = Ask {
-            key: (wanted.digest, wanted.size),
-            source: wanted.mirrors.clone(),
-            hedge: self.hedge,
-            metrics: self.metrics,
-        };
-        let fetch = || {
-            let (this, wanted) = (self.clone(), wanted.clone());
-            async move {
-                if this.store.contains_verified(&wanted.digest) {
-                    return Ok(());
-                }
-                this.fetch(&wanted).await.map_err(Arc::new)
-            }
-        };
-        let broken =
-            |why: &'static str| Arc::new(ThroughError::Store(StoreError::Internal(why.into())));
-        self.inflight.through.fly(ask, fetch, broken).await
-    }
-
-    /// Fetches a registry artifact verified against its published digest, once for all
-    /// concurrent requests of the same key and source, on the same terms as [`Self::ensure`].
-    pub(crate) async fn ensure_expected(
-        self: &Arc<Self>,
-        want: ExpectedAsk,
-    ) -> Result<Digest, ExpectedError> {
-        let ask = Ask {
-            key: want.key.clone(),
-            source: want.source.clone(),
-            hedge: self.hedge,
-            metrics: self.metrics,
-        };
-        let want = Arc::new(want);
-        let fetch = || {
-            let (this, want) = (self.clone(), want.clone());
-            async move {
-                this.fetch_expected(
-                    &want.url,
-                    &want.expected,
-                    want.credential.as_ref(),
-                    want.label.clone(),
-                    super::tap::take(want.tap.as_ref()),
-                )
-                .await
-            }
-        };
-        let broken = |why: &'static str| {
-            ExpectedError::Locator(LocatorFailure {
-                locator: String::new(),
-                hop: None,
-                code: "internal_error",
-                detail: why.into(),
-                next: "retry",
-                refused: None,
-            })
-        };
-        self.inflight.expected.fly(ask, fetch, broken).await
-    }
+    /// Fetch-through flights.
+    pub(super) through: Arc<ThroughTable>,
+    /// Registry artifact flights.
+    pub(super) expected: Arc<ExpectedTable>,
 }
 
 #[cfg(test)]

@@ -10,14 +10,14 @@ use http::{HeaderMap, Method, StatusCode};
 use hyper::Response;
 use hyper::body::Incoming;
 
-use super::through::{Fetcher, LocatorFailure, NEXT_MIRROR};
+use super::Fetcher;
+use super::failure::{Failure, FetchCode, locator_failure};
 use super::upstream::{exchange, upstream_request};
 use crate::body::empty;
 use crate::connect::pool::Pool;
-use crate::decide::Decision;
 use crate::decide::trust_hint::RefusedDestination;
+use crate::decide::{Decision, Reason};
 use crate::redact::redact_locator;
-use crate::store::StoreError;
 
 /// An `Authorization` value that belongs to one origin (a registry's own host).
 #[derive(Clone, Debug)]
@@ -62,44 +62,6 @@ impl<'a> GetRequest<'a> {
     }
 }
 
-/// Why one locator failed, or the store did.
-pub(crate) enum Failure {
-    Locator(LocatorFailure),
-    Store(StoreError),
-}
-
-impl Failure {
-    pub(crate) fn into_locator(self) -> LocatorFailure {
-        match self {
-            Failure::Locator(l) => l,
-            Failure::Store(e) => LocatorFailure {
-                locator: String::new(),
-                hop: None,
-                code: "cache_error",
-                detail: e.to_string(),
-                next: NEXT_MIRROR,
-                refused: None,
-            },
-        }
-    }
-}
-
-pub(crate) fn locator_failure(
-    mirror: &str,
-    hop: Option<&str>,
-    code: &'static str,
-    detail: String,
-) -> Failure {
-    Failure::Locator(LocatorFailure {
-        locator: redact_locator(mirror),
-        hop: hop.map(redact_locator),
-        code,
-        detail,
-        next: NEXT_MIRROR,
-        refused: None,
-    })
-}
-
 impl Fetcher {
     /// GETs (or `HEAD`s) `req.url`, following redirects, until a `200` (within `max`/`exact`) or one of
     /// `req.also`. Returns the response and the final URL.
@@ -108,11 +70,11 @@ impl Fetcher {
         req: GetRequest<'_>,
     ) -> Result<(Response<Incoming>, String), Failure> {
         let mirror = req.url;
-        let fail = |hop: Option<&str>, code: &'static str, detail: String| {
+        let fail = |hop: Option<&str>, code: FetchCode, detail: String| {
             locator_failure(mirror, hop, code, detail)
         };
         let mut current = mirror.to_string();
-        for hop in 0..=self.max_redirects {
+        for hop in 0..=self.limits.max_redirects {
             let hop_name = (hop > 0).then_some(current.as_str());
             let permit = match self.egress.resolve_and_decide_url(&current).await {
                 Decision::Allowed(permit) => permit,
@@ -122,7 +84,7 @@ impl Fetcher {
                     if let Some(d) = &refused.detail {
                         detail = format!("{detail}: {d}");
                     }
-                    let mut failure = fail(hop_name, r.code(), detail);
+                    let mut failure = fail(hop_name, FetchCode::Refused(r), detail);
                     if let Failure::Locator(l) = &mut failure {
                         l.refused = Some(Box::new(RefusedDestination::of(&refused)));
                     }
@@ -142,10 +104,11 @@ impl Fetcher {
             }
             let body = empty();
             let up = upstream_request(req.method.clone(), &permit, headers, body)
-                .map_err(|e| fail(hop_name, "invalid_locator", e))?;
+                .map_err(|e| fail(hop_name, FetchCode::InvalidLocator, e))?;
             // A fresh connection per hop: nothing is pooled across decisions.
             let pool = Pool::new(1, Duration::from_secs(1));
-            let ex = exchange(&pool, &self.tls, self.timeouts, &permit, up, self.metrics)
+            let timeouts = self.limits.timeouts;
+            let ex = exchange(&pool, &self.tls, timeouts, &permit, up, &self.metrics)
                 .await
                 .map_err(|e| fail(hop_name, e.mirror_code(), e.to_string()))?;
             let status = ex.response.status();
@@ -161,7 +124,7 @@ impl Fetcher {
                 else {
                     return Err(fail(
                         hop_name,
-                        "upstream_status",
+                        FetchCode::UpstreamStatus,
                         format!("HTTP {status} without a Location"),
                     ));
                 };
@@ -170,7 +133,11 @@ impl Fetcher {
                 continue;
             }
             if status != StatusCode::OK {
-                return Err(fail(hop_name, "upstream_status", format!("HTTP {status}")));
+                return Err(fail(
+                    hop_name,
+                    FetchCode::UpstreamStatus,
+                    format!("HTTP {status}"),
+                ));
             }
             let length = ex
                 .response
@@ -182,14 +149,14 @@ impl Fetcher {
                 (Some(len), Some(want)) if len != want => {
                     return Err(fail(
                         hop_name,
-                        "size_mismatch",
+                        FetchCode::SizeMismatch,
                         format!("Content-Length is {len}; the expected size is {want}"),
                     ));
                 }
                 (Some(len), None) if len > req.max => {
                     return Err(fail(
                         hop_name,
-                        "too_large",
+                        FetchCode::TooLarge,
                         format!("Content-Length is {len}; the limit is {} bytes", req.max),
                     ));
                 }
@@ -199,10 +166,10 @@ impl Fetcher {
         }
         Err(fail(
             None,
-            "too_many_redirects",
+            FetchCode::TooManyRedirects,
             format!(
                 "more than {} redirects ([egress] max_redirects)",
-                self.max_redirects
+                self.limits.max_redirects
             ),
         ))
     }
@@ -217,13 +184,13 @@ pub(crate) fn next_hop(
     base: &url::Url,
     location: &str,
     allow_downgrade: bool,
-) -> Result<String, (&'static str, String)> {
+) -> Result<String, (FetchCode, String)> {
     let next = match url::Url::parse(location) {
         Ok(absolute) => (absolute, location.to_string()),
         Err(url::ParseError::RelativeUrlWithoutBase) => {
             if location.contains('#') {
                 return Err((
-                    "fragment_present",
+                    FetchCode::Refused(Reason::FragmentPresent),
                     "the redirect's Location carries a fragment".into(),
                 ));
             }
@@ -231,14 +198,14 @@ pub(crate) fn next_hop(
                 let authority = rest.split(['/', '?']).next().unwrap_or("");
                 if authority.contains('@') {
                     return Err((
-                        "userinfo_present",
+                        FetchCode::Refused(Reason::UserinfoPresent),
                         "the redirect's Location carries userinfo".into(),
                     ));
                 }
             }
             let joined = base.join(location).map_err(|e| {
                 (
-                    "invalid_locator",
+                    FetchCode::InvalidLocator,
                     format!("the redirect's Location is not a URL: {e}"),
                 )
             })?;
@@ -247,14 +214,14 @@ pub(crate) fn next_hop(
         }
         Err(e) => {
             return Err((
-                "invalid_locator",
+                FetchCode::InvalidLocator,
                 format!("the redirect's Location is not a URL: {e}"),
             ));
         }
     };
     if base.scheme() == "https" && next.0.scheme() == "http" && !allow_downgrade {
         return Err((
-            "redirect_downgrade",
+            FetchCode::RedirectDowngrade,
             format!(
                 "an https locator redirected to plain http ({}); the downgraded hop is refused",
                 redact_locator(&next.1)

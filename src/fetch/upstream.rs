@@ -12,6 +12,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use rustls::ClientConfig;
 
+use super::failure::FetchCode;
 use super::headers::{check_identity, strip_hop_by_hop};
 use crate::connect::dial::{DialError, dial_tcp, handshake};
 use crate::connect::pool::{Pool, PoolKey, UpstreamBody};
@@ -52,18 +53,24 @@ impl UpstreamError {
         }
     }
 
-    /// The code in a per-mirror report ([`LocatorFailure`](super::through::LocatorFailure)):
-    /// [`code`](Self::code) with time-outs merged and a peer mismatch counted as unreachable,
-    /// because a mirror is skipped the same way either way, and registries, LOVE and the
-    /// idle-body check already speak of one `upstream_timeout`.
-    pub(crate) fn mirror_code(&self) -> &'static str {
+    /// The code in a per-mirror report ([`LocatorFailure`](super::failure::LocatorFailure)):
+    /// time-outs merged and a peer mismatch counted as unreachable, because a mirror is
+    /// skipped the same way either way, and registries, LOVE and the idle-body check already
+    /// speak of one `upstream_timeout`.
+    pub(crate) fn mirror_code(&self) -> FetchCode {
         match self {
             UpstreamError::HeadTimeout(_)
             | UpstreamError::Dial(DialError::Unreachable {
                 timed_out: true, ..
-            }) => "upstream_timeout",
-            UpstreamError::Dial(DialError::PeerMismatch { .. }) => "upstream_unreachable",
-            other => other.code(),
+            }) => FetchCode::UpstreamTimeout,
+            UpstreamError::Dial(
+                DialError::PeerMismatch { .. }
+                | DialError::Unreachable { .. }
+                | DialError::NoAddress,
+            ) => FetchCode::UpstreamUnreachable,
+            UpstreamError::Dial(DialError::Tls { .. }) => FetchCode::UpstreamTlsFailed,
+            UpstreamError::Http(_) => FetchCode::UpstreamHttpError,
+            UpstreamError::ContentCoding(_) => FetchCode::ContentCodingRejected,
         }
     }
 

@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 
-use super::reach::{ArchiveLimits, MemberKind, archive};
+use super::reach::{ArchiveLimits, FailureCode, MemberKind, archive};
 
 /// The first input byte chooses the form of the rest (so the fuzzer can reach both gzip and
 /// tar corners): `0` the rest is the `.tar.gz`; `1` the rest is a tar, gzipped here; `2` the
@@ -87,7 +87,7 @@ fn check(tgz: &[u8], root: Option<&str>) {
 /// The error a visitor returns for a member whose data does not read.
 fn unreadable(path: &str, e: &std::io::Error) -> archive::ArchiveError {
     archive::ArchiveError {
-        code: "archive_malformed",
+        code: FailureCode::ArchiveMalformed,
         field: format!("archive:{path}"),
         detail: e.to_string(),
         cap: None,

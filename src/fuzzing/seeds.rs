@@ -198,7 +198,7 @@ fn gomod_seeds() {
 }
 
 fn apt_seeds() {
-    let t = "src/registry/apt/testdata/";
+    let t = "src/registry/kinds/apt/testdata/";
     for f in [
         "ed.InRelease",
         "rsa.InRelease",

@@ -4,9 +4,10 @@
 
 use serde::Serialize;
 
-use super::document::{Index, WellKnown};
 use super::error::LoveError;
 use super::retrieve::{Love, unavailable};
+use crate::failure::FailureCode;
+use crate::pack::love::document::{Index, WellKnown};
 use crate::redact::redact_locator;
 
 /// What discovery found.
@@ -39,8 +40,7 @@ impl Love {
     pub(crate) async fn discover(&self, url: &str) -> Result<Discovery, LoveError> {
         let (_, base) = crate::decide::parse_fetch_url(url).map_err(|e| {
             LoveError::new(
-                "invalid_locator",
-                403,
+                FailureCode::InvalidLocator,
                 e.detail,
                 "give an absolute http(s) URL such as https://host/",
             )
@@ -54,17 +54,17 @@ impl Love {
                 .unwrap_or_default()
         };
         let bytes = self
-            .fetcher
-            .get_document(&well_known, self.max_document_bytes)
+            .fetcher()
+            .get_document(&well_known, self.max_document_bytes())
             .await
-            .map_err(|f| unavailable("discovery_unavailable", &well_known, f))?;
+            .map_err(|f| unavailable(FailureCode::DiscoveryUnavailable, &well_known, f))?;
         let pointer =
             WellKnown::parse(&bytes).map_err(|e| e.locator(redact_locator(&well_known)))?;
         let bytes = self
-            .fetcher
-            .get_document(&pointer.index_url, self.max_document_bytes)
+            .fetcher()
+            .get_document(&pointer.index_url, self.max_document_bytes())
             .await
-            .map_err(|f| unavailable("index_unavailable", &pointer.index_url, f))?;
+            .map_err(|f| unavailable(FailureCode::IndexUnavailable, &pointer.index_url, f))?;
         let index =
             Index::parse(&bytes).map_err(|e| e.locator(redact_locator(&pointer.index_url)))?;
         Ok(Discovery {

@@ -8,24 +8,20 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::json;
 
-use super::LoveSettings;
-use super::archive::{Caps, Inspection, inspect};
-use super::budget::{Budget, Held, Short};
-use super::document::{Manifest, PROTOCOL};
-use super::engine_compat::{Compat, check};
 use super::error::LoveError;
 use super::lock::LockEntry;
-use super::seen::{Conflict, Seen, Sighting};
-use crate::fetch::through::{Fetcher, LocatorFailure, ThroughError, Wanted};
+use crate::failure::FailureCode;
+use crate::fetch::Fetcher;
+use crate::fetch::failure::LocatorFailure;
+use crate::fetch::through::Wanted;
+use crate::pack::Packs;
+use crate::pack::budget::{Held, Short};
+use crate::pack::love::archive::{Caps, Inspection, inspect};
+use crate::pack::love::document::{Manifest, PROTOCOL};
+use crate::pack::love::engine_compat::{Compat, check};
+use crate::pack::seen::{Conflict, Sighting};
 use crate::redact::redact_locator;
-use crate::store::{Digest, FillError, StoreError, now};
-
-/// Default largest document (manifest, index, pointer) read.
-pub(crate) const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 1 << 20;
-/// Default bytes of artifacts all LOVE fetches may hold in memory at once.
-pub(crate) const DEFAULT_MAX_INFLIGHT_BYTES: u64 = 512 << 20;
-/// The largest `[love] max_inflight_bytes` accepted (the budget is counted in KiB, as `u32`).
-pub(crate) const MAX_INFLIGHT_BYTES: u64 = (u32::MAX as u64) << 10;
+use crate::store::{Digest, now};
 
 /// What a caller brings to a fetch.
 #[derive(Clone, Debug, Default)]
@@ -75,21 +71,17 @@ pub(crate) struct FetchResult {
     pub(crate) manifest: Manifest,
 }
 
-/// The LOVE consumer.
+/// The LOVE consumer: LOVE's own steps (locks, pins, engines, the report) over the pack
+/// driver's shared ones.
 pub(crate) struct Love {
-    pub(super) fetcher: Arc<Fetcher>,
-    seen: Arc<Seen>,
-    caps: Caps,
-    pub(super) max_document_bytes: u64,
-    /// Room for artifact bytes held in memory by fetches in progress (shared with packs).
-    memory: Budget,
+    /// The pack driver: the fetcher, the sightings, the caps and the memory budget.
+    packs: Arc<Packs>,
 }
 
-pub(super) fn unavailable(code: &'static str, url: &str, f: LocatorFailure) -> LoveError {
+pub(super) fn unavailable(code: FailureCode, url: &str, f: LocatorFailure) -> LoveError {
     let detail = format!("{}: {}", f.code, f.detail);
     LoveError::new(
         code,
-        502,
         detail,
         "check the URL, or use another locator for the same document",
     )
@@ -98,32 +90,23 @@ pub(super) fn unavailable(code: &'static str, url: &str, f: LocatorFailure) -> L
 }
 
 impl Love {
-    /// A consumer over `fetcher`, remembering sightings in `<cache>/love.redb`.
-    pub(crate) fn new(fetcher: Arc<Fetcher>, settings: &LoveSettings) -> Result<Self, String> {
-        super::schema::check_embedded()?;
-        let seen = Arc::new(Seen::open(&fetcher.store().root().join("love.redb"))?);
-        Ok(Self::with_seen(fetcher, seen, settings))
+    /// A consumer over the pack driver `packs` (which it shares with the format profiles).
+    pub(crate) fn new(packs: Arc<Packs>) -> Self {
+        Self { packs }
     }
 
-    /// A consumer sharing an already open sightings database (the server keeps one across
-    /// reloads).
-    pub(crate) fn with_seen(
-        fetcher: Arc<Fetcher>,
-        seen: Arc<Seen>,
-        settings: &LoveSettings,
-    ) -> Self {
-        Self {
-            fetcher,
-            seen,
-            caps: settings.caps,
-            max_document_bytes: settings.max_document_bytes,
-            memory: Budget::new(settings.max_inflight_bytes),
-        }
+    /// The fetcher every document and artifact goes through.
+    pub(super) fn fetcher(&self) -> &Arc<Fetcher> {
+        &self.packs.fetcher
     }
 
-    /// The in-memory budget, for the pack profiles to share.
-    pub(crate) fn budget(&self) -> Budget {
-        self.memory.clone()
+    /// The largest document read (`[love] max_document_bytes`).
+    pub(super) fn max_document_bytes(&self) -> u64 {
+        self.packs.settings.max_document_bytes
+    }
+
+    fn caps(&self) -> Caps {
+        self.packs.settings.caps
     }
 
     /// Reserves room for `size` artifact bytes in memory, waiting up to 30 seconds for other
@@ -133,37 +116,30 @@ impl Love {
         client: Option<std::net::IpAddr>,
         size: u64,
     ) -> Result<Held, LoveError> {
-        let max = self.memory.max();
-        self.memory.hold_for(client, size).await.map_err(|short| match short {
-            Short::TooLarge => LoveError::new(
-                "archive_cap_exceeded",
-                422,
+        let memory = &self.packs.settings.budget;
+        let max = memory.max();
+        memory.hold_for(client, size).await.map_err(|short| match short {
+            Short::TooLarge => LoveError::new(FailureCode::ArchiveCapExceeded,
                 format!("artifact.size {size} exceeds [love] max_inflight_bytes = {max}"),
                 "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
             )
             .field("max_inflight_bytes"),
-            Short::Busy => LoveError::new(
-                "love_busy",
-                503,
+            Short::Busy => LoveError::new(FailureCode::LoveBusy,
                 format!("other fetches hold the [love] max_inflight_bytes = {max} budget"),
                 "retry in a few seconds",
             )
             .field("max_inflight_bytes"),
-            Short::OverShare => LoveError::new(
-                "archive_cap_exceeded",
-                422,
+            Short::OverShare => LoveError::new(FailureCode::ArchiveCapExceeded,
                 format!(
                     "artifact.size {size} is more than one client may hold: half of [love] max_inflight_bytes = {max}"
                 ),
                 "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
             )
             .field("max_inflight_bytes"),
-            Short::ClientShare => LoveError::new(
-                "love_busy",
-                503,
+            Short::ClientShare => LoveError::new(FailureCode::LoveBusy,
                 format!(
                     "this client's fetches already hold its share ({} bytes) of [love] max_inflight_bytes = {max}",
-                    self.memory.client_share()
+                    memory.client_share()
                 ),
                 "retry in a few seconds",
             )
@@ -173,9 +149,7 @@ impl Love {
 
     /// Every `(name, version)` seen with more than one digest.
     pub(crate) fn conflicts(&self) -> Result<Vec<Conflict>, LoveError> {
-        self.seen.conflicts().map_err(|e| {
-            LoveError::new("internal_error", 500, e, "retry; check the cache directory")
-        })
+        self.packs.conflicts()
     }
 
     /// §6: read and validate the manifest, check the engine, settle the expected digest
@@ -188,10 +162,10 @@ impl Love {
     ) -> Result<FetchResult, LoveError> {
         let shown_url = redact_locator(manifest_url);
         let bytes = self
-            .fetcher
-            .get_document(manifest_url, self.max_document_bytes)
+            .fetcher()
+            .get_document(manifest_url, self.max_document_bytes())
             .await
-            .map_err(|f| unavailable("manifest_unavailable", manifest_url, f))?;
+            .map_err(|f| unavailable(FailureCode::ManifestUnavailable, manifest_url, f))?;
         let manifest = Manifest::parse(&bytes).map_err(|e| e.locator(shown_url.clone()))?;
 
         let engine = opts
@@ -201,8 +175,7 @@ impl Love {
         if let Some((name, Compat::Incompatible { constraint })) = &engine {
             let version = opts.engine.as_ref().map(|(_, v)| v.as_str()).unwrap_or("");
             return Err(LoveError::new(
-                "engine_incompatible",
-                422,
+                FailureCode::EngineIncompatible,
                 format!("{name} {version} does not satisfy the declared constraint {constraint:?}"),
                 "choose a compatible runtime, or another version of the package",
             )
@@ -211,16 +184,23 @@ impl Love {
         }
 
         let declared = Digest::parse(&manifest.artifact.sha256).map_err(|e| {
-            LoveError::new("manifest_invalid", 400, e.0, super::error::NEXT_MANIFEST)
-                .field("/artifact/sha256")
+            LoveError::new(
+                FailureCode::ManifestInvalid,
+                e.0,
+                super::error::NEXT_MANIFEST,
+            )
+            .field("/artifact/sha256")
         })?;
-        let (expected, size) = self.settle(&manifest, declared, &shown_url, opts)?;
+        let seen = self
+            .packs
+            .sightings(&manifest.name, &manifest.version)
+            .await?;
+        let (expected, size) = settle(&manifest, declared, &shown_url, opts, &seen)?;
 
-        if size > self.caps.max_compressed_bytes {
-            return Err(LoveError::new(
-                "archive_cap_exceeded",
-                422,
-                format!("artifact.size {size} exceeds [love] max_compressed_bytes = {}", self.caps.max_compressed_bytes),
+        let caps = self.caps();
+        if size > caps.max_compressed_bytes {
+            return Err(LoveError::new(FailureCode::ArchiveCapExceeded,
+                format!("artifact.size {size} exceeds [love] max_compressed_bytes = {}", caps.max_compressed_bytes),
                 "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
             )
             .field("max_compressed_bytes"));
@@ -228,84 +208,43 @@ impl Love {
 
         // Every byte of the artifact is held in memory from here to publication.
         let _memory = self.hold_memory(opts.client, size).await?;
-        let store = self.fetcher.store().clone();
         let label = format!("{}@{}", manifest.name, manifest.version);
-        let cached = store.read_bytes(&expected, size);
-        let (bytes, verified_from, mirror_failures) = match cached {
-            Some(b) if b.len() as u64 == size && Digest::of(&b) == expected => {
-                (b, "cache".to_string(), Vec::new())
-            }
-            _ => {
-                let wanted = Wanted {
-                    digest: expected,
-                    size,
-                    mirrors: manifest
-                        .artifact
-                        .mirrors
-                        .iter()
-                        .map(|m| m.url.clone())
-                        .collect(),
-                    label: Some(label.clone()),
-                };
-                match self.fetcher.fetch_verified(&wanted).await {
-                    Ok(v) => (v.bytes, v.from, v.failures),
-                    Err(ThroughError::AllFailed(list)) => {
-                        return Err(LoveError::all_mirrors_failed(
-                            size, expected, shown_url, list,
-                        ));
-                    }
-                    Err(ThroughError::Store(e)) => return Err(LoveError::store(&e)),
-                }
-            }
+        let wanted = Wanted {
+            digest: expected,
+            size,
+            mirrors: manifest
+                .artifact
+                .mirrors
+                .iter()
+                .map(|m| m.url.clone())
+                .collect(),
+            label: Some(label.clone()),
         };
+        let found = self.packs.verified(&wanted, &shown_url).await?;
+        let (bytes, verified_from, mirror_failures) = (found.bytes, found.from, found.failures);
 
-        let caps = self.caps;
         let (name, version) = (manifest.name.clone(), manifest.version.clone());
         let inspect_bytes = bytes.clone();
         let inspection =
             tokio::task::spawn_blocking(move || inspect(&inspect_bytes, &caps, &name, &version))
                 .await
-                .map_err(|e| LoveError::new("internal_error", 500, e.to_string(), "retry"))?
+                .map_err(|e| LoveError::new(FailureCode::InternalError, e.to_string(), "retry"))?
                 .map_err(|e| e.locator(shown_url.clone()))?;
 
         // Verified and inspected: now it may exist in the cache, labelled.
-        let from = (verified_from != "cache").then(|| verified_from.clone());
-        let publish_store = store.clone();
-        let publish_label = label.clone();
-        tokio::task::spawn_blocking(move || {
-            if publish_store.contains(&expected) {
-                publish_store
-                    .set_label(&expected, &publish_label, from)
-                    .map(|_| expected)
-            } else {
-                publish_store
-                    .put_verified(expected, &bytes, from, Some(publish_label))
-                    .map_err(|e| match e {
-                        FillError::Store(e) => e,
-                        // The bytes were verified above: any other failure is fetchgate's own.
-                        other => StoreError::Internal(other.to_string()),
-                    })
-            }
-        })
-        .await
-        .map_err(|e| LoveError::new("internal_error", 500, e.to_string(), "retry"))?
-        .map_err(|e| LoveError::store(&e))?;
-
-        self.seen
-            .record(
-                &manifest.name,
-                &manifest.version,
-                Sighting {
-                    sha256: expected.hex(),
-                    size,
-                    manifest_url: shown_url.clone(),
-                    first_seen: now(),
-                    source: String::new(),
-                },
-            )
-            .map_err(|e| {
-                LoveError::new("internal_error", 500, e, "retry; check the cache directory")
-            })?;
+        self.packs
+            .publish(expected, bytes, &verified_from, &label)
+            .await?;
+        let sighting = Sighting {
+            sha256: expected.hex(),
+            size,
+            manifest_url: shown_url.clone(),
+            first_seen: now(),
+            source: String::new(),
+        };
+        self.packs
+            .record(&manifest.name, &manifest.version, sighting)
+            .await?;
 
         let license = match &manifest.license {
             Some(l) => json!({ "declared": l }),
@@ -337,94 +276,82 @@ impl Love {
             manifest,
         })
     }
+}
 
-    /// Decides which digest to expect: the lock's, unless the manifest disagrees (a conflict
-    /// unless pinned); and never one that differs from an earlier sighting of the same label
-    /// unless pinned.
-    fn settle(
-        &self,
-        manifest: &Manifest,
-        declared: Digest,
-        shown_url: &str,
-        opts: &FetchOptions,
-    ) -> Result<(Digest, u64), LoveError> {
-        let pin = opts.pin;
-        let mut expected = (declared, manifest.artifact.size);
-        if let Some(lock) = &opts.locked {
-            let locked = Digest::parse(&lock.artifact.sha256).map_err(|e| {
-                LoveError::new(
-                    "lock_invalid",
-                    400,
-                    e.0,
-                    "repair the lock file or remove this entry deliberately",
-                )
-                .field("artifact.sha256")
-            })?;
-            let same_label = lock.name == manifest.name && lock.version == manifest.version;
-            if locked != declared || !same_label {
-                match pin {
-                    Some(p) if p == declared => {}
-                    Some(p) if p == locked => expected = (locked, lock.artifact.size),
-                    _ => {
-                        return Err(LoveError::new(
-                            "lock_conflict",
-                            409,
-                            format!(
-                                "the lock holds {}@{} sha256 {locked}; the manifest now says {}@{} sha256 {declared}",
-                                lock.name, lock.version, manifest.name, manifest.version
-                            ),
-                            "a changed digest is a package update, not a refresh: review it, then re-run with --pin <sha256> naming the digest you choose",
-                        )
-                        .field("/artifact/sha256")
-                        .locator(shown_url.to_string())
-                        .extra(json!({ "locked": { "sha256": locked.hex(), "size": lock.artifact.size }, "manifest": { "sha256": declared.hex(), "size": manifest.artifact.size } })));
-                    }
+/// Decides which digest to expect: the lock's, unless the manifest disagrees (a conflict
+/// unless pinned); and never one that differs from an earlier sighting of the same label
+/// unless pinned.
+fn settle(
+    manifest: &Manifest,
+    declared: Digest,
+    shown_url: &str,
+    opts: &FetchOptions,
+    sightings: &[Sighting],
+) -> Result<(Digest, u64), LoveError> {
+    let pin = opts.pin;
+    let mut expected = (declared, manifest.artifact.size);
+    if let Some(lock) = &opts.locked {
+        let locked = Digest::parse(&lock.artifact.sha256).map_err(|e| {
+            LoveError::new(
+                FailureCode::LockInvalid,
+                e.0,
+                "repair the lock file or remove this entry deliberately",
+            )
+            .field("artifact.sha256")
+        })?;
+        let same_label = lock.name == manifest.name && lock.version == manifest.version;
+        if locked != declared || !same_label {
+            match pin {
+                Some(p) if p == declared => {}
+                Some(p) if p == locked => expected = (locked, lock.artifact.size),
+                _ => {
+                    return Err(LoveError::new(FailureCode::LockConflict,
+                        format!(
+                            "the lock holds {}@{} sha256 {locked}; the manifest now says {}@{} sha256 {declared}",
+                            lock.name, lock.version, manifest.name, manifest.version
+                        ),
+                        "a changed digest is a package update, not a refresh: review it, then re-run with --pin <sha256> naming the digest you choose",
+                    )
+                    .field("/artifact/sha256")
+                    .locator(shown_url.to_string())
+                    .extra(json!({ "locked": { "sha256": locked.hex(), "size": lock.artifact.size }, "manifest": { "sha256": declared.hex(), "size": manifest.artifact.size } })));
                 }
             }
-        } else if let Some(p) = pin
-            && p != declared
-        {
-            return Err(LoveError::new(
-                "pin_mismatch",
-                409,
-                format!("the pinned sha256 {p} is not the manifest's {declared}"),
-                "pin one of the digests named in the conflict",
-            )
-            .field("pin"));
         }
-        let sightings = self
-            .seen
-            .get(&manifest.name, &manifest.version)
-            .map_err(|e| {
-                LoveError::new("internal_error", 500, e, "retry; check the cache directory")
-            })?;
-        let others: Vec<&Sighting> = sightings
-            .iter()
-            .filter(|s| s.sha256 != expected.0.hex())
-            .collect();
-        if !others.is_empty() && pin != Some(expected.0) {
-            return Err(LoveError::new(
-                "digest_conflict",
-                409,
-                format!(
-                    "{}@{} was verified before as sha256 {} (from {}); this manifest names sha256 {}",
-                    manifest.name, manifest.version, others[0].sha256, others[0].manifest_url, expected.0
-                ),
-                "the same name and version with two digests needs an explicit choice: review both, then pin one with --pin <sha256> (API: pin=)",
-            )
-            .field("/artifact/sha256")
-            .locator(shown_url.to_string())
-            .extra(json!({
-                "conflict": {
-                    "name": manifest.name,
-                    "version": manifest.version,
-                    "this": { "sha256": expected.0.hex(), "manifest_url": shown_url },
-                    "seen": others,
-                }
-            })));
-        }
-        Ok(expected)
+    } else if let Some(p) = pin
+        && p != declared
+    {
+        return Err(LoveError::new(
+            FailureCode::PinMismatch,
+            format!("the pinned sha256 {p} is not the manifest's {declared}"),
+            "pin one of the digests named in the conflict",
+        )
+        .field("pin"));
     }
+    let others: Vec<&Sighting> = sightings
+        .iter()
+        .filter(|s| s.sha256 != expected.0.hex())
+        .collect();
+    if !others.is_empty() && pin != Some(expected.0) {
+        return Err(LoveError::new(FailureCode::DigestConflict,
+            format!(
+                "{}@{} was verified before as sha256 {} (from {}); this manifest names sha256 {}",
+                manifest.name, manifest.version, others[0].sha256, others[0].manifest_url, expected.0
+            ),
+            "the same name and version with two digests needs an explicit choice: review both, then pin one with --pin <sha256> (API: pin=)",
+        )
+        .field("/artifact/sha256")
+        .locator(shown_url.to_string())
+        .extra(json!({
+            "conflict": {
+                "name": manifest.name,
+                "version": manifest.version,
+                "this": { "sha256": expected.0.hex(), "manifest_url": shown_url },
+                "seen": others,
+            }
+        })));
+    }
+    Ok(expected)
 }
 
 /// A lock entry for a successful fetch.

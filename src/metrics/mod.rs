@@ -4,14 +4,13 @@
 //! Label values are bounded: request kinds, outcome classes, routes and reason codes, never
 //! hosts or URLs. Families whose label values are known are created at start with zeros
 //! ([`preset`]), so a dashboard or `rate()` sees them before the first event. One set of
-//! metrics per process (the handles are cheap atomics); the standard `process_*` metrics come
+//! metrics per running instance ([`Metrics::new`], held by the app beside the store and handed
+//! to each part that counts), so two servers in one process never add to each other's counts; the standard `process_*` metrics come
 //! from [`process`], and `fetchgate_build_info` names the version and commit.
 
 pub(crate) mod negotiate;
 mod preset;
 pub(crate) mod process;
-
-use std::sync::LazyLock;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -159,8 +158,17 @@ macro_rules! register {
     };
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Metrics {
-    fn new() -> Self {
+    /// A new set of metrics, every family registered and the series whose label values this
+    /// module knows (routes, reload outcomes) created at zero; each module that counts adds
+    /// the zeros of its own labels ([`Metrics::preset`]).
+    pub fn new() -> Self {
         let mut registry = Registry::default();
         let m = Self {
             requests: Family::default(),
@@ -267,6 +275,32 @@ impl Metrics {
         Self { registry, ..m }
     }
 
+    /// Creates the series of `family` for each of `values` of its one label `name` at zero, so
+    /// a scrape shows them before the first event. Each module calls it for the labels it
+    /// knows.
+    pub(crate) fn preset(
+        family: &Family<Labels1, Counter>,
+        name: &'static str,
+        values: &[&'static str],
+    ) {
+        for v in values {
+            let _ = family.get_or_create(&[(name, v)]);
+        }
+    }
+
+    /// [`Metrics::preset`] for a family of two labels: every pair of `first` and `second`.
+    pub(crate) fn preset2(
+        family: &Family<Labels2, Counter>,
+        (name1, first): (&'static str, &[&'static str]),
+        (name2, second): (&'static str, &[&'static str]),
+    ) {
+        for a in first {
+            for b in second {
+                let _ = family.get_or_create(&[(name1, a), (name2, b)]);
+            }
+        }
+    }
+
     /// The sum of a by-route family over every route (what the status page shows).
     pub(crate) fn total(family: &Family<Labels1, Counter>) -> u64 {
         route::ALL
@@ -324,11 +358,4 @@ impl Metrics {
         }
         out
     }
-}
-
-static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
-
-/// The process's metrics.
-pub fn get() -> &'static Metrics {
-    &METRICS
 }

@@ -15,6 +15,7 @@ use super::error::PackError;
 use super::files::{Files, collect};
 use super::profile::{Candidate, Judged, Located, Params, Profile, pin, required};
 use super::{PackSettings, Packs, json as strict, secrets};
+use crate::failure::FailureCode;
 use crate::redact::redact_locator;
 use crate::store::Digest;
 
@@ -78,9 +79,11 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
         let pinned = pin(params, "sha256")?;
         let url = version_url(required(params, "depot")?, name, version)?;
         let shown = redact_locator(url.as_str());
-        let bytes = packs.document("depot_unavailable", url.as_str()).await?;
+        let bytes = packs
+            .document(FailureCode::DepotUnavailable, url.as_str())
+            .await?;
         let bad = |member: &str, why: String| {
-            PackError::refused("pack_manifest_invalid", format!("/{member}"), why)
+            PackError::refused(FailureCode::PackManifestInvalid, format!("/{member}"), why)
                 .locator(shown.clone())
         };
         let doc =
@@ -96,8 +99,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             .or_else(|| record.get("package.sha256"))
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                PackError::refused(
-                    "pack_build_record_missing",
+                PackError::refused(FailureCode::PackBuildRecordMissing,
                     "/build_record/package/sha256",
                     "the version carries no build record naming package.sha256; a depot must refuse such a publish",
                 )
@@ -108,7 +110,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             && digest_of(listed).ok() != Some(built)
         {
             return Err(PackError::refused(
-                "pack_integrity_failure",
+                FailureCode::PackIntegrityFailure,
                 "/archive/sha256",
                 "the archive's listed sha256 is not the build record's package.sha256",
             )
@@ -118,8 +120,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             && p != built
         {
             return Err(PackError::new(
-                "pin_mismatch",
-                409,
+                FailureCode::PinMismatch,
                 format!("the pinned sha256 {p} is not the build record's {built}"),
                 "pin the digest the build record names, after reviewing it",
             )
@@ -128,8 +129,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
         }
         let withdrawn = strict::flag(&doc, "withdrawn");
         if withdrawn && pinned.is_none() {
-            return Err(PackError::refused(
-                "pack_withdrawn",
+            return Err(PackError::refused(FailureCode::PackWithdrawn,
                 "/withdrawn",
                 format!("{name}@{version} is withdrawn: new installs are stopped unless pinned by digest"),
             )
@@ -189,14 +189,14 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     let manifest = files.bytes("plugin.json");
     let manifest = strict::parse(manifest).map_err(|e| {
         PackError::refused(
-            "pack_manifest_invalid",
+            FailureCode::PackManifestInvalid,
             field.clone(),
             format!("plugin.json: {e}"),
         )
     })?;
     if strict::str_at(&manifest, "name") != Some(cand.name.as_str()) {
         return Err(PackError::refused(
-            "pack_identity_mismatch",
+            FailureCode::PackIdentityMismatch,
             format!("{field}#/name"),
             format!("plugin.json name is not {:?}", cand.name),
         ));
@@ -205,7 +205,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         && v.as_str() != Some(cand.version.as_str())
     {
         return Err(PackError::refused(
-            "pack_identity_mismatch",
+            FailureCode::PackIdentityMismatch,
             format!("{field}#/version"),
             format!("plugin.json version is not {:?}", cand.version),
         ));
@@ -221,7 +221,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         let got = files.files.get(path).map(|b| Digest::of(b));
         if want.is_none() || got != want {
             return Err(PackError::refused(
-                "pack_integrity_failure",
+                FailureCode::PackIntegrityFailure,
                 at,
                 format!(
                     "the manifest's {part} pointer ({path:?}) does not match a file with that sha256"
@@ -233,7 +233,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     for path in files.files.keys().chain(files.dirs.iter()) {
         if let Some((at, code_point, what)) = agent_text::hidden_in_name(path) {
             return Err(PackError::refused(
-                "pack_hidden_character",
+                FailureCode::PackHiddenCharacter,
                 files.field(path),
                 format!(
                     "the path {path:?}, character {at}: U+{code_point:04X} {what}; a hidden character in a name misleads every reader of it"
@@ -257,7 +257,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
                 what,
             }) => {
                 return Err(PackError::refused(
-                    "pack_hidden_character",
+                    FailureCode::PackHiddenCharacter,
                     format!("{at}:{line}:{column}"),
                     format!(
                         "{path} line {line}, column {column}: U+{code_point:04X} {what}; rule 8 refuses hidden characters in text files"
@@ -266,7 +266,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             }
             Err(TextFault::Encoding { line, detail }) => {
                 return Err(PackError::refused(
-                    "pack_text_encoding",
+                    FailureCode::PackTextEncoding,
                     format!("{at}:{line}"),
                     format!(
                         "{path} line {line}: {detail}; its characters cannot be checked for rule 8"
@@ -276,7 +276,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         }
         if let Some(f) = secrets::scan(bytes) {
             return Err(PackError::refused(
-                "pack_credential_found",
+                FailureCode::PackCredentialFound,
                 format!("{at}:{}", f.line),
                 format!(
                     "{path} line {}: a {} (the value is not shown); rule 3: no file in a package contains a credential value",
@@ -318,7 +318,7 @@ fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<
             .to_string();
         let Some(bytes) = files.files.get(&path) else {
             return Err(PackError::refused(
-                "pack_layout_invalid",
+                FailureCode::PackLayoutInvalid,
                 files.field(&path),
                 format!(
                     "the package has no {path}: an Agent Package carries a draft Descriptor and an install file (12.2)"
@@ -327,7 +327,7 @@ fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<
         };
         let doc = strict::parse(bytes).map_err(|e| {
             PackError::refused(
-                "pack_manifest_invalid",
+                FailureCode::PackManifestInvalid,
                 files.field(&path),
                 format!("{path}: {e}"),
             )
@@ -337,7 +337,7 @@ fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<
     if let Some(bytes) = files.files.get("mcp.json") {
         let doc = strict::parse(bytes).map_err(|e| {
             PackError::refused(
-                "pack_manifest_invalid",
+                FailureCode::PackManifestInvalid,
                 files.field("mcp.json"),
                 format!("mcp.json: {e}"),
             )
@@ -347,7 +347,7 @@ fn declarations(files: &Files, manifest: &Value, ext: Option<&Value>) -> Result<
     for (kind, path, doc) in &docs {
         if let Some(f) = agent_addresses::find(*kind, doc) {
             return Err(PackError::refused(
-                "pack_address_in_declaration",
+                FailureCode::PackAddressInDeclaration,
                 format!("{}#{}", files.field(path), f.pointer),
                 format!(
                     "{path} {}: {} in a declaration; rule 3: the manifest, the draft Descriptor and the install file name things and never carry an address (only the manifest's $schema, homepage, repository and from[].repository, and the Descriptor's can_use[].schema, are excepted), and mcp.json names servers by system name with no vendor address (12.4)",
@@ -394,7 +394,7 @@ fn escaped(path: &str, bytes: &[u8], at: &str) -> Result<(), PackError> {
     match found {
         None => Ok(()),
         Some(e) => Err(PackError::refused(
-            "pack_hidden_character",
+            FailureCode::PackHiddenCharacter,
             format!("{at}#{}", e.at),
             format!(
                 "{path} {}: an escape that decodes to U+{:04X} {}; rule 8 refuses hidden characters in text files",

@@ -3,52 +3,32 @@
 //! and none quotes a credential it found.
 
 use crate::archive::ArchiveError;
-use crate::errors::Origin;
-use crate::failure::{Failure, OriginTable};
-use crate::fetch::through::LocatorFailure;
+use crate::failure::{Failure, FailureCode};
+use crate::fetch::failure::{FetchCode, LocatorFailure};
 use crate::redact::redact_locator;
 
 /// The next action for a package whose bytes break a rule.
 pub(crate) const NEXT_PACKAGE: &str =
     "do not install this package; report it to the publisher and use another version or package";
 
-/// A failure in a profile's resolution, verification or inspection.
-pub(crate) type PackError = Failure<Pack>;
+/// A failure in a profile's resolution, verification or inspection: the same report LOVE
+/// gives, its code one [`FailureCode`].
+pub(crate) type PackError = Failure;
 
-/// The format profiles as the consumer behind a [`PackError`].
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Pack;
-
-impl OriginTable for Pack {
-    /// A request the client must fix is downstream; a package or document a server published
-    /// is upstream; a code LOVE also raises (the shared archive reader's, conflicts, pins)
-    /// keeps LOVE's origin, so one code never has two.
-    fn origin(code: &str) -> Origin {
-        match code {
-            "pack_request_invalid" | "pack_format_unknown" => Origin::Downstream,
-            "pack_busy" => Origin::Internal,
-            "depot_unavailable" | "registry_unavailable" => Origin::Upstream,
-            code if code.starts_with("pack_") => Origin::Upstream,
-            code => crate::love::error::Love::origin(code),
-        }
-    }
-}
-
-impl Failure<Pack> {
+impl Failure {
     /// A package that breaks a rule (`422`, the package next action), naming `field`.
     pub(crate) fn refused(
-        code: &'static str,
+        code: FailureCode,
         field: impl Into<String>,
         detail: impl Into<String>,
     ) -> Self {
-        Self::new(code, 422, detail, NEXT_PACKAGE).field(field)
+        Self::new(code, detail, NEXT_PACKAGE).field(field)
     }
 
     /// A request that cannot be served as asked (`400`).
     pub(crate) fn request(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::new(
-            "pack_request_invalid",
-            400,
+            FailureCode::PackRequestInvalid,
             detail,
             "fix the request; see the README section for this format",
         )
@@ -56,10 +36,9 @@ impl Failure<Pack> {
     }
 
     /// A document or artifact that could not be fetched.
-    pub(crate) fn unavailable(code: &'static str, url: &str, f: LocatorFailure) -> Self {
+    pub(crate) fn unavailable(code: FailureCode, url: &str, f: LocatorFailure) -> Self {
         Self::new(
             code,
-            502,
             format!("{}: {}", f.code, f.detail),
             "check the locator and the upstream, or retry later",
         )
@@ -70,8 +49,7 @@ impl Failure<Pack> {
     /// fetchgate's own failure.
     pub(crate) fn internal(detail: impl Into<String>) -> Self {
         Self::new(
-            "internal_error",
-            500,
+            FailureCode::InternalError,
             detail,
             "retry; check the cache directory",
         )
@@ -81,18 +59,17 @@ impl Failure<Pack> {
 /// True when the upstream answered that the locator names nothing (`404`, `410`): the
 /// document does not exist, which no retry changes.
 pub(crate) fn is_absent(f: &LocatorFailure) -> bool {
-    f.code == "upstream_status"
+    f.code == FetchCode::UpstreamStatus
         && ["HTTP 404", "HTTP 410"]
             .iter()
             .any(|p| f.detail.starts_with(p))
 }
 
-impl From<ArchiveError> for PackError {
-    fn from(e: ArchiveError) -> Self {
+impl Failure {
+    /// The shared archive reader's refusal, as a profile reports it.
+    pub(crate) fn archive(e: ArchiveError) -> Self {
         match e.cap {
-            Some((name, limit)) => Self::new(
-                "archive_cap_exceeded",
-                422,
+            Some((name, limit)) => Self::new(FailureCode::ArchiveCapExceeded,
                 format!("the archive exceeds {name} = {limit}"),
                 "do not install it; if the package is genuinely this large, the operator may raise the cap deliberately",
             )

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 
 use super::Packs;
 use super::error::PackError;
-use crate::fetch::hops::locator_failure;
-use crate::fetch::through::{LocatorFailure, body_failure};
-use crate::love::budget::{Budget, Held, Short};
+use crate::failure::FailureCode;
+use crate::fetch::failure::{FetchCode, LocatorFailure, locator_failure};
+use crate::fetch::pump::Pump;
+use crate::pack::budget::{Budget, Held, Short};
 use crate::redact::redact_locator;
 use crate::store::Digest;
 
@@ -34,18 +34,20 @@ pub(crate) struct Fetched {
 pub(crate) fn short_of_room(budget: &Budget, short: Short, too_large: String) -> PackError {
     let max = budget.max();
     let busy = |detail: String| {
-        PackError::new("pack_busy", 503, detail, "retry in a few seconds")
+        PackError::new(FailureCode::PackBusy, detail, "retry in a few seconds")
             .field("max_inflight_bytes")
     };
     match short {
-        Short::TooLarge => {
-            PackError::refused("archive_cap_exceeded", "max_inflight_bytes", too_large)
-        }
+        Short::TooLarge => PackError::refused(
+            FailureCode::ArchiveCapExceeded,
+            "max_inflight_bytes",
+            too_large,
+        ),
         Short::Busy => busy(format!(
             "other fetches hold the [love] max_inflight_bytes = {max} budget"
         )),
         Short::OverShare => PackError::refused(
-            "archive_cap_exceeded",
+            FailureCode::ArchiveCapExceeded,
             "max_inflight_bytes",
             format!(
                 "the archive needs more than one client may hold: half of [love] max_inflight_bytes = {max}"
@@ -60,7 +62,7 @@ pub(crate) fn short_of_room(budget: &Budget, short: Short, too_large: String) ->
 
 impl Packs {
     /// GETs a document of at most `[love] max_document_bytes`; `code` names the failure.
-    pub(crate) async fn document(&self, code: &'static str, url: &str) -> Result<Bytes, PackError> {
+    pub(crate) async fn document(&self, code: FailureCode, url: &str) -> Result<Bytes, PackError> {
         self.fetcher
             .get_document(url, self.settings.max_document_bytes)
             .await
@@ -118,9 +120,9 @@ impl Packs {
                     deadline.as_millis()
                 );
                 Err(PackError::unavailable(
-                    "pack_artifact_unavailable",
+                    FailureCode::PackArtifactUnavailable,
                     url,
-                    locator_failure(url, None, "fetch_timeout", detail).into_locator(),
+                    locator_failure(url, None, FetchCode::FetchTimeout, detail).into_locator(),
                 ))
             })?;
         let digest = Digest::of(&bytes);
@@ -128,7 +130,7 @@ impl Packs {
             && want != digest
         {
             return Err(PackError::refused(
-                "pack_integrity_failure",
+                FailureCode::PackIntegrityFailure,
                 field.to_string(),
                 format!("the archive hashes to sha256 {digest}; {field} says {want}"),
             )
@@ -147,8 +149,7 @@ impl Packs {
     async fn download(&self, url: &str, max: u64, memory: &mut Held) -> Result<Bytes, PackError> {
         let budget = self.settings.budget.max();
         let over_budget = || {
-            PackError::refused(
-                "archive_cap_exceeded",
+            PackError::refused(FailureCode::ArchiveCapExceeded,
                 "max_inflight_bytes",
                 format!("the archive is longer than [love] max_inflight_bytes = {budget} (the memory every fetch in progress shares)"),
             )
@@ -156,28 +157,24 @@ impl Packs {
         };
         let capped_by_budget = max < self.settings.caps.max_compressed_bytes;
         let failed = |f: LocatorFailure| {
-            if matches!(f.code, "size_mismatch" | "too_large") && capped_by_budget {
+            if f.code.is_over_length() && capped_by_budget {
                 over_budget()
             } else {
-                PackError::unavailable("pack_artifact_unavailable", url, f)
+                PackError::unavailable(FailureCode::PackArtifactUnavailable, url, f)
             }
         };
-        let (mut body, last) = self.fetcher.open_body(url, max).await.map_err(failed)?;
+        let (body, last) = self.fetcher.open_body(url, max).await.map_err(failed)?;
         let hop = (last != url).then_some(last.as_str());
         let mut buf = bytes::BytesMut::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| {
-                let (code, detail) = body_failure(e.as_ref());
-                failed(locator_failure(url, hop, code, detail).into_locator())
-            })?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            let len = buf.len() as u64 + data.len() as u64;
+        let mut pump = Pump::new(body);
+        while let Some(data) = pump.next().await.map_err(|(code, detail)| {
+            failed(locator_failure(url, hop, code, detail).into_locator())
+        })? {
+            let len = pump.moved();
             if len > max {
                 let detail = format!("the body is longer than {max} bytes; reading stopped there");
                 return Err(failed(
-                    locator_failure(url, hop, "size_mismatch", detail).into_locator(),
+                    locator_failure(url, hop, FetchCode::SizeMismatch, detail).into_locator(),
                 ));
             }
             memory.grow_to(len).await.map_err(|short| {

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::error::PackError;
 use crate::archive::{self, ArchiveError, Kind, Limits};
-use crate::love::budget::{Budget, Held};
+use crate::failure::FailureCode;
+use crate::pack::budget::{Budget, Held};
 
 /// Every regular file of a package, by path relative to its root, and its directories.
 #[derive(Clone, Debug, Default)]
@@ -55,11 +56,12 @@ pub(crate) fn collect(
             total = total.saturating_add(member.size);
         }
         Ok(())
-    })?;
+    })
+    .map_err(PackError::archive)?;
     // The archive itself is already held; what the files need on top must fit beside it.
     let memory = if total.saturating_add(tgz.len() as u64) > budget.max() {
         Err(PackError::refused(
-            "archive_cap_exceeded",
+            FailureCode::ArchiveCapExceeded,
             "max_inflight_bytes",
             format!(
                 "the archive ({} bytes) and its files ({total} bytes) together exceed [love] max_inflight_bytes = {} (the memory every fetch in progress shares)",
@@ -81,14 +83,15 @@ pub(crate) fn collect(
         data.take(member.size)
             .read_to_end(&mut buf)
             .map_err(|e| ArchiveError {
-                code: "archive_malformed",
+                code: FailureCode::ArchiveMalformed,
                 field: member.field(),
                 detail: format!("cannot read {:?}: {e}", member.shown),
                 cap: None,
             })?;
         all.insert(member.path.clone(), buf);
         Ok(())
-    })?;
+    })
+    .map_err(PackError::archive)?;
     // `marker` at the top and again one directory down: a reader that expects the package under
     // one directory (npm's `package/`) would read the other one.
     if all.contains_key(marker)
@@ -98,7 +101,7 @@ pub(crate) fn collect(
         })
     {
         return Err(PackError::refused(
-            "pack_layout_invalid",
+            FailureCode::PackLayoutInvalid,
             format!("archive:{inner}"),
             format!(
                 "the archive holds {marker} at its top and {inner}; readers that look in different places would read different packages"
@@ -117,7 +120,7 @@ pub(crate) fn collect(
             [top] if all.contains_key(&format!("{top}/{marker}")) => (*top).to_string(),
             _ => {
                 return Err(PackError::refused(
-                    "pack_layout_invalid",
+                    FailureCode::PackLayoutInvalid,
                     format!("archive:{marker}"),
                     format!(
                         "the archive has no {marker} at its top, nor one directory holding every member and {marker}"

@@ -14,6 +14,7 @@ use super::files::{Files, collect};
 use super::profile::{Candidate, Judged, Located, Params, Profile, pin, required};
 use super::{PackSettings, Packs, json as strict, lgflow_paths, lgflow_trust, secrets};
 use crate::archive::fold_key;
+use crate::failure::FailureCode;
 use crate::redact::redact_locator;
 use crate::store::Digest;
 
@@ -80,7 +81,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     let unpacked: u64 = files.files.values().map(|b| b.len() as u64).sum();
     if unpacked > MAX_UNPACKED_BYTES {
         return Err(PackError::refused(
-            "archive_cap_exceeded",
+            FailureCode::ArchiveCapExceeded,
             "max_unpacked_bytes",
             format!("the files hold {unpacked} bytes; LGFlow allows {MAX_UNPACKED_BYTES}"),
         ));
@@ -93,7 +94,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     {
         lgflow_paths::check(path, dir).map_err(|why| {
             PackError::refused(
-                "pack_path_refused",
+                FailureCode::PackPathRefused,
                 files.field(path),
                 format!("{path:?}: {why}"),
             )
@@ -105,7 +106,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     for (path, bytes) in &files.files {
         if let Some(f) = secrets::scan(bytes) {
             return Err(PackError::refused(
-                "pack_credential_found",
+                FailureCode::PackCredentialFound,
                 format!("{}:{}", files.field(path), f.line),
                 format!(
                     "{path} line {}: a {} (the value is not shown); a package never carries a credential",
@@ -140,7 +141,11 @@ fn path_safe(s: &str) -> bool {
 fn solution(files: &Files) -> Result<(String, String), PackError> {
     let field = files.field("solution.json");
     let bad = |member: &str, why: String| {
-        PackError::refused("pack_manifest_invalid", format!("{field}#/{member}"), why)
+        PackError::refused(
+            FailureCode::PackManifestInvalid,
+            format!("{field}#/{member}"),
+            why,
+        )
     };
     let bytes = files.bytes("solution.json");
     let doc = strict::parse(bytes).map_err(|e| bad("", format!("solution.json: {e}")))?;
@@ -177,7 +182,8 @@ fn solution(files: &Files) -> Result<(String, String), PackError> {
 /// `integrity.json`: exhaustive, both ways, full SHA-256 over exact bytes.
 fn integrity(files: &Files) -> Result<(), PackError> {
     let field = files.field("integrity.json");
-    let fail = |at: String, why: String| PackError::refused("pack_integrity_failure", at, why);
+    let fail =
+        |at: String, why: String| PackError::refused(FailureCode::PackIntegrityFailure, at, why);
     let Some(bytes) = files.files.get("integrity.json") else {
         return Err(fail(field, "the package has no integrity.json".into()));
     };

@@ -8,7 +8,42 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::json::{self as strict, str_at};
-use super::settings::{LgflowKey, utc_key};
+use ed25519_dalek::VerifyingKey;
+
+/// A trusted LGFlow signing key.
+#[derive(Clone, Debug)]
+pub(crate) struct LgflowKey {
+    /// `keyId`.
+    pub(crate) key_id: String,
+    /// The publisher of record for what it signs.
+    pub(crate) publisher: String,
+    /// The public key.
+    pub(crate) key: VerifyingKey,
+    /// Validity, as RFC 3339 UTC text (compared after [`utc_key`]).
+    pub(crate) not_before: String,
+    /// End of validity, if any.
+    pub(crate) not_after: Option<String>,
+    /// When revoked, if it was.
+    pub(crate) revoked_at: Option<String>,
+}
+
+/// A sortable key for an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SS[.fraction]Z` (or `+00:00`),
+/// or `None`. `humantime` reads it, so a month, day, hour, minute or second out of range
+/// (`2026-99-99T99:99:99Z`) is refused, not just the shape checked.
+pub(crate) fn utc_key(t: &str) -> Option<String> {
+    // `+00:00` is UTC written as an offset (what Python's `isoformat()` writes); any other
+    // offset is not UTC, and the key must not depend on one.
+    if !(t.ends_with('Z') || t.ends_with("+00:00")) || t.as_bytes().get(10) != Some(&b'T') {
+        return None;
+    }
+    let at = humantime::parse_rfc3339(t).ok()?;
+    let since = at.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(format!(
+        "{:020}.{:09}",
+        since.as_secs(),
+        since.subsec_nanos()
+    ))
+}
 
 /// Largest trust file read.
 const MAX_FILE_BYTES: u64 = 64 << 10;

@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 use super::error::PackError;
 use super::files::Files;
 use super::json as strict;
-use super::settings::{PackConfig, utc_key};
+use super::lgflow_store::utc_key;
+use super::settings::PackConfig;
+use crate::failure::FailureCode;
 
 /// `secs` (Unix seconds) as an RFC 3339 UTC time.
 fn rfc3339(secs: u64) -> String {
@@ -29,10 +31,18 @@ pub(crate) fn verdict(
 ) -> Result<Value, PackError> {
     let field = files.field("signature.json");
     let invalid = |member: &str, why: String| {
-        PackError::refused("pack_signature_invalid", format!("{field}#/{member}"), why)
+        PackError::refused(
+            FailureCode::PackSignatureInvalid,
+            format!("{field}#/{member}"),
+            why,
+        )
     };
     let untrusted = |verdict: &str, why: String| {
-        PackError::refused("pack_untrusted", field.clone(), format!("{verdict}: {why}"))
+        PackError::refused(
+            FailureCode::PackUntrusted,
+            field.clone(),
+            format!("{verdict}: {why}"),
+        )
     };
     let Some(bytes) = files.files.get("signature.json") else {
         if config.lgflow_require_trusted {
@@ -76,7 +86,7 @@ pub(crate) fn verdict(
     };
     if let Some(at) = &key.revoked_at {
         return Err(PackError::refused(
-            "pack_key_revoked",
+            FailureCode::PackKeyRevoked,
             format!("{field}#/keyId"),
             format!(
                 "KEY_REVOKED: keyId {key_id:?} was revoked at {at}; revocation voids every package it signed"

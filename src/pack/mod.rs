@@ -12,6 +12,8 @@ mod agent_addresses;
 mod agent_escapes;
 mod agent_package;
 mod agent_text;
+pub(crate) mod budget;
+pub(crate) mod caps;
 mod error;
 mod fetching;
 mod files;
@@ -21,11 +23,14 @@ mod lgflow;
 mod lgflow_paths;
 mod lgflow_store;
 mod lgflow_trust;
-mod love;
+pub(crate) mod love;
 mod openwop;
 mod profile;
+mod profiles;
 mod secrets;
+pub(crate) mod seen;
 pub(crate) mod settings;
+mod steps;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -40,11 +45,12 @@ pub(crate) use settings::PackConfig;
 pub(crate) use settings::{LgflowSection, OpenwopSection};
 
 use crate::archive::Limits;
-use crate::fetch::through::Fetcher;
-use crate::love::budget::Budget;
-use crate::love::seen::{Conflict, Seen, Sighting};
-use crate::love::{Caps, LoveSettings};
-use crate::store::{FillError, StoreError, now};
+use crate::failure::FailureCode;
+use crate::fetch::Fetcher;
+use crate::pack::budget::Budget;
+use crate::pack::caps::{Caps, LoveSettings};
+use crate::pack::seen::{Conflict, Seen, Sighting};
+use crate::store::now;
 
 /// What the profiles run with: the `[love]` caps (shared by every archive) and the
 /// operator's trust configuration.
@@ -214,14 +220,17 @@ impl Packs {
         params: &Params,
         client: Option<IpAddr>,
     ) -> Result<PackResult, PackError> {
-        let profile = profile::find(format);
+        let profile = profiles::find(format);
         let label = profile.as_ref().map_or("unknown", |p| p.name);
         let result = match profile {
             Ok(p) => self.for_client(client).fetch_with(p, params).await,
             Err(e) => Err(e),
         };
-        let outcome = result.as_ref().map_or_else(|e| e.code, |_| "published");
-        crate::metrics::get()
+        let outcome = result
+            .as_ref()
+            .map_or_else(|e| e.code.as_str(), |_| "published");
+        self.fetcher
+            .metrics()
             .pack_fetches
             .get_or_create(&[("format", label), ("outcome", outcome)])
             .inc();
@@ -248,9 +257,7 @@ impl Packs {
             ));
         }
         let _client_turn = ClientTurn::take(&self.client_turns, self.client).ok_or_else(|| {
-            PackError::new(
-                "pack_busy",
-                503,
+            PackError::new(FailureCode::PackBusy,
                 format!(
                     "this client already has {MAX_TURNS_PER_CLIENT} of the {MAX_CONCURRENT} pack fetches in progress"
                 ),
@@ -263,8 +270,7 @@ impl Packs {
             .and_then(Result::ok)
             .ok_or_else(|| {
                 PackError::new(
-                    "pack_busy",
-                    503,
+                    FailureCode::PackBusy,
                     format!("{MAX_CONCURRENT} pack fetches are already in progress"),
                     "retry in a few seconds",
                 )
@@ -279,23 +285,20 @@ impl Packs {
             .map_err(|e| PackError::internal(e.to_string()))?
             .map_err(|e| e.locator(cand.named_by.clone()))?;
         let label_name = profile.label_name(&judged.name);
-        let elsewhere = self.settle(profile, &label_name, &judged.version, &cand)?;
+        let seen = self.sightings(&label_name, &judged.version).await?;
+        let elsewhere = settle(profile, seen, &label_name, &judged.version, &cand)?;
 
         let label = format!("{label_name}@{}", judged.version);
-        self.publish(&cand, &label).await?;
-        self.seen
-            .record(
-                &label_name,
-                &judged.version,
-                Sighting {
-                    sha256: cand.digest.hex(),
-                    size: cand.bytes.len() as u64,
-                    manifest_url: cand.named_by.clone(),
-                    first_seen: now(),
-                    source: cand.source.clone(),
-                },
-            )
-            .map_err(PackError::internal)?;
+        self.publish(cand.digest, cand.bytes.clone(), &cand.from, &label)
+            .await?;
+        let sighting = Sighting {
+            sha256: cand.digest.hex(),
+            size: cand.bytes.len() as u64,
+            manifest_url: cand.named_by.clone(),
+            first_seen: now(),
+            source: cand.source.clone(),
+        };
+        self.record(&label_name, &judged.version, sighting).await?;
         Ok(PackResult {
             format: profile.name,
             name: judged.name,
@@ -320,81 +323,46 @@ impl Packs {
             .map_err(|e| PackError::internal(e.to_string()))?
             .map_err(PackError::internal)
     }
+}
 
-    /// A label verified before under another digest from the same source is a conflict, never
-    /// an update, unless the request pinned this digest (and the profile's versions are not
-    /// immutable). Other digests other sources published are returned, to be reported.
-    fn settle(
-        &self,
-        profile: &profile::Profile,
-        label_name: &str,
-        version: &str,
-        cand: &profile::Candidate,
-    ) -> Result<Vec<Sighting>, PackError> {
-        let seen = self
-            .seen
-            .get(label_name, version)
-            .map_err(PackError::internal)?;
-        let (here, elsewhere): (Vec<Sighting>, Vec<Sighting>) = seen
-            .into_iter()
-            .filter(|s| s.sha256 != cand.digest.hex())
-            .partition(|s| s.same_source(&cand.source));
-        if here.is_empty() || (cand.pinned && !profile.immutable_versions) {
-            return Ok(elsewhere);
-        }
-        let next = if profile.immutable_versions {
-            "a version's bytes never change once verified: do not install this one; ask the registry why it republished the version"
-        } else {
-            "the same name and version with two digests needs an explicit choice: review both, then pin one with sha256=<hex>"
-        };
-        Err(PackError::new(
-            "digest_conflict",
-            409,
-            format!(
-                "{label_name}@{version} was verified before as sha256 {} (named by {}); now it is sha256 {}",
-                here[0].sha256, here[0].manifest_url, cand.digest
-            ),
-            next,
-        )
-        .locator(cand.named_by.clone())
-        .extra(json!({
-            "conflict": {
-                "name": label_name,
-                "version": version,
-                "this": { "sha256": cand.digest.hex(), "named_by": cand.named_by, "source": cand.source },
-                "seen": here,
-            }
-        })))
+/// A label verified before under another digest from the same source is a conflict, never
+/// an update, unless the request pinned this digest (and the profile's versions are not
+/// immutable). Other digests other sources published are returned, to be reported.
+fn settle(
+    profile: &profile::Profile,
+    seen: Vec<Sighting>,
+    label_name: &str,
+    version: &str,
+    cand: &profile::Candidate,
+) -> Result<Vec<Sighting>, PackError> {
+    let (here, elsewhere): (Vec<Sighting>, Vec<Sighting>) = seen
+        .into_iter()
+        .filter(|s| s.sha256 != cand.digest.hex())
+        .partition(|s| s.same_source(&cand.source));
+    if here.is_empty() || (cand.pinned && !profile.immutable_versions) {
+        return Ok(elsewhere);
     }
-
-    /// Publishes verified, inspected bytes under `label` (or labels an entry already there).
-    async fn publish(&self, cand: &profile::Candidate, label: &str) -> Result<(), PackError> {
-        let store = self.fetcher.store().clone();
-        let (digest, bytes, label) = (cand.digest, cand.bytes.clone(), label.to_string());
-        let from = (cand.from != "cache").then(|| cand.from.clone());
-        let metrics = crate::metrics::get();
-        match from {
-            None => metrics.hit(crate::metrics::route::PACK),
-            Some(_) => metrics.miss(crate::metrics::route::PACK),
+    let next = if profile.immutable_versions {
+        "a version's bytes never change once verified: do not install this one; ask the registry why it republished the version"
+    } else {
+        "the same name and version with two digests needs an explicit choice: review both, then pin one with sha256=<hex>"
+    };
+    Err(PackError::new(FailureCode::DigestConflict,
+        format!(
+            "{label_name}@{version} was verified before as sha256 {} (named by {}); now it is sha256 {}",
+            here[0].sha256, here[0].manifest_url, cand.digest
+        ),
+        next,
+    )
+    .locator(cand.named_by.clone())
+    .extra(json!({
+        "conflict": {
+            "name": label_name,
+            "version": version,
+            "this": { "sha256": cand.digest.hex(), "named_by": cand.named_by, "source": cand.source },
+            "seen": here,
         }
-        tokio::task::spawn_blocking(move || {
-            if store.contains(&digest) {
-                store.set_label(&digest, &label, from).map(|_| ())
-            } else {
-                metrics.fill(crate::metrics::route::PACK);
-                store
-                    .put_verified(digest, &bytes, from, Some(label))
-                    .map(|_| ())
-                    .map_err(|e| match e {
-                        FillError::Store(e) => e,
-                        other => StoreError::Internal(other.to_string()),
-                    })
-            }
-        })
-        .await
-        .map_err(|e| PackError::internal(e.to_string()))?
-        .map_err(|e| PackError::store(&e))
-    }
+    })))
 }
 
 /// Runs `format`'s inspection over `bytes` as if they had been fetched and verified for
@@ -409,7 +377,7 @@ pub(crate) fn inspect_offline(
     caps: Caps,
     first_seen: u64,
 ) -> Result<(String, String), PackError> {
-    let profile = profile::find(format)?;
+    let profile = profiles::find(format)?;
     let budget = Budget::new(caps.max_compressed_bytes.saturating_mul(4));
     let settings = PackSettings {
         caps,

@@ -1,7 +1,7 @@
 //! A format profile is data plus one inspect function: its name, the request parameters it
 //! takes, how it locates a candidate (every document and artifact through the fetcher), and
 //! the pure inspection that either refuses verified bytes with a named code or reports what it
-//! found. [`PROFILES`] is the table the CLI and the `/pack/v1/fetch` route dispatch through, so
+//! found. [`super::profiles::PROFILES`] is the table the CLI and the `/pack/v1/fetch` route dispatch through, so
 //! a fifth format is one more row here and one more module, and nothing in the store, the
 //! fetcher or the serve layer changes.
 
@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::error::PackError;
 use super::{PackSettings, Packs};
-use crate::love::budget::Held;
+use crate::pack::budget::Held;
 use crate::store::Digest;
 
 /// Request parameters, by name (each given at most once).
@@ -99,28 +99,6 @@ impl Profile {
             None => name.to_string(),
         }
     }
-}
-
-/// Every format fetchgate verifies before publication.
-pub(crate) const PROFILES: &[Profile] = &[
-    super::love::PROFILE,
-    super::agent_package::PROFILE,
-    super::openwop::PROFILE,
-    super::lgflow::PROFILE,
-];
-
-/// The profile called `name`.
-pub(crate) fn find(name: &str) -> Result<&'static Profile, PackError> {
-    PROFILES.iter().find(|p| p.name == name).ok_or_else(|| {
-        let known: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
-        PackError::new(
-            "pack_format_unknown",
-            400,
-            format!("no format {name:?}; known: {}", known.join(", ")),
-            "name one of the known formats",
-        )
-        .field("format")
-    })
 }
 
 /// The value of a required parameter.

@@ -6,6 +6,7 @@ use ed25519_dalek::VerifyingKey;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::lgflow_store::{self, LgflowKey, utc_key};
 use crate::toml_file::{FileError, TomlSource};
 
 /// `[openwop]`, as written.
@@ -103,23 +104,6 @@ pub(crate) struct OpenwopKey {
     pub(crate) namespaces: Vec<String>,
 }
 
-/// A trusted LGFlow signing key.
-#[derive(Clone, Debug)]
-pub(crate) struct LgflowKey {
-    /// `keyId`.
-    pub(crate) key_id: String,
-    /// The publisher of record for what it signs.
-    pub(crate) publisher: String,
-    /// The public key.
-    pub(crate) key: VerifyingKey,
-    /// Validity, as RFC 3339 UTC text (compared after [`utc_key`]).
-    pub(crate) not_before: String,
-    /// End of validity, if any.
-    pub(crate) not_after: Option<String>,
-    /// When revoked, if it was.
-    pub(crate) revoked_at: Option<String>,
-}
-
 /// Checked pack settings.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PackConfig {
@@ -148,24 +132,6 @@ fn time(v: &Spanned<String>, src: &TomlSource<'_>) -> Result<String, FileError> 
                 "must be an RFC 3339 UTC time such as 2026-01-01T00:00:00Z",
             )
         })
-}
-
-/// A sortable key for an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SS[.fraction]Z` (or `+00:00`),
-/// or `None`. `humantime` reads it, so a month, day, hour, minute or second out of range
-/// (`2026-99-99T99:99:99Z`) is refused, not just the shape checked.
-pub(crate) fn utc_key(t: &str) -> Option<String> {
-    // `+00:00` is UTC written as an offset (what Python's `isoformat()` writes); any other
-    // offset is not UTC, and the key must not depend on one.
-    if !(t.ends_with('Z') || t.ends_with("+00:00")) || t.as_bytes().get(10) != Some(&b'T') {
-        return None;
-    }
-    let at = humantime::parse_rfc3339(t).ok()?;
-    let since = at.duration_since(std::time::UNIX_EPOCH).ok()?;
-    Some(format!(
-        "{:020}.{:09}",
-        since.as_secs(),
-        since.subsec_nanos()
-    ))
 }
 
 impl PackConfig {
@@ -228,7 +194,7 @@ impl PackConfig {
             });
         }
         if let Some(dir) = &lgflow.trust_dir {
-            let read = super::lgflow_store::read(&base.join(dir.get_ref()))
+            let read = lgflow_store::read(&base.join(dir.get_ref()))
                 .map_err(|why| src.error_at(dir.span(), format!("trust_dir: {why}")))?;
             for k in read {
                 if out.lgflow_keys.iter().any(|o| o.key_id == k.key_id) {
@@ -247,7 +213,7 @@ impl PackConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::utc_key;
+    use super::super::lgflow_store::utc_key;
     use crate::config::Config;
 
     #[test]

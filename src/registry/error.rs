@@ -1,8 +1,11 @@
 //! Registry failures: each has a stable code, an HTTP status and where it came from; the one
 //! conversion to a problem response lives in `serve/problem.rs`.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use crate::errors::Origin;
-use crate::fetch::through::LocatorFailure;
+use crate::fetch::failure::{FetchCode, LocatorFailure};
 
 /// The status of upstream content that can never verify (a digest mismatch, metadata that
 /// does not parse, no published digest): `424 Failed Dependency` (RFC 4918 §11.4: the
@@ -11,6 +14,26 @@ use crate::fetch::through::LocatorFailure;
 /// `Retry-After`), cargo 5xx and 429 (`is_spurious`), so each makes one attempt; cargo reads
 /// 401, 403, 404, 410 and 451 on an index file as "no such crate" or "log in", which 424 is not.
 pub(crate) const PERMANENT_UPSTREAM_FAILURE: u16 = 424;
+
+/// A failure of one kind's own (an OCI reference, a checksum database's proof, an apt
+/// signature): everything the problem table needs, asked through this trait alone, so the
+/// shared error type holds one variant for every kind.
+pub(crate) trait KindError: std::error::Error + Send + Sync + 'static {
+    /// The stable code.
+    fn code(&self) -> &'static str;
+    /// The HTTP status.
+    fn status(&self) -> u16;
+    /// Whose side to fix.
+    fn origin(&self) -> Origin;
+    /// The field (or file and field) that failed, if one did.
+    fn field(&self) -> Option<Cow<'static, str>>;
+    /// A safe next action.
+    fn next(&self) -> &'static str;
+    /// What happened.
+    fn detail(&self) -> String {
+        self.to_string()
+    }
+}
 
 /// Why a registry request failed.
 #[derive(Clone, Debug)]
@@ -72,18 +95,19 @@ pub(crate) enum RegistryError {
     },
     /// The cache failed.
     Cache(String),
-    /// A container-image request, manifest or challenge refused by the OCI front-end.
-    Oci(super::oci::error::OciError),
-    /// A Go module request, checksum database answer or zip refused by the go front-end.
-    Go(super::gomod::error::GoError),
-    /// An apt Release, index or pool file refused by the apt front-end.
-    Apt(super::apt::AptError),
+    /// A request, document or artifact refused by its kind's own rules.
+    Kind(Arc<dyn KindError>),
     /// A broken invariant inside fetchgate (a task that panicked): not something the cache
     /// directory's disk or permissions can explain.
     Internal(String),
 }
 
 impl RegistryError {
+    /// The failure `e` of a kind's own.
+    pub(crate) fn kind(e: impl KindError) -> Self {
+        RegistryError::Kind(Arc::new(e))
+    }
+
     /// The stable code.
     pub(crate) fn code(&self) -> &'static str {
         match self {
@@ -92,7 +116,7 @@ impl RegistryError {
             RegistryError::NotFound(_) => "package_not_found",
             RegistryError::NameRefused { .. } => "package_name_refused",
             RegistryError::OfflineMiss(_) => "registry_offline_not_cached",
-            RegistryError::Upstream(f) if f.code == "upstream_timeout" => {
+            RegistryError::Upstream(f) if f.code == FetchCode::UpstreamTimeout => {
                 "registry_upstream_timeout"
             }
             RegistryError::Upstream(f) if f.refused.is_some() => "registry_upstream_refused",
@@ -104,9 +128,7 @@ impl RegistryError {
             RegistryError::DigestMismatch { .. } => "digest_mismatch",
             RegistryError::Cache(_) => "cache_error",
             RegistryError::Internal(_) => "internal_error",
-            RegistryError::Oci(e) => e.code(),
-            RegistryError::Go(e) => e.code(),
-            RegistryError::Apt(e) => e.code(),
+            RegistryError::Kind(e) => e.code(),
         }
     }
 
@@ -120,16 +142,14 @@ impl RegistryError {
             RegistryError::NameRefused { .. } => 403,
             RegistryError::Upstream(f) if f.refused.is_some() => 403,
             RegistryError::OfflineMiss(_) => 503,
-            RegistryError::Upstream(f) if f.code == "upstream_timeout" => 504,
+            RegistryError::Upstream(f) if f.code == FetchCode::UpstreamTimeout => 504,
             RegistryError::Upstream(_) | RegistryError::MetadataTooStale { .. } => 502,
             RegistryError::BadMetadata(_)
             | RegistryError::MetadataTooLarge { .. }
             | RegistryError::NoDigest { .. }
             | RegistryError::DigestMismatch { .. } => PERMANENT_UPSTREAM_FAILURE,
             RegistryError::Cache(_) | RegistryError::Internal(_) => 500,
-            RegistryError::Oci(e) => e.status(),
-            RegistryError::Go(e) => e.status(),
-            RegistryError::Apt(e) => e.status(),
+            RegistryError::Kind(e) => e.status(),
         }
     }
 
@@ -149,17 +169,15 @@ impl RegistryError {
             | RegistryError::NoDigest { .. }
             | RegistryError::DigestMismatch { .. } => Origin::Upstream,
             RegistryError::Cache(_) | RegistryError::Internal(_) => Origin::Internal,
-            RegistryError::Oci(e) => e.origin(),
-            RegistryError::Go(e) => e.origin(),
-            RegistryError::Apt(e) => e.origin(),
+            RegistryError::Kind(e) => e.origin(),
         }
     }
 
     /// The field (or, for apt, the file and field) that failed, if one did.
-    pub(crate) fn field(&self) -> Option<std::borrow::Cow<'static, str>> {
+    pub(crate) fn field(&self) -> Option<Cow<'static, str>> {
         match self {
-            RegistryError::Apt(e) => Some(e.field.clone().into()),
-            _ => self.static_field().map(std::borrow::Cow::Borrowed),
+            RegistryError::Kind(e) => e.field(),
+            _ => self.static_field().map(Cow::Borrowed),
         }
     }
 
@@ -173,8 +191,6 @@ impl RegistryError {
             RegistryError::DigestMismatch { .. } | RegistryError::NoDigest { .. } => {
                 Some("integrity")
             }
-            RegistryError::Oci(e) => e.static_field(),
-            RegistryError::Go(e) => e.field(),
             _ => None,
         }
     }
@@ -237,9 +253,7 @@ impl RegistryError {
                 "{package} {version}: the upstream's bytes hash to {received}, but the registry's metadata published {expected}; nothing was stored"
             ),
             RegistryError::Cache(why) | RegistryError::Internal(why) => why.clone(),
-            RegistryError::Oci(e) => e.to_string(),
-            RegistryError::Go(e) => e.detail(),
-            RegistryError::Apt(e) => e.detail.clone(),
+            RegistryError::Kind(e) => e.detail(),
         }
     }
 
@@ -294,9 +308,7 @@ impl RegistryError {
             RegistryError::Internal(_) => {
                 "retry; if it persists, report it with the fetchgate log line"
             }
-            RegistryError::Oci(e) => e.next(),
-            RegistryError::Go(e) => e.next(),
-            RegistryError::Apt(e) => e.next(),
+            RegistryError::Kind(e) => e.next(),
         }
     }
 

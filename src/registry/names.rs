@@ -2,11 +2,11 @@
 //! them. Deny wins; a name matching no `allow` pattern is refused. This is the defence against
 //! dependency confusion: a private name must never be fetched from a public upstream.
 
-use super::Kind;
+use super::kind::Kind;
 
 /// A name in the form its registry treats as identical (its row's `canonical`).
 pub(crate) fn canonical(kind: Kind, name: &str) -> String {
-    (kind.protocol().canonical)(name)
+    kind.canonical(name)
 }
 
 /// npm names: lower-cased.
@@ -140,9 +140,9 @@ mod tests {
 
     #[allow(non_upper_case_globals)]
     impl Kind {
-        const Npm: Kind = Kind::of(&crate::registry::npm::PROTOCOL);
-        const Pypi: Kind = Kind::of(&crate::registry::pypi::PROTOCOL);
-        const Cargo: Kind = Kind::of(&crate::registry::cargo::PROTOCOL);
+        const Npm: Kind = Kind::of(&crate::registry::kinds::npm::ROW.info);
+        const Pypi: Kind = Kind::of(&crate::registry::kinds::pypi::ROW.info);
+        const Cargo: Kind = Kind::of(&crate::registry::kinds::cargo::ROW.info);
     }
 
     #[test]

@@ -1,127 +1,106 @@
-//! A registry kind is one row of [`PROTOCOLS`]: its `kind = "..."` name, how it canonicalises
-//! a package name, how a bare token in a `credentials_file` is sent, and one handler that
-//! reads a path below the mount, finds metadata through the cache (and rewrites it), finds an
-//! artifact's expected digest and answers with a [`Reply`]. The handler's body lives in the
-//! kind's own module beside its parsing; [`super::service`] only looks the row up, so a new
-//! kind is one more module and one more row here, and nothing in the service, the store, the
-//! fetcher or the serve layer changes.
+//! What a registry kind does. A kind is one [`KindRow`] of the table in [`super::kinds`] and
+//! one folder beside it: its identity ([`super::kind`]), the `[[registry]]` keys of its own
+//! and how they are read into its [`KindSettings`], which start a [`KindFront`]: the kind's
+//! part of one running registry. The front answers every request below the mount and the few
+//! questions the serve layer asks without naming a kind (does an absolute-form URL fall under
+//! this registry, does a path on the proxy listener belong to it, does a query send the
+//! request to another registry).
+//!
+//! The shape follows Athens' `Protocol` interface: what every kind shares (metadata cache,
+//! aliases, credentials, the artifact path, the shared tier) is
+//! [`super::core::RegistryCore`], and a kind only says how its own paths, metadata and digests
+//! read.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
-use serde::Deserialize;
-
+use super::core::RegistryCore;
 use super::error::RegistryError;
-use super::service::{Ask, Front, Registries, Reply};
+use super::kind::KindInfo;
+use super::own_keys::OwnKeys;
+use super::request::{Ask, Reply};
+use super::settings::{Front, RegistrySettings};
+use crate::toml_file::FileError;
 
 /// The future a kind's handler returns.
 pub(crate) type Handled<'a> =
     Pin<Box<dyn Future<Output = Result<Reply, RegistryError>> + Send + 'a>>;
 
-/// Answers one request below a mount of this kind.
-pub(crate) type Handle = for<'a> fn(&'a Registries, &'a Front, &'a Ask<'a>) -> Handled<'a>;
-
-/// One registry protocol.
-pub(crate) struct Protocol {
-    /// The `kind = "..."` name, and the `kind` label in metrics and logs.
-    pub(crate) name: &'static str,
-    /// The name in the form this registry treats as identical (what `allow`/`deny` match).
-    pub(crate) canonical: fn(&str) -> String,
-    /// The scheme a bare token in a `credentials_file` is sent with (`None`: sent bare, as
-    /// cargo sends registry tokens).
-    pub(crate) bare_token_scheme: Option<&'static str>,
-    /// The handler.
-    pub(crate) handle: Handle,
+/// One registry kind.
+pub(crate) struct KindRow {
+    /// Its identity.
+    pub(crate) info: KindInfo,
+    /// The `[[registry]]` keys only this kind takes (beside the ones every kind takes).
+    pub(crate) keys: &'static [&'static str],
+    /// Reads this kind's own keys of one `[[registry]]` table into its settings.
+    pub(crate) read: fn(&mut OwnKeys<'_>) -> Result<Arc<dyn KindSettings>, FileError>,
 }
 
-/// Every registry kind fetchgate serves.
-pub(crate) const PROTOCOLS: &[Protocol] = &[
-    super::npm::PROTOCOL,
-    super::pypi::PROTOCOL,
-    super::cargo::PROTOCOL,
-    super::oci::front::PROTOCOL,
-    super::gomod::front::PROTOCOL,
-    super::apt::front::PROTOCOL,
-];
-
-/// Which registry protocol a front-end speaks: a row of [`PROTOCOLS`].
-#[derive(Clone, Copy)]
-pub(crate) struct Kind(&'static Protocol);
-
-impl Kind {
-    /// The kind of this row.
-    pub(crate) const fn of(row: &'static Protocol) -> Kind {
-        Kind(row)
-    }
-
-    /// The kind called `name`, if fetchgate serves it.
-    pub(crate) fn named(name: &str) -> Option<Kind> {
-        PROTOCOLS.iter().find(|p| p.name == name).map(Kind)
-    }
-
-    /// The label used in configuration, metrics and logs.
-    pub(crate) fn as_str(self) -> &'static str {
-        self.0.name
-    }
-
-    /// Its row.
-    pub(crate) fn protocol(self) -> &'static Protocol {
-        self.0
-    }
-
-    /// Every kind's name, in table order.
-    pub(crate) fn names() -> impl Iterator<Item = &'static str> {
-        PROTOCOLS.iter().map(|p| p.name)
-    }
+/// One kind's own checked settings of one registry (its keys, what they loaded). Starting
+/// them makes the kind's part of the running registry, with whatever state it keeps.
+pub(crate) trait KindSettings: std::fmt::Debug + Send + Sync {
+    /// The kind's part of a registry that runs with these settings.
+    fn start(&self) -> Arc<dyn KindFront>;
 }
 
-impl PartialEq for Kind {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.name == other.0.name
-    }
+/// A configured registry: the settings every kind has, and its kind's own.
+#[derive(Clone, Debug)]
+pub(crate) struct Configured {
+    /// The settings every kind has.
+    pub(crate) settings: RegistrySettings,
+    /// Its kind's own.
+    pub(crate) own: Arc<dyn KindSettings>,
 }
 
-impl Eq for Kind {}
+/// The kind's part of one running registry: it answers requests below the mount, and the
+/// serve layer's routing questions, for which each default answers "not mine".
+pub(crate) trait KindFront: Send + Sync {
+    /// Answers one request below the mount.
+    fn handle<'a>(
+        &'a self,
+        core: &'a RegistryCore,
+        front: &'a Front,
+        ask: &'a Ask<'a>,
+    ) -> Handled<'a>;
 
-impl std::hash::Hash for Kind {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.name.hash(state);
+    /// The path below the mount (starting with `/`) that an absolute-form request for `url`
+    /// names, when such a request through the forward proxy is this registry's to answer.
+    fn claims_url(&self, _settings: &RegistrySettings, _url: &url::Url) -> Option<String> {
+        None
+    }
+
+    /// True when an origin-form `path` on the proxy listener that names no mount is this
+    /// kind's (a client that dropped the mount's prefix); the path is given to the registry
+    /// only when exactly one registry claims it.
+    fn claims_path(&self, _path: &str) -> bool {
+        false
+    }
+
+    /// Another configured registry the request with `query` is for, when the query names
+    /// one (`all` is every configured registry, `here` the one it was sent to).
+    fn reroute(
+        &self,
+        _here: &RegistrySettings,
+        _all: &[&RegistrySettings],
+        _query: Option<&str>,
+    ) -> Option<String> {
+        None
     }
 }
 
-impl std::fmt::Debug for Kind {
+/// The settings of a kind with no keys of its own: starting them gives the front `start`
+/// makes.
+pub(crate) struct NoOwnKeys(pub(crate) fn() -> Arc<dyn KindFront>);
+
+impl std::fmt::Debug for NoOwnKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0.name)
+        f.write_str("NoOwnKeys")
     }
 }
 
-impl<'de> Deserialize<'de> for Kind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        Kind::named(&name).ok_or_else(|| {
-            let known: Vec<String> = Kind::names().map(|n| format!("`{n}`")).collect();
-            serde::de::Error::custom(format!(
-                "unknown registry kind `{name}`, expected one of {}",
-                known.join(", ")
-            ))
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_row_is_found_by_its_name_and_names_are_unique() {
-        let names: Vec<&str> = Kind::names().collect();
-        for n in &names {
-            assert_eq!(Kind::named(n).map(Kind::as_str), Some(*n));
-        }
-        let mut sorted = names.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), names.len());
-        assert!(Kind::named("maven").is_none());
+impl KindSettings for NoOwnKeys {
+    fn start(&self) -> Arc<dyn KindFront> {
+        (self.0)()
     }
 }

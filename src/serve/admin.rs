@@ -109,7 +109,7 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
 /// then the route.
 fn answer(handle: &Handle, local: SocketAddr, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let gate = handle.gate();
-    match super::host::check_host(req.headers(), local, gate.access.hosts()) {
+    match crate::access::host::check_host(req.headers(), local, gate.access.hosts()) {
         Ok(()) => route(handle, req),
         Err(refused) => {
             let p = super::problem::Problem::from(refused);
@@ -121,7 +121,7 @@ fn answer(handle: &Handle, local: SocketAddr, req: &Request<Incoming>) -> Respon
 fn route(handle: &Handle, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
         "/metrics" => {
-            let m = crate::metrics::get();
+            let m = handle.metrics();
             let store = handle.store();
             let stats = store.stats();
             m.cache_bytes

@@ -5,20 +5,21 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 
-use super::AppContext;
-use super::body::{Decided, ProxyBody, RequestLog};
 use super::problem::Problem;
 use super::request_error::RequestError;
+use super::request_log::{Decided, RequestLog};
+use crate::app::Gate;
+use crate::body::ResponseBody;
 use crate::body::full;
 use crate::love::FetchOptions;
 use crate::store::Digest;
 
 /// Handles `/love/v1/...`.
 pub(crate) async fn handle<B>(
-    gate: &AppContext,
+    gate: &Gate,
     req: &Request<B>,
     log: &mut RequestLog,
-) -> Result<Response<ProxyBody>, Problem> {
+) -> Result<Response<ResponseBody>, Problem> {
     if req.method() != Method::GET {
         return Err(RequestError::MethodOnLove.into());
     }
@@ -67,7 +68,7 @@ pub(crate) async fn handle<B>(
 }
 
 /// A JSON response with `status` that no cache keeps (the LOVE and pack APIs' answers).
-pub(super) fn json(status: StatusCode, v: &serde_json::Value) -> Response<ProxyBody> {
+pub(super) fn json(status: StatusCode, v: &serde_json::Value) -> Response<ResponseBody> {
     let body = Bytes::from(v.to_string());
     let mut resp = Response::new(full(body));
     *resp.status_mut() = status;

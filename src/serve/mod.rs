@@ -6,12 +6,9 @@
 // only add noise to every handler.
 #![allow(clippy::result_large_err)]
 
-pub(crate) mod access;
-pub(crate) mod access_policy;
 pub mod admin;
-pub(crate) mod body;
-pub(crate) mod host;
-pub(crate) mod limits;
+pub(crate) mod conn;
+pub(crate) mod forward;
 pub(crate) mod love_api;
 pub(crate) mod objects;
 pub(crate) mod pack_api;
@@ -19,6 +16,7 @@ pub(crate) mod problem;
 pub(crate) mod proxy;
 pub(crate) mod registry_api;
 pub(crate) mod request_error;
+pub(crate) mod request_log;
 pub(crate) mod slots;
 pub(crate) mod status;
 pub(crate) mod tee;
@@ -33,24 +31,16 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use rustls::ClientConfig;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::app::App;
+use crate::app::{App, Gate, LiveGate};
 use crate::config::Config;
-use crate::connect::Egress;
 use crate::connect::pool::Pool;
-use crate::fetch::through::Fetcher;
-use crate::love::Love;
-use crate::pack::Packs;
-use crate::registry::service::Registries;
+use crate::metrics::Metrics;
 use crate::store::{Store, UsageFlusher};
-use access::Access;
-use arc_swap::ArcSwap;
-use limits::Limits;
+use conn::ClientConn;
 use problem::Problem;
-use proxy::ClientConn;
 use slots::{Full, Slot, Slots};
 
 /// Idle upstream connections kept per client connection.
@@ -59,38 +49,6 @@ const POOL_MAX_IDLE: usize = 8;
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// How often the store's use times and counts are written to its index.
 const USAGE_FLUSH_EVERY: Duration = Duration::from_secs(30);
-
-/// The application context: everything a request needs (policy, resolver, TLS, access,
-/// limits, the fetcher, LOVE, the registries), built by [`crate::app`] from one config and
-/// shared by all connections.
-pub(crate) struct AppContext {
-    /// Policy and resolver.
-    pub(crate) egress: Egress,
-    /// TLS client configuration for upstreams.
-    pub(crate) tls: Arc<ClientConfig>,
-    /// Who may use the proxy.
-    pub(crate) access: Access,
-    /// Limits.
-    pub(crate) limits: Limits,
-    /// Fetch-through into the content cache (there is always a cache).
-    pub(crate) fetcher: Arc<Fetcher>,
-    /// The LOVE consumer.
-    pub(crate) love: Arc<Love>,
-    /// The format profiles (`/pack/v1/fetch`).
-    pub(crate) packs: Arc<Packs>,
-    /// Largest proxied body the tee publishes.
-    pub(crate) tee_max_bytes: u64,
-    /// Hosts whose proxied responses count as public (`[[cache.tee]] hosts`).
-    pub(crate) tee_public_hosts: Vec<String>,
-    /// The registry front-ends (`/registry/<name>/` and their own listeners).
-    pub(crate) registries: Arc<Registries>,
-    /// TLS on the listeners, read at each accept so a reload swaps certificates.
-    pub(crate) listen_tls: tls::ListenTls,
-}
-
-/// The context in force, swapped whole on reload: each request reads it once, so a request never
-/// sees half of an old policy and half of a new one.
-pub(crate) type SharedContext = Arc<ArcSwap<AppContext>>;
 
 /// A bound proxy listener, ready to run.
 pub struct Server {
@@ -112,27 +70,25 @@ pub struct Handle {
 }
 
 impl Server {
-    /// Binds `[listen] proxy`. Must run inside a Tokio runtime.
-    pub async fn bind(config: &Config) -> io::Result<Self> {
-        Self::bind_to(config, config.limits.listen).await
+    /// Opens the [`App`] for `config` and binds it to `addr` (tests use `127.0.0.1:0`).
+    /// Must run inside a Tokio runtime.
+    pub async fn bind_to(config: &Config, addr: SocketAddr) -> io::Result<Self> {
+        Self::bind_app(App::open(config)?, addr).await
     }
 
-    /// Binds a given address (tests use `127.0.0.1:0`).
-    pub async fn bind_to(config: &Config, addr: SocketAddr) -> io::Result<Self> {
-        let app = Arc::new(App::open(config)?);
-        let store = app.shared().store.clone();
+    /// Binds `app` to the proxy address `addr` and to each `[[registry]] listen` address.
+    /// Must run inside a Tokio runtime.
+    pub async fn bind_app(app: App, addr: SocketAddr) -> io::Result<Self> {
+        let app = Arc::new(app);
+        preset_metrics(&app.lasting().metrics);
+        let store = app.lasting().store.clone();
         let listener = TcpListener::bind(addr).await?;
         let mut mounts = Vec::new();
-        for r in &config.registries {
-            if let Some(at) = r.listen {
-                let l = TcpListener::bind(at).await.map_err(|e| {
-                    io::Error::other(format!(
-                        "cannot listen on {at} for registry {}: {e}",
-                        r.name
-                    ))
-                })?;
-                mounts.push((l, Arc::from(r.name.as_str())));
-            }
+        for (name, at) in app.registry_listeners() {
+            let l = TcpListener::bind(at).await.map_err(|e| {
+                io::Error::other(format!("cannot listen on {at} for registry {name}: {e}"))
+            })?;
+            mounts.push((l, Arc::from(name)));
         }
         // The index is a cache of the directories; repair it without holding the listener.
         let repair = store.clone();
@@ -229,7 +185,7 @@ impl Server {
                     continue;
                 }
             };
-            let gate = self.app.shared_gate();
+            let gate = self.app.live_gate();
             let stop = stop_rx.clone();
             tokio::spawn(async move {
                 let _ = stream.set_nodelay(true);
@@ -285,19 +241,47 @@ impl Handle {
     }
 
     /// The gate in force.
-    pub(crate) fn gate(&self) -> Arc<AppContext> {
+    pub(crate) fn gate(&self) -> Arc<Gate> {
         self.app.gate()
+    }
+
+    /// This instance's metrics (what its admin listener's `/metrics` exports).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.app.lasting().metrics
     }
 
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
-        &self.app.shared().store
+        &self.app.lasting().store
     }
 
     /// Stops accepting and starts the drain.
     pub fn shutdown(&self) {
         self.shutdown.notify_one();
     }
+}
+
+/// Creates at zero the series whose labels this layer names: requests by kind and outcome,
+/// CONNECT tunnel bytes by direction, and the tee's skip and abandon reasons.
+fn preset_metrics(m: &Metrics) {
+    let kinds = request_log::Kind::ALL.map(request_log::Kind::as_str);
+    let outcomes = ["refused", "2xx", "3xx", "4xx", "5xx"];
+    Metrics::preset2(&m.requests, ("kind", &kinds), ("outcome", &outcomes));
+    Metrics::preset(
+        &m.tunnel_bytes,
+        "direction",
+        &["client_to_upstream", "upstream_to_client"],
+    );
+    Metrics::preset(
+        &m.tee_skipped,
+        "reason",
+        &tee::Skip::ALL.map(tee::Skip::label),
+    );
+    Metrics::preset(
+        &m.tee_abandoned,
+        "reason",
+        &tee::Abandon::ALL.map(tee::Abandon::label),
+    );
 }
 
 /// Answers a connection over a limit with `503` and closes it, before any HTTP parsing.
@@ -322,7 +306,7 @@ struct Client {
 /// the request in flight finishes and the connection closes; an idle one closes at once. The
 /// connection's `slot` goes to its state, so a tunnel it becomes keeps holding it.
 async fn serve_client(
-    gate: SharedContext,
+    gate: LiveGate,
     stream: tls::ClientStream,
     client: Client,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -358,7 +342,7 @@ async fn serve_client(
             if allowed {
                 proxy::handle(gate, conn, req).await
             } else {
-                proxy::refuse_client(peer, &req)
+                proxy::refuse_client(peer, &req, gate.metrics.clone())
             }
         }
     });

@@ -9,12 +9,15 @@ use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 
-use super::AppContext;
-use super::body::{BoxError, Decided, ProxyBody, RequestLog};
 use super::problem::Problem;
 use super::request_error::RequestError;
+use super::request_log::{Decided, RequestLog};
+use crate::app::Gate;
+use crate::body::{BoxError, ResponseBody};
 use crate::body::{empty, full};
-use crate::fetch::through::{MAX_MIRRORS, ThroughError, Wanted};
+use crate::fetch::MAX_MIRRORS;
+use crate::fetch::failure::ThroughError;
+use crate::fetch::through::Wanted;
 use crate::header_list::{field_elements, unquote};
 use crate::shared::FirstRead;
 use crate::store::{Body, Digest, Object, StoreError};
@@ -24,10 +27,10 @@ const FILE_CHUNK: usize = 256 * 1024;
 
 /// Handles a request whose path starts with `/sha256/`.
 pub(crate) async fn handle<B>(
-    gate: &AppContext,
+    gate: &Gate,
     req: &Request<B>,
     log: &mut RequestLog,
-) -> Result<Response<ProxyBody>, Problem> {
+) -> Result<Response<ResponseBody>, Problem> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return Err(RequestError::MethodOnObject(req.method().clone()).into());
     }
@@ -39,7 +42,7 @@ pub(crate) async fn handle<B>(
     let fetcher = &gate.fetcher;
     let store = fetcher.store();
     let (claimed, wanted) = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
-    let metrics = crate::metrics::get();
+    let metrics = &gate.metrics;
     let object = match lookup(store, digest).await {
         Some(object) => {
             metrics.hit(crate::metrics::route::OBJECT);
@@ -75,11 +78,11 @@ pub(crate) async fn handle<B>(
 /// served while the bucket's bytes are verified ([`FirstRead`]); a `HEAD`, a `Range` or a
 /// conditional request waits for the local fill and is answered from it.
 async fn from_shared<B>(
-    gate: &AppContext,
+    gate: &Gate,
     req: &Request<B>,
     digest: Digest,
     claimed: Option<u64>,
-) -> Result<Response<ProxyBody>, Problem> {
+) -> Result<Response<ResponseBody>, Problem> {
     let fetcher = &gate.fetcher;
     let store = fetcher.store();
     let any_origin = !gate.registries.credentialed(&digest);
@@ -87,7 +90,7 @@ async fn from_shared<B>(
         && !req.headers().contains_key(header::RANGE)
         && !req.headers().contains_key(header::IF_NONE_MATCH);
     let filled = if plain {
-        match fetcher.first_read_from_shared(digest).await {
+        match fetcher.tiers().first_read(digest).await {
             FirstRead::Whole(bytes) => {
                 let object = Object {
                     digest,
@@ -113,7 +116,7 @@ async fn from_shared<B>(
             FirstRead::Missed => false,
         }
     } else {
-        fetcher.fill_from_shared(digest).await
+        fetcher.tiers().fill(digest).await
     };
     match lookup(store, digest).await {
         Some(object) if filled => {
@@ -206,7 +209,7 @@ pub(crate) fn respond(
     headers: &HeaderMap,
     object: Object,
     any_origin: bool,
-) -> Response<ProxyBody> {
+) -> Response<ResponseBody> {
     // The hex digest for `If-None-Match`, on the stack: a hit makes no string of it.
     let mut hex_buf = [0u8; 64];
     let hex = match hex::encode_to_slice(object.digest.0, &mut hex_buf) {
@@ -329,7 +332,7 @@ fn if_none_match(headers: &HeaderMap, hex: &str) -> bool {
 /// Streams `len` bytes of `path` from `start` through a blocking reader thread and a small
 /// bounded channel: memory stays flat whatever the entry's size. A short read aborts the
 /// body, so a client never sees a complete-looking wrong response.
-fn file_body(mut f: std::fs::File, start: u64, len: u64) -> ProxyBody {
+fn file_body(mut f: std::fs::File, start: u64, len: u64) -> ResponseBody {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, BoxError>>(4);
     tokio::task::spawn_blocking(move || {
         let result = (|| -> std::io::Result<()> {

@@ -4,18 +4,19 @@
 
 use http::{Method, Request, Response, StatusCode};
 
-use super::AppContext;
-use super::body::{Decided, ProxyBody, RequestLog};
 use super::love_api::json;
 use super::problem::Problem;
+use super::request_log::{Decided, RequestLog};
+use crate::app::Gate;
+use crate::body::ResponseBody;
 use crate::pack::{PackError, Params};
 
 /// Handles `/pack/v1/...`.
 pub(crate) async fn handle<B>(
-    gate: &AppContext,
+    gate: &Gate,
     req: &Request<B>,
     log: &mut RequestLog,
-) -> Result<Response<ProxyBody>, Problem> {
+) -> Result<Response<ResponseBody>, Problem> {
     if req.method() != Method::GET {
         return Err(PackError::request("method", "the pack API is read-only: use GET").into());
     }

@@ -14,17 +14,16 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use serde_json::json;
 
-use super::access::{CrossSite, Denied};
-use super::body::ProxyBody;
 use super::request_error::RequestError;
 use super::slots::Full;
+use crate::access::{CrossSite, Denied};
+use crate::body::ResponseBody;
 use crate::body::full;
 use crate::connect::dial::DialError;
 use crate::decide::{Reason, Refusal};
-use crate::fetch::through::ThroughError;
+use crate::failure::Failure;
+use crate::fetch::failure::ThroughError;
 use crate::fetch::upstream::UpstreamError;
-use crate::love::LoveError;
-use crate::pack::PackError;
 use crate::registry::error::RegistryError;
 use crate::store::StoreError;
 
@@ -137,7 +136,7 @@ impl Problem {
     }
 
     /// The response: problem+json body, `Fetchgate-Error`, and any extra headers.
-    pub(crate) fn into_response(self) -> Response<ProxyBody> {
+    pub(crate) fn into_response(self) -> Response<ResponseBody> {
         let bytes = Bytes::from(self.body().to_string());
         let len = bytes.len();
         let mut resp = Response::new(full(bytes));
@@ -207,7 +206,7 @@ impl From<RequestError> for Problem {
             | InvalidEngine
             | MissingManifest
             | InvalidHostHeader => StatusCode::BAD_REQUEST,
-            // npm and pip retry a 503 with Retry-After; the entry is refetched on the retry.
+            // Package managers retry a 503 with Retry-After; the entry is refetched on the retry.
             Evicted(_) => StatusCode::SERVICE_UNAVAILABLE,
             RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             // The digest names one size; a request claiming another conflicts with the entry.
@@ -402,22 +401,10 @@ impl From<&ThroughError> for Problem {
     }
 }
 
-impl From<LoveError> for Problem {
-    fn from(e: LoveError) -> Self {
+impl From<Failure> for Problem {
+    fn from(e: Failure) -> Self {
         let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
-        let mut p = Problem::new(status, e.code, e.origin(), e.detail, e.next);
-        p.field = e.field;
-        p.locator = e.locator;
-        p.extra = e.extra;
-        p
-    }
-}
-
-impl From<PackError> for Problem {
-    fn from(e: PackError) -> Self {
-        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
-        let origin = e.origin();
-        let mut p = Problem::new(status, e.code, origin, e.detail, e.next);
+        let mut p = Problem::new(status, e.code.as_str(), e.origin(), e.detail, e.next);
         p.field = e.field;
         p.locator = e.locator;
         p.extra = e.extra;
@@ -496,5 +483,7 @@ pub(crate) fn refusal(refused: &Refusal, locator: String) -> Problem {
 }
 
 mod host;
+#[cfg(test)]
+mod samples;
 #[cfg(test)]
 mod tests;

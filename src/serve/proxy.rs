@@ -9,46 +9,26 @@ use std::time::Instant;
 
 use http::header;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use super::AppContext;
-use super::body::{Decided, Kind, LoggedBody, ProxyBody, RequestLog, logged};
-use super::problem::{self, Problem};
+use super::conn::ClientConn;
+use super::problem::Problem;
 use super::request_error::RequestError;
-use super::slots::Slot;
-use super::tee::{RequestSide, admit, tee};
+use super::request_log::{Decided, Kind, LoggedBody, RequestLog, logged};
 use super::tunnel::{TunnelEnd, splice};
+use crate::app::Gate;
+use crate::body::ResponseBody;
 use crate::body::empty;
 use crate::connect::dial::dial_tcp;
-use crate::connect::pool::Pool;
+use crate::decide::Decision;
 use crate::decide::narrow::{ClientPolicy, narrow_all, narrow_fetch, narrow_registry};
-use crate::decide::{Decision, Permit, Refusal};
-use crate::fetch::headers::strip_hop_by_hop;
-use crate::fetch::idle::IdleBody;
-use crate::fetch::upstream::{Timeouts, exchange, upstream_request};
+use crate::metrics::Metrics;
 use crate::redact::redact_locator;
-
-/// One client connection's state: who it is and its upstream connections.
-pub(crate) struct ClientConn {
-    /// The client's address.
-    pub(crate) client: SocketAddr,
-    /// The address it connected to (what its `Host` may name).
-    pub(crate) local: SocketAddr,
-    /// Its idle upstream connections.
-    pub(crate) pool: Pool,
-    /// Its claim on the connection limits, held by a tunnel it becomes for the tunnel's life.
-    pub(crate) slot: Arc<Slot>,
-    /// The registry this connection's listener serves at `/`, for `[[registry]] listen`.
-    pub(crate) mount: Option<Arc<str>>,
-    /// The names in the client's verified certificate (empty without one).
-    pub(crate) cert_names: super::tls::CertNames,
-}
 
 /// Handles one request; never fails (failures are problem responses).
 pub(crate) async fn handle(
-    gate: Arc<AppContext>,
+    gate: Arc<Gate>,
     conn: Arc<ClientConn>,
     req: Request<Incoming>,
 ) -> Result<Response<LoggedBody>, Infallible> {
@@ -84,7 +64,8 @@ pub(crate) async fn handle(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok())
     };
-    Ok(resp.map(|b| logged(b, log, started)))
+    let metrics = gate.metrics.clone();
+    Ok(resp.map(|b| logged(b, log, started, metrics)))
 }
 
 /// The request target as logged, redacted. An origin-form target (`/sha256/...`, a registry
@@ -97,11 +78,11 @@ fn locator_of(uri: &http::Uri) -> String {
 }
 
 async fn route(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     req: Request<Incoming>,
     log: &mut RequestLog,
-) -> Result<Response<ProxyBody>, Problem> {
+) -> Result<Response<ResponseBody>, Problem> {
     let head = head_size(&req);
     if head > gate.limits.max_header_bytes {
         return Err(RequestError::HeaderTooLarge {
@@ -128,12 +109,12 @@ async fn route(
         return Box::pin(connect(gate, conn, policies, req, log)).await;
     }
     if req.uri().scheme().is_some() {
-        // A URL under an apt registry's upstream (`Acquire::http::Proxy`) is that registry's
-        // request: verified against the signed index like `/registry/<name>/`.
-        if let Some((name, below)) = apt_forward(gate, &req) {
+        // A URL a registry's kind claims (under its upstream, through the forward proxy) is
+        // that registry's request, verified like `/registry/<name>/`.
+        if let Some((name, below)) = claimed_url(gate, &req) {
             log.kind = Kind::Registry;
             if let Some(r) = policies.iter().find_map(|p| narrow_registry(p, &name)) {
-                return Err(refusal(&r, log));
+                return Err(log.refusal(&r));
             }
             return Box::pin(super::registry_api::handle(
                 gate, &name, &below, "/", &req, log,
@@ -141,19 +122,19 @@ async fn route(
             .await;
         }
         log.kind = Kind::Forward;
-        return Box::pin(forward(gate, conn, policies, req, log)).await;
+        return Box::pin(super::forward::forward(gate, conn, policies, req, log)).await;
     }
     // Origin-form: fetchgate itself is the server, so `Host` must name it (DNS rebinding).
-    super::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
+    crate::access::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
     if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
-        // containerd's `?ns=` may name another configured registry: chosen before the
-        // client's policy judges the name.
+        // The query may send the request to another configured registry (its kind says so):
+        // chosen before the client's policy judges the name.
         let query = req.uri().query();
-        let name = gate.registries.selected_by_ns(&name, query).unwrap_or(name);
+        let name = gate.registries.reroute(&name, query).unwrap_or(name);
         log.kind = Kind::Registry;
         same_site(gate, &req, log)?;
         if let Some(r) = policies.iter().find_map(|p| narrow_registry(p, &name)) {
-            return Err(refusal(&r, log));
+            return Err(log.refusal(&r));
         }
         return Box::pin(super::registry_api::handle(
             gate, &name, path, &prefix, &req, log,
@@ -190,9 +171,10 @@ async fn route(
 
 /// The registry a request is for, the path below its mount, and the mount as the client sees
 /// it: `/registry/<name>/...` on any listener, or any other path on a `[[registry]] listen`
-/// address (clients that drop path prefixes, as npm does when it rewrites lockfile hosts).
+/// address (clients that drop path prefixes), or a path on the proxy listener that exactly
+/// one registry's kind claims.
 fn registry_target<'p>(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     path: &'p str,
 ) -> Option<(String, &'p str, String)> {
@@ -208,50 +190,26 @@ fn registry_target<'p>(
     if let Some(m) = &conn.mount {
         return Some((m.to_string(), path, "/".to_string()));
     }
-    // npm rewrites a lockfile's registry.npmjs.org tarball URLs onto the configured
-    // registry's origin and drops its path (`/registry/npm/`): with one npm registry, such a
-    // tarball path on the proxy listener can only be meant for it.
-    let tarball = path.ends_with(".tgz") && path.contains("/-/");
-    if tarball && let Some(name) = gate.registries.only_npm() {
-        let prefix = format!("/registry/{name}/");
-        return Some((name, path, prefix));
-    }
-    None
+    // A client that rewrote a lockfile's public URLs onto fetchgate's origin and dropped the
+    // mount's path: the one registry whose kind claims the path.
+    let name = gate.registries.claims_path(path)?;
+    let prefix = format!("/registry/{name}/");
+    Some((name, path, prefix))
 }
 
-/// The apt registry an absolute-form request's URL lies under, and the path below it.
-fn apt_forward<B>(gate: &AppContext, req: &Request<B>) -> Option<(String, String)> {
+/// The registry whose kind claims an absolute-form request's URL, and the path below its
+/// mount.
+fn claimed_url<B>(gate: &Gate, req: &Request<B>) -> Option<(String, String)> {
     if !gate.registries.any() {
         return None;
     }
     let url = url::Url::parse(&req.uri().to_string()).ok()?;
-    gate.registries.apt_mount_of(&url)
-}
-
-/// A `GET` or `HEAD` for a URL a registry's metadata tied to a digest whose bytes are stored:
-/// answered from the cache, with no upstream request.
-async fn registry_verified<B>(
-    gate: &AppContext,
-    req: &Request<B>,
-    url: &url::Url,
-) -> Option<Response<ProxyBody>> {
-    if !gate.registries.any() || !(req.method() == Method::GET || req.method() == Method::HEAD) {
-        return None;
-    }
-    let sha256 = gate.registries.verified_url(url.as_str()).await?;
-    let store = gate.fetcher.store();
-    let object = super::objects::lookup(store, sha256).await?;
-    Some(super::objects::respond(
-        req.method(),
-        req.headers(),
-        object,
-        false,
-    ))
+    gate.registries.claims_url(&url)
 }
 
 /// Refuses a request a web page made a browser send to a route that changes state (fetches
 /// into the cache): `Sec-Fetch-Site: cross-site`, or an `Origin` not in `[access] origins`.
-fn same_site<B>(gate: &AppContext, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
+fn same_site<B>(gate: &Gate, req: &Request<B>, log: &RequestLog) -> Result<(), Problem> {
     match gate.access.check_site(req.headers()) {
         Ok(()) => Ok(()),
         Err(denied) => Err(Problem::from(denied).at(log.locator.clone())),
@@ -262,7 +220,7 @@ fn same_site<B>(gate: &AppContext, req: &Request<B>, log: &RequestLog) -> Result
 /// [`narrow_fetch`]).
 fn fetch_by_url(policies: &[Arc<ClientPolicy>], log: &mut RequestLog) -> Result<(), Problem> {
     match policies.iter().find_map(|p| narrow_fetch(p)) {
-        Some(r) => Err(refusal(&r, log)),
+        Some(r) => Err(log.refusal(&r)),
         None => Ok(()),
     }
 }
@@ -293,113 +251,20 @@ fn head_size<B>(req: &Request<B>) -> usize {
     line + headers + 2
 }
 
-/// The problem for `refused`, logged as a refusal.
-fn refusal(refused: &Refusal, log: &mut RequestLog) -> Problem {
-    log.decision = Decided::Refused;
-    log.reason = refused.verdict.reason.code();
-    if let Some(p) = &refused.policy {
-        log.policy = Some(p.clone());
-    }
-    problem::refusal(refused, log.locator.clone())
-}
-
-async fn forward(
-    gate: &AppContext,
-    conn: &ClientConn,
-    policies: &[Arc<ClientPolicy>],
-    req: Request<Incoming>,
-    log: &mut RequestLog,
-) -> Result<Response<ProxyBody>, Problem> {
-    if !gate.limits.methods.contains(req.method()) {
-        let allow: Vec<&str> = gate.limits.methods.iter().map(Method::as_str).collect();
-        let e = RequestError::MethodNotForwarded {
-            method: req.method().clone(),
-            allow: allow.join(", "),
-        };
-        return Err(Problem::from(e).at(log.locator.clone()));
-    }
-    let raw = req.uri().to_string();
-    let decided = gate.egress.resolve_and_decide_url(&raw).await;
-    let permit = match narrow_all(decided, policies) {
-        Decision::Allowed(permit) => permit,
-        Decision::Refused(refused) => return Err(refusal(&refused, log)),
-    };
-    log.decision = Decided::Allowed;
-    log.reason = permit.verdict().reason.code();
-    if let Some(hit) = registry_verified(gate, &req, permit.url()).await {
-        log.decision = Decided::RegistryCache;
-        return Ok(hit);
-    }
-    let (parts, body) = req.into_parts();
-    let is_get = parts.method == Method::GET;
-    let has_query = permit.url().query().is_some();
-    let request_side = RequestSide::of(&parts.headers, has_query);
-    let upstream_req = upstream_request(parts.method, &permit, parts.headers, body.boxed())
-        .map_err(|e| Problem::from(RequestError::InvalidRequest(e)).at(log.locator.clone()))?;
-    let timeouts = Timeouts {
-        connect: gate.limits.connect_timeout,
-        response_head: gate.limits.response_head_timeout,
-    };
-    let ex = exchange(
-        &conn.pool,
-        &gate.tls,
-        timeouts,
-        &permit,
-        upstream_req,
-        crate::metrics::get(),
-    )
-    .await
-    .map_err(|e| Problem::from(&e).at(log.locator.clone()))?;
-    log.upstream = Some(ex.peer.to_string());
-    let (mut parts, body) = ex.response.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    // Our hop to the client is HTTP/1.1 whatever the upstream spoke.
-    parts.version = http::Version::HTTP_11;
-    let body = IdleBody::new(body, gate.limits.body_idle_timeout);
-    let teed = if is_get && parts.status == StatusCode::OK {
-        tee_or_pass(gate, &permit, request_side, &parts.headers, body, log)
-    } else {
-        body.boxed()
-    };
-    Ok(Response::from_parts(parts, teed))
-}
-
-/// The body of a proxied `200` to a `GET`: teed into the shared cache when [`admit`] allows
-/// it, passed through (and the reason counted) otherwise.
-fn tee_or_pass(
-    gate: &AppContext,
-    permit: &Permit,
-    request: RequestSide,
-    headers: &http::HeaderMap,
-    body: IdleBody,
-    log: &RequestLog,
-) -> ProxyBody {
-    let fetcher = &gate.fetcher;
-    let host = permit.verify_name().to_string();
-    let public = gate.tee_public_hosts.contains(&host);
-    match admit(request, headers, public, gate.tee_max_bytes) {
-        Ok(expected) => tee(body, fetcher.store(), expected, log.locator.clone()).boxed(),
-        Err(skip) => {
-            skip.count();
-            body.boxed()
-        }
-    }
-}
-
 async fn connect(
-    gate: &AppContext,
+    gate: &Gate,
     conn: &ClientConn,
     policies: &[Arc<ClientPolicy>],
     mut req: Request<Incoming>,
     log: &mut RequestLog,
-) -> Result<Response<ProxyBody>, Problem> {
+) -> Result<Response<ResponseBody>, Problem> {
     let Some(authority) = req.uri().authority().map(|a| a.as_str().to_string()) else {
         return Err(RequestError::MissingAuthority.into());
     };
     let decided = gate.egress.resolve_and_decide_authority(&authority).await;
     let permit = match narrow_all(decided, policies) {
         Decision::Allowed(permit) => permit,
-        Decision::Refused(refused) => return Err(refusal(&refused, log)),
+        Decision::Refused(refused) => return Err(log.refusal(&refused)),
     };
     log.decision = Decided::Allowed;
     log.reason = permit.verdict().reason.code();
@@ -416,12 +281,12 @@ async fn connect(
     let upgrade = hyper::upgrade::on(&mut req);
     // The connection's slot outlives the HTTP connection: the tunnel holds it until it ends.
     let slot = conn.slot.clone();
+    let metrics = gate.metrics.clone();
     tokio::spawn(async move {
         let _slot = slot;
         let started = Instant::now();
         match upgrade.await {
             Ok(upgraded) => {
-                let metrics = crate::metrics::get();
                 metrics.tunnels.inc();
                 metrics.tunnels_open.inc();
                 let (up, down, end) = splice(TokioIo::new(upgraded), stream, idle).await;
@@ -460,6 +325,7 @@ async fn connect(
 pub(crate) fn refuse_client<B>(
     client: SocketAddr,
     req: &Request<B>,
+    metrics: Arc<Metrics>,
 ) -> Result<Response<LoggedBody>, Infallible> {
     let log = RequestLog {
         client,
@@ -473,11 +339,11 @@ pub(crate) fn refuse_client<B>(
         expected_bytes: None,
         policy: None,
     };
-    Ok(client_not_allowed(client).map(|b| logged(b, log, Instant::now())))
+    Ok(client_not_allowed(client).map(|b| logged(b, log, Instant::now(), metrics)))
 }
 
 /// The problem response for a client outside `[access] clients`.
-pub(crate) fn client_not_allowed(client: SocketAddr) -> Response<ProxyBody> {
+pub(crate) fn client_not_allowed(client: SocketAddr) -> Response<ResponseBody> {
     Problem::from(RequestError::ClientNotAllowed(client.ip())).into_response()
 }
 
@@ -490,7 +356,7 @@ mod tests {
     fn locators_read_without_formatting_are_the_formatted_ones() {
         for target in [
             "/sha256/ab?size=3&url=http%3A%2F%2Fa%2Fb%3Ftoken%3Dx",
-            "/registry/npm/@scope%2fname",
+            "/registry/js/@scope%2fname",
             "http://user:pw@example.com/a?token=x",
             "example.com:443",
             "*",

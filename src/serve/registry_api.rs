@@ -6,25 +6,26 @@ use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response};
 
-use super::AppContext;
-use super::body::{Decided, ProxyBody, RequestLog};
 use super::objects::{entry_headers, lookup, respond};
 use super::problem::Problem;
 use super::request_error::RequestError;
+use super::request_log::{Decided, RequestLog};
+use crate::app::Gate;
+use crate::body::ResponseBody;
 use crate::body::{empty, full};
 use crate::registry::metadata::Freshness;
-use crate::registry::service::{Ask, Reply};
+use crate::registry::request::{Ask, Reply};
 
 /// Handles one registry request: `name` is the registry, `path` the part below its mount,
 /// `prefix` the mount as the client sees it (`/registry/<name>/` or `/`).
 pub(crate) async fn handle<B>(
-    gate: &AppContext,
+    gate: &Gate,
     name: &str,
     path: &str,
     prefix: &str,
     req: &Request<B>,
     log: &mut RequestLog,
-) -> Result<Response<ProxyBody>, Problem> {
+) -> Result<Response<ResponseBody>, Problem> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return Err(RequestError::MethodOnRegistry(req.method().clone()).into());
     }
@@ -98,8 +99,9 @@ pub(crate) async fn handle<B>(
     Ok(resp)
 }
 
-/// Every `Accept` line the client sent, joined with `, ` in order (skopeo sends one line per
-/// media type; keeping only the first would ask an upstream for less than the client reads).
+/// Every `Accept` line the client sent, joined with `, ` in order (some clients send one line
+/// per media type; keeping only the first would ask an upstream for less than the client
+/// reads).
 /// Lines that are not visible ASCII are left out; `None` when none is left.
 fn joined_accept(headers: &HeaderMap) -> Option<String> {
     let lines: Vec<&str> = headers
@@ -129,7 +131,7 @@ enum Served {
     Streamed {
         sha256: crate::store::Digest,
         length: u64,
-        body: crate::registry::service::StreamedBody,
+        body: crate::body::ResponseBody,
     },
 }
 
@@ -190,8 +192,8 @@ fn unwrapped(reply: Reply) -> (Served, HeaderMap) {
 fn streamed(
     sha256: crate::store::Digest,
     length: u64,
-    body: crate::registry::service::StreamedBody,
-) -> Response<ProxyBody> {
+    body: crate::body::ResponseBody,
+) -> Response<ResponseBody> {
     let mut resp = Response::new(body);
     *resp.headers_mut() = entry_headers(&sha256, false);
     resp.headers_mut()
@@ -204,8 +206,9 @@ fn streamed(
 }
 
 /// The problem response with its code as the status line's reason phrase, so clients that
-/// show only the status line (pip) still say why, and a JSON `error` member, which npm prints.
-fn with_reason(p: Problem) -> Response<ProxyBody> {
+/// show only the status line still say why, and a JSON `error` member, which some package
+/// managers print.
+fn with_reason(p: Problem) -> Response<ResponseBody> {
     let code = p.code;
     let mut p = p;
     let error = format!("{code}: {}", p.detail);
@@ -231,7 +234,7 @@ fn document(
     body: Bytes,
     vary_accept: bool,
     freshness: Freshness,
-) -> Response<ProxyBody> {
+) -> Response<ResponseBody> {
     let len = body.len();
     let body = if *method == Method::HEAD {
         empty()
@@ -292,7 +295,7 @@ mod tests {
 
     #[test]
     fn a_protocols_headers_survive_unwrapping_and_the_outermost_wins() {
-        let name = HeaderName::from_static("docker-content-digest");
+        let name = HeaderName::from_static("x-protocol-digest");
         let mut inner_headers = HeaderMap::new();
         inner_headers.insert(name.clone(), HeaderValue::from_static("inner"));
         inner_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("a/b"));

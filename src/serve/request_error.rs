@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use http::Method;
 
 use crate::errors::Origin;
-use crate::fetch::through::MAX_MIRRORS;
+use crate::fetch::MAX_MIRRORS;
 use crate::store::Digest;
 
 /// A request fetchgate will not serve as sent.

@@ -131,7 +131,7 @@ fn render(handle: &Handle) -> String {
 
 /// Entries, bytes, and the hit ratio over every route's lookups (objects, registries, packs).
 fn cache_section(out: &mut String, handle: &Handle) {
-    let m = crate::metrics::get();
+    let m = handle.metrics();
     let stats = handle.store().stats();
     let (hits, misses) = (
         crate::metrics::Metrics::total(&m.cache_hits),
@@ -177,7 +177,7 @@ fn registries_section(out: &mut String, handle: &Handle, ring: &[Refusal]) {
         "<table id=\"registries\"><tr><th>name</th><th>kind</th><th>upstream</th>\
          <th>upstream health</th><th>metadata answers</th><th>last error</th></tr>",
     );
-    let m = crate::metrics::get();
+    let m = handle.metrics();
     for r in registries {
         let kind = r.kind.as_str();
         let count = |outcome: &'static str| {
@@ -234,13 +234,13 @@ fn registries_section(out: &mut String, handle: &Handle, ring: &[Refusal]) {
 /// The shared tier: configured or not, the breaker, the upload queue and what reads found.
 fn shared_section(out: &mut String, handle: &Handle) {
     out.push_str("<h2>Shared tier</h2>");
-    let Some(tier) = &handle.app.shared().tier else {
+    let Some(tier) = &handle.app.lasting().tier else {
         out.push_str(
             "<p id=\"shared-none\">No <code>[shared]</code> configured: local disk only.</p>",
         );
         return;
     };
-    let m = crate::metrics::get();
+    let m = handle.metrics();
     let get = |op: &'static str, outcome: &'static str| {
         m.shared_requests
             .get_or_create(&[("op", op), ("outcome", outcome)])

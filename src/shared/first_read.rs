@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::SharedTier;
 use super::client::{BucketError, Chunks};
 use super::flight::{Turn, waited};
-use crate::store::{Digest, Fill, FillError, FillSink, Store};
+use crate::store::{Digest, Fill, FillError, FillSink, Provenance, Store};
 
 /// Chunks queued between the bucket reader and a streaming client.
 const CLIENT_DEPTH: usize = 8;
@@ -95,7 +95,7 @@ impl SharedTier {
             let _ = answer.send(FirstRead::Missed);
             return false;
         };
-        let locator = Some(format!("{}{key}", super::locator_base(&self.settings)));
+        let locator = Provenance::Shared(format!("{}{key}", super::locator_base(&self.settings)));
         let size = found.size;
         if size <= store.settings().memory_max_object_bytes {
             let bytes = match self.whole(&key, found.chunks, digest, size).await {

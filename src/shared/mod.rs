@@ -40,7 +40,7 @@ use misses::Misses;
 use upload::{Job, Uploads, Worker};
 
 use crate::metrics::Metrics;
-use crate::store::{Digest, FillError, FillSink, Store};
+use crate::store::{Digest, FillError, FillSink, Provenance, Store};
 
 /// The shared tier of one process.
 pub(crate) struct SharedTier {
@@ -48,7 +48,7 @@ pub(crate) struct SharedTier {
     breaker: Arc<Breaker>,
     uploads: Uploads,
     settings: SharedSettings,
-    metrics: &'static Metrics,
+    metrics: Arc<Metrics>,
     /// Bucket-only fills in flight, by digest.
     fills: flight::Fills,
     /// Digests the bucket lacked a moment ago.
@@ -95,6 +95,18 @@ pub(crate) struct PushReport {
     pub(crate) failed: u64,
 }
 
+/// Creates at zero the series of bucket reads, writes and uploads by outcome.
+pub(crate) fn preset_metrics(m: &Metrics) {
+    let gets = [
+        "hit", "miss", "mismatch", "unusable", "error", "timeout", "skipped",
+    ];
+    Metrics::preset2(&m.shared_requests, ("op", &["get"]), ("outcome", &gets));
+    let puts = ["ok", "exists", "error", "timeout", "skipped"];
+    Metrics::preset2(&m.shared_requests, ("op", &["put"]), ("outcome", &puts));
+    let uploads = ["queued", "dropped", "created", "existed", "gone", "failed"];
+    Metrics::preset(&m.shared_uploads, "outcome", &uploads);
+}
+
 /// Most objects `cache stats` counts in the bucket.
 const CENSUS_CAP: usize = 100_000;
 
@@ -102,14 +114,17 @@ impl SharedTier {
     /// Opens the bucket `settings` name for `store`: starts the upload worker and has every
     /// new publication in `store` queued for upload (except bytes that came from the bucket).
     /// Must run inside a Tokio runtime.
-    pub(crate) fn open(settings: &SharedSettings, store: &Arc<Store>) -> Result<Arc<Self>, String> {
+    pub(crate) fn open(
+        settings: &SharedSettings,
+        store: &Arc<Store>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, String> {
         let bucket = Arc::new(Bucket::open(settings).map_err(|e| {
             format!(
                 "cannot open the shared tier {}: {e}; check [shared] url and endpoint",
                 settings.url()
             )
         })?);
-        let metrics = crate::metrics::get();
         let breaker = Arc::new(Breaker::new(settings.breaker_cooldown));
         let uploads = Uploads::start(
             settings.upload_queue,
@@ -117,16 +132,15 @@ impl SharedTier {
                 bucket: bucket.clone(),
                 breaker: breaker.clone(),
                 store: Arc::downgrade(store),
-                metrics,
+                metrics: metrics.clone(),
             },
         );
-        let own = locator_base(settings);
         let queue = uploads.clone();
         let misses = Misses::new(settings.miss_ttl);
         let published = misses.clone();
-        store.on_publish(Box::new(move |digest, locator, label| {
+        store.on_publish(Box::new(move |digest, from, label| {
             published.forget(&digest);
-            if locator.is_some_and(|l| l.starts_with(&own)) {
+            if matches!(from, Provenance::Shared(_)) {
                 return; // it came from the bucket
             }
             queue.offer(Job::Object {
@@ -177,7 +191,7 @@ impl SharedTier {
         }
         match sink
             .finish(
-                Some(format!("{}{key}", locator_base(&self.settings))),
+                Provenance::Shared(format!("{}{key}", locator_base(&self.settings))),
                 found.label,
             )
             .await

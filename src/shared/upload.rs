@@ -47,7 +47,7 @@ pub(crate) enum Job {
 #[derive(Debug, Clone)]
 pub(crate) struct Uploads {
     tx: mpsc::Sender<Job>,
-    metrics: &'static Metrics,
+    metrics: Arc<Metrics>,
     /// Jobs queued or being sent by this queue's worker.
     pending: Arc<AtomicUsize>,
 }
@@ -61,7 +61,7 @@ pub(crate) struct Worker {
     /// The store the files are read from (weak: the store holds the queue's sending end).
     pub(crate) store: Weak<Store>,
     /// Where uploads are counted.
-    pub(crate) metrics: &'static Metrics,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Uploads {
@@ -74,7 +74,7 @@ impl Uploads {
     /// ends when every sending end is gone).
     pub(crate) fn start(capacity: usize, worker: Worker) -> Self {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        let metrics = worker.metrics;
+        let metrics = worker.metrics.clone();
         let pending = Arc::new(AtomicUsize::new(0));
         tokio::spawn(worker.run(rx, pending.clone()));
         Self {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLockReadGuard, RwLockWriteGuard};
 
 use super::index::Record;
-use super::{Digest, Store, StoreError, now};
+use super::{Digest, Provenance, Store, StoreError, now};
 
 /// Every published entry by digest.
 pub(super) type Table = HashMap<Digest, Arc<Meta>>;
@@ -271,10 +271,11 @@ impl Store {
         &self,
         digest: Digest,
         size: u64,
-        locator: Option<String>,
+        from: Provenance,
         label: Option<String>,
     ) -> Result<(), StoreError> {
         let t = now();
+        let locator = from.clone().into_locator();
         let mut announce = None;
         let record = {
             let mut entries = self.table_mut()?;
@@ -298,7 +299,7 @@ impl Store {
                         last_used: t,
                         ..Record::default()
                     };
-                    announce = Some((locator.clone(), label.clone()));
+                    announce = Some(label.clone());
                     rec.note(locator, label);
                     entries.insert(digest, Arc::new(Meta::from_record(rec.clone())));
                     rec
@@ -308,8 +309,8 @@ impl Store {
         self.index
             .put(&[(digest, record)])
             .map_err(StoreError::Index)?;
-        if let Some((locator, label)) = announce {
-            self.announce(digest, locator.as_deref(), label.as_deref());
+        if let Some(label) = announce {
+            self.announce(digest, &from, label.as_deref());
         }
         Ok(())
     }

@@ -17,7 +17,7 @@ use std::task::Poll;
 use sha2::{Digest as _, Sha256};
 
 use super::error::io;
-use super::{Digest, Store, StoreError};
+use super::{Digest, Provenance, Store, StoreError};
 
 /// Why a fill did not publish.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -227,11 +227,7 @@ impl Fill {
 
     /// Checks size and digest; on a match publishes with one rename and records it, with the
     /// locator the bytes came from and an optional package label.
-    pub fn commit(
-        mut self,
-        locator: Option<String>,
-        label: Option<String>,
-    ) -> Result<Digest, FillError> {
+    pub fn commit(mut self, from: Provenance, label: Option<String>) -> Result<Digest, FillError> {
         let got = self.verify()?;
         let Some(file) = self.file.take() else {
             return Err(closed());
@@ -244,7 +240,7 @@ impl Fill {
             let reserved = std::mem::take(&mut self.reserved);
             self.count = 0;
             self.store.release(reserved);
-            self.store.seen_again(&got, locator, label);
+            self.store.seen_again(&got, from.into_locator(), label);
             return Ok(got);
         }
         let fail = |what, p: &Path, e| FillError::Store(io(what, p, e));
@@ -272,7 +268,7 @@ impl Fill {
         let count = self.count;
         self.count = 0;
         self.store
-            .published(got, count, locator, label)
+            .published(got, count, from, label)
             .map_err(FillError::Store)?;
         Ok(got)
     }
@@ -430,11 +426,11 @@ impl FillSink {
     /// Waits for every chunk to be written, then verifies and publishes.
     pub(crate) async fn finish(
         self,
-        locator: Option<String>,
+        from: Provenance,
         label: Option<String>,
     ) -> Result<Digest, FillError> {
         let fill = self.written().await?;
-        tokio::task::spawn_blocking(move || fill.commit(locator, label))
+        tokio::task::spawn_blocking(move || fill.commit(from, label))
             .await
             .map_err(writer_failed)?
     }

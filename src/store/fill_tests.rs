@@ -5,6 +5,7 @@
 
 use std::os::unix::fs::MetadataExt;
 
+use super::super::Provenance;
 use super::super::space::RESERVE_STEP;
 use super::super::testing::{bytes, store};
 use super::*;
@@ -92,7 +93,7 @@ fn a_published_entry_holds_no_blocks_past_its_last_byte() {
     let mut fill = s.begin(None, 8 * RESERVE_STEP).unwrap();
     write_in_chunks(&mut fill, &body);
     holds_at_least(&fill, &s.tmp, 3 * RESERVE_STEP);
-    let digest = fill.commit(None, None).unwrap();
+    let digest = fill.commit(Provenance::Local, None).unwrap();
     let path = s.object_path(&digest);
     assert_eq!(fs::read(&path).unwrap(), body);
     assert!(
@@ -118,7 +119,7 @@ fn preallocated_fills_publish_exactly_the_bytes_given() {
             fill.write(&body[from..to]).unwrap();
             from = to;
         }
-        let digest = fill.commit(None, None).unwrap();
+        let digest = fill.commit(Provenance::Local, None).unwrap();
         assert_eq!(digest, Digest::of(&body));
         let path = s.object_path(&digest);
         assert_eq!(fs::read(&path).unwrap(), body);
@@ -136,7 +137,7 @@ fn a_preallocated_fill_that_ends_short_leaves_no_file_and_no_space() {
     write_in_chunks(&mut short, half);
     holds_at_least(&short, &s.tmp, 2 * RESERVE_STEP);
     assert!(matches!(
-        short.commit(None, None),
+        short.commit(Provenance::Local, None),
         Err(FillError::TooShort { .. })
     ));
     // Abandoned half way (a tee given up).
@@ -160,7 +161,7 @@ fn a_fill_whose_write_failed_takes_nothing_more_and_publishes_nothing() {
     assert!(matches!(fill.write(b"lost"), Err(FillError::Store(_))));
     // The caller goes on regardless: nothing more is taken, and nothing is published.
     assert!(fill.write(b"more").is_err());
-    assert!(fill.commit(None, None).is_err());
+    assert!(fill.commit(Provenance::Local, None).is_err());
     assert!(!s.contains(&Digest::of(b"")));
     assert!(!s.contains(&Digest::of(b"more")));
     assert_eq!(s.stats().entries, 0);
@@ -184,7 +185,7 @@ fn a_fill_hashed_by_its_caller_publishes_on_the_matching_digest() {
     let body = bytes(5000, 1);
     let mut fill = caller_hashed(&s, &body, &body);
     assert_eq!(fill.verify_hashed(Digest::of(&body)), Ok(Digest::of(&body)));
-    assert_eq!(fill.commit(None, None), Ok(Digest::of(&body)));
+    assert_eq!(fill.commit(Provenance::Local, None), Ok(Digest::of(&body)));
     assert!(s.contains_verified(&Digest::of(&body)));
 }
 
@@ -205,7 +206,7 @@ fn a_fill_hashed_by_its_caller_refuses_a_wrong_digest_a_wrong_size_or_none() {
         fill.verify_hashed(expected).is_err(),
         "the first answer holds"
     );
-    assert!(fill.commit(None, None).is_err());
+    assert!(fill.commit(Provenance::Local, None).is_err());
     // The right digest claimed over too few bytes: the fill's own count refuses it.
     let mut fill = caller_hashed(&s, &body, &body[..4000]);
     assert!(matches!(
@@ -214,7 +215,7 @@ fn a_fill_hashed_by_its_caller_refuses_a_wrong_digest_a_wrong_size_or_none() {
     ));
     // Never told what the bytes hash to: no publication.
     let fill = caller_hashed(&s, &body, &body);
-    assert!(fill.commit(None, None).is_err());
+    assert!(fill.commit(Provenance::Local, None).is_err());
     assert!(!s.contains_verified(&expected));
 }
 
@@ -240,5 +241,8 @@ fn a_fill_that_hashes_for_itself_ignores_a_caller_s_digest() {
     let mut open_ended = s.begin(None, body.len() as u64).expect("begin");
     assert!(open_ended.hashed_by_caller().is_err());
     open_ended.write(&body).expect("write");
-    assert_eq!(open_ended.commit(None, None), Ok(Digest::of(&body)));
+    assert_eq!(
+        open_ended.commit(Provenance::Local, None),
+        Ok(Digest::of(&body))
+    );
 }

@@ -223,8 +223,8 @@ pub(super) const EVICTION_FIRST_PICK: usize = 32;
 
 #[cfg(test)]
 mod tests {
-    use super::super::CacheSettings;
     use super::super::testing::{bytes, put, store};
+    use super::super::{CacheSettings, Provenance};
     use super::*;
 
     #[test]
@@ -325,20 +325,20 @@ mod tests {
             .begin(Some(Digest::of(b"other")), body.len() as u64)
             .unwrap();
         fill.write(&body).unwrap();
-        assert!(fill.commit(None, None).is_err());
+        assert!(fill.commit(Provenance::Local, None).is_err());
         assert_eq!(s.space.used(), base);
 
         // Short.
         let mut fill = s.begin(Some(Digest::of(&body)), body.len() as u64).unwrap();
         fill.write(&body[..10]).unwrap();
-        assert!(fill.commit(None, None).is_err());
+        assert!(fill.commit(Provenance::Local, None).is_err());
         assert_eq!(s.space.used(), base);
 
         // Published twice: the second fill's share comes back, the entry counts once.
         let again = bytes(1000, 1);
         let mut fill = s.begin(Some(kept), 1000).unwrap();
         fill.write(&again).unwrap();
-        fill.commit(None, None).unwrap();
+        fill.commit(Provenance::Local, None).unwrap();
         assert_eq!(s.space.used(), base);
         assert_eq!(s.stats().bytes, base);
     }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tempfile::TempDir;
 
-use super::{CacheSettings, Digest, Store};
+use super::{CacheSettings, Digest, Provenance, Store};
 
 /// A fresh store of at most `max_bytes` in a temporary directory (kept alive by the guard).
 pub(crate) fn store(max_bytes: u64) -> (TempDir, Arc<Store>) {
@@ -28,6 +28,6 @@ pub(crate) fn bytes(n: usize, seed: u64) -> Vec<u8> {
 /// Publishes `body` and returns its digest.
 pub(crate) fn put(store: &Arc<Store>, body: &[u8]) -> Digest {
     store
-        .put_verified(Digest::of(body), body, None, None)
+        .put_verified(Digest::of(body), body, Provenance::Local, None)
         .expect("publish")
 }

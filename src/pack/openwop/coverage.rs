@@ -7,6 +7,7 @@
 
 use serde_json::{Value, json};
 
+use crate::failure::FailureCode;
 use crate::pack::error::PackError;
 use crate::pack::files::Files;
 use crate::store::Digest;
@@ -24,7 +25,7 @@ pub(crate) fn judge(files: &Files, pack: &Value, strict: bool) -> Result<Value, 
         Some(Value::Object(m)) => m.clone(),
         Some(_) => {
             return Err(PackError::refused(
-                "pack_validation_failed",
+                FailureCode::PackValidationFailed,
                 format!("{pack_field}#/{BINDING}"),
                 format!("{BINDING} must be an object of path to sha256 hex"),
             ));
@@ -40,14 +41,14 @@ pub(crate) fn judge(files: &Files, pack: &Value, strict: bool) -> Result<Value, 
             .and_then(|h| Digest::parse(h).ok())
             .ok_or_else(|| {
                 PackError::refused(
-                    "pack_validation_failed",
+                    FailureCode::PackValidationFailed,
                     at.clone(),
                     format!("{BINDING}[{path:?}] must be a sha256 as 64 lowercase hex"),
                 )
             })?;
         let Some(bytes) = files.files.get(path) else {
             return Err(PackError::refused(
-                "pack_integrity_failure",
+                FailureCode::PackIntegrityFailure,
                 at,
                 format!("the signed pack.json binds {path:?}, which the tarball does not hold"),
             ));
@@ -55,7 +56,7 @@ pub(crate) fn judge(files: &Files, pack: &Value, strict: bool) -> Result<Value, 
         let got = Digest::of(bytes);
         if got != want {
             return Err(PackError::refused(
-                "pack_integrity_failure",
+                FailureCode::PackIntegrityFailure,
                 files.field(path),
                 format!("{path} hashes to sha256 {got}; the signed pack.json binds it to {want}"),
             ));
@@ -71,7 +72,7 @@ pub(crate) fn judge(files: &Files, pack: &Value, strict: bool) -> Result<Value, 
         .collect();
     if strict && let Some(first) = not_covered.first() {
         return Err(PackError::refused(
-            "pack_integrity_failure",
+            FailureCode::PackIntegrityFailure,
             files.field(first),
             format!(
                 "{first} is not bound by signed content: the signature covers pack.json alone, which does not list it in {BINDING}, and this registry is configured strict = true ({} file(s) uncovered)",

@@ -18,8 +18,9 @@ use super::error::PackError;
 use super::files::collect;
 use super::profile::{Candidate, Judged, Located, Params, Profile, pin, required};
 use super::{PackSettings, Packs, json as strict};
+use crate::failure::FailureCode;
+use crate::fetch::failure::LocatorFailure;
 use crate::fetch::integrity::{Expected, Hasher};
-use crate::fetch::through::LocatorFailure;
 use crate::redact::redact_locator;
 
 /// The `openwop` row of the profile table.
@@ -72,7 +73,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             .map_err(|f| missing_signature(&version, sig_url.as_str(), f))?;
         let sig = super::keys::signature(&sig).ok_or_else(|| {
             PackError::refused(
-                "pack_signature_invalid",
+                FailureCode::PackSignatureInvalid,
                 format!("{version}.sig"),
                 "the .sig is not a 64-byte Ed25519 signature (raw, base64 or hex)",
             )
@@ -89,7 +90,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
         };
         if found != manifest.expected {
             return Err(PackError::refused(
-                "pack_integrity_failure",
+                FailureCode::PackIntegrityFailure,
                 "/dist",
                 format!(
                     "the tarball hashes to {}; the version manifest declares {}",
@@ -130,10 +131,10 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
 /// other failure is the registry's outage, `registry_unavailable`.
 fn missing_signature(version: &str, url: &str, f: LocatorFailure) -> PackError {
     if !super::error::is_absent(&f) {
-        return PackError::unavailable("registry_unavailable", url, f);
+        return PackError::unavailable(FailureCode::RegistryUnavailable, url, f);
     }
     PackError::refused(
-        "pack_signature_invalid",
+        FailureCode::PackSignatureInvalid,
         format!("{version}.sig"),
         format!(
             "the registry has no signature for this version ({}): every v2 version carries one",
@@ -154,7 +155,11 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     let field = files.field("pack.json");
     let bytes = files.bytes("pack.json");
     let invalid = |member: &str, why: String| {
-        PackError::refused("pack_validation_failed", format!("{field}#/{member}"), why)
+        PackError::refused(
+            FailureCode::PackValidationFailed,
+            format!("{field}#/{member}"),
+            why,
+        )
     };
     let pack = strict::parse(bytes).map_err(|e| invalid("", format!("pack.json: {e}")))?;
     if strict::str_at(&pack, "kind").is_none() {
@@ -166,7 +171,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     for (member, want) in [("name", &cand.name), ("version", &cand.version)] {
         if strict::str_at(&pack, member) != Some(want.as_str()) {
             return Err(PackError::refused(
-                "pack_integrity_failure",
+                FailureCode::PackIntegrityFailure,
                 format!("{field}#/{member}"),
                 format!("pack.json {member} is not the version manifest's {want:?}"),
             ));
@@ -178,7 +183,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             .map_err(|(code, why)| PackError::refused(code, format!("{field}#/signing"), why))?;
         if *bare != signing {
             return Err(PackError::refused(
-                "pack_signature_invalid",
+                FailureCode::PackSignatureInvalid,
                 format!("{field}#/signing"),
                 "pack.json's signing block is not the version manifest's",
             ));
@@ -198,7 +203,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         .unwrap_or_default();
     verify::verify(keys, key_id, &cand.name, &pack, &sig).map_err(|why| {
         PackError::refused(
-            "pack_signature_invalid",
+            FailureCode::PackSignatureInvalid,
             format!("{}.sig", cand.version),
             why,
         )
@@ -216,7 +221,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         .unwrap_or("");
     engine::admits(range).map_err(|why| {
         PackError::refused(
-            "pack_engine_unsupported",
+            FailureCode::PackEngineUnsupported,
             format!("{field}#/engines/openwop"),
             why,
         )
@@ -226,7 +231,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
     if let Some(restated) = cand.facts.get("engine").filter(|v| !v.is_null()) {
         engine::admits(restated.as_str().unwrap_or("")).map_err(|why| {
             PackError::refused(
-                "pack_engine_unsupported",
+                FailureCode::PackEngineUnsupported,
                 format!("{}.json#/engines/openwop", cand.version),
                 why,
             )

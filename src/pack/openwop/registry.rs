@@ -8,6 +8,7 @@ use nodejs_semver::{Range, Version};
 use serde_json::Value;
 use url::Url;
 
+use crate::failure::FailureCode;
 use crate::fetch::integrity::{Algorithm, Expected};
 use crate::pack::Packs;
 use crate::pack::error::PackError;
@@ -77,9 +78,12 @@ fn v2_endpoint(endpoints: &Value) -> Option<(&str, bool)> {
 pub(crate) async fn tree(packs: &Packs, registry: &OpenwopRegistry) -> Result<Url, PackError> {
     let url = &registry.well_known;
     let shown = redact_locator(url);
-    let bytes = packs.document("registry_unavailable", url).await?;
+    let bytes = packs
+        .document(FailureCode::RegistryUnavailable, url)
+        .await?;
     let bad = |why: String| {
-        PackError::refused("pack_registry_invalid", "/endpoints/v2", why).locator(shown.clone())
+        PackError::refused(FailureCode::PackRegistryInvalid, "/endpoints/v2", why)
+            .locator(shown.clone())
     };
     let doc = strict::parse(&bytes).map_err(|e| bad(format!("openwop-registry.json: {e}")))?;
     let (v2, is_packs) = doc
@@ -123,9 +127,11 @@ pub(crate) async fn version_manifest(
 ) -> Result<VersionManifest, PackError> {
     let url = version_file(root, name, version, "json")?;
     let shown = redact_locator(url.as_str());
-    let bytes = packs.document("registry_unavailable", url.as_str()).await?;
+    let bytes = packs
+        .document(FailureCode::RegistryUnavailable, url.as_str())
+        .await?;
     let invalid = |member: &str, why: String| {
-        PackError::refused("pack_validation_failed", format!("/{member}"), why)
+        PackError::refused(FailureCode::PackValidationFailed, format!("/{member}"), why)
             .locator(shown.clone())
     };
     let doc = strict::parse(&bytes).map_err(|e| invalid("", format!("{version}.json: {e}")))?;
@@ -134,7 +140,7 @@ pub(crate) async fn version_manifest(
     for (member, want) in [("name", name), ("version", version)] {
         if str_at(&doc, member) != Some(want) {
             return Err(PackError::refused(
-                "pack_integrity_failure",
+                FailureCode::PackIntegrityFailure,
                 format!("/{member}"),
                 format!("the version manifest's {member} is not {want:?}"),
             )
@@ -145,8 +151,7 @@ pub(crate) async fn version_manifest(
     let key_id = signing_block(&signing)
         .map_err(|(code, why)| PackError::refused(code, "/signing", why).locator(shown.clone()))?;
     let expected = declared_digest(&doc).ok_or_else(|| {
-        PackError::refused(
-            "pack_integrity_failure",
+        PackError::refused(FailureCode::PackIntegrityFailure,
             "/dist",
             "the version manifest declares no tarball digest (dist.sha256 hex, or dist.integrity sha256-/sha512-)",
         )
@@ -165,28 +170,29 @@ pub(crate) async fn version_manifest(
 }
 
 /// `signing` must be the closed `{ keyId, scheme }` with scheme `ed25519-canonical-json`.
-pub(crate) fn signing_block(signing: &Value) -> Result<String, (&'static str, String)> {
+pub(crate) fn signing_block(signing: &Value) -> Result<String, (FailureCode, String)> {
     let Some(obj) = signing.as_object() else {
         return Err((
-            "pack_signature_invalid",
+            FailureCode::PackSignatureInvalid,
             "the version carries no signing block: it is not signed".into(),
         ));
     };
     if let Some(extra) = obj.keys().find(|k| *k != "keyId" && *k != "scheme") {
         return Err((
-            "pack_validation_failed",
+            FailureCode::PackValidationFailed,
             format!("signing is the closed object {{ keyId, scheme }}; it carries {extra:?}"),
         ));
     }
     if str_at(signing, "scheme") != Some("ed25519-canonical-json") {
         return Err((
-            "pack_signature_invalid",
+            FailureCode::PackSignatureInvalid,
             "signing.scheme must be \"ed25519-canonical-json\"".into(),
         ));
     }
-    str_at(signing, "keyId")
-        .map(str::to_string)
-        .ok_or(("pack_validation_failed", "signing.keyId is REQUIRED".into()))
+    str_at(signing, "keyId").map(str::to_string).ok_or((
+        FailureCode::PackValidationFailed,
+        "signing.keyId is REQUIRED".into(),
+    ))
 }
 
 /// `dist.sha256` (hex) or the strongest SHA-256/512 in `dist.integrity` (or the same members
@@ -233,11 +239,11 @@ pub(crate) async fn resolve(
         .join(&format!("{name}/index.json"))
         .map_err(|e| PackError::internal(e.to_string()))?;
     let bytes = packs
-        .document("registry_unavailable", index.as_str())
+        .document(FailureCode::RegistryUnavailable, index.as_str())
         .await?;
     let doc = strict::parse(&bytes).map_err(|e| {
         PackError::refused(
-            "pack_validation_failed",
+            FailureCode::PackValidationFailed,
             "/versions",
             format!("index.json: {e}"),
         )
@@ -284,8 +290,7 @@ pub(crate) async fn resolve(
         return Ok((text, m));
     }
     Err(PackError::new(
-        "pack_version_not_found",
-        404,
+        FailureCode::PackVersionNotFound,
         format!(
             "no unyanked version of {name} satisfies {range:?} (yanked and skipped: {skipped:?})"
         ),

@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use crate::fetch::through::LocatorFailure;
+use crate::fetch::failure::LocatorFailure;
 use crate::store::now;
 use disk::Disk;
 use work::Work;
@@ -87,6 +87,15 @@ pub(crate) enum Freshness {
 }
 
 impl Freshness {
+    /// Every way, for the zeros at start.
+    pub(crate) const ALL: [Freshness; 5] = [
+        Freshness::Fresh,
+        Freshness::Revalidated,
+        Freshness::Fetched,
+        Freshness::Stale,
+        Freshness::Offline,
+    ];
+
     /// The metrics label.
     pub(crate) fn as_str(self) -> &'static str {
         match self {

@@ -1,6 +1,7 @@
 //! The metadata cache's ageing, single flight and bounds.
 
 use super::*;
+use crate::fetch::failure::FetchCode;
 
 fn fresh(body: &'static str, etag: &str) -> Answer {
     Answer::Fresh {
@@ -14,10 +15,11 @@ fn failed(why: &str) -> LocatorFailure {
     LocatorFailure {
         locator: "http://127.0.0.2/x".into(),
         hop: None,
-        code: "upstream_http_error",
+        code: FetchCode::UpstreamHttpError,
         detail: why.into(),
         next: "retry",
         refused: None,
+        cause: None,
     }
 }
 

@@ -5,7 +5,7 @@ use http::StatusCode;
 use serde_json::json;
 
 use super::Problem;
-use crate::serve::host::HostRefused;
+use crate::access::host::HostRefused;
 
 impl From<HostRefused> for Problem {
     fn from(e: HostRefused) -> Self {

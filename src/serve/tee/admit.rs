@@ -5,6 +5,7 @@ use http::HeaderMap;
 use http::header;
 
 use crate::header_list::{directive, field_elements};
+use crate::metrics::Metrics;
 
 /// Why a proxied response was not teed; the label of `fetchgate_tee_skipped_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +31,19 @@ pub(crate) enum Skip {
 }
 
 impl Skip {
+    /// Every reason, for the zeros at start.
+    pub(crate) const ALL: [Skip; 9] = [
+        Skip::Authorization,
+        Skip::Cookie,
+        Skip::Query,
+        Skip::NoStore,
+        Skip::Private,
+        Skip::SetCookie,
+        Skip::Vary,
+        Skip::NoLength,
+        Skip::TooLarge,
+    ];
+
     /// The metric label.
     pub(crate) fn label(self) -> &'static str {
         match self {
@@ -46,8 +60,8 @@ impl Skip {
     }
 
     /// Counts the skip in `/metrics`.
-    pub(crate) fn count(self) {
-        crate::metrics::get()
+    pub(crate) fn count(self, metrics: &Metrics) {
+        metrics
             .tee_skipped
             .get_or_create(&[("reason", self.label())])
             .inc();

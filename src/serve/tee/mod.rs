@@ -28,9 +28,10 @@ use sha2::{Digest as _, Sha256};
 use tokio::time::Sleep;
 
 use crate::fetch::idle::IdleBody;
-use crate::store::{Digest, FillError, FillSink, Store};
+use crate::metrics::Metrics;
+use crate::store::{Digest, FillError, FillSink, Provenance, Store};
 
-pub(crate) use admit::{RequestSide, admit};
+pub(crate) use admit::{RequestSide, Skip, admit};
 
 /// Why a tee that had started was given up; the label of `fetchgate_tee_abandoned_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +47,14 @@ pub(crate) enum Abandon {
 }
 
 impl Abandon {
+    /// Every reason, for the zeros at start.
+    pub(crate) const ALL: [Abandon; 4] = [
+        Abandon::Stall,
+        Abandon::StoreError,
+        Abandon::ClientGone,
+        Abandon::Short,
+    ];
+
     /// The metric label.
     pub(crate) fn label(self) -> &'static str {
         match self {
@@ -57,8 +66,8 @@ impl Abandon {
     }
 
     /// Counts the abandonment in `/metrics`.
-    pub(crate) fn count(self) {
-        crate::metrics::get()
+    pub(crate) fn count(self, metrics: &Metrics) {
+        metrics
             .tee_abandoned
             .get_or_create(&[("reason", self.label())])
             .inc();
@@ -76,7 +85,13 @@ impl Abandon {
 /// what proves the body complete. Bodies up to `[cache] memory_max_object_bytes` are kept in
 /// memory and hashed there, so one already stored costs no file-system call; larger ones
 /// stream to a fill on a writer thread.
-pub(crate) fn tee<B>(inner: B, store: &Arc<Store>, expected: u64, locator: String) -> TeeBody<B> {
+pub(crate) fn tee<B>(
+    inner: B,
+    store: &Arc<Store>,
+    metrics: Arc<Metrics>,
+    expected: u64,
+    locator: String,
+) -> TeeBody<B> {
     let settings = store.settings();
     let sink = if expected <= settings.memory_max_object_bytes {
         Sink::Memory {
@@ -86,13 +101,22 @@ pub(crate) fn tee<B>(inner: B, store: &Arc<Store>, expected: u64, locator: Strin
     } else {
         Sink::Disk(FillSink::begin(store.clone(), None, expected))
     };
-    teed(inner, store, expected, locator, sink, settings.tee_stall)
+    teed(
+        inner,
+        store,
+        metrics,
+        expected,
+        locator,
+        sink,
+        settings.tee_stall,
+    )
 }
 
 /// [`tee`] with its sink and stall bound chosen.
 fn teed<B>(
     inner: B,
     store: &Arc<Store>,
+    metrics: Arc<Metrics>,
     expected: u64,
     locator: String,
     sink: Sink,
@@ -102,6 +126,7 @@ fn teed<B>(
         inner,
         tee: Some(Tee {
             store: store.clone(),
+            metrics,
             locator,
             sink,
             stall,
@@ -139,6 +164,7 @@ enum Sink {
 /// A tee in progress: where its bytes go and how long one chunk may wait for them to go.
 struct Tee {
     store: Arc<Store>,
+    metrics: Arc<Metrics>,
     locator: String,
     sink: Sink,
     stall: Duration,
@@ -191,6 +217,7 @@ impl Tee {
     fn complete(self, seen: u64) {
         let Tee {
             store,
+            metrics,
             locator,
             sink,
             ..
@@ -203,10 +230,10 @@ impl Tee {
                 let digest = Digest(hasher.finalize().into());
                 match store.touch_verified(&digest, &locator) {
                     Some(true) => {
-                        crate::metrics::get().tee_known.inc();
+                        metrics.tee_known.inc();
                     }
                     Some(false) => {
-                        crate::metrics::get().tee_known.inc();
+                        metrics.tee_known.inc();
                         // A new locator for known bytes: the index is written, off the workers.
                         runtime.spawn_blocking(move || {
                             store.seen_again(&digest, Some(locator), None);
@@ -214,17 +241,23 @@ impl Tee {
                     }
                     None => {
                         runtime.spawn_blocking(move || {
-                            report(put_chunks(&store, digest, seen, &chunks, locator));
+                            let put = put_chunks(&store, digest, seen, &chunks, locator);
+                            report(&metrics, put);
                         });
                     }
                 }
             }
             Sink::Disk(sink) => {
                 if sink.count() != seen {
-                    Abandon::Short.count();
+                    Abandon::Short.count(&metrics);
                     return;
                 }
-                runtime.spawn(async move { report(sink.finish(Some(locator), None).await) });
+                runtime.spawn(async move {
+                    report(
+                        &metrics,
+                        sink.finish(Provenance::Upstream(locator), None).await,
+                    );
+                });
             }
         }
     }
@@ -243,18 +276,18 @@ fn put_chunks(
     for chunk in chunks {
         fill.write(chunk)?;
     }
-    fill.commit(Some(locator), None)
+    fill.commit(Provenance::Upstream(locator), None)
 }
 
 /// Counts the end of a publication.
-fn report(result: Result<Digest, FillError>) {
+fn report(metrics: &Metrics, result: Result<Digest, FillError>) {
     match result {
         Ok(d) => {
-            crate::metrics::get().fill(crate::metrics::route::TEE);
+            metrics.fill(crate::metrics::route::TEE);
             tracing::debug!(sha256 = %d, "proxied body published");
         }
         Err(e) => {
-            Abandon::of(&e).count();
+            Abandon::of(&e).count(metrics);
             tracing::debug!(error = %e, "proxied body not published");
         }
     }
@@ -263,8 +296,8 @@ fn report(result: Result<Digest, FillError>) {
 impl<B> TeeBody<B> {
     /// Gives the tee up; the body goes on to the client without it.
     fn abandon(&mut self, why: Abandon) {
-        if self.tee.take().is_some() {
-            why.count();
+        if let Some(tee) = self.tee.take() {
+            why.count(&tee.metrics);
         }
     }
 
@@ -342,7 +375,7 @@ where
                     if this.seen == this.expected {
                         tee.complete(this.seen);
                     } else {
-                        Abandon::Short.count();
+                        Abandon::Short.count(&tee.metrics);
                     }
                 }
                 Poll::Ready(None)
@@ -379,7 +412,7 @@ impl<B> Drop for TeeBody<B> {
         if self.held.is_none() && self.seen == self.expected {
             tee.complete(self.seen);
         } else {
-            Abandon::ClientGone.count();
+            Abandon::ClientGone.count(&tee.metrics);
         }
     }
 }

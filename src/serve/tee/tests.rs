@@ -28,19 +28,23 @@ impl Body for Chunks {
     }
 }
 
-fn abandoned(why: Abandon) -> u64 {
-    crate::metrics::get()
+fn abandoned(metrics: &Metrics, why: Abandon) -> u64 {
+    metrics
         .tee_abandoned
         .get_or_create(&[("reason", why.label())])
         .get()
 }
 
 /// A tee of 20 chunks of 1000 bytes into a writer that never reads on its own.
-fn stuck(store: &Arc<Store>) -> (TeeBody<Chunks>, tokio::sync::mpsc::Receiver<Bytes>) {
+fn stuck(
+    store: &Arc<Store>,
+    metrics: &Arc<Metrics>,
+) -> (TeeBody<Chunks>, tokio::sync::mpsc::Receiver<Bytes>) {
     let (sink, rx) = FillSink::unread(20_000);
     let body = teed(
         Chunks::new(20, 1000),
         store,
+        metrics.clone(),
         20_000,
         "http://example.test/a".into(),
         Sink::Disk(sink),
@@ -59,7 +63,7 @@ fn poll_once(body: &mut TeeBody<Chunks>) -> Poll<Option<Bytes>> {
 #[tokio::test]
 async fn a_chunk_waits_for_room_in_the_writer_instead_of_dropping_the_tee() {
     let (_dir, store) = testing::store(1 << 30);
-    let (mut body, mut rx) = stuck(&store);
+    let (mut body, mut rx) = stuck(&store, &Arc::default());
     // The channel holds 16 chunks: they pass straight on.
     for _ in 0..16 {
         assert!(matches!(poll_once(&mut body), Poll::Ready(Some(_))));
@@ -79,25 +83,27 @@ async fn a_chunk_waits_for_room_in_the_writer_instead_of_dropping_the_tee() {
 #[tokio::test(start_paused = true)]
 async fn a_chunk_stalled_past_the_bound_abandons_the_tee_and_goes_on() {
     let (_dir, store) = testing::store(1 << 30);
-    let (body, _rx) = stuck(&store);
-    let before = abandoned(Abandon::Stall);
+    let metrics = Arc::default();
+    let (body, _rx) = stuck(&store, &metrics);
+    assert_eq!(abandoned(&metrics, Abandon::Stall), 0);
     // The writer never reads: after 16 chunks the 17th waits 2 s (paused time moves on
     // by itself), then the tee is given up and the client gets everything.
     let bytes = body.collect().await.unwrap().to_bytes();
     assert_eq!(bytes.len(), 20_000);
     assert_eq!(bytes[16_000], 16);
-    assert!(abandoned(Abandon::Stall) > before);
+    assert_eq!(abandoned(&metrics, Abandon::Stall), 1);
 }
 
 #[tokio::test]
 async fn a_writer_that_stopped_abandons_the_tee_and_the_client_goes_on() {
     let (_dir, store) = testing::store(1 << 30);
-    let (mut body, rx) = stuck(&store);
-    let before = abandoned(Abandon::StoreError);
+    let metrics = Arc::default();
+    let (mut body, rx) = stuck(&store, &metrics);
+    assert_eq!(abandoned(&metrics, Abandon::StoreError), 0);
     drop(rx);
     assert!(matches!(poll_once(&mut body), Poll::Ready(Some(_))));
     assert!(body.tee.is_none());
-    assert!(abandoned(Abandon::StoreError) > before);
+    assert_eq!(abandoned(&metrics, Abandon::StoreError), 1);
     let rest = body.collect().await.unwrap().to_bytes();
     assert_eq!(rest.len(), 19_000);
 }
@@ -109,6 +115,7 @@ async fn a_small_body_already_stored_begins_no_fill() {
         tee(
             Chunks::new(4, 100),
             &store,
+            Arc::default(),
             400,
             "http://example.test/s".into(),
         )
@@ -127,7 +134,13 @@ async fn a_small_body_already_stored_begins_no_fill() {
     }
     assert_eq!(store.temp_files_created(), 1, "duplicates create no file");
     // Short or left: nothing published, nothing begun.
-    let mut short = tee(Chunks::new(2, 100), &store, 400, "http://x.test/".into());
+    let mut short = tee(
+        Chunks::new(2, 100),
+        &store,
+        Arc::default(),
+        400,
+        "http://x.test/".into(),
+    );
     while short.frame().await.is_some() {}
     drop(short);
     assert_eq!(store.temp_files_created(), 1);

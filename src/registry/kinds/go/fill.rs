@@ -1,0 +1,207 @@
+//! A `.mod` or `.zip` miss: one upstream read for every concurrent asker of the same module
+//! version from the same registry (one single flight, [`crate::fetch::flight`]), checked
+//! against the `h1:` the checksum database recorded (or the pinned first one with
+//! `sumdb = "off"`), and stored by SHA-256 only then. The read runs on its flight's own task,
+//! so a client that leaves never cancels it for the others.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+use super::dirhash::{hash_mod, hash_zip};
+use super::error::{GoError, go_err};
+use super::paths::VersionFile;
+use super::state::{Flights, NAME};
+use super::verify::{VerifyError, check_mod, check_zip_bytes};
+use super::zip_rules::check_zip;
+use super::zip_rules::{MAX_GO_MOD_BYTES, MAX_ZIP_BYTES};
+use crate::fetch::Fetcher;
+use crate::fetch::expected::MetaResponse;
+use crate::fetch::flight::Ask;
+use crate::fetch::hops::Credential;
+use crate::registry::aliases::Aliases;
+use crate::registry::error::RegistryError;
+use crate::store::{Digest, Provenance};
+
+/// One upstream read of a module version's `.mod` or `.zip`, owned so that it runs on its
+/// flight's task.
+#[derive(Clone)]
+pub(super) struct Fill {
+    /// The fetcher (decided, pinned) and the store behind it.
+    pub(super) fetcher: Arc<Fetcher>,
+    /// The alias index: `module@version.ext` → SHA-256, and the `sumdb = "off"` pins.
+    pub(super) aliases: Arc<Aliases>,
+    /// The registry's name.
+    pub(super) registry: String,
+    /// The upstream URL of the file.
+    pub(super) url: url::Url,
+    /// The registry's own credential, if any.
+    pub(super) credential: Option<Credential>,
+    /// The module path, unescaped.
+    pub(super) module: String,
+    /// The version.
+    pub(super) version: String,
+    /// Which file.
+    pub(super) file: VersionFile,
+    /// The `h1:` the database recorded; `None` with `sumdb = "off"` (pin on first use).
+    pub(super) want: Option<String>,
+    /// Its alias-index key ([`Fill::index_key`]), which is also its flight's key.
+    pub(super) index_key: String,
+}
+
+impl Fill {
+    /// The alias-index key naming this file's SHA-256.
+    pub(super) fn index_key(registry: &str, module: &str, version: &str, ext: &str) -> String {
+        format!("go {registry} {module}@{version}.{ext}")
+    }
+
+    /// Fetches, checks and stores the file once for every concurrent asker.
+    pub(super) async fn fly(self, flights: &Arc<Flights>) -> Result<Digest, RegistryError> {
+        let ask = Ask {
+            key: self.index_key.clone(),
+            source: format!("{} {}", self.registry, self.url),
+            hedge: Duration::ZERO,
+            metrics: self.fetcher.metrics().clone(),
+        };
+        let fetch = || {
+            let fill = self.clone();
+            async move { fill.run().await }
+        };
+        flights
+            .fly(ask, fetch, |why| RegistryError::Internal(why.into()))
+            .await
+    }
+
+    /// Reads the exact upstream bytes, checks their `h1:`, stores them and records their
+    /// SHA-256 under the module version; nothing is stored when a check fails.
+    async fn run(self) -> Result<Digest, RegistryError> {
+        let ext = self.file.extension();
+        let (module, version) = (self.module.as_str(), self.version.as_str());
+        let max = match self.file {
+            VersionFile::Zip => MAX_ZIP_BYTES.min(self.fetcher.store().settings().max_object_bytes),
+            _ => MAX_GO_MOD_BYTES,
+        };
+        let body = match self
+            .fetcher
+            .get_metadata(
+                self.url.as_str(),
+                HeaderMap::new(),
+                self.credential.as_ref(),
+                max,
+            )
+            .await
+        {
+            Ok(MetaResponse::Ok { body, .. }) => body,
+            Ok(_) => return Err(RegistryError::NotFound(format!("{module}@{version}.{ext}"))),
+            Err(f) if f.code.is_over_length() => {
+                return Err(RegistryError::MetadataTooLarge {
+                    path: self.url.path().to_string(),
+                    limit: max,
+                });
+            }
+            Err(f) => return Err(RegistryError::Upstream(f)),
+        };
+        let pin_key = format!("go-h1 {} {module}@{version}.{ext}", self.registry);
+        let (m, v, b, file, want) = (
+            self.module.clone(),
+            self.version.clone(),
+            body.clone(),
+            self.file,
+            self.want.clone(),
+        );
+        let aliases = self.aliases.clone();
+        let checked = tokio::task::spawn_blocking(move || match want {
+            Some(want) => match file {
+                VersionFile::Zip => check_zip_bytes(&m, &v, &b, &want),
+                _ => check_mod(&m, &v, &b, &want),
+            },
+            None => pinned(&aliases, &pin_key, &m, &v, file, &b),
+        })
+        .await
+        .map_err(|e| RegistryError::Internal(e.to_string()))?;
+        if let Err(e) = checked {
+            count(self.fetcher.metrics(), "mismatch");
+            tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module refused; nothing stored");
+            return Err(go_err(GoError::Verify(e)));
+        }
+        let sha256 = Digest::of(&body);
+        let store = self.fetcher.store().clone();
+        let aliases = self.aliases.clone();
+        let index_key = self.index_key.clone();
+        let label = format!("go:{module}@{version}.{ext}");
+        let locator = crate::redact::redact_locator(self.url.as_str());
+        tokio::task::spawn_blocking(move || {
+            if !store.contains(&sha256) {
+                store
+                    .put_verified(sha256, &body, Provenance::Upstream(locator), Some(label))
+                    .map_err(|e| e.to_string())?;
+            }
+            aliases.set_alias(&index_key, &sha256)
+        })
+        .await
+        .map_err(|e| RegistryError::Internal(e.to_string()))?
+        .map_err(RegistryError::Cache)?;
+        count(self.fetcher.metrics(), "miss");
+        self.fetcher.metrics().fill(crate::metrics::route::REGISTRY);
+        Ok(sha256)
+    }
+}
+
+/// Counts one go artifact request by outcome.
+pub(super) fn count(metrics: &crate::metrics::Metrics, outcome: &'static str) {
+    metrics.registry_artifact(NAME, outcome);
+}
+
+/// With `sumdb = "off"`: the bytes' `h1:` must be the first one seen for this file, which is
+/// pinned when there is none (go.sum's trust on first use). Blocking.
+pub(super) fn pinned(
+    aliases: &crate::registry::aliases::Aliases,
+    pin_key: &str,
+    module: &str,
+    version: &str,
+    file: VersionFile,
+    bytes: &[u8],
+) -> Result<String, VerifyError> {
+    let computed = match file {
+        VersionFile::Zip => {
+            check_zip(module, version, bytes).map_err(VerifyError::Zip)?;
+            hash_zip(&format!("{module}@{version}"), bytes).map_err(VerifyError::Zip)?
+        }
+        _ => hash_mod(bytes),
+    };
+    let shown = match file {
+        VersionFile::Zip => version.to_string(),
+        _ => format!("{version}/go.mod"),
+    };
+    let raw = h1_digest(&computed);
+    match aliases.alias(pin_key).ok().flatten() {
+        Some(first) if Some(first) != raw => Err(VerifyError::DigestMismatch {
+            module: module.to_string(),
+            version: shown,
+            expected: format!("h1:{}", STANDARD.encode(first.0)),
+            computed,
+        }),
+        Some(_) => Ok(computed),
+        None => {
+            if let Some(raw) = raw {
+                // A pin that cannot be written is only a lost pin; the bytes were checked.
+                let _ = aliases.set_alias(pin_key, &raw);
+            }
+            Ok(computed)
+        }
+    }
+}
+
+/// The 32 bytes of an `h1:` hash, kept in the alias index as a digest.
+fn h1_digest(h1: &str) -> Option<Digest> {
+    let raw = STANDARD.decode(h1.strip_prefix("h1:")?).ok()?;
+    Some(Digest(raw.try_into().ok()?))
+}
+
+#[cfg(test)]
+#[path = "fill_tests.rs"]
+mod tests;

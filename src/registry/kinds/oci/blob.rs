@@ -1,0 +1,132 @@
+//! A blob by digest. A hit is served from the store (or the shared tier). A miss is fetched
+//! once for all concurrent pulls (the registry single flight), and the request that leads the
+//! fetch gets the bytes as the fill hashes and writes them ([`crate::fetch::tap`]): its last
+//! byte goes out only once the SHA-256 matched, and a mismatch cuts the response short before
+//! it, stores nothing and is logged and counted. Requests that join the fetch wait for it and
+//! are served from the store. `HEAD` and `Range` wait for the fill too and are answered from
+//! the verified entry: a range names bytes that may not have arrived, and a verified prefix
+//! says nothing about them.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+
+use super::count;
+use super::reference::Digest;
+use super::state::Oci;
+use crate::body::{Observed, Observer};
+use crate::fetch::tap;
+use crate::fetch::tiers::Tier;
+use crate::metrics::{Metrics, route};
+use crate::registry::core::artifact::sha256_expected;
+use crate::registry::error::RegistryError;
+use crate::registry::request::{Ask, Reply};
+use crate::registry::settings::Front;
+use crate::store::{Object, lookup};
+
+/// Counts the blob bytes a tapped client was sent, as served from the upstream.
+struct FromUpstream(Arc<Metrics>, String);
+
+impl Observer for FromUpstream {
+    fn on_data(&mut self, data: &Bytes) {
+        count::served(&self.0, &self.1, "upstream", data.len() as u64);
+    }
+
+    fn on_end(&mut self, _complete: bool) {}
+}
+
+impl Oci<'_> {
+    /// The blob `digest` of repository `name` for `ask`.
+    pub(super) async fn blob(
+        &self,
+        front: &Front,
+        name: &str,
+        digest: &Digest,
+        ask: &Ask<'_>,
+    ) -> Result<Reply, RegistryError> {
+        let registry = front.settings.name.as_str();
+        let metrics = self.core.fetcher.metrics();
+        let sha256 = super::front::store_digest(digest)?;
+        let store = self.core.fetcher.store();
+        let whole = !ask.head && !ask.range;
+        let stored = |object: Object| {
+            if whole {
+                count::served(metrics, registry, "cache", object.size);
+            }
+            Reply::Stored { object }
+        };
+        let landing = self
+            .core
+            .landing(front, &sha256_expected(&sha256), name, digest.as_str());
+        match self.core.fetcher.tiers().lookup_or_fill(sha256).await {
+            Some((object, Tier::Local)) => {
+                landing.count("hit");
+                count::pull(metrics, registry, "cache");
+                metrics.hit(route::REGISTRY);
+                return Ok(stored(object));
+            }
+            Some((object, Tier::Shared)) => {
+                metrics.miss(route::REGISTRY);
+                landing.count("shared");
+                count::pull(metrics, registry, "shared");
+                return Ok(stored(object));
+            }
+            None => metrics.miss(route::REGISTRY),
+        }
+        if front.settings.offline {
+            return Err(RegistryError::OfflineMiss(format!(
+                "{name}@{}",
+                digest.as_str()
+            )));
+        }
+        let url = self
+            .core
+            .upstream_url(front, &format!("v2/{name}/blobs/{}", digest.as_str()))?
+            .to_string();
+        let (slot, mut tapped) = tap::tap(self.core.fetcher.body_idle());
+        // No tap for HEAD and Range: dropping the slot tells the receiver at once.
+        let ask = landing.ask(&url, whole.then_some(slot));
+        let (fetcher, owner) = (self.core.fetcher.clone(), registry.to_string());
+        // On its own task: a streamed response returns before the fetch has settled, and the
+        // fill goes on (into the store, for the next pull) when its client goes away.
+        let mut job = tokio::spawn(async move {
+            let fetched = fetcher.ensure_expected(ask).await;
+            let landed = landing.settle(&url, fetched).await;
+            let outcome = match &landed {
+                Ok(_) => "upstream",
+                Err(RegistryError::DigestMismatch { .. }) => "mismatch",
+                Err(_) => "failed",
+            };
+            count::pull(fetcher.metrics(), &owner, outcome);
+            landed
+        });
+        let landed = tokio::select! {
+            started = tapped.started() => match started {
+                Some(length) => {
+                    let body = Observed::new(
+                        tapped.into_body(length),
+                        Some(length),
+                        FromUpstream(metrics.clone(), registry.to_string()),
+                    )
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+                    .boxed();
+                    return Ok(Reply::Streamed {
+                        sha256,
+                        length,
+                        body,
+                    });
+                }
+                // Joined another request's fetch, or this one had nothing to stream.
+                None => job.await,
+            },
+            landed = &mut job => landed,
+        };
+        let landed = landed
+            .map_err(|e| RegistryError::Internal(format!("the blob fetch stopped: {e}")))??;
+        let object = lookup(store, landed).await.ok_or_else(|| {
+            RegistryError::Cache("the blob left the store as it landed; pull again".into())
+        })?;
+        Ok(stored(object))
+    }
+}

@@ -1,0 +1,297 @@
+//! The one log line each request gets when its response body ends, and the request counters
+//! it moves.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::problem::Problem;
+use crate::body::ResponseBody;
+use crate::decide::Refusal;
+use bytes::Bytes;
+
+use crate::body::{Observed, Observer};
+use crate::metrics::Metrics;
+
+/// What kind of request this was; the `kind` label of `fetchgate_requests_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// An absolute-form request forwarded upstream.
+    Forward,
+    /// A CONNECT tunnel.
+    Connect,
+    /// A `/sha256/` cache entry.
+    Object,
+    /// A `/love/v1/` API call.
+    Love,
+    /// A registry front-end request (`/registry/<name>/` or a registry's own listener).
+    Registry,
+    /// A `/pack/v1/` API call.
+    Pack,
+    /// Anything else, including requests refused before they were routed.
+    Other,
+}
+
+impl Kind {
+    /// Every kind, for the zeros at start.
+    pub(crate) const ALL: [Kind; 7] = [
+        Kind::Forward,
+        Kind::Connect,
+        Kind::Object,
+        Kind::Love,
+        Kind::Registry,
+        Kind::Pack,
+        Kind::Other,
+    ];
+
+    /// The label and log value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Forward => "forward",
+            Kind::Connect => "connect",
+            Kind::Object => "object",
+            Kind::Love => "love",
+            Kind::Registry => "registry",
+            Kind::Pack => "pack",
+            Kind::Other => "other",
+        }
+    }
+}
+
+/// What was decided about a request's destination, as logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decided {
+    /// No egress decision was made: none was needed, or the request ended before one.
+    Nothing,
+    /// The destination was allowed.
+    Allowed,
+    /// The destination was refused; the request counts as `refused`, whatever its status.
+    Refused,
+    /// A fetch-through: each mirror and hop is decided on its own, inside the fetch.
+    FetchThrough,
+    /// A LOVE fetch: its manifest and mirrors are decided on their own, inside the fetch.
+    LoveFetch,
+    /// A pack fetch: its documents and artifact are decided on their own, inside the fetch.
+    PackFetch,
+    /// Registry metadata: its upstream requests are decided inside the front-end.
+    RegistryMetadata,
+    /// A registry artifact: a hit, or a fetch decided hop by hop inside the front-end.
+    RegistryArtifact,
+    /// A forward GET answered from the cache because a registry tied its URL to a digest.
+    RegistryCache,
+}
+
+impl Decided {
+    /// The log value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Decided::Nothing => "-",
+            Decided::Allowed => "allowed",
+            Decided::Refused => "refused",
+            Decided::FetchThrough => "fetch_through",
+            Decided::LoveFetch => "love_fetch",
+            Decided::PackFetch => "pack_fetch",
+            Decided::RegistryMetadata => "registry_metadata",
+            Decided::RegistryArtifact => "registry_artifact",
+            Decided::RegistryCache => "registry_cache",
+        }
+    }
+}
+
+/// The facts of one request, logged once when its response body is finished or dropped.
+#[derive(Clone, Debug)]
+pub(crate) struct RequestLog {
+    /// Client address.
+    pub(crate) client: std::net::SocketAddr,
+    /// Method.
+    pub(crate) method: http::Method,
+    /// Redacted locator.
+    pub(crate) locator: String,
+    /// Request kind, for metrics.
+    pub(crate) kind: Kind,
+    /// What was decided about the destination.
+    pub(crate) decision: Decided,
+    /// Reason or error code.
+    pub(crate) reason: &'static str,
+    /// The validated address used, if any.
+    pub(crate) upstream: Option<String>,
+    /// Response status.
+    pub(crate) status: u16,
+    /// The response's Content-Length, when it has a body of known length.
+    pub(crate) expected_bytes: Option<u64>,
+    /// The `[[access.policy]]` in force for the client (the refusing one on a refusal).
+    pub(crate) policy: Option<std::sync::Arc<str>>,
+}
+
+impl RequestLog {
+    /// The problem for `refused`, noted in this log line as a refusal (with the refusing
+    /// policy, when one refused).
+    pub(crate) fn refusal(&mut self, refused: &Refusal) -> Problem {
+        self.decision = Decided::Refused;
+        self.reason = refused.verdict.reason.code();
+        if let Some(p) = &refused.policy {
+            self.policy = Some(p.clone());
+        }
+        super::problem::refusal(refused, self.locator.clone())
+    }
+}
+
+/// A response body that writes its request's log line when it ends.
+pub(crate) type LoggedBody = Observed<ResponseBody, LogLine>;
+
+/// Wraps `inner` so that `log` is written, with the bytes sent, when the body ends or is
+/// dropped; `started` is when the request arrived. The request is counted into `metrics`.
+pub(crate) fn logged(
+    inner: ResponseBody,
+    log: RequestLog,
+    started: Instant,
+    metrics: Arc<Metrics>,
+) -> LoggedBody {
+    let expected = log.expected_bytes;
+    Observed::new(
+        inner,
+        expected,
+        LogLine {
+            log,
+            bytes: 0,
+            started,
+            metrics,
+        },
+    )
+}
+
+/// The observer behind [`LoggedBody`]: counts bytes out, then logs and counts the request.
+pub(crate) struct LogLine {
+    log: RequestLog,
+    bytes: u64,
+    started: Instant,
+    metrics: Arc<Metrics>,
+}
+
+impl Observer for LogLine {
+    fn on_data(&mut self, data: &Bytes) {
+        self.bytes += data.len() as u64;
+    }
+
+    fn on_end(&mut self, complete: bool) {
+        let l = &self.log;
+        let m = &self.metrics;
+        m.bytes_out.inc_by(self.bytes);
+        if l.upstream.is_some() && l.kind == Kind::Forward {
+            m.bytes_in.inc_by(self.bytes);
+        }
+        let outcome = if l.decision == Decided::Refused {
+            "refused"
+        } else {
+            match l.status {
+                200..=299 => "2xx",
+                300..=399 => "3xx",
+                400..=499 => "4xx",
+                _ => "5xx",
+            }
+        };
+        m.requests
+            .get_or_create(&[("kind", l.kind.as_str()), ("outcome", outcome)])
+            .inc();
+        super::status::note(l.kind.as_str(), l.reason, l.status, &l.locator);
+        tracing::info!(
+            target: "fetchgate::request",
+            client = %ClientAddr(l.client),
+            method = %l.method,
+            locator = %l.locator,
+            decision = l.decision.as_str(),
+            reason = l.reason,
+            upstream = l.upstream.as_deref().unwrap_or("-"),
+            status = l.status,
+            policy = l.policy.as_deref().unwrap_or("-"),
+            bytes = self.bytes,
+            complete,
+            duration_ms = self.started.elapsed().as_millis() as u64,
+            "request"
+        );
+    }
+}
+
+/// A client address as `SocketAddr`'s `Display` writes it; an IPv4 one is put together on
+/// the stack and written at once (the access log writes one per request).
+struct ClientAddr(std::net::SocketAddr);
+
+impl std::fmt::Display for ClientAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let std::net::SocketAddr::V4(a) = self.0 else {
+            return self.0.fmt(f);
+        };
+        let mut buf = [0u8; 21];
+        let mut n = 0;
+        for (i, octet) in a.ip().octets().into_iter().enumerate() {
+            if i > 0 {
+                buf[n] = b'.';
+                n += 1;
+            }
+            n += decimal(&mut buf[n..], u32::from(octet));
+        }
+        buf[n] = b':';
+        n += 1;
+        n += decimal(&mut buf[n..], u32::from(a.port()));
+        f.write_str(std::str::from_utf8(&buf[..n]).unwrap_or_default())
+    }
+}
+
+/// Writes `v` in decimal at the start of `out` (room for five digits at least); its length.
+fn decimal(out: &mut [u8], mut v: u32) -> usize {
+    let mut digits = [0u8; 10];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - i;
+    out[..len].copy_from_slice(&digits[i..]);
+    len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The access log's client address is the one `SocketAddr` writes.
+    #[test]
+    fn client_addresses_are_written_as_socket_addr_writes_them() {
+        for a in [
+            "127.0.0.1:3128",
+            "0.0.0.0:0",
+            "255.255.255.255:65535",
+            "10.20.30.40:9",
+            "[::1]:443",
+            "[2001:db8::1]:8080",
+        ] {
+            let addr: std::net::SocketAddr = a.parse().unwrap();
+            assert_eq!(ClientAddr(addr).to_string(), addr.to_string());
+        }
+    }
+
+    /// Log lines and metric labels are read by operators' dashboards: the strings stay put.
+    #[test]
+    fn kinds_and_decisions_keep_their_log_strings() {
+        for (got, want) in [
+            (Kind::Forward.as_str(), "forward"),
+            (Kind::Connect.as_str(), "connect"),
+            (Kind::Object.as_str(), "object"),
+            (Kind::Love.as_str(), "love"),
+            (Kind::Registry.as_str(), "registry"),
+            (Kind::Pack.as_str(), "pack"),
+            (Kind::Other.as_str(), "other"),
+            (Decided::Nothing.as_str(), "-"),
+            (Decided::Allowed.as_str(), "allowed"),
+            (Decided::Refused.as_str(), "refused"),
+            (Decided::FetchThrough.as_str(), "fetch_through"),
+            (Decided::LoveFetch.as_str(), "love_fetch"),
+            (Decided::PackFetch.as_str(), "pack_fetch"),
+        ] {
+            assert_eq!(got, want);
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Shared test support: loopback-only servers the integration tests run against.
+
+#![allow(dead_code)]
+
+pub mod apt;
+pub mod config;
+pub mod dns;
+pub mod gomod;
+pub mod oci;
+pub mod ports;
+pub mod process;
+pub mod proxy;
+pub mod registry;
+pub mod seaweed;
+pub mod serve;
+pub mod tarball;
+pub mod upstream;
+
+/// Fails (never skips) unless `program arg` runs and succeeds; `hint` says how to install it
+/// (the message also names scripts/test, which installs every tool the tests drive).
+pub fn require_tool(program: &str, arg: &str, hint: &str) {
+    process::require(program, arg, hint);
+}
