@@ -20,6 +20,8 @@ pub fn run(file: Option<&Path>, warn_missing_files: bool, json: bool) -> Result<
         None => (Config::defaults().map_err(|e| e.to_string())?, Vec::new()),
         Some(path) => load_with_warnings(path, warn_missing_files)?,
     };
+    let mut warnings = warnings;
+    warnings.extend(config.start_up_warnings());
     let mut v = effective(&config);
     v["file"] = json!(file.map(|f| f.display().to_string()));
     v["valid"] = json!(true);
