@@ -34,6 +34,14 @@ pin_cores
 for b in curl python3 weed sha256sum; do command -v "$b" >/dev/null || { echo "needs $b" >&2; exit 1; }; done
 if [ -z "${FG:-}" ]; then cargo build --release -q -j2; FG="$ROOT/target/release/fetchgate"; fi
 work_dir fleet
+# weed is a wrapper that starts the server as its child: stop it by its data directory too.
+stop_weed() {
+  pkill -f -- "-dir=$W/weed" || true
+  for _ in $(seq 30); do pgrep -f -- "-dir=$W/weed" >/dev/null || return 0; sleep 0.1; done
+  pkill -9 -f -- "-dir=$W/weed" || true
+  for _ in $(seq 30); do pgrep -f -- "-dir=$W/weed" >/dev/null || return 0; sleep 0.1; done
+}
+trap 'stop_weed; stop_work' EXIT
 
 BASE=18600
 S3=127.0.0.1:$((BASE + 6))
@@ -42,6 +50,10 @@ KEY=fetchgate-bench
 SECRET=fetchgate-bench-secret
 BUCKET=bench
 SIGV4=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$KEY:$SECRET")
+if curl -s -o /dev/null "http://$S3/" 2>/dev/null; then
+  echo "something already listens on $S3 (a SeaweedFS from an earlier run?); stop it first" >&2
+  exit 1
+fi
 
 mkdir -p "$W/weed" "$W/files"
 printf '%s' "{\"identities\":[{\"name\":\"bench\",\"credentials\":[{\"accessKey\":\"$KEY\",\"secretKey\":\"$SECRET\"}],\"actions\":[\"Admin\",\"Read\",\"Write\",\"List\"]}]}" > "$W/identities.json"
@@ -49,10 +61,15 @@ printf '%s' "{\"identities\":[{\"name\":\"bench\",\"credentials\":[{\"accessKey\
   -master.port=$BASE -master.port.grpc=$((BASE + 1)) -volume.port=$((BASE + 2)) \
   -volume.port.grpc=$((BASE + 3)) -filer.port=$((BASE + 4)) -filer.port.grpc=$((BASE + 5)) \
   -s3 -s3.port=$((BASE + 6)) -s3.port.grpc=$((BASE + 7)) -s3.port.iceberg=0 -s3.port.lance=0 \
-  -s3.config="$W/identities.json" -master.volumeSizeLimitMB=256 -volume.max=20 \
+  -s3.config="$W/identities.json" -master.volumeSizeLimitMB=64 -volume.max=64 \
   -volume.minFreeSpace=1 -master.telemetry=false >"$W/weed.log" 2>&1 & PIDS+=($!)
 for _ in $(seq 300); do
   curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT "http://$S3/$BUCKET" 2>/dev/null && break
+  sleep 0.3
+done
+# S3 answers before the volume servers take writes: wait until a probe object is written.
+for _ in $(seq 300); do
+  curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT --data-binary probe "http://$S3/$BUCKET/probe" 2>/dev/null && break
   sleep 0.3
 done
 
@@ -81,7 +98,7 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer((sys.argv[4], int(sys.argv[5])), H).serve_forever()
 PY
 "${LOAD[@]}" python3 "$W/upstream.py" "$W/files" "$DELAY_MS" "$W/upstream.log" "${UP%:*}" "${UP#*:}" & PIDS+=($!)
-for _ in $(seq 100); do curl -fsS -o /dev/null "http://$UP/none" 2>/dev/null; [ -s "$W/upstream.log" ] && break; sleep 0.1; done
+for _ in $(seq 100); do curl -fsS -o /dev/null "http://$UP/none" 2>/dev/null || true; [ -s "$W/upstream.log" ] && break; sleep 0.1; done
 : > "$W/upstream.log"
 
 printf '%s' "$SECRET" > "$W/s3-secret"
@@ -95,7 +112,7 @@ start() {
   {
     printf '[listen]\nproxy = "127.0.0.1:%s"\nadmin = "127.0.0.1:%s"\n' "$port" $((port + 1))
     printf '[cache]\ndir = "%s"\n' "$W/$name/cache"
-    printf '[[egress.trust]]\ncidr = "127.0.0.2/32"\nports = [%s]\n' "${UP#*:}"
+    printf '[[egress.trust]]\ncidrs = ["127.0.0.2/32"]\nports = [%s]\n' "${UP#*:}"
     if [ "$shared" = 1 ]; then
       printf '[shared]\nurl = "s3://%s/%s"\nendpoint = "http://%s"\nallow_http = true\n' "$BUCKET" "$prefix" "$S3"
       printf 'access_key_id = "%s"\nsecret_access_key_file = "%s"\nfleet_key_file = "%s"\n' "$KEY" "$W/s3-secret" "$W/fleet.key"
