@@ -10,6 +10,7 @@
 
 mod install;
 mod refusals;
+mod suites;
 
 use crate::support;
 
