@@ -10,6 +10,7 @@
 
 mod install;
 mod refusals;
+mod spellings;
 mod suites;
 
 use crate::support;
