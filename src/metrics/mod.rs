@@ -37,6 +37,8 @@ pub(crate) mod route {
     pub(crate) const TEE: &str = "tee";
     /// Fills from the shared tier.
     pub(crate) const SHARED: &str = "shared";
+    /// An `oci` registry's blobs and manifests by digest.
+    pub(crate) const OCI: &str = "oci";
     /// Every route, for sums across them.
     pub(crate) const ALL: [&str; 6] = [OBJECT, REGISTRY, PACK, FETCH_THROUGH, TEE, SHARED];
 }
@@ -117,6 +119,9 @@ pub struct Metrics {
     /// Registry artifact requests by kind and outcome (`hit`, `shared` (from the shared tier),
     /// `miss`, `mismatch`).
     pub(crate) registry_artifacts: Family<Labels2, Counter>,
+    /// Requests refused from memory of a recent digest mismatch at the same URL, by `route`
+    /// (`registry`, `fetch_through`, `oci`): no download was made.
+    pub(crate) mismatches_remembered: Family<Labels1, Counter>,
     /// Package names refused by a registry's allow/deny lists, by kind.
     pub(crate) registry_names_refused: Family<Labels1, Counter>,
     /// Manifest requests an `oci` registry sent its upstream, by `registry` and `method`
@@ -211,6 +216,7 @@ impl Metrics {
             tunnel_bytes: Family::default(),
             registry_metadata: Family::default(),
             registry_artifacts: Family::default(),
+            mismatches_remembered: Family::default(),
             registry_names_refused: Family::default(),
             oci_upstream_manifests: Family::default(),
             oci_pulls: Family::default(),
@@ -261,6 +267,7 @@ impl Metrics {
             tunnel_bytes: "tunnel_bytes", "CONNECT tunnel bytes by direction";
             registry_metadata: "registry_metadata", "Registry metadata answers by kind and freshness";
             registry_artifacts: "registry_artifacts", "Registry artifact requests by kind and outcome";
+            mismatches_remembered: "mismatches_remembered", "Requests refused from memory of a recent digest mismatch at the same URL, by route (no download made)";
             registry_names_refused: "registry_names_refused", "Package names refused by allow/deny, by registry kind";
             oci_upstream_manifests: "oci_upstream_manifest_requests", "Manifest requests sent to an oci registry's upstream, by registry and method (GET, HEAD)";
             oci_pulls: "oci_pulls", "Blob and manifest-by-digest requests of an oci registry, by registry and outcome";

@@ -24,4 +24,6 @@ pub(super) fn zeros(m: &Metrics) {
     ];
     Metrics::preset(&m.cache_fills, "route", &filled);
     Metrics::preset(&m.reloads, "outcome", &["applied", "refused"]);
+    let remembered = [route::REGISTRY, route::FETCH_THROUGH, route::OCI];
+    Metrics::preset(&m.mismatches_remembered, "route", &remembered);
 }
