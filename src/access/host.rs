@@ -154,6 +154,31 @@ pub(crate) fn check_host(
     let raw = value
         .to_str()
         .map_err(|_| HostRefused::Malformed("not ASCII".into()))?;
+    judge(raw, local, names)
+}
+
+/// [`check_host`] for a listener where fetchgate itself is the server (the admin listener):
+/// an absolute-form target's authority is the request's host (RFC 9112 §3.2.2), so it is
+/// judged as well as `Host`; either one naming another host refuses the request.
+pub(crate) fn check_target(
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    local: SocketAddr,
+    names: &[HostKey],
+) -> Result<(), HostRefused> {
+    if let Some(authority) = uri.authority() {
+        if authority.as_str().contains('@') {
+            return Err(HostRefused::Malformed(
+                "the request target carries userinfo".into(),
+            ));
+        }
+        judge(authority.as_str(), local, names)?;
+    }
+    check_host(headers, local, names)
+}
+
+/// Judges one `host[:port]` as [`check_host`] describes.
+fn judge(raw: &str, local: SocketAddr, names: &[HostKey]) -> Result<(), HostRefused> {
     let host = split_port(raw).map_err(HostRefused::Malformed)?;
     let key = host_key(host).map_err(HostRefused::Malformed)?;
     let local_ip = match local.ip() {
@@ -225,6 +250,32 @@ mod tests {
     fn judge(values: &[&str], local: &str) -> Result<(), HostRefused> {
         let names = [host_key("FetchGate.Internal.").unwrap()];
         check_host(&with_host(values), local.parse().unwrap(), &names)
+    }
+
+    #[test]
+    fn an_absolute_form_targets_authority_is_judged_as_well_as_host() {
+        let names = [host_key("fetchgate.internal").unwrap()];
+        let local = "127.0.0.1:9090".parse().unwrap();
+        let check = |target: &str, host: &[&str]| {
+            let uri: http::Uri = target.parse().unwrap();
+            check_target(&uri, &with_host(host), local, &names)
+        };
+        for (target, host) in [
+            ("http://rebind.example/metrics", &["127.0.0.1"][..]),
+            ("http://rebind.example:9090/", &[][..]),
+            ("http://127.0.0.1/metrics", &["rebind.example"][..]),
+        ] {
+            assert!(check(target, host).is_err(), "{target} {host:?}");
+        }
+        // The twin: fetchgate's own names, absolute or origin form.
+        for (target, host) in [
+            ("http://127.0.0.1:9090/metrics", &["127.0.0.1:9090"][..]),
+            ("http://FetchGate.Internal/metrics", &["localhost"][..]),
+            ("/metrics", &["127.0.0.1"][..]),
+            ("/metrics", &[][..]),
+        ] {
+            assert_eq!(check(target, host), Ok(()), "{target} {host:?}");
+        }
     }
 
     #[test]

@@ -213,7 +213,7 @@ impl Access {
     /// ([`policy::Anonymous`]), so leaving a restricted certificate at home widens nothing.
     pub(crate) fn policies_for(
         &self,
-        cert_names: &[String],
+        cert_names: &[policy::CertName],
         token: Option<&str>,
     ) -> Vec<Arc<crate::decide::narrow::ClientPolicy>> {
         if cert_names.is_empty() && self.tokens.is_none() {
@@ -302,9 +302,12 @@ fn origin(raw: &str) -> Result<String, String> {
 }
 
 /// The tokens of a tokens file: one per line, optionally after a name and whitespace
-/// (`ci tok-...`); blank lines and `#` comments skipped. Errors name the line, never a token.
+/// (`ci tok-...`); blank lines and `#` comments skipped. One secret on two lines is refused,
+/// naming both: otherwise the later line's name would win, and an unnamed duplicate would
+/// silently take the named token's policy away. Errors name the line, never a token.
 fn tokens(text: &str) -> Result<Vec<Token>, String> {
     let mut out = Vec::new();
+    let mut lines: Vec<usize> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -329,10 +332,21 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
                 ));
             }
         };
+        if let Some(first) = out
+            .iter()
+            .position(|t: &Token| t.secret == secret.as_bytes())
+        {
+            return Err(format!(
+                "lines {} and {} hold the same token; a token selects one name (and its policy), so give each line its own token",
+                lines[first],
+                i + 1
+            ));
+        }
         out.push(Token {
             secret: secret.as_bytes().to_vec(),
             name,
         });
+        lines.push(i + 1);
     }
     Ok(out)
 }
@@ -416,6 +430,27 @@ mod tests {
         assert!(e.starts_with("line 2:") && !e.contains("secret"), "{e}");
         let e = tokens("c/i secret-four\n").unwrap_err();
         assert!(e.contains("line 1") && !e.contains("secret"), "{e}");
+    }
+
+    #[test]
+    fn one_token_on_two_lines_is_refused_naming_both_lines() {
+        for text in [
+            "ci tok-dup\n# c\ntok-dup\n",
+            "tok-dup\nci tok-dup\n",
+            "a tok-dup\nb tok-dup\n",
+        ] {
+            let e = tokens(text).unwrap_err();
+            assert!(e.starts_with("lines 1 and "), "{text:?}: {e}");
+            assert!(!e.contains("tok-dup"), "never echoes the token: {e}");
+        }
+        assert!(
+            tokens("ci tok-dup\n\ntok-dup\n")
+                .unwrap_err()
+                .starts_with("lines 1 and 3 ")
+        );
+        // The twin: distinct tokens load, two tokens may share a name (a rotation).
+        let t = tokens("ci tok-a\nci tok-b\ntok-c\n").unwrap();
+        assert_eq!(t.len(), 3);
     }
 
     #[test]

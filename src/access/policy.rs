@@ -68,10 +68,30 @@ impl Anonymous {
     }
 }
 
+/// One name a client certificate carries, as `cert:` entries are compared with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum CertName {
+    /// A subject common name or DNS name: compared without ASCII case (DNS names are
+    /// case-insensitive, and CNs name hosts and runners alike), kept in lower case.
+    Folded(String),
+    /// An e-mail or URI name (a SPIFFE ID's path is case-sensitive): compared exactly.
+    Exact(String),
+}
+
+impl CertName {
+    /// A common name or DNS name, folded to ASCII lower case.
+    pub(crate) fn folded(name: &str) -> Self {
+        CertName::Folded(name.to_ascii_lowercase())
+    }
+}
+
 /// The checked policies, by the identity that selects each.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Policies {
+    /// `cert:` entries in ASCII lower case, for common and DNS names.
     by_cert: HashMap<String, Arc<ClientPolicy>>,
+    /// `cert:` entries as written, for e-mail and URI names.
+    by_cert_exact: HashMap<String, Arc<ClientPolicy>>,
     by_token: HashMap<String, Arc<ClientPolicy>>,
     /// Every policy, in the file's order.
     all: Vec<Arc<ClientPolicy>>,
@@ -97,13 +117,16 @@ impl Policies {
     /// The policies `cert_names` and the token's name select, without repeats.
     pub(crate) fn select(
         &self,
-        cert_names: &[String],
+        cert_names: &[CertName],
         token: Option<&str>,
     ) -> Vec<Arc<ClientPolicy>> {
         let mut out: Vec<Arc<ClientPolicy>> = Vec::new();
         let found = cert_names
             .iter()
-            .filter_map(|n| self.by_cert.get(n))
+            .filter_map(|n| match n {
+                CertName::Folded(n) => self.by_cert.get(n),
+                CertName::Exact(n) => self.by_cert_exact.get(n),
+            })
             .chain(token.and_then(|t| self.by_token.get(t)));
         for p in found {
             if !out.iter().any(|o| Arc::ptr_eq(o, p)) {
@@ -234,13 +257,21 @@ impl Access {
     ) -> Result<(), FileError> {
         let at = |why: String| src.error_at(client.span(), why);
         let text = client.get_ref();
+        let folded;
         let (table, id) = if let Some(cn) = text.strip_prefix("cert:") {
             if !checks.client_certs {
                 return Err(at(format!(
                     "`{text}` needs client certificates, but no [listen.tls.*] table has a `client_ca`"
                 )));
             }
-            (&mut self.policies.by_cert, cn)
+            // Normalised at load: a CN or DNS name is compared in lower case, so
+            // `cert:CI-Runner` and `cert:ci-runner` are one identity. The entry as written
+            // also selects e-mail and URI names, which compare exactly.
+            self.policies
+                .by_cert_exact
+                .insert(cn.to_string(), policy.clone());
+            folded = cn.to_ascii_lowercase();
+            (&mut self.policies.by_cert, folded.as_str())
         } else if let Some(name) = text.strip_prefix("token:") {
             let known = self
                 .tokens

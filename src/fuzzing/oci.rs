@@ -3,8 +3,9 @@
 //! `Accept` list a manifest request forwards.
 
 use super::reach::{
-    AcceptList, MAX_ACCEPT_VALUES, OciDescriptor, OciDigest, OciManifest, OciRoute, Reference,
-    RepositoryName, Tag, bearer_challenge, parse_manifest, parse_oci_path, parse_token_response,
+    AcceptList, MAX_ACCEPT_VALUES, ManifestAccept, OciDescriptor, OciDigest, OciManifest, OciRoute,
+    Reference, RepositoryName, Tag, bearer_challenge, parse_manifest, parse_oci_path,
+    parse_token_response,
 };
 use super::{first_line, text};
 
@@ -171,6 +172,19 @@ pub(super) fn check_accept(headers: &http::HeaderMap) {
     }
     if list.joined().is_none() {
         assert!(list.accepts("application/vnd.oci.image.index.v1+json"));
+    }
+    // The set sent upstream (and keyed on) reads back as itself, and accepts only what
+    // the client's list accepts.
+    let set = ManifestAccept::of(&list);
+    if !set.is_empty() {
+        let header = set.header();
+        assert_eq!(
+            ManifestAccept::of(&AcceptList::from_value(Some(&header))),
+            set
+        );
+    }
+    for t in ["application/vnd.oci.image.index.v1+json", "text/plain"] {
+        assert!(!set.accepts(t) || list.accepts(t), "{t}");
     }
 }
 

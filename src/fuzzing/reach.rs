@@ -32,7 +32,9 @@ pub(super) use crate::registry::kinds::npm::dists::DistIndex;
 pub(super) use crate::registry::kinds::npm::{
     Request as NpmRequest, parse_path as npm_path, rewrite_packument,
 };
-pub(super) use crate::registry::kinds::oci::accept::{AcceptList, MAX_ACCEPT_VALUES};
+pub(super) use crate::registry::kinds::oci::accept::{
+    AcceptList, MAX_ACCEPT_VALUES, ManifestAccept,
+};
 pub(super) use crate::registry::kinds::oci::challenge::{bearer_challenge, parse_token_response};
 pub(super) use crate::registry::kinds::oci::manifest::{
     Descriptor as OciDescriptor, Manifest as OciManifest, parse as parse_manifest,

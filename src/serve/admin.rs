@@ -106,10 +106,11 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
 }
 
 /// The `Host` check every listener applies (a page rebound to this address reads nothing),
-/// then the route.
+/// judging an absolute-form target's authority too, then the route.
 fn answer(handle: &Handle, local: SocketAddr, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let gate = handle.gate();
-    match crate::access::host::check_host(req.headers(), local, gate.access.hosts()) {
+    let hosts = gate.access.hosts();
+    match crate::access::host::check_target(req.uri(), req.headers(), local, hosts) {
         Ok(()) => route(handle, req),
         Err(refused) => {
             let p = super::problem::Problem::from(refused);

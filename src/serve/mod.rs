@@ -17,6 +17,7 @@ pub(crate) mod proxy;
 pub(crate) mod registry_api;
 pub(crate) mod request_error;
 pub(crate) mod request_log;
+pub(crate) mod route_path;
 pub(crate) mod slots;
 pub(crate) mod status;
 pub(crate) mod tee;

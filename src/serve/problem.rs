@@ -205,7 +205,8 @@ impl From<RequestError> for Problem {
             | SizeTooLarge { .. }
             | InvalidEngine
             | MissingManifest
-            | InvalidHostHeader => StatusCode::BAD_REQUEST,
+            | InvalidHostHeader
+            | PathAmbiguous { .. } => StatusCode::BAD_REQUEST,
             // Package managers retry a 503 with Retry-After; the entry is refetched on the retry.
             Evicted(_) => StatusCode::SERVICE_UNAVAILABLE,
             RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,

@@ -16,6 +16,7 @@ use super::conn::ClientConn;
 use super::problem::Problem;
 use super::request_error::RequestError;
 use super::request_log::{Decided, Kind, LoggedBody, RequestLog, logged};
+use super::route_path;
 use super::tunnel::{TunnelEnd, splice};
 use crate::app::Gate;
 use crate::body::ResponseBody;
@@ -108,7 +109,7 @@ async fn route(
     if req.uri().scheme().is_some() {
         // A URL a registry's kind claims (under its upstream, through the forward proxy) is
         // that registry's request, verified like `/registry/<name>/`.
-        if let Some((name, below)) = claimed_url(gate, &req) {
+        if let Some((name, below)) = claimed_url(gate, &req)? {
             log.kind = Kind::Registry;
             if let Some(r) = policies.iter().find_map(|p| narrow_registry(p, &name)) {
                 return Err(log.refusal(&r));
@@ -123,7 +124,8 @@ async fn route(
     }
     // Origin-form: fetchgate itself is the server, so `Host` must name it (DNS rebinding).
     crate::access::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
-    if let Some((name, path, prefix)) = registry_target(gate, conn, req.uri().path()) {
+    let routed = route_path::normalise(req.uri().path());
+    if let Some((name, path, prefix)) = registry_target(gate, conn, &routed) {
         // The query may send the request to another configured registry (its kind says so):
         // chosen before the client's policy judges the name.
         let query = req.uri().query();
@@ -194,14 +196,29 @@ fn registry_target<'p>(
     Some((name, path, prefix))
 }
 
-/// The registry whose kind claims an absolute-form request's URL, and the path below its
-/// mount.
-fn claimed_url<B>(gate: &Gate, req: &Request<B>) -> Option<(String, String)> {
+/// The registry whose kind claims an absolute-form request's URL (its path in the one
+/// routing spelling, [`route_path::normalise`]), and the path below its mount. A URL claimed
+/// only once an encoded `/` or `\` is decoded is refused: it is never forwarded unverified.
+fn claimed_url<B>(gate: &Gate, req: &Request<B>) -> Result<Option<(String, String)>, Problem> {
     if !gate.registries.any() {
-        return None;
+        return Ok(None);
     }
-    let url = url::Url::parse(&req.uri().to_string()).ok()?;
-    gate.registries.claims_url(&url)
+    let Ok(mut url) = url::Url::parse(&req.uri().to_string()) else {
+        return Ok(None);
+    };
+    let path = route_path::normalise(url.path()).into_owned();
+    url.set_path(&path);
+    if let Some(claimed) = gate.registries.claims_url(&url) {
+        return Ok(Some(claimed));
+    }
+    let decoded = route_path::with_separators_decoded(&path);
+    if decoded != path {
+        url.set_path(&decoded);
+        if let Some((registry, _)) = gate.registries.claims_url(&url) {
+            return Err(RequestError::PathAmbiguous { registry }.into());
+        }
+    }
+    Ok(None)
 }
 
 /// Refuses a request a web page made a browser send to a route that changes state (fetches

@@ -21,6 +21,9 @@ pub(crate) enum RequestError {
     ClientNotAllowed(IpAddr),
     /// No route serves this path (`locator` is already redacted).
     NotFound { locator: String },
+    /// A forward request whose path falls under registry `registry`'s upstream only once an
+    /// encoded `/` or `\` in it is decoded: servers read it both ways.
+    PathAmbiguous { registry: String },
     /// A `/love/v1/` path that is not an endpoint.
     NotLoveEndpoint(String),
     /// A method `[proxy] methods` does not list; `allow` is that list, for the `Allow` header.
@@ -73,6 +76,7 @@ impl RequestError {
             HeaderTooLarge { .. } => "request_header_too_large",
             ClientNotAllowed(_) => "client_not_allowed",
             NotFound { .. } | NotLoveEndpoint(_) => "not_found",
+            PathAmbiguous { .. } => "request_path_ambiguous",
             MethodNotForwarded { .. } | MethodOnObject(_) | MethodOnLove | MethodOnRegistry(_) => {
                 "method_not_allowed"
             }
@@ -117,6 +121,7 @@ impl RequestError {
             InvalidEngine => Some("engine"),
             MissingManifest => Some("manifest"),
             InvalidHostHeader => Some("Host"),
+            PathAmbiguous { .. } => Some("path"),
             RangeNotSatisfiable { .. } => Some("Range"),
             _ => None,
         }
@@ -136,6 +141,7 @@ impl RequestError {
                 "send proxy requests in absolute form (GET http://host/path) or CONNECT host:443"
             }
             NotLoveEndpoint(_) => "use /love/v1/fetch?manifest=URL or /love/v1/conflicts",
+            PathAmbiguous { .. } => "request the path with `/` written as `/`, not percent-encoded",
             MethodNotForwarded { .. } => {
                 "use GET or HEAD, or ask the operator to list the method in [proxy] methods"
             }
@@ -180,6 +186,10 @@ impl fmt::Display for RequestError {
             }
             ClientNotAllowed(ip) => write!(f, "{ip} is not in [access] clients"),
             NotFound { locator } => write!(f, "no resource at {locator}"),
+            PathAmbiguous { registry } => write!(
+                f,
+                "the path falls under registry {registry}'s upstream once an encoded / or \\ is decoded, as some servers do; it is neither verified nor forwarded"
+            ),
             NotLoveEndpoint(path) => write!(f, "no LOVE endpoint at {path}"),
             MethodNotForwarded { method, .. } => {
                 write!(f, "{method} is not forwarded by this proxy")

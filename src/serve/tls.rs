@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
+use crate::access::policy::CertName;
 use crate::listen::tls::ListenerTls;
 
 /// A client connection: plain TCP, or TLS over it.
@@ -23,8 +24,9 @@ pub(crate) enum ClientStream {
 }
 
 /// Who a client certificate says the client is: its subject common names and its DNS,
-/// e-mail and URI subject alternative names. Empty without a certificate.
-pub(crate) type CertNames = Vec<String>;
+/// e-mail and URI subject alternative names (common and DNS names in ASCII lower case, see
+/// [`CertName`]). Empty without a certificate.
+pub(crate) type CertNames = Vec<CertName>;
 
 /// Completes the TLS handshake when `tls` is set (within `timeout`), and reads the names of
 /// the client certificate if one was presented. A client that fails the handshake (no
@@ -59,13 +61,14 @@ fn cert_names(der: &CertificateDer<'_>) -> CertNames {
     let mut names: CertNames = cert
         .subject()
         .iter_common_name()
-        .filter_map(|cn| cn.as_str().ok().map(str::to_string))
+        .filter_map(|cn| cn.as_str().ok().map(CertName::folded))
         .collect();
     if let Ok(Some(san)) = cert.subject_alternative_name() {
         for n in &san.value.general_names {
             match n {
-                GeneralName::DNSName(s) | GeneralName::RFC822Name(s) | GeneralName::URI(s) => {
-                    names.push((*s).to_string());
+                GeneralName::DNSName(s) => names.push(CertName::folded(s)),
+                GeneralName::RFC822Name(s) | GeneralName::URI(s) => {
+                    names.push(CertName::Exact((*s).to_string()));
                 }
                 _ => {}
             }

@@ -19,7 +19,7 @@ const LIB_ZIP: &str = "/example.com/!upper/lib/@v/v1.0.0.zip";
 
 /// fetchgate with one `go` registry named `go` in front of `w` (`extra`: more keys of its
 /// table). Returns the proxy address and the temp dir holding its cache.
-async fn gate(w: &GoWorld, extra: &str) -> (SocketAddr, tempfile::TempDir) {
+pub(crate) async fn gate(w: &GoWorld, extra: &str) -> (SocketAddr, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let cfg = Toml::new()
         .cache_dir(dir.path().join("cache"))
@@ -51,7 +51,7 @@ async fn get(proxy: SocketAddr, path: &str) -> Got {
 }
 
 /// A plain GET of `path` below the go mount.
-async fn fetch(proxy: SocketAddr, path: &str) -> Got {
+pub(crate) async fn fetch(proxy: SocketAddr, path: &str) -> Got {
     get(proxy, &format!("/registry/go{path}")).await
 }
 
@@ -71,7 +71,7 @@ async fn download_and_build(
 }
 
 /// A world serving the library and the app, 300 filler records before them.
-async fn world() -> GoWorld {
+pub(crate) async fn world() -> GoWorld {
     let (lib, app) = lib_and_app();
     GoWorld::start(vec![lib, app], 300).await
 }

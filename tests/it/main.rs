@@ -23,6 +23,7 @@ mod conformance;
 mod crash;
 mod fleet;
 mod gomod;
+mod gomod_documents;
 mod gomod_harness;
 mod gomod_split_view;
 mod lifecycle;

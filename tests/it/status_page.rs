@@ -289,3 +289,31 @@ async fn the_status_page_shows_the_shared_tier_breaker_closed_then_open_after_fa
         "{reads}"
     );
 }
+
+/// RFC 9112 §3.2.2: an absolute-form target's authority is the request's host, so the admin
+/// listener judges it as well as `Host` (issue 33, item 10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_listener_judges_an_absolute_form_targets_authority_as_well_as_host() {
+    let served = Served::start(tempfile::tempdir().unwrap(), Toml::new()).await;
+    let admin = served.admin;
+    for (target, host) in [
+        ("http://rebind.attacker.example/metrics", "127.0.0.1"),
+        ("http://rebind.attacker.example:9090/", "localhost"),
+        ("http://127.0.0.1/metrics", "rebind.attacker.example"),
+    ] {
+        let (status, text) = raw(admin, target, host).await;
+        assert_eq!(status, 421, "{target} {host}: {text}");
+        assert!(text.contains("host_not_accepted"), "{text}");
+        assert!(!text.contains("fetchgate_cache_bytes"), "{text}");
+    }
+    let (status, text) = raw(admin, "http://u@127.0.0.1/metrics", "127.0.0.1").await;
+    assert_eq!(status / 100, 4, "{text}");
+    assert!(!text.contains("fetchgate_cache_bytes"), "{text}");
+    // The twin: fetchgate's own names, in either form.
+    let own = format!("http://{admin}/metrics");
+    for (target, host) in [(own.as_str(), "127.0.0.1"), ("/metrics", "localhost")] {
+        let (status, text) = raw(admin, target, host).await;
+        assert_eq!(status, 200, "{target}: {text}");
+        assert!(text.contains("fetchgate_cache_bytes"), "{text}");
+    }
+}

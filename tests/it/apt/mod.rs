@@ -10,6 +10,8 @@
 
 mod install;
 mod refusals;
+mod spellings;
+mod suites;
 
 use crate::support;
 

@@ -10,6 +10,7 @@ mod auth;
 mod blobs;
 mod pulls;
 mod single_flight;
+mod tag_budget;
 mod tags;
 
 use crate::support;

@@ -181,3 +181,18 @@ fn the_example_configs_tls_and_policy_blocks_load_when_uncommented() {
     let config = Config::from_toml_in("fetchgate.example.toml", &out, pki.dir.path());
     config.unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn a_tokens_file_with_one_token_on_two_lines_is_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    let config = "[access]\ntokens_file = \"tokens\"\n\n[[access.policy]]\nname = \"ci\"\nclients = [\"token:ci\"]\nhosts = [\"*.npmjs.org\"]\n";
+    // An unnamed duplicate after the named line would have taken `ci`'s policy away.
+    std::fs::write(base.join("tokens"), "ci tok-same\nother tok-2\ntok-same\n").unwrap();
+    let e = refused(config, base);
+    assert!(e.contains("lines 1 and 3 hold the same token"), "{e}");
+    assert!(!e.contains("tok-same"), "the token is never echoed: {e}");
+    // The twin: distinct tokens load, and the policy applies to `ci`.
+    std::fs::write(base.join("tokens"), "ci tok-one\nother tok-2\ntok-three\n").unwrap();
+    Config::from_toml_in("f.toml", config, base).unwrap();
+}

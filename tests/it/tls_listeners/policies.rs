@@ -349,3 +349,56 @@ async fn a_policy_limits_registries_on_the_proxy_and_on_a_tls_registry_listener(
         "plain HTTP on a TLS registry listener"
     );
 }
+
+#[tokio::test]
+async fn certificate_names_select_policies_without_ascii_case() {
+    let pki = Pki::new("fetchgate test CA");
+    let (two, three) = upstreams().await;
+    let cfg = two_cert_policies(&pki, &two, &three, "required");
+    let proxy = start_proxy_in(&cfg, pki.dir.path()).await;
+    // CN `CI-Runner` is `cert:ci-runner`; a DNS name `Builder` is `cert:builder`.
+    let upper_cn = connector(&pki.ca_pem, Some(&pki.client("CI-Runner")));
+    let refused = tls_get(proxy, &upper_cn, &url(&three), &[]).await.unwrap();
+    assert_eq!(refused.code(), "policy_host_not_allowed");
+    assert_eq!(refused.json()["policy"], "ci");
+    let dns = pki.leaf(
+        "someone",
+        &["Builder"],
+        rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+    );
+    let upper_dns = connector(&pki.ca_pem, Some(&dns));
+    let refused = tls_get(proxy, &upper_dns, &url(&two), &[]).await.unwrap();
+    assert_eq!(refused.json()["policy"], "build", "{:?}", refused.json());
+    // The twin: the lower-case name still selects its policy, and another name none.
+    let ci = connector(&pki.ca_pem, Some(&pki.client("ci-runner")));
+    assert_eq!(
+        tls_get(proxy, &ci, &url(&three), &[]).await.unwrap().code(),
+        "policy_host_not_allowed"
+    );
+    let other = connector(&pki.ca_pem, Some(&pki.client("CI-Runner2")));
+    assert_eq!(
+        tls_get(proxy, &other, &url(&three), &[])
+            .await
+            .unwrap()
+            .status,
+        200,
+        "a name no policy lists keeps the global policy"
+    );
+    assert_eq!(two.requests().len(), 0);
+}
+
+#[test]
+fn cert_entries_are_one_identity_whatever_their_case() {
+    let pki = Pki::new("fetchgate test CA");
+    let (cert, key) = pki.server_files("proxy");
+    let extra = format!("client_ca = {:?}", pki.ca_file().display().to_string());
+    let text = format!(
+        "{}[[access.policy]]\nname = \"a\"\nclients = [\"cert:CI-Runner\"]\nports = [443]\n\n\
+         [[access.policy]]\nname = \"b\"\nclients = [\"cert:ci-runner\"]\nports = [443]\n",
+        tls_table("proxy", &cert, &key, &extra)
+    );
+    let e = fetchgate::config::Config::from_toml_in("f.toml", &text, pki.dir.path())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("already selects policy `a`"), "{e}");
+}

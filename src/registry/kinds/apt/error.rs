@@ -29,6 +29,9 @@ pub(crate) enum AptErrorKind {
     ReleaseFromFuture,
     /// `Date` is older than that of a Release of the suite already verified (a replay).
     ReleaseRollback,
+    /// Neither `Suite` nor `Codename` names the suite the path asked for (another suite's
+    /// Release, signed by the same archive key, served in its place).
+    SuiteMismatch,
     /// A `Packages`/`Sources` file is unreadable.
     IndexInvalid,
     /// A file would decompress past its cap.
@@ -78,6 +81,7 @@ impl AptError {
             AptErrorKind::ReleaseExpired => "apt_release_expired",
             AptErrorKind::ReleaseFromFuture => "apt_release_from_future",
             AptErrorKind::ReleaseRollback => "apt_release_rollback",
+            AptErrorKind::SuiteMismatch => "apt_release_suite_mismatch",
             AptErrorKind::IndexInvalid => "apt_index_invalid",
             AptErrorKind::IndexTooLarge => "apt_index_too_large",
             AptErrorKind::NotInSignedIndex => "not_in_signed_index",
@@ -120,6 +124,9 @@ impl AptError {
             AptErrorKind::ReleaseRollback => {
                 "the mirror serves an older Release than one already verified; use another mirror or wait until it has synced"
             }
+            AptErrorKind::SuiteMismatch => {
+                "the mirror serves another suite's Release under this suite's path; use another mirror, and check sources.list names the suite or codename the archive publishes"
+            }
             AptErrorKind::PathRefused | AptErrorKind::NotServed => {
                 "point sources.list at the registry's base URL with a suite and component it serves"
             }
@@ -128,7 +135,7 @@ impl AptError {
 
     /// Every kind, for the tests that read each one back.
     #[cfg(test)]
-    const KINDS: [AptErrorKind; 14] = [
+    const KINDS: [AptErrorKind; 15] = [
         AptErrorKind::Keyring,
         AptErrorKind::SignatureInvalid,
         AptErrorKind::KeyNotTrusted,
@@ -138,6 +145,7 @@ impl AptError {
         AptErrorKind::ReleaseExpired,
         AptErrorKind::ReleaseFromFuture,
         AptErrorKind::ReleaseRollback,
+        AptErrorKind::SuiteMismatch,
         AptErrorKind::IndexInvalid,
         AptErrorKind::IndexTooLarge,
         AptErrorKind::NotInSignedIndex,

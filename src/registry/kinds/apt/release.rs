@@ -55,6 +55,30 @@ impl Release {
     pub(crate) fn file(&self, path: &str) -> Option<&ReleaseFile> {
         self.files.iter().find(|f| f.path == path)
     }
+
+    /// Refuses a Release that is not the one of `requested` (the `<suite>` of the path
+    /// `dists/<suite>/`): one key signs every suite of an archive, so a mirror could serve
+    /// `oldstable`'s valid Release as `stable`. It is the requested suite's when its `Suite`
+    /// or its `Codename` is that name, or (as apt's `CheckDist` reads `bookworm/updates`) the
+    /// name before its last `/`. apt itself only warns ("Conflicting distribution").
+    pub(crate) fn check_suite(&self, requested: &str, locator: &str) -> Result<(), AptError> {
+        let names = [self.suite.as_deref(), self.codename.as_deref()];
+        let is = |want: &str| names.iter().flatten().any(|n| *n == want);
+        let parent = requested.rsplit_once('/').map(|(p, _)| p);
+        if is(requested) || parent.is_some_and(is) {
+            return Ok(());
+        }
+        let shown = |v: Option<&str>| v.map_or("none".to_string(), |v| format!("{v:?}"));
+        Err(AptError::new(
+            AptErrorKind::SuiteMismatch,
+            format!("{locator}:Suite"),
+            format!(
+                "the Release of dists/{requested}/ says Suite {} and Codename {}; another suite's Release served in its place (a rollback to an older distribution) is not served",
+                shown(self.suite.as_deref()),
+                shown(self.codename.as_deref())
+            ),
+        ))
+    }
 }
 
 /// Parses the verified Release text at `locator` and checks its dates against `now`.

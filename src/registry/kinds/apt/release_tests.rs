@@ -131,3 +131,37 @@ fn bad_checksum_lines_and_empty_lists_are_refused() {
         "apt_release_invalid"
     );
 }
+
+#[test]
+fn a_release_is_the_requested_suites_only_when_its_suite_or_codename_names_it() {
+    let r = parse(release("").as_bytes(), now(), "R").unwrap();
+    // Another suite's Release (same archive key) served under this suite's path.
+    for other in [
+        "oldstable",
+        "bookworm",
+        "Stable",
+        "stable-updates",
+        "trixie/updates/x",
+    ] {
+        let e = r.check_suite(other, "dists/x").unwrap_err();
+        assert_eq!(e.code(), "apt_release_suite_mismatch", "{other}: {e}");
+        assert_eq!(e.field, "dists/x:Suite");
+    }
+    // The twin: the suite, the codename, and apt's `<codename>/updates` form are its own.
+    for own in ["stable", "trixie", "trixie/updates", "stable/updates"] {
+        assert!(r.check_suite(own, "dists/x").is_ok(), "{own}");
+    }
+    let bare = parse(
+        release("")
+            .replace("Suite: stable\nCodename: trixie\n", "")
+            .as_bytes(),
+        now(),
+        "R",
+    )
+    .unwrap();
+    assert_eq!(
+        bare.check_suite("stable", "d").unwrap_err().code(),
+        "apt_release_suite_mismatch",
+        "a Release that names no suite is no suite's"
+    );
+}

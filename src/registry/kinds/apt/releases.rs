@@ -53,11 +53,13 @@ pub(crate) fn unframe(body: &Bytes) -> Option<(Bytes, Bytes)> {
     (end <= body.len()).then(|| (body.slice(8..end), body.slice(end..)))
 }
 
-/// Verifies `body` (as the cache keeps it, in `form`) and reads its Release at `now`.
+/// Verifies `body` (as the cache keeps it, in `form`), reads its Release at `now` and checks
+/// that it is the Release of `suite` (the path's), not another suite's.
 fn judge(
     body: &Bytes,
     form: Form,
     source: &AptSource,
+    suite: &str,
     now: SystemTime,
     locator: &str,
 ) -> Result<Release, AptError> {
@@ -74,7 +76,9 @@ fn judge(
             verify_detached(&release, &signature, &source.keyring, now, locator)?
         }
     };
-    release::parse(&verified.signed, now, locator)
+    let release = release::parse(&verified.signed, now, locator)?;
+    release.check_suite(suite, locator)?;
+    Ok(release)
 }
 
 impl Apt<'_> {
@@ -136,7 +140,7 @@ impl Apt<'_> {
                 }
             };
             let release =
-                judge(&body, form, source, SystemTime::now(), &locator).map_err(refused)?;
+                judge(&body, form, source, suite, SystemTime::now(), &locator).map_err(refused)?;
             let remembered = {
                 let path = super::known::file(self.core.fetcher.store().root(), registry, upstream);
                 let suite = suite.to_string();
@@ -229,7 +233,8 @@ impl Apt<'_> {
             }
             return Ok(s);
         }
-        let release = judge(body, form, source, now, &locator).map_err(RegistryError::kind)?;
+        let release =
+            judge(body, form, source, suite, now, &locator).map_err(RegistryError::kind)?;
         let mut index = SignedIndex::default();
         index.add_release(suite, release.clone());
         let fresh = Arc::new(Suite {

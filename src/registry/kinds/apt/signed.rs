@@ -8,6 +8,9 @@
 //! passes every signature to gpgv and accepts any good signature by a trusted key). A
 //! signature by a key that has expired or was revoked counts as no signature (gpgv reports
 //! EXPKEYSIG / REVKEYSIG and apt refuses), and so does one whose own expiry has passed.
+//! In an `InRelease`, a signature whose digest the armour's `Hash:` headers do not name (MD5
+//! when there is none) counts as no signature either: gpgv reports "signature digest
+//! conflict" and apt refuses the file.
 
 use std::time::SystemTime;
 
@@ -49,7 +52,15 @@ pub(crate) fn verify_inrelease(
     // What the signature covers is the dash-unescaped, CRLF-normalised text; hand back that
     // same text with LF line endings, as apt does after splitting the file.
     let covered = msg.signed_text();
-    let signer = pick_signer(msg.signatures(), covered.as_bytes(), keyring, now, locator)?;
+    let declared = armour_hashes(text).map_err(invalid)?;
+    let signer = pick_signer(
+        msg.signatures(),
+        covered.as_bytes(),
+        Some(&declared),
+        keyring,
+        now,
+        locator,
+    )?;
     let mut signed = covered.replace("\r\n", "\n").into_bytes();
     signed.push(b'\n');
     Ok(Verified { signed, signer })
@@ -78,11 +89,48 @@ pub(crate) fn verify_detached(
         .map(|s| s.map(|d| d.signature))
         .collect::<Result<_, _>>()
         .map_err(|e| invalid(format!("Release.gpg is unreadable: {e}")))?;
-    let signer = pick_signer(&sigs, release, keyring, now, locator)?;
+    let signer = pick_signer(&sigs, release, None, keyring, now, locator)?;
     Ok(Verified {
         signed: release.to_vec(),
         signer,
     })
+}
+
+/// The digests the `Hash:` armour headers of a cleartext-signed `text` declare, read as gpg
+/// reads them: comma-separated GnuPG names, case as written (`SHA256`, `SHA512`); none
+/// declared means MD5 (RFC 4880 §7). A name gpg does not know refuses the file, as gpg does.
+fn armour_hashes(text: &str) -> Result<Vec<HashAlgorithm>, String> {
+    let mut lines = text.lines().map(|l| l.trim_end_matches([' ', '\t', '\r']));
+    lines
+        .by_ref()
+        .find(|l| *l == "-----BEGIN PGP SIGNED MESSAGE-----")
+        .ok_or("no BEGIN PGP SIGNED MESSAGE line")?;
+    let mut declared = Vec::new();
+    for line in lines.take_while(|l| !l.is_empty()) {
+        let Some(names) = line.strip_prefix("Hash:") else {
+            continue;
+        };
+        for name in names.split(',').map(str::trim) {
+            declared.push(match name {
+                "MD5" => HashAlgorithm::Md5,
+                "SHA1" => HashAlgorithm::Sha1,
+                "RIPEMD160" => HashAlgorithm::Ripemd160,
+                "SHA224" => HashAlgorithm::Sha224,
+                "SHA256" => HashAlgorithm::Sha256,
+                "SHA384" => HashAlgorithm::Sha384,
+                "SHA512" => HashAlgorithm::Sha512,
+                other => {
+                    return Err(format!(
+                        "the armour header `Hash:` names {other:?}, which gpg does not know; apt refuses the file"
+                    ));
+                }
+            });
+        }
+    }
+    if declared.is_empty() {
+        declared.push(HashAlgorithm::Md5);
+    }
+    Ok(declared)
 }
 
 fn check_size(bytes: &[u8], locator: &str) -> Result<(), AptError> {
@@ -96,10 +144,12 @@ fn check_size(bytes: &[u8], locator: &str) -> Result<(), AptError> {
     Ok(())
 }
 
-/// The first good signature by a key valid now; otherwise the most telling refusal.
+/// The first good signature by a key valid now (and, when `declared` is given, over a digest
+/// it names); otherwise the most telling refusal.
 fn pick_signer(
     sigs: &[Signature],
     data: &[u8],
+    declared: Option<&[HashAlgorithm]>,
     keyring: &Keyring,
     now: SystemTime,
     locator: &str,
@@ -141,6 +191,18 @@ fn pick_signer(
                 format!(
                     "a signature uses the weak digest {:?}; apt refuses it too",
                     sig.hash_alg()
+                ),
+            ));
+            continue;
+        }
+        if let (Some(declared), Some(alg)) = (declared, sig.hash_alg())
+            && !declared.contains(&alg)
+        {
+            note(AptError::new(
+                AptErrorKind::SignatureInvalid,
+                locator,
+                format!(
+                    "a signature uses {alg:?}, which the armour's Hash: header ({declared:?}) does not name; gpgv reports a digest conflict and apt refuses it"
                 ),
             ));
             continue;

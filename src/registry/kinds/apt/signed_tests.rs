@@ -151,3 +151,35 @@ fn a_signature_over_a_weak_digest_is_refused_as_apt_refuses_it() {
     assert_eq!(e.code(), "apt_signature_invalid", "{e}");
     assert!(e.detail.contains("weak digest"), "{e}");
 }
+
+#[test]
+fn a_signature_over_a_digest_the_hash_header_does_not_name_is_refused_as_gpgv_refuses_it() {
+    // rsa.InRelease is signed with SHA-512 and says so; gpgv checked each spelling below.
+    let signed = fixture("rsa.InRelease");
+    assert!(signed.contains("\nHash: SHA512\n"), "the fixture's header");
+    // No header at all means MD5 to gpg.
+    for header in [
+        "Hash: SHA256\n",
+        "Hash: sha512\n",
+        "Hash: FOO, SHA512\n",
+        "",
+    ] {
+        let text = signed.replace("Hash: SHA512\n", header);
+        let e = inrelease(&text).unwrap_err();
+        assert_eq!(e.code(), "apt_signature_invalid", "{header:?}: {e}");
+    }
+    // The twin: every header gpgv accepts still verifies.
+    // (gpgv also takes `SHA256, SHA512`; the OpenPGP parser refuses the space, which is safe.)
+    for header in [
+        "Hash: SHA512",
+        "Hash: SHA256,SHA512",
+        "Hash: SHA512\nHash: SHA256",
+    ] {
+        let text = signed.replace("Hash: SHA512\n", &format!("{header}\n"));
+        assert!(inrelease(&text).is_ok(), "{header:?}");
+    }
+    assert!(
+        inrelease(&fixture("ed.InRelease")).is_ok(),
+        "Hash: SHA256 over SHA-256"
+    );
+}

@@ -35,6 +35,16 @@ pub(crate) enum GoError {
         /// `module@version`.
         what: String,
     },
+    /// An upstream `.info`, `@latest` or `@v/list` that does not say what was asked: a
+    /// `Version` other than the one asked for, or a list line that is no semantic version.
+    Document {
+        /// The document (`<module>/@v/<version>.info`).
+        path: String,
+        /// The field that failed: `Version` or `list`.
+        field: &'static str,
+        /// What it held instead.
+        why: String,
+    },
     /// A tile no signed tree fetchgate checked vouches for.
     TileUnchecked {
         /// The tile path.
@@ -68,6 +78,7 @@ impl GoError {
             GoError::SumDbNotServed { .. } => "go_sumdb_not_served",
             GoError::RecordMissing { .. } => "go_sumdb_record_missing",
             GoError::TileUnchecked { .. } => "go_sumdb_tile_unchecked",
+            GoError::Document { .. } => "go_metadata_invalid",
         }
     }
 
@@ -80,9 +91,10 @@ impl GoError {
             GoError::Path(_) => 400,
             GoError::Verify(VerifyError::Module(_)) => 400,
             GoError::Private { .. } | GoError::SumDbNotServed { .. } => 404,
-            GoError::Verify(_) | GoError::RecordMissing { .. } | GoError::TileUnchecked { .. } => {
-                PERMANENT_UPSTREAM_FAILURE
-            }
+            GoError::Verify(_)
+            | GoError::RecordMissing { .. }
+            | GoError::TileUnchecked { .. }
+            | GoError::Document { .. } => PERMANENT_UPSTREAM_FAILURE,
         }
     }
 
@@ -93,7 +105,9 @@ impl GoError {
             GoError::Verify(e) => e.origin(),
             GoError::Private { .. } => Origin::Policy,
             GoError::SumDbNotServed { .. } => Origin::Downstream,
-            GoError::RecordMissing { .. } | GoError::TileUnchecked { .. } => Origin::Upstream,
+            GoError::RecordMissing { .. }
+            | GoError::TileUnchecked { .. }
+            | GoError::Document { .. } => Origin::Upstream,
         }
     }
 
@@ -110,6 +124,7 @@ impl GoError {
             }
             GoError::Private { .. } => Some("private"),
             GoError::SumDbNotServed { .. } => Some("sumdb"),
+            GoError::Document { field, .. } => Some(field),
         }
     }
 
@@ -129,6 +144,9 @@ impl GoError {
             ),
             GoError::TileUnchecked { path, why } => format!(
                 "tile {path} could not be checked against a signed tree ({why}); it is not served"
+            ),
+            GoError::Document { path, field, why } => format!(
+                "the upstream's {path} is refused: its {field} {why}; nothing was kept or served"
             ),
         }
     }
@@ -153,6 +171,9 @@ impl GoError {
             }
             GoError::TileUnchecked { .. } => {
                 "look the module up first (/sumdb/<name>/lookup/...), then ask for its tiles"
+            }
+            GoError::Document { .. } => {
+                "report the module proxy's answer to its operator, or use another GOPROXY"
             }
         }
     }

@@ -8,11 +8,13 @@
 
 use bytes::Bytes;
 
+use super::documents::{self, Document};
 use super::error::GoError;
 use super::escape::{escape_path, escape_version};
 use super::fill::{Fill, count};
 use super::paths::{self, Route, SumDbAsk, VersionFile};
 use super::settings::{GoSettings, SumDb};
+use crate::fetch::failure::LocatorFailure;
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Freshness;
 use std::sync::Arc;
@@ -105,12 +107,11 @@ impl Go<'_> {
         match route {
             Route::List { module } => {
                 let path = format!("{}/@v/list", escaped(&module)?);
-                self.go_meta(front, &path, "text/plain; charset=utf-8")
-                    .await
+                self.go_meta(front, &path, &module, Document::List).await
             }
             Route::Latest { module } => {
                 let path = format!("{}/@latest", escaped(&module)?);
-                self.go_meta(front, &path, "application/json").await
+                self.go_meta(front, &path, &module, Document::Latest).await
             }
             Route::Version {
                 module,
@@ -118,7 +119,8 @@ impl Go<'_> {
                 file: VersionFile::Info,
             } => {
                 let path = format!("{}/@v/{}.info", escaped(&module)?, escaped_v(&version)?);
-                self.go_meta(front, &path, "application/json").await
+                self.go_meta(front, &path, &module, Document::Info(&version))
+                    .await
             }
             Route::Version {
                 module,
@@ -129,25 +131,44 @@ impl Go<'_> {
         }
     }
 
-    /// A metadata document at `path` below the upstream, as it was served.
+    /// The metadata document `doc` of `module` at `path` below the upstream, as it was
+    /// served, once [`documents::check`] found it says what was asked (a refused upstream
+    /// copy is never kept, and a verified one already cached is served stale instead).
     async fn go_meta(
         &self,
         front: &Front,
         path: &str,
-        content_type: &str,
+        module: &str,
+        doc: Document<'_>,
     ) -> Result<Reply, RegistryError> {
-        let (entry, freshness) = self.core.meta(front, path, path, "*/*").await?;
+        let check = |body: Bytes| async move {
+            match documents::check(module, doc, path, &body) {
+                Ok(()) => Ok(body),
+                Err(e) => {
+                    let next = e.next();
+                    Err(LocatorFailure::rejected(path, e, next))
+                }
+            }
+        };
+        let (entry, freshness) = self
+            .core
+            .meta_checked(front, path, path, "*/*", check)
+            .await
+            .map_err(|e| match &e {
+                RegistryError::Upstream(f) => f
+                    .cause
+                    .as_ref()
+                    .and_then(|c| c.get::<GoError>().cloned())
+                    .map_or(e, go_err),
+                _ => e,
+            })?;
         if entry.status != 200 {
             return Err(RegistryError::NotFound(path.to_string()));
         }
-        if content_type == "application/json"
-            && serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&entry.body)
-                .is_err()
-        {
-            return Err(RegistryError::BadMetadata(format!(
-                "the upstream's {path} is not a JSON object"
-            )));
-        }
+        let content_type = match doc {
+            Document::List => "text/plain; charset=utf-8",
+            Document::Latest | Document::Info(_) => "application/json",
+        };
         Ok(document(content_type, entry.body.clone(), freshness))
     }
 

@@ -7,6 +7,7 @@
 //! one module version ([`verify`]). Each follows `golang.org/x/mod` byte for byte, since `go`
 //! checks the same bytes after us.
 
+pub(crate) mod documents;
 pub(crate) mod error;
 pub(crate) mod escape;
 pub(crate) mod exchange;

@@ -1,11 +1,85 @@
-//! The `Accept` values a client sent with a manifest request, kept whole: every header line,
+//! The `Accept` values a client sent with a manifest request, read whole: every header line,
 //! every comma-separated value, in order. skopeo sends six separate `Accept` lines; a proxy
 //! that keeps only the first gets a single-platform manifest where the client asked for an
-//! index, so the whole list goes upstream.
+//! index, so every line counts.
+//!
+//! What goes upstream, and what a tag's cache entry is keyed on, is not the raw list but
+//! [`ManifestAccept`]: the set of manifest media types fetchgate reads that the list accepts.
+//! Parameters, unknown types and order do not reach the upstream, so twenty spellings of one
+//! set are one cache entry and one upstream request (Docker Hub counts `GET`s).
 
 use http::HeaderMap;
 
-use super::manifest::essence;
+use super::manifest::{MANIFEST_TYPES, essence};
+
+/// The manifest media types a client accepts, normalised: essences only, every type a
+/// `*/*` or `application/*` range covers, unknown values and parameters dropped, a type
+/// refused with `q=0` removed, sorted and deduplicated. No `Accept` at all accepts every
+/// type (RFC 9110 §12.5.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ManifestAccept(Vec<&'static str>);
+
+impl ManifestAccept {
+    /// The set `list` accepts.
+    pub(crate) fn of(list: &AcceptList) -> Self {
+        if list.0.is_empty() {
+            return Self::every_type();
+        }
+        let mut set: Vec<&'static str> = Vec::new();
+        let mut refused: Vec<&'static str> = Vec::new();
+        for v in &list.0 {
+            let range = essence(v);
+            let covered: Vec<&'static str> = match range.as_str() {
+                "*/*" | "application/*" => MANIFEST_TYPES.to_vec(),
+                r => MANIFEST_TYPES.iter().copied().filter(|t| *t == r).collect(),
+            };
+            if q_zero(v) {
+                // `q=0` on one type refuses that type; on a range it adds nothing.
+                if covered.len() == 1 {
+                    refused.extend(covered);
+                }
+            } else {
+                set.extend(covered);
+            }
+        }
+        set.retain(|t| !refused.contains(t));
+        set.sort_unstable();
+        set.dedup();
+        Self(set)
+    }
+
+    /// Every manifest type fetchgate reads.
+    pub(crate) fn every_type() -> Self {
+        let mut all = MANIFEST_TYPES.to_vec();
+        all.sort_unstable();
+        Self(all)
+    }
+
+    /// True when no manifest type fetchgate reads is acceptable (nothing to ask for).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The `Accept` value sent upstream, which is also the tag's cache key: `a, b, c`.
+    pub(crate) fn header(&self) -> String {
+        self.0.join(", ")
+    }
+
+    /// True if a manifest of `media_type` is in the set.
+    pub(crate) fn accepts(&self, media_type: &str) -> bool {
+        let want = essence(media_type);
+        self.0.iter().any(|t| *t == want)
+    }
+}
+
+/// True when the value carries `q=0` (the client refuses it).
+fn q_zero(value: &str) -> bool {
+    value.split(';').skip(1).any(|p| {
+        let p = p.trim().to_ascii_lowercase();
+        p.strip_prefix("q=")
+            .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q == 0.0))
+    })
+}
 
 /// At most this many `Accept` values are kept from one request.
 pub(crate) const MAX_ACCEPT_VALUES: usize = 64;
@@ -74,11 +148,7 @@ impl AcceptList {
         let (want_type, _) = want.split_once('/').unwrap_or((&want, ""));
         self.0.iter().any(|v| {
             let range = essence(v);
-            let refused = v.split(';').skip(1).any(|p| {
-                let p = p.trim().to_ascii_lowercase();
-                p.strip_prefix("q=")
-                    .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q == 0.0))
-            });
+            let refused = q_zero(v);
             let matches = range == want || range == "*/*" || range == format!("{want_type}/*");
             matches && !refused
         })
@@ -160,6 +230,44 @@ mod tests {
             [OCI_INDEX],
             "an opaque value is dropped"
         );
+    }
+
+    #[test]
+    fn spellings_of_one_set_of_manifest_types_are_one_set() {
+        let set = |lines: &[&str]| ManifestAccept::of(&AcceptList::from_headers(&headers(lines)));
+        let docker = set(&[DOCKER_MANIFEST_LIST, OCI_INDEX]);
+        assert_eq!(
+            docker.header(),
+            format!("{DOCKER_MANIFEST_LIST}, {OCI_INDEX}"),
+            "sorted"
+        );
+        for other in [
+            vec![OCI_INDEX, DOCKER_MANIFEST_LIST],
+            vec![&format!("{OCI_INDEX}; q=0.5"), DOCKER_MANIFEST_LIST],
+            vec![
+                &format!("{OCI_INDEX}, {OCI_INDEX};x=1"),
+                DOCKER_MANIFEST_LIST,
+            ],
+            vec![
+                OCI_INDEX,
+                "application/x-junk-1",
+                DOCKER_MANIFEST_LIST,
+                "text/html",
+            ],
+            vec![&OCI_INDEX.to_ascii_uppercase(), DOCKER_MANIFEST_LIST],
+        ] {
+            assert_eq!(set(&other), docker, "{other:?}");
+        }
+        // Ranges cover every type; q=0 refuses one; no Accept is every type.
+        assert_eq!(set(&["*/*"]), ManifestAccept::every_type());
+        assert_eq!(set(&["application/*;q=0.1"]), ManifestAccept::every_type());
+        assert_eq!(set(&[]), ManifestAccept::every_type());
+        let no_index = set(&["*/*", &format!("{OCI_INDEX};q=0")]);
+        assert!(!no_index.accepts(OCI_INDEX) && no_index.accepts(OCI_MANIFEST));
+        assert!(set(&["application/json", "text/*"]).is_empty());
+        // The twin: sets that differ stay apart.
+        assert_ne!(set(&[OCI_MANIFEST]), set(&[OCI_INDEX]));
+        assert!(set(&[OCI_MANIFEST]).accepts(&format!("{OCI_MANIFEST}; charset=utf-8")));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 
-use super::accept::AcceptList;
+use super::accept::{AcceptList, ManifestAccept};
 use super::error::OciError;
 use super::manifest::{self, MANIFEST_TYPES, MAX_MANIFEST_BYTES};
 use super::paths::{self, Route};
@@ -143,7 +143,13 @@ impl Oci<'_> {
                 let name = self.judge_repository(front, name)?;
                 let authed = self.authorised(front, &name).await;
                 let front = authed.as_ref().unwrap_or(front);
-                let accept = AcceptList::from_value(ask.accept);
+                let accept = ManifestAccept::of(&AcceptList::from_value(ask.accept));
+                if accept.is_empty() {
+                    // No manifest type fetchgate reads is acceptable: nothing to ask for.
+                    return Err(RegistryError::kind(OciError::NotAccepted {
+                        media_type: "any image manifest or index".into(),
+                    }));
+                }
                 let (entry, freshness) = self
                     .manifest_by_tag(front, &name, tag.as_str(), &accept)
                     .await?;
@@ -177,14 +183,11 @@ impl Oci<'_> {
                     &[(CONTENT_DIGEST, digest.as_str())],
                 ))
             }
-            Route::TagsList { name, .. } => {
+            Route::TagsList { name, n, last } => {
                 let name = self.judge_repository(front, name)?;
                 let authed = self.authorised(front, &name).await;
                 let front = authed.as_ref().unwrap_or(front);
-                let path = match ask.query {
-                    Some(q) => format!("v2/{name}/tags/list?{q}"),
-                    None => format!("v2/{name}/tags/list"),
-                };
+                let path = super::paths::tags_list_path(&name, n, last.as_ref());
                 let (entry, freshness) = self
                     .core
                     .meta(

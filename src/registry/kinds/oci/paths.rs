@@ -148,6 +148,25 @@ fn route(
 
 /// The one value of query parameter `key`; given twice is refused (two readers would keep
 /// different ones).
+/// The upstream path (below its base) of one page of `name`'s tags, rebuilt from the parsed
+/// `n` and `last` only: nothing else of the client's query goes upstream, and the path is
+/// also the page's cache key, so junk parameters cannot multiply upstream requests.
+pub(crate) fn tags_list_path(name: &str, n: Option<u32>, last: Option<&Tag>) -> String {
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    if let Some(n) = n {
+        query.append_pair("n", &n.to_string());
+    }
+    if let Some(last) = last {
+        query.append_pair("last", last.as_str());
+    }
+    let query = query.finish();
+    if query.is_empty() {
+        format!("v2/{name}/tags/list")
+    } else {
+        format!("v2/{name}/tags/list?{query}")
+    }
+}
+
 fn single(query: Option<&str>, key: &'static str) -> Result<Option<String>, OciError> {
     let mut found = None;
     for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
@@ -222,6 +241,27 @@ mod tests {
             panic!("a tag list");
         };
         assert_eq!(n.as_str(), "tags/list");
+    }
+
+    #[test]
+    fn a_tag_list_goes_upstream_with_only_its_parsed_n_and_last() {
+        let page = |q: &str| {
+            let Route::TagsList { name, n, last } =
+                parse("GET", "/v2/alpine/tags/list", Some(q)).unwrap().route
+            else {
+                panic!("a tag list");
+            };
+            tags_list_path(name.as_str(), n, last.as_ref())
+        };
+        assert_eq!(
+            page("n=5&last=3.18&x=1&n2=%2e%2e&cb=999"),
+            "v2/alpine/tags/list?n=5&last=3.18"
+        );
+        assert_eq!(page("last=3.18&n=5"), "v2/alpine/tags/list?n=5&last=3.18");
+        assert_eq!(page("cb=1"), "v2/alpine/tags/list");
+        assert_eq!(page("cb=2"), page(""), "one key for one page");
+        // The twin: a tag list with its real parameters still asks for that page.
+        assert_eq!(page("n=50"), "v2/alpine/tags/list?n=50");
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! A manifest by tag: metadata in the TTL cache, asked of the upstream with every `Accept`
-//! value the client sent and kept under that `Accept` set, so two clients that read different
-//! manifest kinds never get each other's representation (one that reads only Docker schema 2
-//! is never handed an OCI index another client's request put in the cache). Past the TTL the
+//! A manifest by tag: metadata in the TTL cache, asked of the upstream with the normalised
+//! set of manifest types the client accepts ([`ManifestAccept`]) and kept under that set, so
+//! two clients that read different manifest kinds never get each other's representation (one
+//! that reads only Docker schema 2 is never handed an OCI index another client's request put
+//! in the cache), while two spellings of one set share one entry. The body is read within
+//! [`MAX_MANIFEST_BYTES`] while it arrives, not after. Past the TTL the
 //! tag is revalidated with a `HEAD` (free on Docker Hub, where `GET`s are rate-limited): the
 //! manifest is fetched again with `GET` only when the upstream's `Docker-Content-Digest`
 //! differs from the cached manifest's digest, or the `HEAD` names none.
@@ -11,8 +13,10 @@ use std::sync::Arc;
 use http::HeaderMap;
 use http::header::{self, HeaderValue};
 
-use super::accept::AcceptList;
+use super::accept::ManifestAccept;
 use super::count;
+use super::error::OciError;
+use super::manifest::MAX_MANIFEST_BYTES;
 use super::reference::Digest;
 use super::state::Oci;
 use crate::fetch::expected::MetaResponse;
@@ -20,19 +24,11 @@ use crate::registry::error::RegistryError;
 use crate::registry::metadata::{Answer, Entry, Freshness};
 use crate::registry::settings::Front;
 
-/// What fetchgate asks an upstream for when a client sent no `Accept`: every kind it reads.
+/// What fetchgate asks an upstream for a manifest by digest: every kind it reads.
 pub(super) const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json";
 
 /// The digest of a manifest or blob, as distribution sends it.
 pub(super) const CONTENT_DIGEST: &str = "docker-content-digest";
-
-/// The `Accept` value sent upstream for a client's `accept` list: all of it, in order, or
-/// [`MANIFEST_ACCEPT`] when it sent none.
-pub(super) fn upstream_accept(accept: &AcceptList) -> String {
-    accept
-        .joined()
-        .unwrap_or_else(|| MANIFEST_ACCEPT.to_string())
-}
 
 impl Oci<'_> {
     /// The manifest `name:tag` as the upstream answers a client accepting `accept`: from the
@@ -43,17 +39,19 @@ impl Oci<'_> {
         front: &Front,
         name: &str,
         tag: &str,
-        accept: &AcceptList,
+        accept: &ManifestAccept,
     ) -> Result<(Arc<Entry>, Freshness), RegistryError> {
         let path = format!("v2/{name}/manifests/{tag}");
         let url = self.core.upstream_url(front, &path)?;
-        let sent = upstream_accept(accept);
-        // Keyed by the whole list as sent: another list is another representation.
+        let sent = accept.header();
+        // Keyed by the normalised set: another set is another representation, another
+        // spelling of one set is not.
         let key = format!("{name}:manifest:{tag}\0{sent}");
         let registry = front.settings.name.as_str();
         let fetcher = &self.core.fetcher;
         let credential = front.credential.as_ref();
-        let limit = front.settings.max_metadata_bytes;
+        // A manifest is capped while it is read (the metadata cap is far larger).
+        let limit = front.settings.max_metadata_bytes.min(MAX_MANIFEST_BYTES);
         let mut headers = HeaderMap::new();
         if let Ok(v) = HeaderValue::from_str(&sent) {
             headers.insert(header::ACCEPT, v);
@@ -100,7 +98,15 @@ impl Oci<'_> {
                 MetaResponse::NotFound => Ok(Answer::NotFound),
             }
         };
-        self.core.meta_via(front, &key, &path, ask).await
+        match self.core.meta_via(front, &key, &path, ask).await {
+            Err(RegistryError::MetadataTooLarge { .. }) => {
+                Err(RegistryError::kind(OciError::ManifestTooLarge {
+                    size: limit + 1,
+                    limit,
+                }))
+            }
+            got => got,
+        }
     }
 }
 
@@ -116,21 +122,6 @@ fn content_digest(headers: &HeaderMap) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_client_list_goes_upstream_whole_or_every_kind_when_it_sent_none() {
-        assert_eq!(
-            upstream_accept(&AcceptList::from_value(None)),
-            MANIFEST_ACCEPT
-        );
-        let two = AcceptList::from_value(Some(
-            "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.index.v1+json",
-        ));
-        assert_eq!(
-            upstream_accept(&two),
-            "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.index.v1+json"
-        );
-    }
 
     #[test]
     fn only_a_sha256_digest_header_counts_as_one() {

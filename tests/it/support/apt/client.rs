@@ -60,6 +60,17 @@ impl AptClient {
         self
     }
 
+    /// Points the one source at `suite` instead of [`SUITE`] (same base, keyring, component).
+    pub fn use_suite(&self, suite: &str) {
+        let path = self.dir.path().join("etc/apt/sources.list");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text.replace(
+            &format!(" {SUITE} {COMPONENT}"),
+            &format!(" {suite} {COMPONENT}"),
+        );
+        std::fs::write(path, text).unwrap();
+    }
+
     /// Where `apt-get download` writes, and `install --download-only` caches.
     pub fn download_dir(&self) -> PathBuf {
         self.dir.path().join("download")

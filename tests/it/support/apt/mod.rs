@@ -19,7 +19,7 @@ pub use client::{AptClient, installs, output_text};
 pub use server::AptServer;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use tempfile::TempDir;
@@ -308,6 +308,25 @@ impl AptRepo {
     pub fn edit_packages_after_signing(&self) {
         let text = std::fs::read_to_string(self.binary_dir().join("Packages")).unwrap();
         self.write_packages(text.replace("the app", "the bad").as_bytes());
+    }
+
+    /// Serves a copy of the whole signed tree of `dists/<from>/` (its `InRelease` untouched)
+    /// as `dists/<to>/`: what a mirror substituting one suite for another serves.
+    pub fn copy_suite(&self, from: &str, to: &str) {
+        fn copy(from: &Path, to: &Path) {
+            std::fs::create_dir_all(to).unwrap();
+            for e in std::fs::read_dir(from).unwrap() {
+                let e = e.unwrap();
+                let target = to.join(e.file_name());
+                if e.file_type().unwrap().is_dir() {
+                    copy(&e.path(), &target);
+                } else {
+                    std::fs::copy(e.path(), target).unwrap();
+                }
+            }
+        }
+        let dists = self.root.join("dists");
+        copy(&dists.join(from), &dists.join(to));
     }
 
     /// Re-signs with `Valid-Until` in the past.

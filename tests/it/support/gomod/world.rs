@@ -249,6 +249,15 @@ impl GoWorld {
             .map(|r| r.body.clone())
     }
 
+    /// Serves `body` at `path` (escaped, as fetchgate asks) on the GOPROXY server instead of
+    /// what the modules give, until the next change republishes them.
+    pub fn serve_proxy(&self, path: &str, body: &str) {
+        self.proxy_routes
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), Reply::ok(body.to_string()));
+    }
+
     /// A response body the proxy serves now (for a test that fetches through fetchgate).
     pub fn proxy_body(&self, path: &str) -> Option<Bytes> {
         self.proxy_routes
