@@ -211,11 +211,13 @@ impl From<RequestError> for Problem {
             RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             // The digest names one size; a request claiming another conflicts with the entry.
             SizeMismatch { .. } => StatusCode::CONFLICT,
+            // Sent to the wrong listener: the client can reach the right one directly.
+            AdminNotProxied { .. } => StatusCode::MISDIRECTED_REQUEST,
         };
         let mut p = Problem::new(status, e.code(), e.origin(), e.to_string(), e.next());
         p.field = e.field().map(str::to_string);
         match e {
-            NotFound { locator } => p.at(locator),
+            NotFound { locator } | AdminNotProxied { locator } => p.at(locator),
             MethodNotForwarded { allow, .. } => {
                 let allow =
                     HeaderValue::from_str(&allow).unwrap_or(HeaderValue::from_static("GET, HEAD"));
@@ -391,7 +393,7 @@ impl From<&ThroughError> for Problem {
                         "no mirror produced bytes matching the expected size and sha256 ({} tried)",
                         list.len()
                     ),
-                    "try another mirror of the same artifact, or check the manifest's size and sha256",
+                    "try another mirror of the same artifact, or check that the expected size and sha256 are the artifact's",
                 );
                 p.extra = Some(json!({ "locators": list }));
                 p

@@ -63,6 +63,9 @@ pub(crate) enum RequestError {
     Evicted(Digest),
     /// A `Range` outside an entry of `size` bytes.
     RangeNotSatisfiable { size: u64 },
+    /// An absolute-form request for fetchgate's own admin listener: the proxy port never
+    /// serves the admin routes (`locator` is already redacted).
+    AdminNotProxied { locator: String },
 }
 
 impl RequestError {
@@ -91,6 +94,7 @@ impl RequestError {
             NotInCache(_) => "not_in_cache",
             Evicted(_) => "entry_evicted",
             RangeNotSatisfiable { .. } => "range_not_satisfiable",
+            AdminNotProxied { .. } => "admin_not_proxied",
         }
     }
 
@@ -148,14 +152,14 @@ impl RequestError {
             InvalidRequest(_) => "check the request line",
             InvalidDigest { field: "pin", .. } => "pin=<64 lowercase hex>",
             InvalidDigest { .. } => "use /sha256/<64 lowercase hex characters>",
-            InvalidSize => "pass the artifact's exact size from the manifest",
+            InvalidSize => "pass the artifact's exact size in bytes",
             TooManyMirrors => "list fewer mirrors",
-            MissingSize => "add size=N (bytes) from the manifest",
+            MissingSize => "add size=N, the artifact's exact size in bytes",
             SizeTooLarge { .. } => {
                 "fetch it from a mirror directly, or ask the operator to raise [cache] max_object_bytes"
             }
             SizeMismatch { .. } => {
-                "check the manifest: its size and sha256 disagree, so it names other bytes than it means"
+                "check the expected size and sha256: they disagree, so they name other bytes than meant"
             }
             InvalidEngine => "for example engine=node=20.11.0",
             MissingManifest => "add manifest=<URL>",
@@ -166,6 +170,9 @@ impl RequestError {
             Evicted(_) => "retry",
             RangeNotSatisfiable { .. } => {
                 "ask for a range inside the entry, or drop the Range header"
+            }
+            AdminNotProxied { .. } => {
+                "reach the admin listener directly: add its address to NO_PROXY (no_proxy), or use curl --noproxy '*'"
             }
         }
     }
@@ -215,6 +222,10 @@ impl fmt::Display for RequestError {
             NotInCache(digest) => write!(f, "no verified entry for sha256 {digest}"),
             Evicted(digest) => write!(f, "sha256 {digest} was evicted while being served"),
             RangeNotSatisfiable { size } => write!(f, "the entry is {size} bytes"),
+            AdminNotProxied { locator } => write!(
+                f,
+                "{locator} is fetchgate's own admin listener, which is not served through the proxy port"
+            ),
         }
     }
 }
