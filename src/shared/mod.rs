@@ -298,6 +298,8 @@ impl SharedTier {
     fn refuse(&self, key: &object_store::path::Path, why: &str) {
         self.count("get", "mismatch");
         self.metrics.shared_verify_failures.inc();
+        self.metrics
+            .integrity_failure(crate::metrics::check::SHARED_BUCKET);
         tracing::warn!(
             key = %key,
             reason = why,
@@ -353,6 +355,8 @@ impl SharedTier {
     pub(crate) fn alias_refused(&self, key: &str, sha256: &Digest) {
         self.count("alias", "mismatch");
         self.metrics.shared_verify_failures.inc();
+        self.metrics
+            .integrity_failure(crate::metrics::check::SHARED_BUCKET);
         tracing::warn!(
             alias = key,
             %sha256,

@@ -124,7 +124,7 @@ impl Fill {
         .await
         .map_err(|e| RegistryError::Internal(e.to_string()))?;
         if let Err(e) = checked {
-            count(self.fetcher.metrics(), "mismatch");
+            count(self.fetcher.metrics(), &self.registry, "mismatch");
             tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module refused; nothing stored");
             return Err(go_err(GoError::Verify(e)));
         }
@@ -145,15 +145,15 @@ impl Fill {
         .await
         .map_err(|e| RegistryError::Internal(e.to_string()))?
         .map_err(RegistryError::Cache)?;
-        count(self.fetcher.metrics(), "miss");
+        count(self.fetcher.metrics(), &self.registry, "miss");
         self.fetcher.metrics().fill(crate::metrics::route::REGISTRY);
         Ok(sha256)
     }
 }
 
-/// Counts one go artifact request by outcome.
-pub(super) fn count(metrics: &crate::metrics::Metrics, outcome: &'static str) {
-    metrics.registry_artifact(NAME, outcome);
+/// Counts one go artifact request of `registry` by outcome.
+pub(super) fn count(metrics: &crate::metrics::Metrics, registry: &str, outcome: &'static str) {
+    metrics.registry_artifact(registry, NAME, outcome);
 }
 
 /// With `sumdb = "off"`: the bytes' `h1:` must be the first one seen for this file, which is
