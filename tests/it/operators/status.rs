@@ -37,7 +37,8 @@ async fn a_registry_whose_key_is_wrong_shows_failing_with_its_refusal_in_a_brows
     let toml = Toml::new().trust(server.addr).trust(go.addr).raw(&format!(
         "[[registry]]\nname = \"deb\"\nkind = \"apt\"\nupstream = \"{}\"\nsigned_by = {:?}\n\n\
          [[registry]]\nname = \"gomod\"\nkind = \"go\"\nupstream = \"{2}\"\nsumdb = \"off\"\n\n\
-         [[registry]]\nname = \"js\"\nkind = \"npm\"\nupstream = \"http://127.0.0.1:4873/\"\n",
+         [[registry]]\nname = \"js\"\nkind = \"npm\"\nupstream = \"http://127.0.0.1:4873/\"\n\n\
+         [[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{2}\"\n",
         server.base_url(),
         signed_by.display().to_string(),
         go.base(),
@@ -66,7 +67,31 @@ async fn a_registry_whose_key_is_wrong_shows_failing_with_its_refusal_in_a_brows
         assert_eq!(got.status, 404);
     }
 
+    // An OCI registry whose upstream has none of the images asked for: every pull is 404.
+    for image in ["library/alpine/manifests/3", "library/debian/manifests/12"] {
+        let got = get(&format!("/registry/hub/v2/{image}")).await;
+        assert_eq!(got.status, 404, "{}", String::from_utf8_lossy(&got.body));
+    }
+    // Both refused InReleases moved the counter the tampering alert reads.
+    let metrics = support::proxy::Client::connect(admin)
+        .await
+        .send("GET", "/metrics", &[("host", &admin.to_string())])
+        .await;
+    assert_eq!(
+        support::metrics::sample(
+            &String::from_utf8_lossy(&metrics.body),
+            r#"fetchgate_integrity_failures_total{check="apt_signature"}"#
+        ),
+        Some(2.0)
+    );
+
     let (dom, _) = chromium_dom(&format!("http://{admin}/")).await;
+    let hub = row(&dom, "hub");
+    assert!(
+        hub.contains("class=\"bad\">failing: every one of its last 2 answers was an error"),
+        "a registry whose every pull is 404 is not green: {hub}"
+    );
+    assert!(hub.contains("<td class=\"last-refusal\">404 "), "{hub}");
     let deb = row(&dom, "deb");
     assert!(deb.contains("<td>deb</td><td>apt</td>"), "{deb}");
     assert!(

@@ -201,3 +201,38 @@ async fn serve_starts_with_a_refused_upstream_and_its_banner_names_it_and_the_ru
         .await;
     assert_eq!(got.status, 200, "{}", text(&got.body));
 }
+
+/// `fetchgate check` on a refused destination prints the rule `config check` and the banner
+/// print (the one a request's problem carries), and none for what no rule can allow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_prints_the_trust_rule_for_a_refused_destination() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = fetchgate(dir.path(), &["check", "http://127.0.0.1:4873/left-pad"], &[]).await;
+    assert_eq!(o.status.code(), Some(1), "{}", shown(&o));
+    let out = text(&o.stdout);
+    for want in [
+        "loopback_address",
+        "if you operate it, this rule allows it:",
+        "    [[egress.trust]]",
+        "    cidrs = [\"127.0.0.1/32\"]",
+        "    ports = [4873]",
+    ] {
+        assert!(out.contains(want), "{want:?} in {out}");
+    }
+    let o = fetchgate(
+        dir.path(),
+        &["--json", "check", "http://127.0.0.1:4873/left-pad"],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        json_of(&o)["trust_rule"],
+        "[[egress.trust]]\ncidrs = [\"127.0.0.1/32\"]\nports = [4873]\n"
+    );
+    // Cloud metadata: no rule can allow it, so none is offered.
+    let o = fetchgate(dir.path(), &["--json", "check", "http://169.254.169.254/"], &[]).await;
+    assert_eq!(o.status.code(), Some(1), "{}", shown(&o));
+    assert!(json_of(&o)["trust_rule"].is_null(), "{}", shown(&o));
+    let o = fetchgate(dir.path(), &["check", "http://169.254.169.254/"], &[]).await;
+    assert!(!text(&o.stdout).contains("[[egress.trust]]"), "{}", shown(&o));
+}
