@@ -288,10 +288,13 @@ async fn signals(handle: fetchgate::serve::Handle, path: Option<std::path::PathB
         tokio::select! {
             _ = hup.recv() => match Config::load(path.as_deref()) {
                 Ok(config) => {
-                    handle.reload(&config);
+                    // Judged before it is in force, so the status page shows this config's
+                    // upstreams from the moment it serves.
+                    let (_, checks) = handle.reload_judged(&config).await;
                     reloads.get_or_create(&[("outcome", "applied")]).inc();
-                    tracing::info!("configuration reloaded");
-                    for c in handle.check_upstreams().await.iter().filter(|c| c.fails()) {
+                    let refused = checks.iter().filter(|c| c.fails()).count();
+                    tracing::info!(upstreams = checks.len(), upstreams_refused = refused, "configuration reloaded");
+                    for c in checks.iter().filter(|c| c.fails()) {
                         tracing::warn!(target: "fetchgate::banner", "upstream refused by the egress policy: {}", c.line());
                     }
                 }

@@ -283,6 +283,19 @@ impl Handle {
         checks
     }
 
+    /// Reloads `config` with its upstreams judged first (as [`Handle::check_upstreams`]), so
+    /// the status page never shows the previous config's judgement beside the new config:
+    /// the settings that wait for the next start, and the judgement.
+    pub async fn reload_judged(
+        &self,
+        config: &Config,
+    ) -> (Vec<&'static str>, Vec<crate::app::upstreams::UpstreamCheck>) {
+        let checks = crate::app::upstreams::judge(config, true).await;
+        let waiting = self.app.reload(config);
+        self.app.set_upstreams(checks.clone());
+        (waiting, checks)
+    }
+
     /// What the start-up banner says, for the config in force and `checks`.
     pub fn banner(
         &self,

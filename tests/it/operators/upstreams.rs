@@ -207,7 +207,12 @@ async fn serve_starts_with_a_refused_upstream_and_its_banner_names_it_and_the_ru
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_prints_the_trust_rule_for_a_refused_destination() {
     let dir = tempfile::tempdir().unwrap();
-    let o = fetchgate(dir.path(), &["check", "http://127.0.0.1:4873/left-pad"], &[]).await;
+    let o = fetchgate(
+        dir.path(),
+        &["check", "http://127.0.0.1:4873/left-pad"],
+        &[],
+    )
+    .await;
     assert_eq!(o.status.code(), Some(1), "{}", shown(&o));
     let out = text(&o.stdout);
     for want in [
@@ -230,9 +235,86 @@ async fn check_prints_the_trust_rule_for_a_refused_destination() {
         "[[egress.trust]]\ncidrs = [\"127.0.0.1/32\"]\nports = [4873]\n"
     );
     // Cloud metadata: no rule can allow it, so none is offered.
-    let o = fetchgate(dir.path(), &["--json", "check", "http://169.254.169.254/"], &[]).await;
+    let o = fetchgate(
+        dir.path(),
+        &["--json", "check", "http://169.254.169.254/"],
+        &[],
+    )
+    .await;
     assert_eq!(o.status.code(), Some(1), "{}", shown(&o));
     assert!(json_of(&o)["trust_rule"].is_null(), "{}", shown(&o));
     let o = fetchgate(dir.path(), &["check", "http://169.254.169.254/"], &[]).await;
-    assert!(!text(&o.stdout).contains("[[egress.trust]]"), "{}", shown(&o));
+    assert!(
+        !text(&o.stdout).contains("[[egress.trust]]"),
+        "{}",
+        shown(&o)
+    );
+}
+
+/// The status page, as served on the admin listener.
+async fn status_page(admin: std::net::SocketAddr) -> String {
+    let got = support::proxy::Client::connect(admin)
+        .await
+        .send("GET", "/", &[("host", &admin.to_string())])
+        .await;
+    assert_eq!(got.status, 200);
+    text(&got.body)
+}
+
+/// A refused upstream is what a reload can fix: after SIGHUP with the rule the banner
+/// printed, the status page judges the new config's upstreams (none refused, no rule offered)
+/// and the reload line says none is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_with_the_printed_rule_clears_the_refusal_on_the_status_page() {
+    let reg = support::registry::FakeRegistry::start().await;
+    let upstream = format!(
+        "[[registry]]\nname = \"js\"\nkind = \"npm\"\nupstream = \"{}\"\n",
+        reg.base()
+    );
+    let mut served = Served::start(Toml::new().raw(&upstream)).await;
+    served
+        .lines_until("upstream refused by the egress policy")
+        .await;
+    let admin = served.run.admin;
+    let before = status_page(admin).await;
+    let table = before
+        .split("<table id=\"upstreams\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no refused upstream on {before}"));
+    assert!(table.contains("[[registry]] js upstream"), "{table}");
+    assert!(table.contains("[[egress.trust]]"), "{table}");
+    assert!(
+        before.contains("failing: the egress policy refuses its upstream (loopback_address)"),
+        "{before}"
+    );
+
+    let body = std::fs::read_to_string(&served.config).unwrap();
+    let cache = served.dir.path().join("cache");
+    let trusted = Toml::new()
+        .trust(reg.addr)
+        .raw(&upstream)
+        .cache_dir(&cache)
+        .section(
+            "listen",
+            &format!("proxy = \"{}\"\nadmin = \"{admin}\"", served.run.proxy),
+        )
+        .build();
+    assert_ne!(body, trusted);
+    std::fs::write(&served.config, trusted).unwrap();
+    let pid = served.run.child.id().expect("still running").to_string();
+    let ok = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -HUP {pid}");
+    let reloaded = served
+        .lines_until("configuration reloaded")
+        .await
+        .pop()
+        .unwrap();
+    assert!(reloaded.contains("upstreams_refused=0"), "{reloaded}");
+    let after = status_page(admin).await;
+    assert!(!after.contains("<table id=\"upstreams\">"), "{after}");
+    assert!(!after.contains("refuses its upstream"), "{after}");
+    assert!(!after.contains("[[egress.trust]]"), "{after}");
 }
