@@ -41,6 +41,7 @@ fn on_a_machine_without_the_tools_the_test_script_plans_every_one_the_tests_driv
         .split_whitespace()
         .collect();
     for p in [
+        "build-essential",
         "nodejs",
         "npm",
         "python3",
