@@ -87,6 +87,21 @@ pub struct Config {
 }
 
 impl Config {
+    /// What an operator should know once fetchgate listens: settings that work but leave
+    /// something off.
+    pub fn start_up_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.shared.as_ref().is_some_and(|s| s.fleet_key.is_none()) {
+            warnings.push(
+                "metadata is not shared: [shared] has no fleet_key_file, so each instance asks \
+                 the upstream for packuments, pages, indexes and tags itself (artifacts are \
+                 still shared); add a fleet key (see the README's fleet section)"
+                    .to_string(),
+            );
+        }
+        warnings
+    }
+
     /// The embedded defaults: the built-in profile, default ports, the system resolver.
     pub fn defaults() -> Result<Self, FileError> {
         Self::from_toml("<defaults>", "")

@@ -83,6 +83,8 @@ pub mod decide;
 pub mod errors;
 pub(crate) mod failure;
 pub mod fetch;
+#[doc(hidden)]
+pub mod fuzzing;
 pub(crate) mod header_list;
 pub(crate) mod listen;
 pub mod love;

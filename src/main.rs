@@ -244,7 +244,17 @@ async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {
         .map_or_else(|_| config.limits.admin.to_string(), |a| a.to_string());
     tokio::spawn(admin.run());
     tokio::spawn(signals(handle.clone(), path));
-    tracing::info!(proxy = %proxy_addr, admin = %admin_addr, version = fetchgate::VERSION, "fetchgate listening");
+    // Each registry's own listener, `name=address`, comma-separated.
+    let registries = server
+        .mount_addrs()
+        .iter()
+        .map(|(name, addr)| format!("{name}={addr}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    tracing::info!(proxy = %proxy_addr, admin = %admin_addr, registries = %registries, version = fetchgate::VERSION, "fetchgate listening");
+    for warning in config.start_up_warnings() {
+        tracing::warn!("{warning}");
+    }
     // What it will do, once its upstreams are judged (names resolved as a request would, on
     // a task of its own while the listeners already serve); a refused upstream is said here
     // and serving goes on (a reload may add the rule that allows it).

@@ -146,6 +146,20 @@ impl<R: Read> Read for Counted<'_, R> {
     }
 }
 
+/// A reader that counts the bytes read through it.
+struct CountedRead<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: Read> Read for CountedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
 /// Reads every member of `tgz`, checks it, and hands it with a reader over its data to
 /// `visit` (which may read some, all or none of it). `root`, when given, is the directory every
 /// member must be under (`package` for npm-style tarballs).
@@ -196,6 +210,7 @@ where
             if summary.files + summary.directories >= limits.max_members {
                 return Err(ArchiveError::cap("max_members", limits.max_members));
             }
+            check_fields(entry.header().as_bytes())?;
             // Without a required root (the pack profiles), a pax header carrying a path, times
             // and owners, or a GNU long name, names the member that follows (see `pax`).
             let typeflag = entry.header().as_bytes()[156];
@@ -235,7 +250,33 @@ where
                 Kind::File => summary.files += 1,
                 Kind::Directory => summary.directories += 1,
             }
-            visit(&member, &mut entry)?;
+            // A stream that ends inside a member's data reads short without an error (and
+            // tar-rs then takes the end of the stream as the end of the archive): count what
+            // the visitor read, read the rest, and refuse a member with fewer bytes than its
+            // header declares.
+            let mut data = CountedRead {
+                inner: &mut entry,
+                read: 0,
+            };
+            visit(&member, &mut data)?;
+            let rest = std::io::copy(&mut data.inner, &mut std::io::sink()).map_err(|e| {
+                if over() {
+                    expanded_cap()
+                } else {
+                    ArchiveError::malformed(member.field(), format!("unreadable data: {e}"))
+                }
+            })?;
+            if data.read + rest < member.size {
+                return Err(ArchiveError::malformed(
+                    member.field(),
+                    format!(
+                        "the archive ends {} bytes into member {:?}, which declares {}",
+                        data.read + rest,
+                        member.shown,
+                        member.size
+                    ),
+                ));
+            }
         }
     }
     if long_name.is_some() {
@@ -332,6 +373,74 @@ fn header_checksum_valid(block: &[u8; BLOCK]) -> bool {
 
 fn until_nul(b: &[u8]) -> &[u8] {
     b.iter().position(|x| *x == 0).map_or(b, |i| &b[..i])
+}
+
+/// The numeric fields of a tar header: name and byte range.
+const NUMERIC_FIELDS: [(&str, std::ops::Range<usize>); 8] = [
+    ("mode", 100..108),
+    ("uid", 108..116),
+    ("gid", 116..124),
+    ("size", 124..136),
+    ("mtime", 136..148),
+    ("chksum", 148..156),
+    ("devmajor", 329..337),
+    ("devminor", 337..345),
+];
+
+/// Refuses a header whose fields two readers read differently, whatever its type:
+///
+/// - a numeric field must be octal digits between spaces, up to its first NUL, or base-256
+///   with the `0x80` marker and the value in its last eight bytes. Python's `tarfile` checks
+///   every numeric field (uid, mtime and device numbers too) and silently ends the listing at
+///   a header it cannot read; node-tar reads the digits before any garbage; tar-rs reads
+///   size and mode only, base-256 from the last eight bytes only. Outside this form one
+///   reader lists a member another never sees;
+/// - the ustar prefix field (bytes 345..500) may be set only in a POSIX ustar header: tarfile
+///   joins it to the name in any header, while tar-rs and node-tar read it only in ustar
+///   ones (in a GNU header those bytes are times), so the member would have two names.
+fn check_fields(block: &[u8; BLOCK]) -> Result<(), ArchiveError> {
+    let shown: String = String::from_utf8_lossy(until_nul(&block[..100]))
+        .chars()
+        .take(SHOWN_CHARS)
+        .collect();
+    let at = format!("archive:{shown}");
+    for (name, range) in NUMERIC_FIELDS {
+        if !numeric_field_ok(&block[range]) {
+            return Err(ArchiveError::new(
+                FailureCode::ArchiveAmbiguous,
+                at,
+                format!(
+                    "member {shown:?} has a {name} field that is not plain octal or base-256; tar readers disagree on it (Python's tarfile stops listing there)"
+                ),
+            ));
+        }
+    }
+    let ustar = &block[257..263] == b"ustar\0" && &block[263..265] == b"00";
+    if !ustar && block[345] != 0 {
+        return Err(ArchiveError::new(
+            FailureCode::ArchiveAmbiguous,
+            at,
+            format!(
+                "member {shown:?} has a name prefix in a header that is not POSIX ustar; Python's tarfile joins it to the name, other readers ignore it"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether every reader reads `field` as one number (see [`check_fields`]).
+fn numeric_field_ok(field: &[u8]) -> bool {
+    if field[0] == 0x80 {
+        let value_at = field.len().saturating_sub(8).max(1);
+        return field[1..value_at].iter().all(|b| *b == 0);
+    }
+    let text = until_nul(field);
+    let start = text.iter().position(|b| *b != b' ').unwrap_or(text.len());
+    let end = text
+        .iter()
+        .rposition(|b| *b != b' ')
+        .map_or(start, |i| i + 1);
+    text[start..end].iter().all(|b| (b'0'..=b'7').contains(b))
 }
 
 /// Checks one raw header: type, mode, path, size.
@@ -467,6 +576,114 @@ fn member_path(raw: &[u8], is_dir: bool, root: Option<&str>) -> Result<String, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-member ustar archive whose header has `patch` applied, gzipped.
+    fn one(patch: impl Fn(&mut [u8; BLOCK])) -> Vec<u8> {
+        let mut h = [0u8; BLOCK];
+        h[..12].copy_from_slice(b"package/a.js");
+        h[100..108].copy_from_slice(b"0000644\0");
+        h[108..116].copy_from_slice(b"0000000\0");
+        h[116..124].copy_from_slice(b"0000000\0");
+        h[124..136].copy_from_slice(b"00000000001\0");
+        h[136..148].copy_from_slice(b"14717461000\0");
+        h[156] = b'0';
+        h[257..265].copy_from_slice(b"ustar\x0000");
+        patch(&mut h);
+        h[148..156].fill(b' ');
+        let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
+        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        let mut tar = h.to_vec();
+        tar.push(b'x');
+        tar.resize(4 * BLOCK, 0);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &tar).unwrap();
+        gz.finish().unwrap()
+    }
+
+    /// Found by the `archive` fuzz target (a file's data is as long as its header says):
+    /// an archive cut short inside its last member's data was accepted, the visitor reading
+    /// fewer bytes than declared, because the short read carries no error and tar-rs takes the
+    /// end of the stream for the end of the archive.
+    #[test]
+    fn an_archive_that_ends_inside_a_members_data_is_refused() {
+        let mut tar = Vec::new();
+        let tgz = one(|h| h[124..136].copy_from_slice(b"00000033333\0"));
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&tgz[..]), &mut tar).unwrap();
+        tar.truncate(BLOCK + 100);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &tar).unwrap();
+        let cut = gz.finish().unwrap();
+        let mut seen = 0;
+        let limits = Limits {
+            max_compressed_bytes: 1 << 20,
+            max_expanded_bytes: 1 << 20,
+            max_members: 10,
+            max_member_bytes: 1 << 20,
+            max_path_bytes: 200,
+        };
+        let e = read(&cut, &limits, None, |_, r| {
+            let mut b = Vec::new();
+            r.read_to_end(&mut b).unwrap();
+            seen = b.len();
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!((e.code.as_str(), seen), ("archive_malformed", 100), "{e:?}");
+        assert!(e.detail.contains("ends 100 bytes into"), "{}", e.detail);
+    }
+
+    fn code(tgz: &[u8]) -> Result<u64, &'static str> {
+        let limits = Limits {
+            max_compressed_bytes: 1 << 20,
+            max_expanded_bytes: 1 << 20,
+            max_members: 10,
+            max_member_bytes: 1 << 20,
+            max_path_bytes: 200,
+        };
+        read(tgz, &limits, None, |_, _| Ok(()))
+            .map(|s| s.files)
+            .map_err(|e| e.code.as_str())
+    }
+
+    /// Found by the `archive` fuzz target's property (an accepted archive lists what Python's
+    /// tarfile lists): a uid of `12x` (tarfile stops listing at that header; tar-rs never reads
+    /// uid), a base-256 size whose high bytes tar-rs skips, and a prefix field in a GNU header
+    /// (tarfile names the member `evil/package/a.js`, tar-rs and node-tar `package/a.js`).
+    #[test]
+    fn header_fields_readers_read_differently_are_refused() {
+        assert_eq!(code(&one(|_| {})), Ok(1));
+        assert_eq!(
+            code(&one(|h| h[124..136].copy_from_slice(b"    1      \0"))),
+            Ok(1),
+            "octal between spaces is read alike"
+        );
+        let refused = [
+            one(|h| h[108..116].copy_from_slice(b"12x\0\0\0\0\0")),
+            one(|h| h[136..148].copy_from_slice(b"+1471746100\0")),
+            one(|h| h[329..337].copy_from_slice(b"0o7\0\0\0\0\0")),
+            one(|h| h[124..136].copy_from_slice(&[0x80, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1])),
+            one(|h| h[124..136].copy_from_slice(&[0x81, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])),
+            one(|h| {
+                h[257..265].copy_from_slice(b"ustar  \0");
+                h[345..349].copy_from_slice(b"evil");
+            }),
+        ];
+        for (i, tgz) in refused.iter().enumerate() {
+            assert_eq!(code(tgz), Err("archive_ambiguous"), "case {i}");
+        }
+        assert_eq!(
+            code(&one(
+                |h| h[124..136].copy_from_slice(&[0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])
+            )),
+            Ok(1),
+            "base-256 that every reader reads alike"
+        );
+        assert_eq!(
+            code(&one(|h| h[345..352].copy_from_slice(b"package"))),
+            Ok(1),
+            "a prefix in a ustar header is read alike (package/package/a.js)"
+        );
+    }
 
     #[test]
     fn member_path_rules() {

@@ -48,8 +48,11 @@ pub(super) fn records(
             .iter()
             .position(|b| *b == b' ')
             .ok_or_else(|| refuse("with a malformed record".into()))?;
+        // Digits only: `parse` would take `+12`, which Python's tarfile refuses (and then
+        // lists nothing after this header).
         let len: usize = std::str::from_utf8(&rest[..space])
             .ok()
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|n| n.parse().ok())
             .filter(|n| *n > space + 1 && *n <= rest.len())
             .ok_or_else(|| refuse("with a malformed record length".into()))?;
@@ -120,5 +123,9 @@ mod tests {
         assert!(check("38 SCHILY.xattr.security.capability=x\n").is_err());
         assert!(check("99 mtime=1\n").is_err(), "a length past the end");
         assert!(check("14 mtime=12345").is_err());
+        assert!(
+            check("+13 uid=1000\n").is_err(),
+            "a signed length (tarfile refuses it; the archive fuzz target's property)"
+        );
     }
 }

@@ -13,10 +13,12 @@ use super::failure::{ExpectedError, Failure, FetchCode, LocatorFailure, locator_
 use super::flight::Ask;
 use super::hops::{Credential, GetRequest};
 use super::idle::IdleBody;
-use super::integrity::Expected;
+use super::integrity::{Algorithm, Expected};
 use super::pump::{Pump, read_capped};
 use super::tap::{Tap, TapSlot};
 use crate::redact::redact_locator;
+use crate::shared::SharedTier;
+use crate::shared::lease::{Landed, Turn};
 use crate::store::{Digest, FillError, FillSink, Provenance};
 
 /// What an upstream answered to a metadata request.
@@ -71,16 +73,7 @@ impl Fetcher {
         let want = Arc::new(want);
         let fetch = || {
             let (this, want) = (self.clone(), want.clone());
-            async move {
-                this.fetch_expected(
-                    &want.url,
-                    &want.expected,
-                    want.credential.as_ref(),
-                    want.label.clone(),
-                    super::tap::take(want.tap.as_ref()),
-                )
-                .await
-            }
+            async move { this.lead_expected(&want).await }
         };
         let broken = |why: &'static str| {
             ExpectedError::Locator(LocatorFailure::inside(
@@ -90,6 +83,53 @@ impl Fetcher {
             ))
         };
         self.inflight.expected.fly(ask, fetch, broken).await
+    }
+
+    /// The leading request's fetch of a registry artifact: the fleet's lease first (another
+    /// instance's fetch, once it landed, is read from the bucket and verified against the same
+    /// published digest), then the upstream; a lease held here is released once the artifact
+    /// and its alias are in the bucket.
+    async fn lead_expected(&self, want: &ExpectedAsk) -> Result<Digest, ExpectedError> {
+        let tier = self.tiers.shared().cloned();
+        let lease = match (&tier, fleet_lease(&want.expected)) {
+            (Some(tier), Some(name)) => {
+                let landed = landed_for(tier, &want.expected);
+                match tier.lease(&name, &redact_locator(&want.url), &landed).await {
+                    Turn::Lead(guard) => Some(guard),
+                    Turn::Ready => {
+                        if let Some(sha256) = self.tiers.fill_expected_landed(&want.expected).await
+                        {
+                            return Ok(sha256);
+                        }
+                        None
+                    }
+                    Turn::Alone(_) => None,
+                }
+            }
+            _ => None,
+        };
+        let fetched = self
+            .fetch_expected(
+                &want.url,
+                &want.expected,
+                want.credential.as_ref(),
+                want.label.clone(),
+                super::tap::take(want.tap.as_ref()),
+            )
+            .await;
+        if let (Some(guard), Some(tier)) = (lease, &tier) {
+            if let Ok(sha256) = &fetched {
+                tier.push_now(self.store(), *sha256, want.label.clone())
+                    .await;
+                let e = &want.expected;
+                if e.algorithm != Algorithm::Sha256 {
+                    tier.push_alias_now(e.algorithm.as_str(), &hex::encode(&e.bytes), *sha256)
+                        .await;
+                }
+            }
+            guard.release().await;
+        }
+        fetched
     }
 
     /// GETs a metadata document (at most `max` bytes), with `headers` and `credential`,
@@ -251,5 +291,25 @@ impl Fetcher {
             Ok(result) => result,
             Err(_) => Err(ExpectedError::Locator(self.timed_out(url))),
         }
+    }
+}
+
+/// The fleet lease for an artifact published as `expected`: by its SHA-256, or by the digest
+/// that names its bytes (a SHA-1 names none: each instance fetches it alone).
+fn fleet_lease(expected: &Expected) -> Option<String> {
+    let hex = hex::encode(&expected.bytes);
+    match expected.algorithm {
+        Algorithm::Sha256 => Some(format!("sha256/{hex}")),
+        a if a.names_bytes() => Some(format!("{}/{hex}", a.as_str())),
+        _ => None,
+    }
+}
+
+/// What a waiter on `expected`'s lease looks for: its object, or the alias naming it.
+fn landed_for(tier: &SharedTier, expected: &Expected) -> Landed {
+    let hex = hex::encode(&expected.bytes);
+    match Digest::parse(&hex) {
+        Ok(sha256) if expected.algorithm == Algorithm::Sha256 => tier.object_landed(&sha256),
+        _ => tier.alias_landed(expected.algorithm.as_str(), &hex),
     }
 }

@@ -17,6 +17,7 @@ use super::hops::GetRequest;
 use super::idle::IdleBody;
 use super::pump::{Pump, read_capped};
 use crate::redact::redact_locator;
+use crate::shared::lease::Turn;
 use crate::store::{Digest, FillError, FillSink, Provenance, StoreError};
 
 /// What to fetch: the expected identity and where it may be found.
@@ -71,12 +72,48 @@ impl Fetcher {
         self.inflight.through.fly(ask, fetch, broken).await
     }
 
-    /// One fetch-through: the shared tier, then each mirror in turn until one's bytes match.
+    /// One fetch-through: the shared tier, then (holding the fleet's lease, or after waiting
+    /// on another instance's) each mirror in turn until one's bytes match.
     async fn fetch(&self, wanted: &Wanted) -> Result<(), ThroughError> {
-        let metrics = &self.metrics;
         if self.tiers.fill_sized(wanted.digest, wanted.size).await {
             return Ok(());
         }
+        let lease = match self.tiers.shared() {
+            None => None,
+            Some(tier) => {
+                let name = format!("sha256/{}", wanted.digest.hex());
+                let landed = tier.object_landed(&wanted.digest);
+                match tier
+                    .lease(&name, &format!("sha256:{}", wanted.digest), &landed)
+                    .await
+                {
+                    Turn::Lead(guard) => Some(guard),
+                    Turn::Ready => {
+                        tier.forget_miss(&wanted.digest);
+                        if self.tiers.fill_sized(wanted.digest, wanted.size).await {
+                            return Ok(());
+                        }
+                        None
+                    }
+                    Turn::Alone(_) => None,
+                }
+            }
+        };
+        let fetched = self.fetch_mirrors(wanted).await;
+        if let (Some(guard), Some(tier)) = (lease, self.tiers.shared()) {
+            if fetched.is_ok() {
+                // Before the lease goes: its waiters look for the object, not for the lease.
+                tier.push_now(self.store(), wanted.digest, wanted.label.clone())
+                    .await;
+            }
+            guard.release().await;
+        }
+        fetched
+    }
+
+    /// Each mirror in turn until one's bytes match.
+    async fn fetch_mirrors(&self, wanted: &Wanted) -> Result<(), ThroughError> {
+        let metrics = &self.metrics;
         let mut failures = Vec::new();
         for mirror in &wanted.mirrors {
             let outcome =

@@ -3,10 +3,15 @@
 //! then local again" is written once; the bucket's bytes are verified on their way in, like
 //! bytes from the internet.
 
+use std::io::Read;
 use std::sync::Arc;
 
+use super::integrity::{Algorithm, Expected, Hasher};
 use crate::shared::{FirstRead, SharedTier};
-use crate::store::{Digest, Object, Store, lookup};
+use crate::store::{Body, Digest, Object, Store, lookup};
+
+/// Bytes hashed per read when checking a filled object against a registry digest.
+const CHUNK: usize = 256 * 1024;
 
 /// Which tier answered a lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +94,66 @@ impl Tiers {
         }
     }
 
+    /// The stored SHA-256 of an artifact the shared tier had for `expected` (`known` is the
+    /// SHA-256 already known locally, if any), filled and verified against `expected` with
+    /// its own algorithm; `None` on any miss. An alias in the bucket (`alias/sha512/<hex>`)
+    /// is a hint, never a verdict: a SHA-1 names no bytes, so another instance's SHA-1 alias
+    /// is no evidence and is not asked for.
+    pub(crate) async fn fill_expected(
+        &self,
+        expected: &Expected,
+        known: Option<Digest>,
+    ) -> Option<Digest> {
+        self.fill_expected_as(expected, known, false).await
+    }
+
+    /// [`Tiers::fill_expected`] after waiting on another instance's lease: the bucket's
+    /// recent miss of the object is forgotten first, since the holder's upload just landed.
+    pub(crate) async fn fill_expected_landed(&self, expected: &Expected) -> Option<Digest> {
+        self.fill_expected_as(expected, None, true).await
+    }
+
+    async fn fill_expected_as(
+        &self,
+        expected: &Expected,
+        known: Option<Digest>,
+        landed: bool,
+    ) -> Option<Digest> {
+        let tier = self.shared()?;
+        let sha256 = match (known, expected.algorithm) {
+            (Some(d), _) => d,
+            (None, Algorithm::Sha256) => Digest::parse(&hex::encode(&expected.bytes)).ok()?,
+            (None, algorithm) if !algorithm.names_bytes() => return None,
+            (None, algorithm) => {
+                tier.alias(algorithm.as_str(), &hex::encode(&expected.bytes))
+                    .await?
+            }
+        };
+        if landed {
+            tier.forget_miss(&sha256);
+        }
+        if !self.fill(sha256).await {
+            return None;
+        }
+        if expected.algorithm == Algorithm::Sha256 {
+            return Some(sha256);
+        }
+        let store = self.store.clone();
+        let wanted = expected.clone();
+        let matches = tokio::task::spawn_blocking(move || hashes_to(&store, &sha256, &wanted))
+            .await
+            .unwrap_or(false);
+        if !matches {
+            tier.alias_refused(
+                expected.algorithm.as_str(),
+                &hex::encode(&expected.bytes),
+                &sha256,
+            );
+            return None;
+        }
+        Some(sha256)
+    }
+
     /// A plain `GET /sha256/` miss with no mirrors, served from the shared tier while it is
     /// verified ([`SharedTier::first_read`]); [`FirstRead::Missed`] without a shared tier.
     pub(crate) async fn first_read(&self, digest: Digest) -> FirstRead {
@@ -100,4 +165,27 @@ impl Tiers {
             None => FirstRead::Missed,
         }
     }
+}
+
+/// Whether the stored entry `sha256` hashes to `expected` with the registry's algorithm.
+/// Blocking.
+fn hashes_to(store: &Arc<Store>, sha256: &Digest, expected: &Expected) -> bool {
+    let Some(object) = store.get(sha256) else {
+        return false;
+    };
+    let mut hasher = Hasher::new(expected.algorithm);
+    match object.body {
+        Body::Memory(bytes) => hasher.update(&bytes),
+        Body::File(mut file) => {
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => hasher.update(&buf[..n]),
+                    Err(_) => return false,
+                }
+            }
+        }
+    }
+    hasher.finish() == expected.bytes
 }

@@ -222,6 +222,7 @@ impl Love {
         };
         let found = self.packs.verified(&wanted, &shown_url).await?;
         let (bytes, verified_from, mirror_failures) = (found.bytes, found.from, found.failures);
+        let lease = found.lease;
 
         let (name, version) = (manifest.name.clone(), manifest.version.clone());
         let inspect_bytes = bytes.clone();
@@ -233,7 +234,7 @@ impl Love {
 
         // Verified and inspected: now it may exist in the cache, labelled.
         self.packs
-            .publish(expected, bytes, &verified_from, &label)
+            .publish(expected, bytes, &verified_from, &label, &lease)
             .await?;
         let sighting = Sighting {
             sha256: expected.hex(),

@@ -69,6 +69,8 @@ pub(crate) mod check {
     pub(crate) const REGISTRY_ARTIFACT: &str = "registry_artifact";
     /// An object read from the shared bucket that did not match its key.
     pub(crate) const SHARED_BUCKET: &str = "shared_bucket";
+    /// A metadata document in the shared bucket whose seal did not hold under the fleet key.
+    pub(crate) const FLEET_SEAL: &str = "fleet_seal";
     /// A Go module whose `h1:` the checksum database does not vouch for, or a database
     /// answer whose signature or proof did not verify.
     pub(crate) const SUMDB: &str = "sumdb";
@@ -80,9 +82,10 @@ pub(crate) mod check {
     /// A stored entry that no longer matched its digest (found by a scrub or on read).
     pub(crate) const STORED_ENTRY: &str = "stored_entry";
     /// Every check, for the zeros at start.
-    pub(crate) const ALL: [&str; 6] = [
+    pub(crate) const ALL: [&str; 7] = [
         REGISTRY_ARTIFACT,
         SHARED_BUCKET,
+        FLEET_SEAL,
         SUMDB,
         APT_SIGNATURE,
         FETCH_THROUGH,
@@ -190,6 +193,18 @@ pub struct Metrics {
     pub(crate) shared_breaker_open: Gauge,
     /// The last refusals and each registry's last answers, for the status page.
     pub(crate) recent: recent::Recent,
+    /// Fleet leases by `outcome`: `taken` (this instance fetched), `taken_over` (from a
+    /// holder that stopped renewing), `waited` (another instance's fetch served this one),
+    /// `timed_out` (waited `lease_wait_ms`, then fetched alone), `unavailable` (the bucket
+    /// could not be asked).
+    pub(crate) fleet_leases: Family<Labels1, Counter>,
+    /// Registry metadata a leading request had, by `source`: `fleet` (a sealed document
+    /// another instance shared) or `upstream`.
+    pub(crate) fleet_metadata: Family<Labels1, Counter>,
+    /// Shared metadata documents refused: their seal did not hold under the fleet key.
+    pub(crate) fleet_seal_failures: Counter,
+    /// Requests waiting now on another instance's lease.
+    pub(crate) fleet_waiting: Gauge,
 }
 
 fn latency() -> Histogram {
@@ -259,6 +274,10 @@ impl Metrics {
             shared_upload_queue: Gauge::default(),
             shared_breaker_open: Gauge::default(),
             recent: recent::Recent::default(),
+            fleet_leases: Family::default(),
+            fleet_metadata: Family::default(),
+            fleet_seal_failures: Counter::default(),
+            fleet_waiting: Gauge::default(),
             registry: Registry::default(),
         };
         let app = registry.sub_registry_with_prefix("fetchgate");
@@ -306,6 +325,10 @@ impl Metrics {
             shared_uploads: "shared_uploads", "Shared-tier uploads by outcome";
             shared_upload_queue: "shared_upload_queue", "Shared-tier uploads waiting";
             shared_breaker_open: "shared_breaker_open", "1 while the shared tier's circuit breaker is open";
+            fleet_leases: "fleet_leases", "Fleet leases by outcome (taken, taken_over, waited, timed_out, unavailable)";
+            fleet_metadata: "fleet_metadata", "Registry metadata a leading request had, by source (fleet, upstream)";
+            fleet_seal_failures: "fleet_seal_failures", "Shared metadata documents refused because their seal did not hold";
+            fleet_waiting: "fleet_waiting", "Requests waiting now on another instance's lease";
         );
         app.register(
             "build",

@@ -156,6 +156,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             digest: got.digest,
             from: got.from,
             _memory: got.memory,
+            lease: got.lease,
             named_by: shown,
             pinned: pinned.is_some(),
             source: depot_source(required(params, "depot")?),

@@ -10,6 +10,8 @@ use bytes::Bytes;
 
 use super::Packs;
 use super::error::PackError;
+use super::fleet::{FleetLease, FleetTurn};
+use super::steps::{FROM_CACHE, FROM_SHARED};
 use crate::failure::FailureCode;
 use crate::fetch::failure::{FetchCode, LocatorFailure, locator_failure};
 use crate::fetch::pump::Pump;
@@ -27,6 +29,8 @@ pub(crate) struct Fetched {
     pub(crate) from: String,
     /// The room the bytes hold in `[love] max_inflight_bytes`, given back when they drop.
     pub(crate) memory: Arc<Held>,
+    /// The fleet's lease on the digest (held only when it was known before the fetch).
+    pub(crate) lease: FleetLease,
 }
 
 /// The refusal for room `budget` could not give: `too_large` is the detail when the bytes
@@ -98,17 +102,28 @@ impl Packs {
     ) -> Result<Fetched, PackError> {
         let budget = self.settings.budget.max();
         let max = self.settings.caps.max_compressed_bytes.min(budget);
-        if let Some(d) = expected
-            && let Some(b) = self.fetcher.store().read_bytes(&d, max)
-            && Digest::of(&b) == d
-        {
-            let memory = self.hold(b.len() as u64, "the archive").await?;
-            return Ok(Fetched {
-                bytes: b,
-                digest: d,
-                from: "cache".into(),
-                memory: Arc::new(memory),
-            });
+        let mut lease = FleetLease::default();
+        if let Some(d) = expected {
+            let (bytes, from) = match self.read_local(d, max).await {
+                Some(b) => (Some(b), FROM_CACHE),
+                None => match self.fleet_turn(d, None, max).await {
+                    FleetTurn::Shared(b) => (Some(b), FROM_SHARED),
+                    FleetTurn::Fetch(held) => {
+                        lease = held;
+                        (None, "")
+                    }
+                },
+            };
+            if let Some(b) = bytes {
+                let memory = self.hold(b.len() as u64, "the archive").await?;
+                return Ok(Fetched {
+                    bytes: b,
+                    digest: d,
+                    from: from.into(),
+                    memory: Arc::new(memory),
+                    lease,
+                });
+            }
         }
         let mut memory = self.settings.budget.empty_for(self.client);
         let deadline = self.fetcher.fetch_timeout();
@@ -141,6 +156,7 @@ impl Packs {
             digest,
             from: redact_locator(url),
             memory: Arc::new(memory),
+            lease,
         })
     }
 

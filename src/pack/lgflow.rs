@@ -52,6 +52,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             digest: got.digest,
             from: got.from,
             _memory: got.memory,
+            lease: got.lease,
             named_by: redact_locator(url),
             source: origin_of(url),
             first_seen: None,

@@ -17,7 +17,8 @@ pub(crate) mod caps;
 mod error;
 mod fetching;
 mod files;
-mod json;
+mod fleet;
+pub(crate) mod json;
 mod keys;
 mod lgflow;
 mod lgflow_paths;
@@ -289,8 +290,14 @@ impl Packs {
         let elsewhere = settle(profile, seen, &label_name, &judged.version, &cand)?;
 
         let label = format!("{label_name}@{}", judged.version);
-        self.publish(cand.digest, cand.bytes.clone(), &cand.from, &label)
-            .await?;
+        self.publish(
+            cand.digest,
+            cand.bytes.clone(),
+            &cand.from,
+            &label,
+            &cand.lease,
+        )
+        .await?;
         let sighting = Sighting {
             sha256: cand.digest.hex(),
             size: cand.bytes.len() as u64,
@@ -363,4 +370,41 @@ fn settle(
             "seen": here,
         }
     })))
+}
+
+/// Runs `format`'s inspection over `bytes` as if they had been fetched and verified for
+/// `name`@`version` (with what resolution learned in `facts`) under `caps`, first seen at
+/// `first_seen`: the pure half of [`Packs::fetch`], with no fetcher, store or sightings. What
+/// the fuzz targets drive; the name and version the bytes bind come back.
+pub(crate) fn inspect_offline(
+    format: &str,
+    bytes: bytes::Bytes,
+    (name, version): (&str, &str),
+    facts: Value,
+    caps: Caps,
+    first_seen: u64,
+) -> Result<(String, String), PackError> {
+    let profile = profiles::find(format)?;
+    let budget = Budget::new(caps.max_compressed_bytes.saturating_mul(4));
+    let settings = PackSettings {
+        caps,
+        max_document_bytes: 1 << 20,
+        config: PackConfig::default(),
+        budget: budget.clone(),
+    };
+    let cand = profile::Candidate {
+        name: name.to_string(),
+        version: version.to_string(),
+        digest: crate::store::Digest::of(&bytes),
+        bytes,
+        from: "fuzz".into(),
+        named_by: "fuzz".into(),
+        pinned: false,
+        source: String::new(),
+        first_seen: Some(first_seen),
+        facts,
+        lease: fleet::FleetLease::default(),
+        _memory: Arc::new(budget.empty_for(None)),
+    };
+    (profile.inspect)(&cand, &settings).map(|j| (j.name, j.version))
 }

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::error::PackError;
+use super::fleet::FleetLease;
 use super::{PackSettings, Packs};
 use crate::pack::budget::Held;
 use crate::store::Digest;
@@ -71,6 +72,8 @@ pub(crate) struct Candidate {
     /// The room `bytes` hold in `[love] max_inflight_bytes` (shared with LOVE), given back
     /// when the last clone drops.
     pub(crate) _memory: Arc<Held>,
+    /// The fleet's lease on `digest`, let go once the bytes are published.
+    pub(crate) lease: FleetLease,
 }
 
 /// One format.

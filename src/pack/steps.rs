@@ -6,6 +6,7 @@
 use bytes::Bytes;
 
 use super::Packs;
+use super::fleet::{FleetLease, FleetTurn};
 use super::seen::Sighting;
 use crate::failure::Failure;
 use crate::fetch::failure::{LocatorFailure, ThroughError};
@@ -20,12 +21,20 @@ pub(crate) struct Verified {
     pub(crate) from: String,
     /// The mirrors that failed before one served them.
     pub(crate) failures: Vec<LocatorFailure>,
+    /// The fleet's lease on the digest, held until publication.
+    pub(crate) lease: FleetLease,
 }
 
+/// `from` for bytes the local store had.
+pub(crate) const FROM_CACHE: &str = "cache";
+/// `from` for bytes another instance of the fleet had put in the shared tier.
+pub(crate) const FROM_SHARED: &str = "shared tier";
+
 impl Packs {
-    /// `wanted`'s bytes, from the store when it holds them whole and matching, otherwise from
-    /// the first mirror whose bytes match; `named_by` is the (redacted) document that declared
-    /// them, for the report when every mirror failed. Nothing is published here.
+    /// `wanted`'s bytes, from the store when it holds them whole and matching, else from the
+    /// shared tier, otherwise from the first mirror whose bytes match (holding the fleet's
+    /// lease); `named_by` is the (redacted) document that declared them, for the report when
+    /// every mirror failed. Nothing is published here.
     pub(crate) async fn verified(
         &self,
         wanted: &Wanted,
@@ -41,15 +50,28 @@ impl Packs {
         {
             return Ok(Verified {
                 bytes,
-                from: "cache".into(),
+                from: FROM_CACHE.into(),
                 failures: Vec::new(),
+                lease: FleetLease::default(),
             });
         }
+        let lease = match self.fleet_turn(digest, Some(size), size).await {
+            FleetTurn::Shared(bytes) => {
+                return Ok(Verified {
+                    bytes,
+                    from: FROM_SHARED.into(),
+                    failures: Vec::new(),
+                    lease: FleetLease::default(),
+                });
+            }
+            FleetTurn::Fetch(lease) => lease,
+        };
         match self.fetcher.fetch_verified(wanted).await {
             Ok(v) => Ok(Verified {
                 bytes: v.bytes,
                 from: v.from,
                 failures: v.failures,
+                lease,
             }),
             Err(ThroughError::AllFailed(list)) => Err(Failure::all_mirrors_failed(
                 size,
@@ -62,9 +84,26 @@ impl Packs {
     }
 
     /// Publishes verified, inspected `bytes` under `digest` and `label` (or labels an entry
-    /// already there); `from` is the mirror, or `cache`. Counted as a hit or a miss and fill
-    /// of the `pack` route.
+    /// already there); `from` is the mirror, [`FROM_CACHE`] or [`FROM_SHARED`]. Counted as a
+    /// hit or a miss and fill of the `pack` route. Then `lease`'s waiters get the upload and
+    /// the lease goes.
     pub(crate) async fn publish(
+        &self,
+        digest: Digest,
+        bytes: Bytes,
+        from: &str,
+        label: &str,
+        lease: &FleetLease,
+    ) -> Result<(), Failure> {
+        let published = self.publish_locally(digest, bytes, from, label).await;
+        if published.is_ok() {
+            self.fleet_landed(lease, digest, label).await;
+        }
+        published
+    }
+
+    /// [`Self::publish`] in the local store alone.
+    async fn publish_locally(
         &self,
         digest: Digest,
         bytes: Bytes,
@@ -73,11 +112,17 @@ impl Packs {
     ) -> Result<(), Failure> {
         let store = self.fetcher.store().clone();
         let label = label.to_string();
-        let from = (from != "cache").then(|| from.to_string());
         let metrics = self.fetcher.metrics().clone();
-        match from {
-            None => metrics.hit(crate::metrics::route::PACK),
-            Some(_) => metrics.miss(crate::metrics::route::PACK),
+        let from = match from {
+            FROM_CACHE => None,
+            FROM_SHARED => Some(from.to_string()),
+            mirror => {
+                metrics.miss(crate::metrics::route::PACK);
+                Some(mirror.to_string())
+            }
+        };
+        if from.as_deref().is_none_or(|f| f == FROM_SHARED) {
+            metrics.hit(crate::metrics::route::PACK);
         }
         tokio::task::spawn_blocking(move || {
             if store.contains(&digest) {

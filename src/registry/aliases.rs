@@ -6,6 +6,11 @@
 //! A file record is keyed by the registry and the project whose page listed the file, never by
 //! its digest alone: another registry's page (or another project's) naming the same SHA-256
 //! cannot re-point this one's download or its `.metadata` sidecar.
+//!
+//! Beside them, what a kind proved of a log that must never roll back or fork (Go's newest
+//! proved checksum-database tree), raised only by compare-and-swap in one write transaction:
+//! redb runs one write transaction at a time, across every process that opens the file, so
+//! two proofs that read the same state cannot both replace it.
 
 use std::path::Path;
 
@@ -17,6 +22,7 @@ use crate::store::Digest;
 const ALIASES: TableDefinition<&str, &str> = TableDefinition::new("aliases");
 const FILES: TableDefinition<&str, &str> = TableDefinition::new("files");
 const URLS: TableDefinition<&str, &str> = TableDefinition::new("urls");
+const PROVED: TableDefinition<&str, &str> = TableDefinition::new("proved");
 
 /// Where a PyPI file record lives: the registry mount and the (canonical) project whose page
 /// listed the file, and the file's SHA-256. Registry names and canonical project names hold
@@ -58,6 +64,7 @@ impl Aliases {
         txn.open_table(ALIASES).map_err(err)?;
         txn.open_table(FILES).map_err(err)?;
         txn.open_table(URLS).map_err(err)?;
+        txn.open_table(PROVED).map_err(err)?;
         txn.commit().map_err(err)?;
         Ok(Self { db })
     }
@@ -137,6 +144,36 @@ impl Aliases {
         }
         txn.commit().map_err(err)?;
         Ok(forgotten)
+    }
+
+    /// What was last proved under `key` (a kind's own key and text).
+    pub(crate) fn proved(&self, key: &str) -> Result<Option<String>, String> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let table = txn.open_table(PROVED).map_err(err)?;
+        Ok(table.get(key).map_err(err)?.map(|v| v.value().to_string()))
+    }
+
+    /// Sets `key` to `new` only while it holds `expected` (`None`: nothing yet), read and
+    /// written in one durable write transaction. When it holds something else, nothing is
+    /// written and `Err` carries what it holds, for the caller to prove against.
+    pub(crate) fn swap_proved(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        new: &str,
+    ) -> Result<Result<(), Option<String>>, String> {
+        use redb::ReadableTable;
+        let txn = self.db.begin_write().map_err(err)?;
+        {
+            let mut table = txn.open_table(PROVED).map_err(err)?;
+            let now = table.get(key).map_err(err)?.map(|v| v.value().to_string());
+            if now.as_deref() != expected {
+                return Ok(Err(now));
+            }
+            table.insert(key, new).map_err(err)?;
+        }
+        txn.commit().map_err(err)?;
+        Ok(Ok(()))
     }
 
     /// Every alias, for `cache stats`.
@@ -257,5 +294,29 @@ mod tests {
         a.set_verified(None, "http://up/x.whl", &d).unwrap();
         assert_eq!(a.url("http://up/x.whl").unwrap(), Some(d));
         assert_eq!(a.url("http://up/y.whl").unwrap(), None);
+    }
+
+    #[test]
+    fn a_proved_state_is_replaced_only_from_the_one_read_and_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        {
+            let a = Aliases::open(&path).unwrap();
+            assert_eq!(a.proved("k").unwrap(), None);
+            assert_eq!(a.swap_proved("k", None, "one").unwrap(), Ok(()));
+            // A writer that read nothing (or something older) loses, and learns what is there.
+            assert_eq!(
+                a.swap_proved("k", None, "other").unwrap(),
+                Err(Some("one".into()))
+            );
+            assert_eq!(
+                a.swap_proved("k", Some("zero"), "other").unwrap(),
+                Err(Some("one".into()))
+            );
+            assert_eq!(a.swap_proved("k", Some("one"), "two").unwrap(), Ok(()));
+            assert_eq!(a.proved("other key").unwrap(), None);
+        }
+        let a = Aliases::open(&path).unwrap();
+        assert_eq!(a.proved("k").unwrap().as_deref(), Some("two"));
     }
 }

@@ -22,7 +22,7 @@ use crate::metrics::recent::{Answer, RECENT_PER_REGISTRY, RECENT_REFUSALS, faile
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}\
 td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}\
-th{background:#f3f3f3}.bad{color:#a00}.ok{color:#070}code{font-size:13px}";
+th{background:#f3f3f3}.bad{color:#a00}.ok{color:#070}.warn{color:#a60}code{font-size:13px}";
 
 /// `GET /` on the admin listener.
 pub(crate) fn page(handle: &Handle) -> Response<Full<Bytes>> {
@@ -357,6 +357,43 @@ fn shared_section(out: &mut String, handle: &Handle) {
         get("get", "error"),
         get("get", "timeout"),
         m.shared_verify_failures.get(),
+    );
+    fleet_part(out, tier, m);
+}
+
+/// The fleet's part: whether metadata is shared, and how leases went.
+fn fleet_part(out: &mut String, tier: &crate::shared::SharedTier, m: &crate::metrics::Metrics) {
+    let lease = |outcome: &'static str| m.fleet_leases.get_or_create(&[("outcome", outcome)]).get();
+    let metadata = if tier.shares_metadata() {
+        ("ok", "shared, sealed under the fleet key".to_string())
+    } else {
+        (
+            "warn",
+            "metadata is not shared: no <code>[shared] fleet_key_file</code>; each instance asks the upstream for it".to_string(),
+        )
+    };
+    let seal_failures = m.fleet_seal_failures.get();
+    let _ = write!(
+        out,
+        "<h3>Fleet</h3><table id=\"fleet\"><tr><th>metadata</th><td id=\"fleet-metadata\" class=\"{}\">{}</td></tr>\
+         <tr><th>leases</th><td>{} taken, {} waited on, {} taken over, {} timed out, {} unavailable</td></tr>\
+         <tr><th>waiting now</th><td>{}</td></tr>\
+         <tr><th>metadata from the fleet</th><td>{} (from the upstream: {})</td></tr>\
+         <tr><th>documents refused (bad seal)</th><td class=\"{}\">{}</td></tr></table>",
+        metadata.0,
+        metadata.1,
+        lease("taken"),
+        lease("waited"),
+        lease("taken_over"),
+        lease("timed_out"),
+        lease("unavailable"),
+        m.fleet_waiting.get(),
+        m.fleet_metadata.get_or_create(&[("source", "fleet")]).get(),
+        m.fleet_metadata
+            .get_or_create(&[("source", "upstream")])
+            .get(),
+        if seal_failures > 0 { "bad" } else { "ok" },
+        seal_failures,
     );
 }
 

@@ -15,10 +15,12 @@ use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{
     Attribute, AttributeValue, Attributes, BackoffConfig, Certificate, ClientOptions, GetOptions,
-    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, RetryConfig, WriteMultipart,
+    ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, RetryConfig,
+    WriteMultipart,
 };
 use std::io::Read;
 
+use super::parts_turn::PartsTurns;
 use super::settings::SharedSettings;
 use crate::store::Digest;
 
@@ -86,11 +88,22 @@ pub(crate) enum Put {
     Existed,
 }
 
+/// How a conditional write of a small control object (a lease, a metadata document) ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// Written; the store's ETag for it, when it gives one.
+    Done(Option<String>),
+    /// Its precondition failed: another instance wrote first.
+    Lost,
+}
+
 /// One bucket and prefix.
 pub(crate) struct Bucket {
     store: Arc<dyn ObjectStore>,
     prefix: String,
     timeout: Duration,
+    /// One multipart upload per key at a time from this instance.
+    parts_turns: PartsTurns,
 }
 
 impl std::fmt::Debug for Bucket {
@@ -154,6 +167,7 @@ impl Bucket {
             store: Arc::new(store),
             prefix: settings.prefix.clone(),
             timeout: settings.timeout,
+            parts_turns: PartsTurns::default(),
         })
     }
 
@@ -167,6 +181,16 @@ impl Bucket {
     /// `sha512`, or legacy `sha1`).
     pub(crate) fn alias_key(&self, algorithm: &str, hex: &str) -> Path {
         self.key(&format!("alias/{algorithm}/{hex}"))
+    }
+
+    /// The key of the lease named `name` (a path of its own: `sha256/<hex>`, `meta/<hex>`).
+    pub(crate) fn lease_key(&self, name: &str) -> Path {
+        self.key(&format!("lease/{name}"))
+    }
+
+    /// The key of the shared metadata document named `hex` (the SHA-256 of its cache key).
+    pub(crate) fn meta_key(&self, hex: &str) -> Path {
+        self.key(&format!("meta/{}/{hex}", &hex[..2.min(hex.len())]))
     }
 
     /// The prefix under which objects live, for listing.
@@ -212,6 +236,105 @@ impl Bucket {
         }))
     }
 
+    /// A small object whole (at most `max` bytes) with its ETag (empty when the store gives
+    /// none): `None` if there is no such object. A larger one is refused.
+    pub(crate) async fn get_small(
+        &self,
+        key: &Path,
+        max: usize,
+    ) -> Result<Option<(Bytes, String)>, BucketError> {
+        let read = async {
+            let got = match self.store.get_opts(key, GetOptions::default()).await {
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(BucketError::Failed(e.to_string())),
+                Ok(got) => got,
+            };
+            if got.meta.size > max as u64 {
+                return Err(BucketError::Failed(format!(
+                    "{key} is {} bytes, more than the {max} a control object may be",
+                    got.meta.size
+                )));
+            }
+            let etag = got.meta.e_tag.clone().unwrap_or_default();
+            let bytes = got
+                .bytes()
+                .await
+                .map_err(|e| BucketError::Failed(e.to_string()))?;
+            Ok(Some((bytes, etag)))
+        };
+        tokio::time::timeout(self.timeout, read)
+            .await
+            .unwrap_or(Err(BucketError::Timeout))
+    }
+
+    /// The ETag of `key` (empty when the store gives none), `None` when there is no object.
+    pub(crate) async fn etag_of(&self, key: &Path) -> Result<Option<String>, BucketError> {
+        match tokio::time::timeout(self.timeout, self.store.head(key)).await {
+            Err(_) => Err(BucketError::Timeout),
+            Ok(Ok(meta)) => Ok(Some(meta.e_tag.unwrap_or_default())),
+            Ok(Err(object_store::Error::NotFound { .. })) => Ok(None),
+            Ok(Err(e)) => Err(BucketError::Failed(e.to_string())),
+        }
+    }
+
+    /// Writes the small control object `bytes` to `key`: only if none is there (`replacing`
+    /// is `None`, `If-None-Match: *`), or only over the version whose ETag is `replacing`
+    /// (`If-Match`).
+    pub(crate) async fn put_conditional(
+        &self,
+        key: &Path,
+        bytes: Bytes,
+        replacing: Option<&str>,
+    ) -> Result<Written, BucketError> {
+        let mode = match replacing {
+            None => PutMode::Create,
+            Some(etag) => PutMode::Update(object_store::UpdateVersion {
+                e_tag: Some(etag.to_string()),
+                version: None,
+            }),
+        };
+        let mut attributes = Attributes::new();
+        attributes.insert(
+            Attribute::ContentType,
+            AttributeValue::from("application/octet-stream"),
+        );
+        let options = PutOptions {
+            mode,
+            attributes,
+            ..PutOptions::default()
+        };
+        let put = self.store.put_opts(key, PutPayload::from(bytes), options);
+        match tokio::time::timeout(self.timeout, put).await {
+            Err(_) => Err(BucketError::Timeout),
+            Ok(Ok(result)) => Ok(Written::Done(result.e_tag)),
+            Ok(Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. }
+                | object_store::Error::NotModified { .. },
+            )) => Ok(Written::Lost),
+            Ok(Err(e)) => Err(BucketError::Failed(e.to_string())),
+        }
+    }
+
+    /// Writes the small control object `bytes` to `key` whatever is there.
+    pub(crate) async fn put_overwrite(&self, key: &Path, bytes: Bytes) -> Result<(), BucketError> {
+        let put = self.store.put(key, PutPayload::from(bytes));
+        match tokio::time::timeout(self.timeout, put).await {
+            Err(_) => Err(BucketError::Timeout),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(BucketError::Failed(e.to_string())),
+        }
+    }
+
+    /// Removes `key` (a missing object is no failure).
+    pub(crate) async fn delete(&self, key: &Path) -> Result<(), BucketError> {
+        match tokio::time::timeout(self.timeout, self.store.delete(key)).await {
+            Err(_) => Err(BucketError::Timeout),
+            Ok(Ok(())) | Ok(Err(object_store::Error::NotFound { .. })) => Ok(()),
+            Ok(Err(e)) => Err(BucketError::Failed(e.to_string())),
+        }
+    }
+
     /// Whether `key` exists.
     pub(crate) async fn exists(&self, key: &Path) -> Result<bool, BucketError> {
         let head = GetOptions {
@@ -253,7 +376,8 @@ impl Bucket {
     /// parts in memory, unless an object is already there. A multipart upload cannot be
     /// conditional, but it is still whole or absent (the object appears only when the upload
     /// completes), and two instances racing on one key write the same bytes: the last
-    /// complete wins and nothing is torn. Each part waits at most `timeout_ms`.
+    /// complete wins and nothing is torn; within this instance, writers of one key take
+    /// turns, so the second finds the first's object. Each part waits at most `timeout_ms`.
     pub(crate) async fn put_new_from_file(
         &self,
         key: &Path,
@@ -261,6 +385,7 @@ impl Bucket {
         size: u64,
         label: Option<&str>,
     ) -> Result<Put, BucketError> {
+        let _turn = self.parts_turns.take(key.as_ref()).await;
         if self.exists(key).await? {
             return Ok(Put::Existed);
         }

@@ -16,13 +16,19 @@
 //! One job per file: `settings` reads `[shared]`, `client` is the bucket (keys, conditional
 //! writes, time limits), `breaker` the circuit breaker, `upload` the write path, `flight`
 //! single flight for bucket-only reads, `first_read` a plain read served while it is
-//! verified. This file is the filling read path and the wiring.
+//! verified, `lease` the fleet-wide single flight, `fleet_meta` the sealed metadata the fleet
+//! shares and `fleet` how the rest asks for both. This file is the filling read path and the
+//! wiring.
 
 pub(crate) mod breaker;
 pub(crate) mod client;
 mod first_read;
+pub(crate) mod fleet;
+pub(crate) mod fleet_meta;
 mod flight;
+pub(crate) mod lease;
 mod misses;
+mod parts_turn;
 mod settings;
 pub(crate) mod upload;
 
@@ -36,6 +42,7 @@ pub(crate) use settings::{SharedSection, SharedSettings};
 
 use breaker::{Breaker, State};
 use client::{Bucket, BucketError, Chunks};
+use lease::Leases;
 use misses::Misses;
 use upload::{Job, Uploads, Worker};
 
@@ -53,6 +60,12 @@ pub(crate) struct SharedTier {
     fills: flight::Fills,
     /// Digests the bucket lacked a moment ago.
     misses: Misses,
+    /// Objects (by digest) and aliases (by the digest of their key) refused a moment ago: the
+    /// bucket still holds their bad bytes, so they are not read again for `miss_ttl_ms`.
+    refused: Misses,
+    refused_aliases: Misses,
+    /// This instance's side of the fleet's leases.
+    leases: Leases,
 }
 
 impl std::fmt::Debug for SharedTier {
@@ -98,13 +111,23 @@ pub(crate) struct PushReport {
 /// Creates at zero the series of bucket reads, writes and uploads by outcome.
 pub(crate) fn preset_metrics(m: &Metrics) {
     let gets = [
-        "hit", "miss", "mismatch", "unusable", "error", "timeout", "skipped",
+        "hit",
+        "miss",
+        "mismatch",
+        "refused_recently",
+        "unusable",
+        "error",
+        "timeout",
+        "skipped",
     ];
     Metrics::preset2(&m.shared_requests, ("op", &["get"]), ("outcome", &gets));
     let puts = ["ok", "exists", "error", "timeout", "skipped"];
     Metrics::preset2(&m.shared_requests, ("op", &["put"]), ("outcome", &puts));
     let uploads = ["queued", "dropped", "created", "existed", "gone", "failed"];
     Metrics::preset(&m.shared_uploads, "outcome", &uploads);
+    let leases = ["taken", "taken_over", "waited", "timed_out", "unavailable"];
+    Metrics::preset(&m.fleet_leases, "outcome", &leases);
+    Metrics::preset(&m.fleet_metadata, "source", &["fleet", "upstream"]);
 }
 
 /// Most objects `cache stats` counts in the bucket.
@@ -148,7 +171,14 @@ impl SharedTier {
                 label: label.map(str::to_string),
             });
         }));
+        let leases = Leases::new(
+            bucket.clone(),
+            fleet::holder_id(),
+            settings.leases,
+            metrics.fleet_waiting.clone(),
+        );
         Ok(Arc::new(Self {
+            leases,
             bucket,
             breaker,
             uploads,
@@ -156,6 +186,8 @@ impl SharedTier {
             metrics,
             fills: flight::Fills::default(),
             misses,
+            refused: Misses::new(settings.miss_ttl),
+            refused_aliases: Misses::new(settings.miss_ttl),
         }))
     }
 
@@ -221,6 +253,10 @@ impl SharedTier {
     ) -> Option<(object_store::path::Path, client::Found)> {
         if self.misses.recent(&digest) {
             self.count("get", "recent_miss");
+            return None;
+        }
+        if self.refused.recent(&digest) {
+            self.count("get", "refused_recently");
             return None;
         }
         if !self.breaker.allow(Instant::now()) {
@@ -296,6 +332,9 @@ impl SharedTier {
 
     /// Counts and logs an object whose bytes are not what its name says.
     fn refuse(&self, key: &object_store::path::Path, why: &str) {
+        if let Some(digest) = key.filename().and_then(|f| Digest::parse(f).ok()) {
+            self.refused.note(digest);
+        }
         self.count("get", "mismatch");
         self.metrics.shared_verify_failures.inc();
         self.metrics
@@ -351,14 +390,18 @@ impl SharedTier {
         });
     }
 
-    /// Counts and logs an alias whose object did not hash to the registry's digest.
-    pub(crate) fn alias_refused(&self, key: &str, sha256: &Digest) {
+    /// Counts and logs an alias (for `<algorithm>/<hex>`) whose object did not hash to the
+    /// registry's digest; it is not read again for `miss_ttl_ms`.
+    pub(crate) fn alias_refused(&self, algorithm: &str, hex: &str, sha256: &Digest) {
+        let key = self.bucket.alias_key(algorithm, hex);
+        self.refused_aliases
+            .note(Digest::of(key.as_ref().as_bytes()));
         self.count("alias", "mismatch");
         self.metrics.shared_verify_failures.inc();
         self.metrics
             .integrity_failure(crate::metrics::check::SHARED_BUCKET);
         tracing::warn!(
-            alias = key,
+            alias = %key,
             %sha256,
             "a shared tier alias names bytes that do not match the registry's digest; not served"
         );
@@ -372,6 +415,13 @@ impl SharedTier {
             return None;
         }
         let key = self.bucket.alias_key(algorithm, hex);
+        if self
+            .refused_aliases
+            .recent(&Digest::of(key.as_ref().as_bytes()))
+        {
+            self.count("alias", "refused_recently");
+            return None;
+        }
         let found = match self.bucket.get(&key).await {
             Ok(Some(found)) if found.size == 64 => found,
             Ok(_) => {

@@ -11,6 +11,8 @@ use serde::Deserialize;
 use toml::Spanned;
 use url::Url;
 
+use super::fleet_meta::FleetKey;
+use super::lease::LeaseTimes;
 use crate::toml_file::{FileError, TomlSource};
 
 /// `timeout_ms` when unset: a healthy bucket on the same network answers well within it.
@@ -24,6 +26,15 @@ const COOLDOWN_DEFAULT_MS: u64 = 30_000;
 const MISS_TTL_DEFAULT_MS: u64 = 5000;
 /// The most `miss_ttl_ms` may be.
 const MISS_TTL_MAX_MS: u64 = 60_000;
+/// `lease_ttl_ms` when unset: a holder renews every third of it, and a lease not renewed
+/// for twice it (its deadline and the skew margin) is taken over.
+const LEASE_TTL_DEFAULT_MS: u64 = 10_000;
+/// `lease_wait_ms` when unset: long enough for a healthy instance to fetch a large artifact
+/// from a fast upstream and upload it, short enough that a holder stuck on a trickling one
+/// holds the rest of the fleet for at most a minute.
+const LEASE_WAIT_DEFAULT_MS: u64 = 60_000;
+/// The most `lease_ttl_ms` and `lease_wait_ms` may be.
+const LEASE_MAX_MS: u64 = 600_000;
 /// The region sent when none is named (S3-compatible stores mostly ignore it).
 const REGION_DEFAULT: &str = "us-east-1";
 
@@ -53,6 +64,13 @@ pub(crate) struct SharedSection {
     pub(crate) breaker_cooldown_ms: Option<Spanned<u64>>,
     /// How long a digest the bucket lacked is not asked for again (0: always ask).
     pub(crate) miss_ttl_ms: Option<Spanned<u64>>,
+    /// A file holding the fleet key that seals shared metadata (mode 0600); without it,
+    /// metadata is not shared.
+    pub(crate) fleet_key_file: Option<Spanned<String>>,
+    /// How far ahead a lease holder's deadline is set.
+    pub(crate) lease_ttl_ms: Option<Spanned<u64>>,
+    /// The longest an instance waits on another's lease before fetching for itself.
+    pub(crate) lease_wait_ms: Option<Spanned<u64>>,
 }
 
 /// The key pair the bucket is signed with. `Debug` never shows the secret.
@@ -99,6 +117,10 @@ pub(crate) struct SharedSettings {
     pub(crate) breaker_cooldown: Duration,
     /// How long a bucket miss is remembered.
     pub(crate) miss_ttl: Duration,
+    /// The fleet key, when metadata is shared.
+    pub(crate) fleet_key: Option<FleetKey>,
+    /// How leases are timed.
+    pub(crate) leases: LeaseTimes,
 }
 
 impl SharedSettings {
@@ -166,6 +188,25 @@ impl SharedSettings {
             Some(v) => *v.get_ref(),
             None => MISS_TTL_DEFAULT_MS,
         };
+        let lease_ms = |v: &Option<Spanned<u64>>, default: u64| match v {
+            Some(v) if *v.get_ref() == 0 || *v.get_ref() > LEASE_MAX_MS => Err(src.error_at(
+                v.span(),
+                format!("must be from 1 to {LEASE_MAX_MS} (ten minutes)"),
+            )),
+            Some(v) => Ok(Duration::from_millis(*v.get_ref())),
+            None => Ok(Duration::from_millis(default)),
+        };
+        let leases = LeaseTimes {
+            ttl: lease_ms(&section.lease_ttl_ms, LEASE_TTL_DEFAULT_MS)?,
+            wait: lease_ms(&section.lease_wait_ms, LEASE_WAIT_DEFAULT_MS)?,
+        };
+        let fleet_key = match &section.fleet_key_file {
+            None => None,
+            Some(file) => Some(
+                FleetKey::from_file(&base.join(file.get_ref()))
+                    .map_err(|why| src.error_at(file.span(), why))?,
+            ),
+        };
         Ok(Some(Self {
             bucket,
             prefix,
@@ -182,6 +223,8 @@ impl SharedSettings {
                 COOLDOWN_DEFAULT_MS,
             )?),
             miss_ttl: Duration::from_millis(miss_ttl_ms),
+            fleet_key,
+            leases,
         }))
     }
 }

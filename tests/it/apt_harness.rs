@@ -1,4 +1,4 @@
-//! Proves the apt test harness (`tests/it/support/apt.rs`) with the real `apt-get`, directly
+//! Proves the apt test harness (`tests/it/support/apt/`) with the real `apt-get`, directly
 //! against the harness server: the repository is one apt accepts, each knob makes it one apt
 //! refuses, and apt touches nothing of the machine's own apt state.
 

@@ -138,9 +138,13 @@ fn deploy_example_configs_load() {
     Config::from_toml("deploy/fetchgate.example.toml", &without_files)
         .unwrap_or_else(|e| panic!("{e}"));
 
-    // The fleet's ConfigMap names the S3 secret file the pod gets from a Secret.
+    // The fleet's ConfigMap names the S3 secret file the pod gets from a Secret, and the fleet
+    // key its init container copies (read here from the test's own 0600 copy).
     let secrets = tempfile::tempdir().unwrap();
     std::fs::write(secrets.path().join("s3-secret"), "not-a-real-secret").unwrap();
+    let key = secrets.path().join("fleet-key");
+    std::fs::write(&key, "a fleet key for the test, well over thirty-two bytes").unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     for file in [
         "deploy/kubernetes/configmap.yaml",
         "deploy/kubernetes/fleet/configmap.yaml",
@@ -156,6 +160,13 @@ fn deploy_example_configs_load() {
             .take_while(|l| l.starts_with("    ") || l.trim().is_empty())
             .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
             .filter(|l| !l.starts_with("tokens_file") && !l.starts_with("extra_roots"))
+            .map(|l| {
+                if l.starts_with("fleet_key_file") {
+                    "fleet_key_file = \"fleet-key\"\n".to_string()
+                } else {
+                    l
+                }
+            })
             .collect();
         Config::from_toml_in(file, &toml, secrets.path()).unwrap_or_else(|e| panic!("{e}"));
     }

@@ -451,3 +451,38 @@ async fn ten_at_once(swapped: bool) -> (GoWorld, Vec<Got>, SocketAddr, tempfile:
     let got = set.join_all().await;
     (w, got, proxy, dir)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_that_is_not_module_at_canonical_version_never_reaches_the_database() {
+    let w = world().await;
+    let (proxy, _dir) = gate(&w, "").await;
+    for asked in ["latest", "master", "v1.0", "v1.0.0+build", "v2.0.0"] {
+        for path in [
+            sumdb_path(&w, &format!("lookup/example.com/app@{asked}")),
+            format!("/example.com/app/@v/{asked}.zip"),
+            format!("/example.com/app/@v/{asked}.mod"),
+        ] {
+            let got = fetch(proxy, &path).await;
+            assert_eq!(got.status, 400, "{path}: {:?}", got.body);
+            assert_eq!(got.code(), "go_version_invalid", "{path}");
+        }
+    }
+    assert!(w.paths().is_empty(), "asked upstream: {:#?}", w.paths());
+    // The twin: canonical versions reach the database, `+incompatible` and pseudo-versions
+    // among them (which it does not hold here).
+    let got = fetch(proxy, &sumdb_path(&w, "lookup/example.com/app@v1.0.0")).await;
+    assert_eq!(got.status, 200, "{:?}", got.body);
+    for v in ["v2.0.0+incompatible", "v0.0.0-20260101000000-abcdefabcdef"] {
+        let got = fetch(
+            proxy,
+            &sumdb_path(&w, &format!("lookup/example.com/app@{v}")),
+        )
+        .await;
+        assert_eq!(got.code(), "go_sumdb_record_missing", "{v}: {:?}", got.body);
+        assert_eq!(
+            w.requests(&format!("/lookup/example.com/app@{v}")),
+            1,
+            "{v}"
+        );
+    }
+}

@@ -8,6 +8,7 @@
 
 mod support;
 
+mod alert_rules;
 mod apt;
 mod apt_harness;
 mod cache;
@@ -20,8 +21,10 @@ mod config;
 mod config_reference;
 mod conformance;
 mod crash;
+mod fleet;
 mod gomod;
 mod gomod_harness;
+mod gomod_split_view;
 mod lifecycle;
 mod love;
 mod metrics;

@@ -103,7 +103,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             label: None,
         };
         let found = packs.verified(&wanted, &shown).await?;
-        let (bytes, from) = (found.bytes, found.from);
+        let (bytes, from, lease) = (found.bytes, found.from, found.lease);
         Ok(Candidate {
             name: manifest.name.clone(),
             version: manifest.version.clone(),
@@ -116,6 +116,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             first_seen: None,
             facts: json!({ "protocol": "love-package/v1", "engine": engine }),
             _memory: std::sync::Arc::new(memory),
+            lease,
         })
     })
 }

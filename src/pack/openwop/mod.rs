@@ -107,6 +107,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
             digest: got.digest,
             from: got.from,
             _memory: got.memory,
+            lease: got.lease,
             named_by: manifest.url.clone(),
             pinned: pinned.is_some(),
             source: format!("openwop registry {}", registry.name),

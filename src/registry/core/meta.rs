@@ -65,13 +65,14 @@ impl RegistryCore {
                 MetaResponse::Ok { headers, body } => Ok(Answer::Fresh {
                     etag: text(&headers, header::ETAG),
                     content_type: text(&headers, header::CONTENT_TYPE),
-                    body: check(body).await?,
+                    body,
+                    fetched: None,
                 }),
                 MetaResponse::NotModified => Ok(Answer::NotModified),
                 MetaResponse::NotFound => Ok(Answer::NotFound),
             }
         };
-        self.meta_via(front, key, path, ask).await
+        self.meta_through(front, key, path, ask, check).await
     }
 
     /// Metadata under `key` through the cache, `ask` putting the upstream request (given the
@@ -88,8 +89,34 @@ impl RegistryCore {
         F: FnOnce(Option<String>) -> Fut,
         Fut: std::future::Future<Output = Result<Answer, LocatorFailure>>,
     {
+        self.meta_through(front, key, path, ask, |body| async move { Ok(body) })
+            .await
+    }
+
+    /// Metadata under `key` through the cache and, when the TTL has passed, through the
+    /// fleet ([`super::fleet`]) and `ask`; `check` judges every new body, shared or fetched,
+    /// before the cache keeps it.
+    async fn meta_through<F, Fut, C, CFut>(
+        &self,
+        front: &Front,
+        key: &str,
+        path: &str,
+        ask: F,
+        check: C,
+    ) -> Result<(Arc<Entry>, Freshness), RegistryError>
+    where
+        F: FnOnce(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<Answer, LocatorFailure>>,
+        C: FnOnce(Bytes) -> CFut,
+        CFut: std::future::Future<Output = Result<Bytes, LocatorFailure>>,
+    {
         let s = &front.settings;
         let key = meta_key(front, key);
+        let tier = self.fetcher.shared();
+        let (fleet_key, ttl) = (key.clone(), s.metadata_ttl);
+        let ask = move |etag: Option<String>| async move {
+            super::fleet::answer(tier.map(|t| &**t), &fleet_key, ttl, etag, ask, check).await
+        };
         let limit = s.max_metadata_bytes;
         let ageing = Ageing {
             ttl: s.metadata_ttl,

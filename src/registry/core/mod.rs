@@ -4,6 +4,7 @@
 //! artifacts ([`shared_tier`]). A kind asks its core; the core knows no kind.
 
 pub(crate) mod artifact;
+pub(crate) mod fleet;
 pub(crate) mod meta;
 pub(crate) mod shared_tier;
 

@@ -64,6 +64,9 @@ pub(crate) enum Answer {
         content_type: Option<String>,
         /// The body.
         body: Bytes,
+        /// When the upstream answered with it (Unix seconds), when that was not just now:
+        /// a document another instance of the fleet fetched.
+        fetched: Option<u64>,
     },
     /// `304`: the cached copy is still current.
     NotModified,
@@ -310,8 +313,12 @@ impl MetadataCache {
                 etag,
                 content_type,
                 body,
+                fetched,
             }) => {
-                let entry = fresh(200, etag, content_type, body);
+                let mut entry = fresh(200, etag, content_type, body);
+                if let Some(t) = fetched {
+                    entry.fetched = t.min(entry.fetched);
+                }
                 Ok((self.put(key, entry).await, Freshness::Fetched))
             }
             Ok(Answer::NotModified) => match cached {
@@ -398,6 +405,7 @@ impl MetadataCache {
             etag: None,
             content_type: Some(content_type.into()),
             body,
+            fetched: None,
         };
         self.get(key, now, |_| async { Ok(answer) })
             .await

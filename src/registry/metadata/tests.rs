@@ -8,6 +8,7 @@ fn fresh(body: &'static str, etag: &str) -> Answer {
         etag: Some(etag.into()),
         content_type: Some("application/json".into()),
         body: Bytes::from_static(body.as_bytes()),
+        fetched: None,
     }
 }
 

@@ -16,6 +16,26 @@ const ALERTS_TEST: &str = concat!(
     "/deploy/prometheus/alerts_test.yaml"
 );
 
+/// A selector's labels with each `label=~"a|b"` alternation of literal values written out as
+/// one `label="a"` selector per value (the rules match no other regular expressions).
+fn alternatives(labels: &str) -> impl Iterator<Item = String> {
+    let Some((before, rest)) = labels.split_once("=~\"") else {
+        return vec![labels.to_string()].into_iter();
+    };
+    let (values, after) = rest.split_once('"').unwrap_or((rest, ""));
+    assert!(
+        values
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|'),
+        "a regular expression the test cannot expand: {values}"
+    );
+    values
+        .split('|')
+        .map(|v| format!("{before}=\"{v}\"{after}"))
+        .collect::<Vec<_>>()
+        .into_iter()
+}
+
 /// Every `fetchgate_*` series the rules' expressions select, with their label matchers
 /// (`fetchgate_shared_uploads_total{outcome="dropped"}`).
 fn selected_by_the_rules() -> Vec<String> {
@@ -37,12 +57,14 @@ fn selected_by_the_rules() -> Vec<String> {
             let end = tail
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                 .unwrap_or(tail.len());
-            let mut series = tail[..end].to_string();
+            let name = &tail[..end];
             let after = &tail[end..];
-            if let Some(labels) = after.strip_prefix('{').and_then(|l| l.split_once('}')) {
-                series.push_str(&format!("{{{}}}", labels.0));
+            match after.strip_prefix('{').and_then(|l| l.split_once('}')) {
+                Some((labels, _)) => {
+                    out.extend(alternatives(labels).map(|l| format!("{name}{{{l}}}")))
+                }
+                None => out.push(name.to_string()),
             }
-            out.push(series);
             rest = &tail[end..];
         }
     }
@@ -58,6 +80,8 @@ async fn every_series_the_alert_rules_read_exists_from_the_start() {
         "fetchgate_integrity_failures_total",
         "fetchgate_cache_fill_failures_total",
         "fetchgate_shared_uploads_total{outcome=\"dropped\"}",
+        "fetchgate_fleet_leases_total{outcome=\"taken_over\"}",
+        "fetchgate_fleet_leases_total{outcome=\"timed_out\"}",
     ] {
         assert!(selected.iter().any(|s| s == name), "{name} in {selected:?}");
     }
@@ -73,6 +97,7 @@ async fn every_series_the_alert_rules_read_exists_from_the_start() {
     for check in [
         "registry_artifact",
         "shared_bucket",
+        "fleet_seal",
         "sumdb",
         "apt_signature",
         "fetch_through",

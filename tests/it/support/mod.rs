@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod registry;
 pub mod seaweed;
 pub mod serve;
+pub mod sumdb;
 pub mod tarball;
 pub mod upstream;
 

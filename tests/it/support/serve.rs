@@ -17,6 +17,8 @@ pub struct Running {
     pub proxy: SocketAddr,
     /// The admin listener's bound address, from the same line.
     pub admin: SocketAddr,
+    /// Each `[[registry]] listen` address bound, by registry name, from the same line.
+    pub mounts: Vec<(String, SocketAddr)>,
     /// Every standard-error line after the "listening" one (stderr is always drained, so the
     /// child never blocks on a full pipe).
     pub lines: mpsc::UnboundedReceiver<String>,
@@ -59,6 +61,7 @@ pub async fn start(config: &std::path::Path, extra: &[&str]) -> Running {
         child,
         proxy: bound(&line, "proxy"),
         admin: bound(&line, "admin"),
+        mounts: registries(&line),
         lines,
     }
 }
@@ -80,6 +83,29 @@ fn bound(line: &str, field: &str) -> SocketAddr {
     rest[..end]
         .parse()
         .unwrap_or_else(|e| panic!("{field} address in {line:?}: {e}"))
+}
+
+/// The `registries` field of the listening line: `name=address`, comma-separated.
+fn registries(line: &str) -> Vec<(String, SocketAddr)> {
+    let at = line
+        .find("registries=")
+        .map(|i| i + "registries=".len())
+        .or_else(|| {
+            line.find("\"registries\":\"")
+                .map(|i| i + "\"registries\":\"".len())
+        });
+    let Some(at) = at else { return Vec::new() };
+    let rest = &line[at..];
+    let end = rest
+        .find(|c: char| c.is_whitespace() || c == '"')
+        .unwrap_or(rest.len());
+    rest[..end]
+        .split(',')
+        .filter_map(|pair| {
+            let (name, addr) = pair.split_once('=')?;
+            Some((name.to_string(), addr.parse().ok()?))
+        })
+        .collect()
 }
 
 /// The next line from `lines` containing `needle`; lines before it are consumed.

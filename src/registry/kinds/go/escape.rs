@@ -177,10 +177,14 @@ pub(crate) fn check_file_path(path: &str) -> Result<(), PathError> {
     check_any_path(path, PathKind::File).map_err(|r| PathError::new("file path", path, r))
 }
 
-/// Writes each upper-case ASCII letter as `!` and its lower-case form.
-fn escape_string(s: &str) -> String {
+/// Writes each upper-case ASCII letter as `!` and its lower-case form; refuses `!` and
+/// non-ASCII, as Go's `escapeString` does (its escaped form could not be read back).
+fn escape_string(s: &str) -> Result<String, String> {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
+        if c == '!' || !c.is_ascii() {
+            return Err(format!("{c:?} cannot be escaped"));
+        }
         if c.is_ascii_uppercase() {
             out.push('!');
             out.push(c.to_ascii_lowercase());
@@ -188,7 +192,7 @@ fn escape_string(s: &str) -> String {
             out.push(c);
         }
     }
-    out
+    Ok(out)
 }
 
 /// Reverses [`escape_string`], refusing what it could not have written.
@@ -226,7 +230,7 @@ fn unescape_string(escaped: &str) -> Result<String, String> {
 /// database's lookup path.
 pub(crate) fn escape_path(path: &str) -> Result<String, PathError> {
     check_module_path(path)?;
-    Ok(escape_string(path))
+    escape_string(path).map_err(|r| PathError::new("module path", path, r))
 }
 
 /// The module path an escaped form names, refused unless valid.
@@ -243,7 +247,7 @@ pub(crate) fn escape_version(version: &str) -> Result<String, PathError> {
         return Err(PathError::new("version", version, "contains '!'"));
     }
     check_elem(version, PathKind::File).map_err(|r| PathError::new("version", version, r))?;
-    Ok(escape_string(version))
+    escape_string(version).map_err(|r| PathError::new("version", version, r))
 }
 
 /// The version an escaped form names (one file path element).
@@ -298,6 +302,18 @@ fn split_gopkg_in(path: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `go_escape` fuzz target (escaping then unescaping gives the input back):
+    /// a version with letters outside ASCII passed Go's file-name rules, was "escaped" as it
+    /// was, and no unescape could read it back; Go's `EscapeVersion` refuses it.
+    #[test]
+    fn a_version_escape_cannot_write_is_refused_not_passed_on() {
+        let v = "v1.0.0-\u{7cd}\u{797}1";
+        assert!(check_elem(v, PathKind::File).is_ok(), "a valid file name");
+        assert!(escape_version(v).is_err());
+        assert_eq!(escape_version("v1.0.0-RC1").unwrap(), "v1.0.0-!r!c1");
+        assert_eq!(unescape_version("v1.0.0-!r!c1").unwrap(), "v1.0.0-RC1");
+    }
 
     #[test]
     fn escaping_round_trips_upper_case() {

@@ -25,6 +25,8 @@ use crate::fetch::flight::Ask;
 use crate::fetch::hops::Credential;
 use crate::registry::aliases::Aliases;
 use crate::registry::error::RegistryError;
+use crate::shared::SharedTier;
+use crate::shared::lease::Turn;
 use crate::store::{Digest, Provenance};
 
 /// One upstream read of a module version's `.mod` or `.zip`, owned so that it runs on its
@@ -76,15 +78,125 @@ impl Fill {
             .await
     }
 
-    /// Reads the exact upstream bytes, checks their `h1:`, stores them and records their
-    /// SHA-256 under the module version; nothing is stored when a check fails.
+    /// The leading request's read of the file: from the fleet when another instance has it
+    /// (its bytes checked as the upstream's would be), else from the upstream, holding the
+    /// fleet's lease while it does so the other instances wait rather than ask too.
     async fn run(self) -> Result<Digest, RegistryError> {
-        let ext = self.file.extension();
-        let (module, version) = (self.module.as_str(), self.version.as_str());
-        let max = match self.file {
+        let Some(tier) = self.fetcher.shared().cloned() else {
+            return self.fetch_upstream().await;
+        };
+        let hex = Digest::of(self.index_key.as_bytes()).hex();
+        if let Some(sha256) = self.read_fleet_copy(&tier, &hex, false).await {
+            return Ok(sha256);
+        }
+        let landed = tier.alias_landed(FLEET_ALIAS, &hex);
+        let lease = match tier
+            .lease(&format!("go/{hex}"), &self.index_key, &landed)
+            .await
+        {
+            Turn::Lead(guard) => Some(guard),
+            Turn::Ready => {
+                if let Some(sha256) = self.read_fleet_copy(&tier, &hex, true).await {
+                    return Ok(sha256);
+                }
+                None
+            }
+            Turn::Alone(_) => None,
+        };
+        let label = self.label();
+        let store = self.fetcher.store().clone();
+        let fetched = self.fetch_upstream().await;
+        if let Some(guard) = lease {
+            if let Ok(sha256) = &fetched {
+                tier.push_now(&store, *sha256, Some(label)).await;
+                tier.push_alias_now(FLEET_ALIAS, &hex, *sha256).await;
+            }
+            guard.release().await;
+        }
+        fetched
+    }
+
+    /// The entry's label.
+    fn label(&self) -> String {
+        format!(
+            "go:{}@{}.{}",
+            self.module,
+            self.version,
+            self.file.extension()
+        )
+    }
+
+    /// The file another instance of the fleet published (its bucket alias names the
+    /// SHA-256; `landed` after waiting on its lease), filled and checked exactly as the
+    /// upstream's bytes are (the proved `h1:`, or the pin); `None` on any miss or refusal.
+    async fn read_fleet_copy(&self, tier: &SharedTier, hex: &str, landed: bool) -> Option<Digest> {
+        let sha256 = tier.alias(FLEET_ALIAS, hex).await?;
+        if landed {
+            tier.forget_miss(&sha256);
+        }
+        if !self.fetcher.tiers().fill(sha256).await {
+            return None;
+        }
+        let store = self.fetcher.store().clone();
+        let max = self.max_bytes();
+        let body = tokio::task::spawn_blocking(move || store.read_bytes(&sha256, max))
+            .await
+            .ok()??;
+        if let Err(e) = self.check(body).await {
+            tier.alias_refused(FLEET_ALIAS, hex, &sha256);
+            tracing::warn!(registry = %self.registry, module = %self.module, version = %self.version, error = %e, "a go module file another instance shared does not verify; fetching it from the upstream");
+            return None;
+        }
+        let (aliases, index_key) = (self.aliases.clone(), self.index_key.clone());
+        let _ = tokio::task::spawn_blocking(move || aliases.set_alias(&index_key, &sha256)).await;
+        count(self.fetcher.metrics(), &self.registry, "shared");
+        Some(sha256)
+    }
+
+    /// The most bytes the file may be.
+    fn max_bytes(&self) -> u64 {
+        match self.file {
             VersionFile::Zip => MAX_ZIP_BYTES.min(self.fetcher.store().settings().max_object_bytes),
             _ => MAX_GO_MOD_BYTES,
-        };
+        }
+    }
+
+    /// Checks `body`'s `h1:` against the proved record (or, with `sumdb = "off"`, the pin).
+    async fn check(&self, body: bytes::Bytes) -> Result<(), GoError> {
+        let ext = self.file.extension();
+        let pin_key = format!(
+            "go-h1 {} {}@{}.{ext}",
+            self.registry, self.module, self.version
+        );
+        let (m, v, file, want) = (
+            self.module.clone(),
+            self.version.clone(),
+            self.file,
+            self.want.clone(),
+        );
+        let aliases = self.aliases.clone();
+        tokio::task::spawn_blocking(move || match want {
+            Some(want) => match file {
+                VersionFile::Zip => check_zip_bytes(&m, &v, &body, &want),
+                _ => check_mod(&m, &v, &body, &want),
+            },
+            None => pinned(&aliases, &pin_key, &m, &v, file, &body),
+        })
+        .await
+        .map_err(|e| GoError::TileUnchecked {
+            path: "verification".into(),
+            why: e.to_string(),
+        })?
+        .map(|_| ())
+        .map_err(GoError::Verify)
+    }
+
+    /// Reads the exact upstream bytes, checks their `h1:`, stores them and records their
+    /// SHA-256 under the module version; nothing is stored when a check fails.
+    async fn fetch_upstream(self) -> Result<Digest, RegistryError> {
+        let ext = self.file.extension();
+        let (module, version) = (self.module.as_str(), self.version.as_str());
+        let max = self.max_bytes();
         let body = match self
             .fetcher
             .get_metadata(
@@ -105,34 +217,16 @@ impl Fill {
             }
             Err(f) => return Err(RegistryError::Upstream(f)),
         };
-        let pin_key = format!("go-h1 {} {module}@{version}.{ext}", self.registry);
-        let (m, v, b, file, want) = (
-            self.module.clone(),
-            self.version.clone(),
-            body.clone(),
-            self.file,
-            self.want.clone(),
-        );
-        let aliases = self.aliases.clone();
-        let checked = tokio::task::spawn_blocking(move || match want {
-            Some(want) => match file {
-                VersionFile::Zip => check_zip_bytes(&m, &v, &b, &want),
-                _ => check_mod(&m, &v, &b, &want),
-            },
-            None => pinned(&aliases, &pin_key, &m, &v, file, &b),
-        })
-        .await
-        .map_err(|e| RegistryError::Internal(e.to_string()))?;
-        if let Err(e) = checked {
+        if let Err(e) = self.check(body.clone()).await {
             count(self.fetcher.metrics(), &self.registry, "mismatch");
             tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module refused; nothing stored");
-            return Err(go_err(GoError::Verify(e)));
+            return Err(go_err(e));
         }
         let sha256 = Digest::of(&body);
         let store = self.fetcher.store().clone();
         let aliases = self.aliases.clone();
         let index_key = self.index_key.clone();
-        let label = format!("go:{module}@{version}.{ext}");
+        let label = self.label();
         let locator = crate::redact::redact_locator(self.url.as_str());
         tokio::task::spawn_blocking(move || {
             if !store.contains(&sha256) {
@@ -150,6 +244,10 @@ impl Fill {
         Ok(sha256)
     }
 }
+
+/// The bucket alias namespace under which the fleet names a go module file's SHA-256 by the
+/// SHA-256 of its index key.
+const FLEET_ALIAS: &str = "go";
 
 /// Counts one go artifact request of `registry` by outcome.
 pub(super) fn count(metrics: &crate::metrics::Metrics, registry: &str, outcome: &'static str) {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::error::go_err;
 use super::settings::GoKeys;
-use super::state::{Go, GoFront, NAME, TrustedTrees};
+use super::state::{Go, GoFront, NAME};
 use crate::registry::core::RegistryCore;
 use crate::registry::kind::{KindInfo, Reach};
 use crate::registry::own_keys::OwnKeys;
@@ -62,8 +62,8 @@ impl KindSettings for GoSettings {
     fn start(&self) -> Arc<dyn KindFront> {
         Arc::new(GoFront {
             settings: self.clone(),
-            trees: TrustedTrees::default(),
             flights: Arc::default(),
+            proofs: Arc::default(),
         })
     }
 

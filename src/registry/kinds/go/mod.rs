@@ -9,14 +9,17 @@
 
 pub(crate) mod error;
 pub(crate) mod escape;
+pub(crate) mod exchange;
 pub(crate) mod fill;
 pub(crate) mod front;
 pub(crate) mod note;
 pub(crate) mod paths;
+mod proved;
 pub(crate) mod settings;
 mod state;
 pub(crate) mod sumdb_client;
 pub(crate) mod tile;
+mod tile_reads;
 pub(crate) mod version;
 pub(crate) mod zip_rules;
 

@@ -1,12 +1,11 @@
-//! What one go registry keeps between requests (the newest tree each checksum database was
-//! proved to have, its module file reads in flight), and [`Go`], the registry core at work for
-//! one request with that state. Each file of the kind adds the methods of its part to [`Go`].
+//! What one go registry keeps between requests (its module file reads in flight; the newest
+//! tree its checksum database was proved to have is kept durably by [`super::proved`]), and
+//! [`Go`], the registry core at work for one request with that state. Each file of the kind
+//! adds the methods of its part to [`Go`].
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use super::settings::{GoSettings, SumDb};
-use super::tree::Tree;
+use super::settings::GoSettings;
 use crate::fetch::flight::Table;
 use crate::registry::core::RegistryCore;
 use crate::registry::error::RegistryError;
@@ -24,10 +23,11 @@ pub(crate) type Flights = Table<String, String, Result<Digest, RegistryError>>;
 pub(super) struct GoFront {
     /// Its checksum database and private patterns.
     pub(super) settings: GoSettings,
-    /// The newest tree each checksum database was proved to have.
-    pub(super) trees: TrustedTrees,
     /// The module files being read upstream, one flight per file.
     pub(super) flights: Arc<Flights>,
+    /// Whose turn it is to trust a tree of the database: proofs queue as their database
+    /// answers arrive and trust one at a time (`proved::in_turn`).
+    pub(super) proofs: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The registry core at work for one go request, with the registry's own state.
@@ -36,28 +36,4 @@ pub(super) struct Go<'a> {
     pub(super) core: &'a RegistryCore,
     /// What this registry keeps.
     pub(super) state: &'a GoFront,
-}
-
-/// The newest tree each checksum database (by verifier key) was proved to have: a later tree
-/// must extend it, as `go` requires of the trees it has seen.
-#[derive(Default)]
-pub(crate) struct TrustedTrees {
-    trees: Mutex<HashMap<String, Tree>>,
-}
-
-impl TrustedTrees {
-    /// The newest tree trusted for `db`.
-    pub(super) fn get(&self, db: &SumDb) -> Option<Tree> {
-        self.trees.lock().ok()?.get(&db.id()).copied()
-    }
-
-    /// Trusts `tree` for `db` when it is newer than the one trusted.
-    pub(super) fn raise(&self, db: &SumDb, tree: Tree) {
-        if let Ok(mut trees) = self.trees.lock() {
-            let t = trees.entry(db.id()).or_insert(tree);
-            if tree.n > t.n {
-                *t = tree;
-            }
-        }
-    }
 }

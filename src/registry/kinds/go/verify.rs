@@ -156,7 +156,7 @@ fn compare(
 
 /// Requires `tree` to extend `trusted` (or `trusted` to extend `tree`), reading the proof from
 /// tiles of the larger one.
-fn check_consistent(
+pub(crate) fn check_consistent(
     trusted: Tree,
     tree: Tree,
     read_tile: &mut dyn FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
@@ -184,26 +184,24 @@ fn check_consistent(
         read_tile: &mut *read_tile,
     };
     let proof = prove_tree(new.n, old.n, &mut reader)?;
-    check_tree(&proof, new.n, &new.hash, old.n, &old.hash)
+    check_tree(&proof, new.n, &new.hash, old.n, &old.hash).map_err(|e| match e.code {
+        // Say which of the two was trusted: the older tree may be the one shown now.
+        "go_sumdb_tree_inconsistent" if trusted.n > tree.n => TlogError::new(
+            e.code,
+            format!(
+                "the tree of {} is not a prefix of the trusted tree of {}",
+                tree.n, trusted.n
+            ),
+        ),
+        _ => e,
+    })
 }
 
-/// Checks a signed tree note (the database's `/latest`): the configured key signed it and
-/// the tree extends `trusted` (or `trusted` extends it). Returns the newer of the two.
-pub(crate) fn verify_tree_note(
-    msg: &[u8],
-    verifier: &Verifier,
-    trusted: Option<Tree>,
-    mut read_tile: impl FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
-) -> Result<Tree, VerifyError> {
+/// The tree of a signed tree note (the database's `/latest`), once the configured key's
+/// signature on it checked.
+pub(crate) fn open_tree_note(msg: &[u8], verifier: &Verifier) -> Result<Tree, VerifyError> {
     let note = open(msg, verifier).map_err(VerifyError::Note)?;
-    let tree = Tree::parse(&note.text).map_err(VerifyError::Log)?;
-    match trusted {
-        None => Ok(tree),
-        Some(trusted) => {
-            check_consistent(trusted, tree, &mut read_tile).map_err(VerifyError::Log)?;
-            Ok(if trusted.n > tree.n { trusted } else { tree })
-        }
-    }
+    Tree::parse(&note.text).map_err(VerifyError::Log)
 }
 
 /// What the checksum database's signed, proved record says of one module version.

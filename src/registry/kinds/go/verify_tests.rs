@@ -312,3 +312,32 @@ fn a_bad_module_or_lookup_is_refused_first() {
         "go_sumdb_record_malformed"
     );
 }
+
+#[test]
+fn an_older_tree_must_be_a_prefix_of_the_trusted_one_and_the_refusal_says_which_is_trusted() {
+    let db = Db::new(vec![lib_record()]);
+    let trusted = db.tree(301);
+    assert_eq!(
+        check_consistent(trusted, db.tree(280), &mut db.tiles()),
+        Ok(())
+    );
+    assert_eq!(check_consistent(trusted, trusted, &mut db.tiles()), Ok(()));
+    let mut forked_records = records(300);
+    forked_records[7] = b"example.com/evil v1.0.0 h1:e=\n".to_vec();
+    let forked = Tree {
+        n: 280,
+        hash: mth(&forked_records[..280]),
+    };
+    let err = check_consistent(trusted, forked, &mut db.tiles()).unwrap_err();
+    assert_eq!(err.code(), "go_sumdb_tree_inconsistent");
+    assert_eq!(
+        err.detail,
+        "the tree of 280 is not a prefix of the trusted tree of 301"
+    );
+    // The other way round, the newer tree is the one that fails to extend.
+    let err = check_consistent(forked, trusted, &mut db.tiles()).unwrap_err();
+    assert_eq!(
+        err.detail,
+        "the tree of 301 does not extend the trusted tree of 280"
+    );
+}

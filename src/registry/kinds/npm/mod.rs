@@ -3,7 +3,7 @@
 //! every `dist.tarball` pointed at fetchgate and every digest field untouched, so npm's own
 //! integrity checks keep working on top of fetchgate's.
 
-mod dists;
+pub(crate) mod dists;
 
 use crate::registry::error::RegistryError;
 use std::sync::Arc;

@@ -149,7 +149,11 @@ pub(crate) fn check_size(size: u64) -> Result<(), OciError> {
 /// Reads `bytes`, served with `content_type`, into what it points at.
 pub(crate) fn parse(content_type: Option<&str>, bytes: &[u8]) -> Result<Manifest, OciError> {
     check_size(bytes.len() as u64)?;
-    let raw: RawManifest = serde_json::from_slice(bytes)
+    // UTF-8 first: `from_slice` does not check the bytes of members it skips, so a
+    // manifest with invalid UTF-8 in an unknown member would pass as JSON.
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| bad("manifest", format!("is not UTF-8, so not JSON: {e}")))?;
+    let raw: RawManifest = serde_json::from_str(text)
         .map_err(|e| bad("manifest", format!("is not a manifest JSON object: {e}")))?;
     if raw.schema_version != 2 {
         return Err(bad("schemaVersion", "is not 2"));
@@ -254,6 +258,27 @@ fn descriptor(d: RawDescriptor, field: String) -> Result<Descriptor, OciError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `oci_manifest` fuzz target (a manifest the reader parses is JSON to a
+    /// second reader): invalid UTF-8 in the key of a member the reader skips was never
+    /// checked, so bytes that are not JSON were read as an index.
+    #[test]
+    fn a_manifest_that_is_not_utf8_is_refused_even_where_unread() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        let mut body = format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"digest":"{d}","size":400,"mediaType":"application/vnd.oci.image.manifest.v1+json","x":{{"a"#
+        )
+        .into_bytes();
+        body.extend_from_slice(&[0xff, 0xff]);
+        body.extend_from_slice(br#"":1}}]}"#);
+        let e = parse(None, &body).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
+        let ok = String::from_utf8_lossy(&body).into_owned();
+        assert!(
+            parse(None, ok.as_bytes()).is_ok(),
+            "the same manifest in UTF-8 reads"
+        );
+    }
 
     fn hex(c: char) -> String {
         std::iter::repeat_n(c, 64).collect()

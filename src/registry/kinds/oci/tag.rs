@@ -94,6 +94,7 @@ impl Oci<'_> {
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_string),
                     body,
+                    fetched: None,
                 }),
                 MetaResponse::NotModified => Ok(Answer::NotModified),
                 MetaResponse::NotFound => Ok(Answer::NotFound),

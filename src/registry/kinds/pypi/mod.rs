@@ -10,7 +10,7 @@
 mod files;
 mod html;
 mod upstream;
-mod upstream_html;
+pub(crate) mod upstream_html;
 
 use crate::registry::error::RegistryError;
 use std::sync::Arc;
@@ -88,18 +88,25 @@ pub(crate) fn parse_path(rest: &str) -> Request {
         let mut parts = file.splitn(3, '/');
         let (Some(project), Some(hex), Some(filename)) = (parts.next(), parts.next(), parts.next())
         else {
-            return match file.split_once('/') {
+            return match file
+                .split_once('/')
+                .and_then(|(hex, f)| Some((hex, decoded_filename(f)?)))
+            {
                 Some((hex, filename))
-                    if valid_filename(filename) && !filename.ends_with(".metadata") =>
+                    if valid_filename(&filename) && !filename.ends_with(".metadata") =>
                 {
                     Digest::parse(hex).map_or(Request::Other, |sha256| Request::Unscoped {
                         sha256,
-                        filename: filename.to_string(),
+                        filename,
                     })
                 }
                 _ => Request::Other,
             };
         };
+        let Some(filename) = decoded_filename(filename) else {
+            return Request::Other;
+        };
+        let filename = filename.as_str();
         let (true, Ok(sha256), true) = (
             valid_project(project),
             Digest::parse(hex),
@@ -227,9 +234,14 @@ pub(crate) fn read_page(
             .and_then(|h| h.get("sha256"))
             .and_then(Value::as_str)
             .and_then(|h| Digest::parse(&h.to_ascii_lowercase()).ok());
-        let (Some(sha256), true, Ok(absolute)) =
-            (sha256, valid_filename(&filename), page_url.join(&url))
-        else {
+        // pip reads a file's name from its URL, percent-decoding it twice (`Link.path`, then
+        // `Link.filename`): a name holding `%` would reach it as another name, so it is not
+        // listed (as on the HTML path).
+        let (Some(sha256), true, Ok(absolute)) = (
+            sha256,
+            valid_filename(&filename) && !filename.contains('%'),
+            page_url.join(&url),
+        ) else {
             continue;
         };
         let metadata_sha256 = [
@@ -271,10 +283,43 @@ pub(crate) fn read_page(
     })
 }
 
+/// What a file name keeps unescaped as a URL path segment: RFC 3986's unreserved characters
+/// and the sub-delimiters a path segment may hold. Everything else (`%`, `#`, `?`, `/`, `"`,
+/// space, non-ASCII) is percent-encoded, so the URL a client is sent names exactly this file,
+/// and a URL parser (pip's, the `url` crate's) leaves it as written.
+const FILENAME_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=')
+    .remove(b':')
+    .remove(b'@');
+
 /// Where fetchgate serves a file a page of `project` listed: `<base>-/files/<project>/<sha256>/
-/// <filename>`.
+/// <filename>`, the file name percent-encoded as one path segment ([`parse_path`] decodes it).
 pub(crate) fn file_url(base: &str, project: &str, sha256: &Digest, filename: &str) -> String {
-    format!("{base}-/files/{project}/{}/{filename}", sha256.hex())
+    let segment = percent_encoding::utf8_percent_encode(filename, FILENAME_SEGMENT);
+    format!("{base}-/files/{project}/{}/{segment}", sha256.hex())
+}
+
+/// A file name as a request path carries it: percent-decoded once ([`file_url`] encodes it),
+/// `None` when the result is not UTF-8.
+fn decoded_filename(segment: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .ok()
+        .map(|f| f.into_owned())
 }
 
 /// The page as PEP 691 JSON.

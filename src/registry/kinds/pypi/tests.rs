@@ -131,3 +131,55 @@ fn page_rewrite_keeps_hashes_and_drops_unverifiable_files() {
     assert!(html.contains("data-yanked=\"broken &lt;b&gt;\""));
     assert!(html.contains(&format!("data-core-metadata=\"sha256={SHA}\"")));
 }
+
+/// Found by the `pypi_json` fuzz target's property (the page as served reads back): a file
+/// name holding `"` (or `#`, `?`, `%`, a space) went into the file URL as it was, so the URL a
+/// client was sent named another path (`#` and `?` cut it short) and pip's request for it
+/// never matched the file. The name is now one percent-encoded path segment, decoded again
+/// when the request comes back.
+#[test]
+fn a_file_name_with_url_delimiters_is_one_escaped_segment_that_routes_back() {
+    let name = "A\"#? x.whl";
+    let body = serde_json::json!({ "files": [{ "filename": name, "url": "../A.whl",
+        "hashes": { "sha256": SHA } }] })
+    .to_string();
+    let page_url = url::Url::parse("https://pypi.example/simple/demo/").unwrap();
+    let base = "http://127.0.0.1:3128/registry/pypi/";
+    let page = read_page(body.as_bytes(), &page_url, base, "demo").unwrap();
+    let url = page.doc["files"][0]["url"].as_str().unwrap();
+    assert_eq!(url, format!("{base}-/files/demo/{SHA}/A%22%23%3F%20x.whl"));
+    assert_eq!(
+        url::Url::parse(url).unwrap().as_str(),
+        url,
+        "a parser keeps it as written"
+    );
+    assert_eq!(
+        parse_path(&url[base.len() - 1..]),
+        Request::File {
+            project: "demo".into(),
+            sha256: Digest::parse(SHA).unwrap(),
+            filename: name.into(),
+        }
+    );
+    assert_eq!(
+        parse_path(&format!("/-/files/demo/{SHA}/a%2fb.whl")),
+        Request::Other,
+        "an escaped slash is still refused"
+    );
+}
+
+/// Found by the `pypi_json` fuzz target (the page as served reads back, by pip's rules, to the
+/// same files): a file named `%2E.-1.0.tar.gz` was listed, and pip, which percent-decodes a
+/// link's name twice, reads its URL as `..-1.0.tar.gz`. A name holding `%` is not listed.
+#[test]
+fn a_file_name_pip_would_decode_into_another_is_not_listed() {
+    let body = serde_json::json!({ "files": [
+        { "filename": "%2E.-1.0.tar.gz", "url": "a", "hashes": { "sha256": SHA } },
+        { "filename": "demo-1.0.tar.gz", "url": "b", "hashes": { "sha256": SHA } },
+    ] })
+    .to_string();
+    let page_url = url::Url::parse("https://pypi.example/simple/demo/").unwrap();
+    let page = read_page(body.as_bytes(), &page_url, "http://fg/", "demo").unwrap();
+    let names: Vec<&str> = page.files.iter().map(|f| f.filename.as_str()).collect();
+    assert_eq!(names, ["demo-1.0.tar.gz"]);
+}

@@ -1,0 +1,152 @@
+//! The tiles one proof reads: kept ones from the store (by path, in the alias index), others
+//! from the database. A tile read from the database is kept only once the whole proof it
+//! served succeeded, the tree it led to included ([`TileReads::keep`]): a tile proved only
+//! against a tree that was then refused (a fork) never reaches the store, where it would be
+//! served to clients and read by later proofs. A tile path names the same bytes for ever in
+//! one consistent log (a partial tile is a prefix of the full one), so a kept tile needs no
+//! revalidation.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::error::GoError;
+use super::exchange::MAX_TILE_BYTES;
+use super::settings::SumDb;
+use super::state::Go;
+use super::tile::Tile;
+use super::tlog::TlogError;
+use super::verify::VerifyError;
+use crate::registry::error::RegistryError;
+use crate::registry::settings::Front;
+use crate::store::{Digest, Provenance};
+
+/// The most tiles one check may read (a proof in a tree of 2^64 records needs far fewer): a
+/// database that keeps asking for more is refused.
+const MAX_TILES_PER_CHECK: usize = 64;
+/// The code the tile reader returns for a tile it has not fetched yet.
+const PENDING: &str = "go_sumdb_tile_pending";
+
+/// The alias-index key of a kept tile.
+fn tile_key(db: &SumDb, tile: &Tile) -> String {
+    format!("go-tile {} {}", db.id(), tile.path())
+}
+
+/// A tile reader as the pure checks take it.
+pub(super) type ReadTile<'r> = &'r mut dyn FnMut(&Tile) -> Result<Vec<u8>, TlogError>;
+
+/// The tiles one proof has read so far, each with whether it came from the store.
+#[derive(Default)]
+pub(super) struct TileReads {
+    have: HashMap<Tile, (Bytes, bool)>,
+}
+
+impl TileReads {
+    /// Runs `check` over tiles until it needs none it lacks: each pass that asks for a tile
+    /// not yet read stops there, the tile is read, and the check runs again (the checks are
+    /// pure and cheap; no blocking bridge from the synchronous reader). Tiles read by an
+    /// earlier run of the same proof are not read again.
+    pub(super) async fn run<T>(
+        &mut self,
+        go: &Go<'_>,
+        front: &Front,
+        db: &SumDb,
+        mut check: impl FnMut(ReadTile<'_>) -> T,
+    ) -> Result<T, RegistryError> {
+        for _ in 0..=MAX_TILES_PER_CHECK {
+            let mut missing = None;
+            let have = &self.have;
+            let outcome = check(&mut |t: &Tile| match have.get(t) {
+                Some((b, _)) => Ok(b.to_vec()),
+                None => {
+                    missing = Some(*t);
+                    Err(TlogError::new(PENDING, t.path()))
+                }
+            });
+            let Some(tile) = missing else {
+                return Ok(outcome);
+            };
+            let read = go.read_tile(front, db, &tile).await?;
+            self.have.insert(tile, read);
+        }
+        Err(RegistryError::kind(GoError::Verify(VerifyError::Log(
+            TlogError::new(
+                "go_sumdb_tile_invalid",
+                format!("a check asked for more than {MAX_TILES_PER_CHECK} tiles"),
+            ),
+        ))))
+    }
+
+    /// The bytes of `tile`, if this proof read it.
+    pub(super) fn get(&self, tile: &Tile) -> Option<Bytes> {
+        self.have.get(tile).map(|(b, _)| b.clone())
+    }
+
+    /// Keeps the tiles read from the database in the store, indexed by path: call only once
+    /// the proof they served, and the trust in its tree, succeeded. A failure only costs a
+    /// later read.
+    pub(super) async fn keep(self, go: &Go<'_>, db: &SumDb) {
+        let tiles: Vec<(Tile, Bytes)> = self
+            .have
+            .into_iter()
+            .filter(|(_, (_, kept))| !kept)
+            .map(|(t, (b, _))| (t, b))
+            .collect();
+        if tiles.is_empty() {
+            return;
+        }
+        let aliases = go.core.aliases.clone();
+        let store = go.core.fetcher.store().clone();
+        let owned = db.clone();
+        let kept = tokio::task::spawn_blocking(move || {
+            let db = owned;
+            for (tile, bytes) in tiles {
+                let sha = Digest::of(&bytes);
+                let label = format!("go-sumdb:{}/{}", db.verifier.name, tile.path());
+                if !store.contains(&sha) {
+                    store
+                        .put_verified(sha, &bytes, Provenance::Local, Some(label))
+                        .map_err(|e| e.to_string())?;
+                }
+                aliases.set_alias(&tile_key(&db, &tile), &sha)?;
+            }
+            Ok::<(), String>(())
+        })
+        .await;
+        if !matches!(kept, Ok(Ok(()))) {
+            tracing::warn!(sumdb = %db.verifier.name, "checked tiles were not kept");
+        }
+    }
+}
+
+impl Go<'_> {
+    /// A kept tile, if the store still has it.
+    pub(super) async fn kept_tile(&self, db: &SumDb, tile: &Tile) -> Option<Bytes> {
+        let aliases = self.core.aliases.clone();
+        let store = self.core.fetcher.store().clone();
+        let k = tile_key(db, tile);
+        tokio::task::spawn_blocking(move || {
+            let sha = aliases.alias(&k).ok().flatten()?;
+            store.read_bytes(&sha, MAX_TILE_BYTES)
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// A tile: kept, or read from the database (not kept: the proof keeps it once done).
+    async fn read_tile(
+        &self,
+        front: &Front,
+        db: &SumDb,
+        tile: &Tile,
+    ) -> Result<(Bytes, bool), RegistryError> {
+        if let Some(bytes) = self.kept_tile(db, tile).await {
+            return Ok((bytes, true));
+        }
+        if front.settings.offline {
+            return Err(RegistryError::OfflineMiss(tile.path()));
+        }
+        Ok((self.fetch_tile(db, tile).await?, false))
+    }
+}

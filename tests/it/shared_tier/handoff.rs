@@ -1,0 +1,353 @@
+//! What one instance fetched, another serves from the bucket: `/sha256/` entries, npm
+//! tarballs, bodies the proxy tees, objects uploaded in parts, and container images with the
+//! upstream stopped.
+
+use crate::support;
+
+use fetchgate::store::Digest;
+use object_store::{ObjectStoreExt, PutPayload};
+use support::registry::{FakeRegistry, npm_tarball, publish_npm};
+use support::seaweed;
+use support::upstream::{Streaming, pattern_bytes};
+
+use super::{BUCKET, eventually, instance, instance_with, key, mirror, object, prefix, through};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_instance_serves_from_the_bucket_what_the_first_fetched() {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("second");
+    let (one, two) = (pattern_bytes(300_000), pattern_bytes(70_001));
+    let (d1, d2) = (Digest::of(&one), Digest::of(&two));
+    let mirror = mirror(&[("/one", &one), ("/two", &two)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance(dir.path(), "a", weed, &prefix, Some(mirror.addr)).await;
+    let url = |p: &str| format!("http://{}{p}", mirror.addr);
+    for (d, bytes, p) in [(&d1, &one, "/one"), (&d2, &two, "/two")] {
+        let got = a.get(&through(d, bytes.len(), &url(p)), &[]).await;
+        assert_eq!(got.status, 200);
+        assert!(got.body.as_ref() == bytes.as_slice());
+    }
+    for d in [&d1, &d2] {
+        let k = key(&prefix, d);
+        eventually("A's uploads reach the bucket", || {
+            let (s3, k) = (s3.clone(), k.clone());
+            async move { object(&s3, &k).await.is_some() }
+        })
+        .await;
+    }
+    let stored = s3.head(&key(&prefix, &d1)).await.unwrap();
+    assert_eq!(stored.size, one.len() as u64);
+    let requests_before = mirror.requests().len();
+
+    // B does not even trust the mirror: whatever it serves came from the bucket.
+    let b = instance(dir.path(), "b", weed, &prefix, None).await;
+    // Four clients at once: one bucket read between them.
+    let plain = format!("/sha256/{}", d1.hex());
+    let (g1, g2, g3, g4) = tokio::join!(
+        b.get(&plain, &[]),
+        b.get(&plain, &[]),
+        b.get(&plain, &[]),
+        b.get(&plain, &[])
+    );
+    for got in [g1, g2, g3, g4] {
+        assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+        assert!(got.body.as_ref() == one.as_slice(), "the right bytes");
+    }
+    let got = b.get(&through(&d2, two.len(), &url("/two")), &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == two.as_slice());
+    assert_eq!(
+        mirror.requests().len(),
+        requests_before,
+        "B never asked the mirror"
+    );
+    assert_eq!(
+        b.metric("fetchgate_shared_requests_total{op=\"get\",outcome=\"hit\"}")
+            .await,
+        2.0
+    );
+    // Now local to B: a range is served from its disk.
+    let got = b
+        .get(
+            &format!("/sha256/{}", d1.hex()),
+            &[("range", "bytes=10-19")],
+        )
+        .await;
+    assert_eq!(got.status, 206);
+    assert_eq!(got.body.as_ref(), &one[10..20]);
+    assert!(
+        dir.path()
+            .join("b/objects/sha256")
+            .join(&d1.hex()[..2])
+            .join(d1.hex())
+            .is_file(),
+        "published on B's own disk"
+    );
+    // A digest nobody has is still a 404, after a miss in the bucket.
+    let nobody = Digest::of(b"nobody has these bytes");
+    assert_eq!(
+        b.get(&format!("/sha256/{}", nobody.hex()), &[])
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_npm_tarball_fetched_by_one_instance_is_answered_by_another_from_the_bucket() {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("npm");
+    let reg = FakeRegistry::start().await;
+    let tarball = npm_tarball("fg-fleet", "1.0.0", &[]);
+    let other = npm_tarball("fg-other", "1.0.0", &[]);
+    publish_npm(&reg, "fg-fleet", &[("1.0.0", vec![], tarball.clone())]);
+    publish_npm(&reg, "fg-other", &[("1.0.0", vec![], other.clone())]);
+    let registry = format!(
+        "[[registry]]\nname = \"npm\"\nkind = \"npm\"\nupstream = \"{}\"\n",
+        reg.base()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance_with(dir.path(), "a", weed, &prefix, Some(reg.addr), &registry).await;
+    let path = "/registry/npm/fg-fleet/-/fg-fleet-1.0.0.tgz";
+    let got = a.get(path, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == tarball.as_slice());
+    let sha512 = {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha512::digest(&tarball))
+    };
+    let alias = object_store::path::Path::from(format!("{prefix}/alias/sha512/{sha512}"));
+    let d = Digest::of(&tarball);
+    eventually("A's object and alias reach the bucket", || {
+        let (s3, alias, k) = (s3.clone(), alias.clone(), key(&prefix, &d));
+        async move { object(&s3, &alias).await.is_some() && object(&s3, &k).await.is_some() }
+    })
+    .await;
+    assert_eq!(object(&s3, &alias).await.unwrap(), d.hex().as_bytes());
+
+    // B reads the packument upstream, but the tarball comes from the bucket.
+    let tarballs_before = reg.requests_ending(".tgz");
+    let b = instance_with(dir.path(), "b", weed, &prefix, Some(reg.addr), &registry).await;
+    let got = b.get(path, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == tarball.as_slice());
+    assert_eq!(
+        reg.requests_ending(".tgz"),
+        tarballs_before,
+        "no tarball fetched by B"
+    );
+    assert_eq!(
+        b.metric("fetchgate_registry_artifacts_total{kind=\"npm\",outcome=\"shared\"}")
+            .await,
+        1.0
+    );
+
+    // An alias pointing at other (valid) bytes is refused, and the upstream serves.
+    let c = instance_with(dir.path(), "c", weed, &prefix, Some(reg.addr), &registry).await;
+    assert_eq!(
+        c.get("/registry/npm/fg-other/-/fg-other-1.0.0.tgz", &[])
+            .await
+            .status,
+        200
+    );
+    let other_sha512 = {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha512::digest(&other))
+    };
+    let other_alias =
+        object_store::path::Path::from(format!("{prefix}/alias/sha512/{other_sha512}"));
+    eventually("C's alias reaches the bucket", || {
+        let (s3, k) = (s3.clone(), other_alias.clone());
+        async move { object(&s3, &k).await.is_some() }
+    })
+    .await;
+    s3.put(&other_alias, PutPayload::from(d.hex().into_bytes()))
+        .await
+        .unwrap();
+    let e = instance_with(dir.path(), "e", weed, &prefix, Some(reg.addr), &registry).await;
+    let before = reg.requests_ending("fg-other-1.0.0.tgz");
+    let got = e
+        .get("/registry/npm/fg-other/-/fg-other-1.0.0.tgz", &[])
+        .await;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.body.as_ref() == other.as_slice(),
+        "the registry's bytes, not the alias's"
+    );
+    assert_eq!(reg.requests_ending("fg-other-1.0.0.tgz"), before + 1);
+    assert_eq!(
+        e.metric("fetchgate_shared_verify_failures_total").await,
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_the_proxy_tees_reaches_the_bucket_and_another_instance_serves_it() {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("tee");
+    let bytes = pattern_bytes(150_000);
+    let d = Digest::of(&bytes);
+    let mirror = mirror(&[("/pkg-1.0.0.tgz", &bytes)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance(dir.path(), "a", weed, &prefix, Some(mirror.addr)).await;
+    let got = support::proxy::get(a.proxy, &format!("http://{}/pkg-1.0.0.tgz", mirror.addr)).await;
+    assert_eq!(got.status, 200);
+    let k = key(&prefix, &d);
+    eventually("the teed body reaches the bucket", || {
+        let (s3, k) = (s3.clone(), k.clone());
+        async move { object(&s3, &k).await.is_some() }
+    })
+    .await;
+    let b = instance(dir.path(), "b", weed, &prefix, None).await;
+    // B's first request is a range: answered once the fill from the bucket is verified.
+    let got = b
+        .get(
+            &format!("/sha256/{}", d.hex()),
+            &[("range", "bytes=1000-1999")],
+        )
+        .await;
+    assert_eq!(got.status, 206);
+    assert_eq!(got.body.as_ref(), &bytes[1000..2000]);
+    let got = b.get(&format!("/sha256/{}", d.hex()), &[]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.body.as_ref() == bytes.as_slice());
+    assert_eq!(b.gets("hit").await, 1.0, "one bucket read, then local");
+    assert_eq!(
+        mirror.requests().len(),
+        1,
+        "only A's proxied GET reached the mirror"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_too_large_for_one_put_is_uploaded_in_parts_and_served_whole() {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("large");
+    // Above the single-put bound (64 MiB): uploaded from the file in parts.
+    let size = (64 << 20) + 123_457u64;
+    let up = Streaming::start("127.0.0.2:0", size, None, true).await;
+    let bytes = pattern_bytes(size);
+    let d = Digest::of(&bytes);
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance(dir.path(), "a", weed, &prefix, Some(up.addr)).await;
+    let url = format!("http://{}/big.bin", up.addr);
+    assert_eq!(
+        a.get(&through(&d, bytes.len(), &url), &[]).await.status,
+        200
+    );
+    let k = key(&prefix, &d);
+    eventually("the large object reaches the bucket", || {
+        let (s3, k) = (s3.clone(), k.clone());
+        async move { s3.head(&k).await.is_ok() }
+    })
+    .await;
+    assert_eq!(s3.head(&k).await.unwrap().size, size);
+    assert_eq!(a.uploads("created").await, 1.0);
+
+    let b = instance(dir.path(), "b", weed, &prefix, None).await;
+    let got = b.get(&format!("/sha256/{}", d.hex()), &[]).await;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.body.as_ref() == bytes.as_slice(),
+        "served whole and right"
+    );
+    assert_eq!(up.request_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_image_pulled_by_one_instance_is_pulled_by_another_with_the_upstream_stopped() {
+    use support::oci::image::{self, Image, Top};
+    use support::oci::registry::DockerRegistry;
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("oci");
+    let img = Image::build("fg-fleet-oci", "amd64", &[16 * 1024, 4 * 1024]);
+    let never = Image::build("fg-fleet-oci-never", "amd64", &[4 * 1024]);
+    let (mut reg, img, never) = tokio::task::spawn_blocking(move || {
+        let reg = DockerRegistry::filesystem();
+        for (i, tag) in [(&img, "v1"), (&never, "v2")] {
+            let layout = tempfile::tempdir().unwrap();
+            image::write_layout(layout.path(), tag, Top::Image(i));
+            support::oci::Skopeo::new().push(layout.path(), tag, reg.addr, "fetchgate/fleet", &[]);
+        }
+        (reg, img, never)
+    })
+    .await
+    .unwrap();
+    let registry = format!(
+        "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\n",
+        reg.url()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance_with(dir.path(), "a", weed, &prefix, Some(reg.addr), &registry).await;
+    let manifest = format!(
+        "/registry/hub/v2/fetchgate/fleet/manifests/{}",
+        img.manifest.digest
+    );
+    let blobs: Vec<_> = img
+        .layers
+        .iter()
+        .chain([&img.config])
+        .map(|b| {
+            (
+                format!("/registry/hub/v2/fetchgate/fleet/blobs/{}", b.digest),
+                b.clone(),
+            )
+        })
+        .collect();
+    let got = a.get(&manifest, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    for (path, blob) in &blobs {
+        let got = a.get(path, &[]).await;
+        assert_eq!(got.status, 200, "{path}");
+        assert!(got.body.as_ref() == blob.bytes.as_slice());
+    }
+    for bytes in [&img.manifest.bytes]
+        .into_iter()
+        .chain(blobs.iter().map(|(_, b)| &b.bytes))
+    {
+        let k = key(&prefix, &Digest::of(bytes));
+        eventually("A's manifest and blobs reach the bucket", || {
+            let (s3, k) = (s3.clone(), k.clone());
+            async move { object(&s3, &k).await.is_some() }
+        })
+        .await;
+    }
+    reg = tokio::task::spawn_blocking(move || {
+        reg.stop();
+        reg
+    })
+    .await
+    .unwrap();
+
+    let b = instance_with(dir.path(), "b", weed, &prefix, Some(reg.addr), &registry).await;
+    let got = b.get(&manifest, &[]).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body.as_ref() == img.manifest.bytes.as_slice());
+    for (path, blob) in &blobs {
+        let got = b.get(path, &[]).await;
+        assert_eq!(got.status, 200, "{path}");
+        assert!(got.body.as_ref() == blob.bytes.as_slice());
+    }
+    // The twin: what no instance pulled is not in the bucket, and the upstream is down.
+    let got = b
+        .get(
+            &format!(
+                "/registry/hub/v2/fetchgate/fleet/manifests/{}",
+                never.manifest.digest
+            ),
+            &[],
+        )
+        .await;
+    assert_ne!(got.status, 200);
+    drop(reg);
+}
