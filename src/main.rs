@@ -118,7 +118,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let format = if json { LogFormat::Json } else { log_format };
             let _log_guard = init_logging(format);
             let loaded = Config::load(file)?;
-            Ok(runtime(true)?.block_on(serve(loaded, cli.config.clone())))
+            runtime(true)?.block_on(serve(loaded, cli.config.clone()))
         }
         Command::Fetch {
             sha256,
@@ -199,43 +199,41 @@ fn runtime(multi_thread: bool) -> Result<tokio::runtime::Runtime, CliError> {
     })
 }
 
-async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {
+/// Runs `serve` until it is stopped. A failure to start (exit status 2) names the cache or
+/// the listener it belongs to, and is one JSON object with `--json` like every failure.
+async fn serve(config: Config, path: Option<std::path::PathBuf>) -> Result<ExitCode, CliError> {
+    let file = config.file.as_deref();
     // The cache and the databases beside it first: their failures name the cache (and the
     // `[cache] dir` that chose it), not a listener.
-    let app = match App::open(&config) {
-        Ok(app) => app,
-        Err(e) => {
-            eprintln!(
-                "fetchgate: cannot start: {e} ([cache] dir {}{})",
+    let app = App::open(&config).map_err(|e| {
+        CliError::new(
+            "cache_unavailable",
+            format!(
+                "cannot start: {e} ([cache] dir {}{})",
                 config.cache.dir.display(),
-                config
-                    .file
-                    .as_ref()
-                    .map_or(String::new(), |f| format!(" in {}", f.display()))
-            );
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
+                file.map_or(String::new(), |f| format!(" in {}", f.display()))
+            ),
+        )
+        .at("cache.dir", file)
+    })?;
     // A failure to bind names the listener and its key ([listen] proxy, or the registry's
     // own `listen`).
-    let server = match Server::bind_app(app, config.limits.listen).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("fetchgate: cannot start: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
+    let server = Server::bind_app(app, config.limits.listen)
+        .await
+        .map_err(|e| CliError::new("listen_failed", format!("cannot start: {e}")))?;
     let handle = server.handle();
-    let admin = match Admin::bind(config.limits.admin, handle.clone()).await {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!(
-                "fetchgate: cannot start: cannot listen on {} ([listen] admin): {e}",
-                config.limits.admin
-            );
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
+    let admin = Admin::bind(config.limits.admin, handle.clone())
+        .await
+        .map_err(|e| {
+            CliError::new(
+                "listen_failed",
+                format!(
+                    "cannot start: cannot listen on {} ([listen] admin): {e}",
+                    config.limits.admin
+                ),
+            )
+            .at("listen.admin", file)
+        })?;
     let proxy_addr = server
         .local_addr()
         .map_or_else(|_| config.limits.listen.to_string(), |a| a.to_string());
@@ -269,16 +267,17 @@ async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {
             }
         }
     });
-    match server.run().await {
+    Ok(match server.run().await {
         Ok(()) => {
             tracing::info!("stopped");
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("fetchgate: listener failed: {e}");
+            // A log line, so `--json` keeps it one JSON object like every other.
+            tracing::error!(error = %e, "listener failed");
             ExitCode::FAILURE
         }
-    }
+    })
 }
 
 /// SIGHUP reloads the config file (an invalid one is refused and logged; the old one stays);

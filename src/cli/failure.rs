@@ -11,7 +11,8 @@ use crate::toml_file::FileError;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CliError {
     /// The stable code: `usage_error`, `config_invalid`, `cache_missing`, `invalid_argument`,
-    /// `cache_unavailable` or `command_failed`.
+    /// `cache_unavailable`, `listen_failed` (`serve` could not bind a listener) or
+    /// `command_failed`.
     pub code: &'static str,
     /// What went wrong, and what to do.
     pub message: String,
@@ -38,6 +39,13 @@ impl CliError {
     /// A bad argument value.
     pub fn argument(message: impl Into<String>) -> Self {
         Self::new("invalid_argument", message)
+    }
+
+    /// The same failure, naming the config `field` it belongs to and the `file` that set it.
+    pub fn at(mut self, field: &str, file: Option<&std::path::Path>) -> Self {
+        self.field = Some(field.to_string());
+        self.file = file.map(|f| f.display().to_string());
+        self
     }
 
     /// The JSON object `--json` prints.

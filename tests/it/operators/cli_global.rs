@@ -83,6 +83,24 @@ async fn with_json_every_failure_is_one_object_with_a_code() {
     std::fs::write(&typo, "[egress]\nmax_redirect = 5\n").unwrap();
     let missing_cache = d.join("nocache.toml");
     std::fs::write(&missing_cache, "[cache]\ndir = \"nowhere\"\n").unwrap();
+    // `serve` failing to start: a cache directory that is a file, an admin address in use.
+    std::fs::write(d.join("a-file"), "not a directory").unwrap();
+    let file_cache = d.join("filecache.toml");
+    std::fs::write(
+        &file_cache,
+        "[listen]\nproxy = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n[cache]\ndir = \"a-file\"\n",
+    )
+    .unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let admin_taken = d.join("admin.toml");
+    std::fs::write(
+        &admin_taken,
+        format!(
+            "[listen]\nproxy = \"127.0.0.1:0\"\nadmin = \"{}\"\n\n[cache]\ndir = \"cache\"\n",
+            taken.local_addr().unwrap()
+        ),
+    )
+    .unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--json", "cache", "frobnicate"], "usage_error"),
         (vec!["fetch", "--json", "--sha256"], "usage_error"),
@@ -118,6 +136,14 @@ async fn with_json_every_failure_is_one_object_with_a_code() {
             ],
             "cache_missing",
         ),
+        (
+            vec!["--json", "serve", "--config", file_cache.to_str().unwrap()],
+            "cache_unavailable",
+        ),
+        (
+            vec!["--json", "serve", "--config", admin_taken.to_str().unwrap()],
+            "listen_failed",
+        ),
     ];
     for (args, code) in cases {
         let o = fetchgate(d, &args, &[]).await;
@@ -142,6 +168,16 @@ async fn with_json_every_failure_is_one_object_with_a_code() {
     );
     assert_eq!(v["line"], 2, "{v}");
     assert_eq!(v["field"], "egress.max_redirect", "{v}");
+    let v = json_of(
+        &fetchgate(
+            d,
+            &["--json", "serve", "--config", admin_taken.to_str().unwrap()],
+            &[],
+        )
+        .await,
+    );
+    assert_eq!(v["field"], "listen.admin", "{v}");
+    drop(taken);
     // The twin: without --json, the same failures are text for people on standard error.
     let o = fetchgate(d, &["cache", "frobnicate"], &[]).await;
     assert_eq!(o.status.code(), Some(2));
