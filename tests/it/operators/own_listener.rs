@@ -149,6 +149,73 @@ async fn npm_and_pip_with_the_proxy_variables_set_to_fetchgate_install_from_its_
     assert!(reg.requests_ending(".tgz") >= 1 && reg.requests_ending(".whl") >= 1);
 }
 
+/// A registry's own `listen` address is fetchgate's too: npm pointed at it, with the proxy
+/// variables set to fetchgate, sends it to the proxy port in absolute form, and the proxy
+/// serves it as that registry (logged under its name), not as a refused loopback address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npm_with_the_proxy_variables_installs_from_a_registrys_own_listener() {
+    let reg = FakeRegistry::start().await;
+    publish_npm(
+        &reg,
+        "fg-own",
+        &[("1.0.0", vec![], npm_tarball("fg-own", "1.0.0", &[]))],
+    );
+    let toml = Toml::new().trust(reg.addr).raw(&format!(
+        "[[registry]]\nname = \"js\"\nkind = \"npm\"\nupstream = \"{}\"\nlisten = \"127.0.0.1:0\"\n",
+        reg.base()
+    ));
+    let mut served = Served::start(toml).await;
+    let proxy = served.run.proxy;
+    let banner = served.lines_until("registry js (npm)").await;
+    let listen = banner
+        .last()
+        .and_then(|l| l.split("at its own listener ").nth(1))
+        .and_then(|r| r.split(';').next())
+        .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+        .unwrap_or_else(|| panic!("no listen address in {banner:?}"));
+    let work = tempfile::tempdir().unwrap();
+    let proj = work.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(
+        proj.join("package.json"),
+        r#"{"name":"proj","version":"1.0.0","private":true}"#,
+    )
+    .unwrap();
+    let npmrc = work.path().join("npmrc");
+    std::fs::write(&npmrc, "").unwrap();
+    let cache = work.path().join("npm-cache");
+    let out = through_proxy(
+        "npm",
+        &proj,
+        &format!("http://{proxy}"),
+        &[
+            "install",
+            "fg-own",
+            "--registry",
+            &format!("http://{listen}/"),
+            "--userconfig",
+            npmrc.to_str().unwrap(),
+            "--cache",
+            cache.to_str().unwrap(),
+            "--no-audit",
+            "--no-fund",
+            "--ignore-scripts",
+            "--fetch-retries=0",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(proj.join("node_modules/fg-own/package.json").exists());
+    // The tarball came in absolute form for the registry's listener, through the proxy port.
+    let line = served
+        .lines_until(&format!("locator=http://{listen}/fg-own/-/"))
+        .await
+        .pop()
+        .unwrap();
+    assert!(line.contains("status=200"), "{line}");
+    assert!(line.contains("registry=\"js\""), "{line}");
+}
+
 /// Every origin-form route answers in absolute form for fetchgate's own address, and for a
 /// name in `[access] hosts`; another port or loopback address of the same host, and another
 /// port under that name, are decided by the policy and refused without a connection.
