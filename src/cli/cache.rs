@@ -34,6 +34,16 @@ pub(crate) fn open(config: &Config) -> Result<Arc<Store>, CliError> {
 /// `--config` given, if any.
 pub(crate) fn open_existing(config: &Config, file: Option<&Path>) -> Result<Arc<Store>, CliError> {
     let dir = &config.cache.dir;
+    if dir.exists() && !dir.is_dir() {
+        return Err(CliError::new(
+            "cache_unavailable",
+            format!(
+                "{} is not a directory, so it holds no cache: point [cache] dir at a directory",
+                dir.display()
+            ),
+        )
+        .at("cache.dir", file));
+    }
     if !dir.is_dir() {
         let shown = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
         let source = match file {

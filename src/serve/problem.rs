@@ -341,7 +341,7 @@ impl From<&UpstreamError> for Problem {
                 format!(
                     "the upstream applied an HTTP coding ({h}); only identity bytes can be verified"
                 ),
-                "use a mirror that serves the artifact without Content-Encoding (LOVE §3.3)",
+                "use an upstream or mirror that serves the bytes without Content-Encoding: fetchgate verifies bytes exactly as served",
             )
             .field("Content-Encoding"),
         }

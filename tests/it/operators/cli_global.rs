@@ -141,6 +141,16 @@ async fn with_json_every_failure_is_one_object_with_a_code() {
             "cache_unavailable",
         ),
         (
+            vec![
+                "--json",
+                "cache",
+                "ls",
+                "--config",
+                file_cache.to_str().unwrap(),
+            ],
+            "cache_unavailable",
+        ),
+        (
             vec!["--json", "serve", "--config", admin_taken.to_str().unwrap()],
             "listen_failed",
         ),
