@@ -310,6 +310,19 @@ async fn connect(
     let Some(authority) = req.uri().authority().map(|a| a.as_str().to_string()) else {
         return Err(RequestError::MissingAuthority.into());
     };
+    // fetchgate's own listener (a TLS registry listener, with HTTPS_PROXY set to fetchgate):
+    // said as such, not refused as a loopback or private address with a trust rule to add.
+    if crate::access::own::own_listener(
+        "https",
+        &authority,
+        conn.local,
+        &conn.listeners,
+        gate.access.hosts(),
+    )
+    .is_some()
+    {
+        return Err(RequestError::SelfTunnel { authority }.into());
+    }
     let decided = gate.egress.resolve_and_decide_authority(&authority).await;
     let permit = match narrow_all(decided, policies) {
         Decision::Allowed(permit) => permit,

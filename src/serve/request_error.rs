@@ -66,6 +66,11 @@ pub(crate) enum RequestError {
     /// An absolute-form request for fetchgate's own admin listener: the proxy port never
     /// serves the admin routes (`locator` is already redacted).
     AdminNotProxied { locator: String },
+    /// A `CONNECT` to one of fetchgate's own listeners: a client with `HTTPS_PROXY` set to
+    /// fetchgate asking to reach a TLS listener of fetchgate through itself. Not tunnelled
+    /// (a tunnel would reach the listener from fetchgate's own address, not the client's),
+    /// and not an egress refusal with a trust rule, which would be the wrong fix.
+    SelfTunnel { authority: String },
 }
 
 impl RequestError {
@@ -95,6 +100,7 @@ impl RequestError {
             Evicted(_) => "entry_evicted",
             RangeNotSatisfiable { .. } => "range_not_satisfiable",
             AdminNotProxied { .. } => "admin_not_proxied",
+            SelfTunnel { .. } => "own_listener_not_tunnelled",
         }
     }
 
@@ -174,6 +180,9 @@ impl RequestError {
             AdminNotProxied { .. } => {
                 "reach the admin listener directly: add its address to NO_PROXY (no_proxy), or use curl --noproxy '*'"
             }
+            SelfTunnel { .. } => {
+                "connect to fetchgate's listener directly: add its address or name to NO_PROXY (no_proxy)"
+            }
         }
     }
 }
@@ -222,6 +231,10 @@ impl fmt::Display for RequestError {
             NotInCache(digest) => write!(f, "no verified entry for sha256 {digest}"),
             Evicted(digest) => write!(f, "sha256 {digest} was evicted while being served"),
             RangeNotSatisfiable { size } => write!(f, "the entry is {size} bytes"),
+            SelfTunnel { authority } => write!(
+                f,
+                "{authority} is one of fetchgate's own listeners; CONNECT through the proxy port does not tunnel to fetchgate itself"
+            ),
             AdminNotProxied { locator } => write!(
                 f,
                 "{locator} is fetchgate's own admin listener, which is not served through the proxy port"

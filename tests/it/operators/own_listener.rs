@@ -273,3 +273,39 @@ async fn the_admin_listener_through_the_proxy_is_misdirected_not_refused_as_loop
     assert!(j["next"].as_str().unwrap().contains("NO_PROXY"), "{j}");
     assert!(j.get("trust_rule").is_none(), "{j}");
 }
+
+/// With `HTTPS_PROXY` set to fetchgate, a client asks the proxy port to CONNECT to one of
+/// fetchgate's own (TLS) listeners: answered as misdirected with the NO_PROXY fix, not as a
+/// refused loopback address with a trust rule; nothing is tunnelled. Another port on the same
+/// address is still decided, and refused without a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_to_fetchgates_own_listener_names_no_proxy_not_a_trust_rule() {
+    let bystander = CountingListener::start("127.0.0.1:0").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, mounts) = support::proxy::start_proxy_with_mounts(
+        &Toml::new()
+            .raw("[[registry]]\nname = \"js\"\nkind = \"npm\"\nupstream = \"http://127.0.0.1:9/\"\nlisten = \"127.0.0.1:0\"\n")
+            .build(),
+        dir.path(),
+    )
+    .await;
+    let (_, listen) = mounts
+        .first()
+        .cloned()
+        .expect("the registry's own listener");
+    for authority in [listen.to_string(), proxy.to_string()] {
+        let (status, head, _) = support::proxy::connect(proxy, &authority, "").await;
+        assert_eq!(status, 421, "{authority}: {head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("fetchgate-error: own_listener_not_tunnelled"),
+            "{authority}: {head}"
+        );
+    }
+    let (status, head, _) =
+        support::proxy::connect(proxy, &format!("127.0.0.1:{}", bystander.addr.port()), "").await;
+    // Decided by the egress policy as before (here its CONNECT ports refuse it first).
+    assert_eq!(status, 403, "{head}");
+    assert!(head.contains("fetchgate-error: port_not_allowed"), "{head}");
+    assert_eq!(bystander.accepted(), 0, "nothing was connected to");
+}
