@@ -144,14 +144,12 @@ fn cache_section(out: &mut String, handle: &Handle) {
          <tr><th>directory</th><td><code>{}</code></td></tr>\
          <tr><th>entries</th><td id=\"cache-entries\">{}</td></tr>\
          <tr><th>pinned</th><td>{}</td></tr>\
-         <tr><th>bytes stored</th><td id=\"cache-bytes\">{} of {} bytes: {} of {}</td></tr>\
+         <tr><th>bytes stored</th><td id=\"cache-bytes\">{} of {}</td></tr>\
          <tr><th>hit ratio</th><td id=\"cache-hit-ratio\">{}</td></tr>\
          <tr><th>fills</th><td>{}</td></tr></table>",
         esc(&handle.store().root().display().to_string()),
         stats.entries,
         stats.pinned,
-        stats.bytes,
-        stats.max_bytes,
         esc(&human(stats.bytes)),
         esc(&human(stats.max_bytes)),
         esc(&ratio),

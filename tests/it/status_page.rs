@@ -117,7 +117,10 @@ async fn the_status_page_shows_cache_registries_shared_tier_and_refusals_in_a_br
 
     // The cache: one entry of 4096 bytes, one hit.
     assert!(dom.contains("<td id=\"cache-entries\">1</td>"), "{dom}");
-    assert!(dom.contains("<td id=\"cache-bytes\">4096 of "), "{dom}");
+    assert!(
+        dom.contains("<td id=\"cache-bytes\">4.00 KiB (4096 bytes) of "),
+        "{dom}"
+    );
     let ratio = dom
         .split("<td id=\"cache-hit-ratio\">")
         .nth(1)
