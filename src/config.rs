@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::access::policy::PolicyChecks;
+use crate::access::policy::{Anonymous, PolicyChecks};
 use crate::access::{Access, AccessSection};
 use crate::connect::tls::{TlsSection, client_config};
 use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
@@ -90,7 +90,7 @@ impl Config {
     /// What an operator should know once fetchgate listens: settings that work but leave
     /// something off.
     pub fn start_up_warnings(&self) -> Vec<String> {
-        let mut warnings = Vec::new();
+        let mut warnings = self.unauthenticated_listeners();
         if self.shared.as_ref().is_some_and(|s| s.fleet_key.is_none()) {
             warnings.push(
                 "metadata is not shared: [shared] has no fleet_key_file, so each instance asks \
@@ -100,6 +100,43 @@ impl Config {
             );
         }
         warnings
+    }
+
+    /// While `[[access.policy]]` tables exist: one line per listener that serves the policed
+    /// routes to a client with no identity (no token is required, and the listener does not
+    /// require a client certificate), saying what such a client gets.
+    pub fn unauthenticated_listeners(&self) -> Vec<String> {
+        let policies = &self.access.policies;
+        if !policies.any() || self.access.tokens_required() {
+            return Vec::new();
+        }
+        let gets = match policies.anonymous {
+            Anonymous::EveryPolicy => {
+                "is held to every [[access.policy]] at once ([access] anonymous = \"every_policy\")"
+            }
+            Anonymous::Global => "gets the global policy ([access] anonymous = \"global\")",
+        };
+        let mut listeners = Vec::new();
+        if !self.listen_tls.requires_certs(false) {
+            listeners.push(format!("[listen] proxy {}", self.limits.listen));
+        }
+        if !self.listen_tls.requires_certs(true) {
+            for r in &self.registries {
+                if let Some(addr) = r.settings.listen {
+                    listeners.push(format!("[[registry]] {} listen {addr}", r.settings.name));
+                }
+            }
+        }
+        listeners
+            .into_iter()
+            .map(|l| {
+                format!(
+                    "{l} serves clients without a certificate or token: such a client {gets}; \
+                     require client certificates there (client_auth = \"required\") or a token \
+                     ([access] tokens_file) to tell clients apart"
+                )
+            })
+            .collect()
     }
 
     /// The embedded defaults: the built-in profile, default ports, the system resolver.

@@ -41,6 +41,9 @@ pub(crate) struct AccessSection {
     /// Names (or addresses) clients reach fetchgate by, beyond its listen addresses,
     /// loopback and `localhost`: what an origin-form request's `Host` may say.
     pub(crate) hosts: Option<Vec<Spanned<String>>>,
+    /// What a client with no certificate and no token gets while policies exist:
+    /// `"every_policy"` (the default) or `"global"`.
+    pub(crate) anonymous: Option<Spanned<String>>,
     /// Per-client policies (`[[access.policy]]`), each narrowing the global one.
     #[serde(default)]
     pub(crate) policy: Vec<Spanned<policy::PolicySection>>,
@@ -182,6 +185,10 @@ impl Access {
             }
             access.tokens = Some(tokens);
         }
+        if let Some(a) = &section.anonymous {
+            access.policies.anonymous =
+                policy::Anonymous::parse(a.get_ref()).map_err(|why| src.error_at(a.span(), why))?;
+        }
         for o in section.origins.iter().flatten() {
             access
                 .origins
@@ -199,6 +206,26 @@ impl Access {
             access.hosts.push(key);
         }
         Ok(access)
+    }
+
+    /// The policies a client with the certificate names `cert_names` and the token named
+    /// `token` is held to. A client with neither (no certificate, and no tokens are
+    /// configured) has no identity: while any policy exists it is held to every one of them
+    /// ([`policy::Anonymous`]), so leaving a restricted certificate at home widens nothing.
+    pub(crate) fn policies_for(
+        &self,
+        cert_names: &[String],
+        token: Option<&str>,
+    ) -> Vec<Arc<crate::decide::narrow::ClientPolicy>> {
+        if cert_names.is_empty() && self.tokens.is_none() {
+            return self.policies.for_anonymous();
+        }
+        self.policies.select(cert_names, token)
+    }
+
+    /// True when every request must carry a token (`[access] tokens_file`).
+    pub(crate) fn tokens_required(&self) -> bool {
+        self.tokens.is_some()
     }
 
     /// `[access] hosts`, as [`host::check_host`] compares them.

@@ -43,14 +43,57 @@ pub(crate) struct PolicyChecks<'a> {
     pub(crate) client_certs: bool,
 }
 
+/// What a client with no identity (no certificate, no token) gets while policies exist:
+/// `[access] anonymous`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Anonymous {
+    /// Every policy at once, so never more than any one of them allows (the default: a
+    /// narrowing the client could escape by not presenting its certificate is none).
+    #[default]
+    EveryPolicy,
+    /// The global policy: the operator said so (`anonymous = "global"`).
+    Global,
+}
+
+impl Anonymous {
+    /// Reads `[access] anonymous`.
+    pub(crate) fn parse(raw: &str) -> Result<Self, String> {
+        match raw {
+            "every_policy" => Ok(Self::EveryPolicy),
+            "global" => Ok(Self::Global),
+            other => Err(format!(
+                "anonymous is `every_policy` (a client without a certificate or token is held to every [[access.policy]] at once, the default) or `global` (it gets the global policy), not `{other}`"
+            )),
+        }
+    }
+}
+
 /// The checked policies, by the identity that selects each.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Policies {
     by_cert: HashMap<String, Arc<ClientPolicy>>,
     by_token: HashMap<String, Arc<ClientPolicy>>,
+    /// Every policy, in the file's order.
+    all: Vec<Arc<ClientPolicy>>,
+    /// What a client with no identity gets.
+    pub(crate) anonymous: Anonymous,
 }
 
 impl Policies {
+    /// True when any `[[access.policy]]` exists.
+    pub(crate) fn any(&self) -> bool {
+        !self.all.is_empty()
+    }
+
+    /// The policies a client with no identity is held to: every one, unless
+    /// `[access] anonymous = "global"`.
+    pub(crate) fn for_anonymous(&self) -> Vec<Arc<ClientPolicy>> {
+        match self.anonymous {
+            Anonymous::EveryPolicy => self.all.clone(),
+            Anonymous::Global => Vec::new(),
+        }
+    }
+
     /// The policies `cert_names` and the token's name select, without repeats.
     pub(crate) fn select(
         &self,
@@ -146,6 +189,7 @@ impl Access {
             }
             names.push(name);
             let policy = Arc::new(self.check_policy(s, checks, src)?);
+            self.policies.all.push(policy.clone());
             if s.clients.get_ref().is_empty() {
                 return Err(src.error_at(
                     s.clients.span(),
@@ -263,5 +307,33 @@ impl Access {
         }
         table.insert(id.to_string(), policy.clone());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anonymous_is_every_policy_unless_global_is_said_and_nothing_else_loads() {
+        assert_eq!(Anonymous::default(), Anonymous::EveryPolicy);
+        assert_eq!(Anonymous::parse("every_policy"), Ok(Anonymous::EveryPolicy));
+        assert_eq!(Anonymous::parse("global"), Ok(Anonymous::Global));
+        let e = Anonymous::parse("Global").unwrap_err();
+        assert!(
+            e.contains("`every_policy`") && e.contains("`Global`"),
+            "{e}"
+        );
+        let mut p = Policies::default();
+        let ci = Arc::new(ClientPolicy {
+            name: Arc::from("ci"),
+            hosts: None,
+            ports: Some(vec![443]),
+            registries: None,
+        });
+        p.all.push(ci.clone());
+        assert_eq!(p.for_anonymous().len(), 1);
+        p.anonymous = Anonymous::Global;
+        assert!(p.for_anonymous().is_empty());
     }
 }

@@ -61,6 +61,7 @@ impl Gate {
             config
                 .fetcher(lasting.store.clone(), lasting.metrics.clone())
                 .with_flights(lasting.flights.clone())
+                .with_tampered(lasting.tampered.clone())
                 .with_shared(lasting.tier.clone()),
         );
         let packs = Arc::new(Packs::new(

@@ -29,6 +29,8 @@ pub(crate) struct Lasting {
     pub(crate) credentialed: Arc<Credentialed>,
     /// Fetches in flight: every fetcher, before and after a reload, joins the same table.
     pub(crate) flights: Arc<Flights>,
+    /// The digest mismatches remembered by URL (a reload does not download them again).
+    pub(crate) tampered: crate::fetch::tampered::Tampered,
     /// The shared tier under the store (`[shared]`), if configured.
     pub(crate) tier: Option<Arc<SharedTier>>,
     /// This instance's metrics: counted across reloads, exported on the admin listener.
@@ -76,6 +78,7 @@ impl Lasting {
             aliases,
             credentialed,
             flights: Arc::default(),
+            tampered: crate::fetch::tampered::Tampered::default(),
             tier,
             metrics,
         })

@@ -54,6 +54,7 @@ pub fn run(args: CheckArgs<'_>) -> Result<ExitCode, CliError> {
             .iter()
             .filter_map(|u| u.shape.map(|s| format!("{} {}: {s}", u.field, u.url))),
     );
+    warnings.extend(config.start_up_warnings());
     let mut v = effective(&config);
     v["file"] = json!(args.file.map(|f| f.display().to_string()));
     v["valid"] = json!(true);

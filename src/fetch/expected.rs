@@ -16,6 +16,7 @@ use super::idle::IdleBody;
 use super::integrity::{Algorithm, Expected};
 use super::pump::{Pump, read_capped};
 use super::tap::{Tap, TapSlot};
+use crate::metrics::route::REGISTRY;
 use crate::redact::redact_locator;
 use crate::shared::SharedTier;
 use crate::shared::lease::{Landed, Turn};
@@ -64,6 +65,13 @@ impl Fetcher {
         self: &Arc<Self>,
         want: ExpectedAsk,
     ) -> Result<Digest, ExpectedError> {
+        let expected = want.expected.sri();
+        if let Some(m) = self.recall_mismatch(REGISTRY, &want.url, &expected) {
+            return Err(ExpectedError::Mismatch {
+                expected: m.expected,
+                received: m.received,
+            });
+        }
         let ask = Ask {
             key: want.key.clone(),
             source: want.source.clone(),
@@ -128,6 +136,9 @@ impl Fetcher {
                 }
             }
             guard.release().await;
+        }
+        if let Err(ExpectedError::Mismatch { expected, received }) = &fetched {
+            self.note_mismatch(&want.url, expected, received);
         }
         fetched
     }

@@ -14,6 +14,8 @@
 //! - [`expected`] fetches what a registry's metadata names and publishes it only when it
 //!   matches the digest the registry published ([`integrity`]), optionally handing one client
 //!   the bytes as they are hashed ([`tap`]: the last byte only once they matched);
+//! - [`tampered`] remembers a digest mismatch per URL for a while, so a retry is refused
+//!   without downloading the same wrong bytes again;
 //! - [`pump`] is the one loop that moves a body into whatever takes it, [`flight`] the single
 //!   flight tables, and [`failure`] how any of it fails.
 //!
@@ -27,6 +29,7 @@ pub(crate) mod hops;
 pub(crate) mod idle;
 pub(crate) mod integrity;
 pub(crate) mod pump;
+pub(crate) mod tampered;
 pub(crate) mod tap;
 pub(crate) mod through;
 pub(crate) mod tiers;
@@ -74,6 +77,8 @@ pub(crate) struct Fetcher {
     limits: FetchLimits,
     allow_redirect_downgrade: bool,
     inflight: Arc<Flights>,
+    /// Recent digest mismatches by URL (kept for the process, like `inflight`).
+    tampered: tampered::Tampered,
     /// Where fetches are counted (handed in, so fetching reaches no global).
     metrics: Arc<Metrics>,
     /// The store, and the shared tier tried before the mirrors.
@@ -95,6 +100,7 @@ impl Fetcher {
             limits,
             allow_redirect_downgrade: false,
             inflight: Arc::default(),
+            tampered: tampered::Tampered::default(),
             metrics,
             tiers: Tiers::new(store, None),
         }
@@ -112,6 +118,40 @@ impl Fetcher {
     pub(crate) fn with_flights(mut self, flights: Arc<Flights>) -> Self {
         self.inflight = flights;
         self
+    }
+
+    /// Shares `tampered` (the recent digest mismatches) with other fetchers: the one kept for
+    /// the whole process, so a reload does not download a refused artifact again.
+    pub(crate) fn with_tampered(mut self, tampered: tampered::Tampered) -> Self {
+        self.tampered = tampered;
+        self
+    }
+
+    /// The digest mismatch `url` served a moment ago for `expected`, counted by `route` when
+    /// it answers a request.
+    pub(crate) fn recall_mismatch(
+        &self,
+        route: &'static str,
+        url: &str,
+        expected: &str,
+    ) -> Option<tampered::Mismatch> {
+        let found = self.tampered.recall(url, expected)?;
+        self.metrics
+            .mismatches_remembered
+            .get_or_create(&[("route", route)])
+            .inc();
+        Some(found)
+    }
+
+    /// Remembers that `url` served bytes that did not match (see [`tampered`]).
+    pub(crate) fn note_mismatch(&self, url: &str, expected: &str, received: &str) {
+        self.tampered.note(
+            url,
+            tampered::Mismatch {
+                expected: expected.to_string(),
+                received: received.to_string(),
+            },
+        );
     }
 
     /// Tries `shared` (the bucket under the store) before any mirror.

@@ -16,6 +16,7 @@ use super::flight::Ask;
 use super::hops::GetRequest;
 use super::idle::IdleBody;
 use super::pump::{Pump, read_capped};
+use crate::metrics::route::FETCH_THROUGH;
 use crate::redact::redact_locator;
 use crate::shared::lease::Turn;
 use crate::store::{Digest, FillError, FillSink, Provenance, StoreError};
@@ -116,6 +117,10 @@ impl Fetcher {
         let metrics = &self.metrics;
         let mut failures = Vec::new();
         for mirror in &wanted.mirrors {
+            if let Some(f) = self.remembered(mirror, &wanted.digest) {
+                failures.push(f);
+                continue;
+            }
             let outcome =
                 tokio::time::timeout(self.fetch_timeout(), self.fetch_mirror(mirror, wanted)).await;
             let failure = match outcome {
@@ -145,6 +150,27 @@ impl Fetcher {
             }
         }
         Err(ThroughError::AllFailed(failures))
+    }
+
+    /// The refusal of `mirror` from memory when it served other bytes for `digest` a moment
+    /// ago ([`super::tampered`]): no request is sent.
+    fn remembered(&self, mirror: &str, digest: &Digest) -> Option<LocatorFailure> {
+        let m = self.recall_mismatch(FETCH_THROUGH, mirror, &format!("sha256:{digest}"))?;
+        let detail = format!(
+            "the bytes hash to {}, not the expected {}; remembered from a fetch moments ago, \
+             so this mirror was not asked again",
+            m.received, m.expected
+        );
+        Some(locator_failure(mirror, None, FetchCode::DigestMismatch, detail).into_locator())
+    }
+
+    /// Remembers that `mirror`'s bytes for `digest` hashed to `got`.
+    fn noted(&self, mirror: &str, digest: &Digest, got: &Digest) {
+        self.note_mismatch(
+            mirror,
+            &format!("sha256:{digest}"),
+            &format!("sha256:{got}"),
+        );
     }
 
     /// The failure of a locator whose whole fetch ran past `[cache] fetch_timeout_ms`.
@@ -197,7 +223,7 @@ impl Fetcher {
         {
             sink.send(data)
                 .await
-                .map_err(|e| fill_failure(e, mirror, hop))?;
+                .map_err(|e| self.refused(e, mirror, hop, digest))?;
         }
         sink.finish(
             Provenance::Upstream(redact_locator(mirror)),
@@ -205,7 +231,16 @@ impl Fetcher {
         )
         .await
         .map(|_| ())
-        .map_err(|e| fill_failure(e, mirror, hop))
+        .map_err(|e| self.refused(e, mirror, hop, digest))
+    }
+
+    /// A fill of `digest` from `mirror` that refused the bytes, as the mirror's failure; a
+    /// digest mismatch is remembered.
+    fn refused(&self, e: FillError, mirror: &str, hop: Option<&str>, digest: Digest) -> Failure {
+        if let FillError::DigestMismatch { got, .. } = &e {
+            self.noted(mirror, &digest, got);
+        }
+        fill_failure(e, mirror, hop)
     }
 
     /// Fetches a document (a manifest, an index, a pointer) into memory, at most `max` bytes,
@@ -242,6 +277,10 @@ impl Fetcher {
     pub(crate) async fn fetch_verified(&self, wanted: &Wanted) -> Result<Verified, ThroughError> {
         let mut failures = Vec::new();
         for mirror in &wanted.mirrors {
+            if let Some(f) = self.remembered(mirror, &wanted.digest) {
+                failures.push(f);
+                continue;
+            }
             let attempt = async {
                 let (response, last) = self.open(mirror, wanted.size, Some(wanted.size)).await?;
                 let hop = (last != *mirror).then_some(last.as_str());
@@ -263,6 +302,7 @@ impl Fetcher {
                 }
                 let got = Digest::of(&bytes);
                 if got != wanted.digest {
+                    self.noted(mirror, &wanted.digest, &got);
                     return Err(locator_failure(
                         mirror,
                         hop,

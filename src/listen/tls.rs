@@ -54,6 +54,9 @@ pub(crate) struct ListenerTls {
     pub(crate) acceptor: TlsAcceptor,
     /// True when the listener has a `client_ca`.
     pub(crate) client_certs: bool,
+    /// True when it refuses a handshake without a client certificate (`client_ca` with
+    /// `client_auth = "required"`, the default).
+    pub(crate) certs_required: bool,
 }
 
 impl std::fmt::Debug for ListenerTls {
@@ -101,6 +104,13 @@ impl ListenTls {
         } else {
             self.proxy.as_ref()
         }
+    }
+
+    /// True when every client of the proxy listener (or, with `registry`, of the `[[registry]]
+    /// listen` listeners) must present a certificate `client_ca` signed.
+    pub(crate) fn requires_certs(&self, registry: bool) -> bool {
+        self.for_listener(registry)
+            .is_some_and(|l| l.certs_required)
     }
 
     /// True if any listener asks for client certificates.
@@ -198,6 +208,7 @@ impl ListenerTls {
         Ok(Self {
             acceptor: TlsAcceptor::from(Arc::new(config)),
             client_certs: s.client_ca.is_some(),
+            certs_required: s.client_ca.is_some() && required,
         })
     }
 }

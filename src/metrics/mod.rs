@@ -38,6 +38,8 @@ pub(crate) mod route {
     pub(crate) const TEE: &str = "tee";
     /// Fills from the shared tier.
     pub(crate) const SHARED: &str = "shared";
+    /// An `oci` registry's blobs and manifests by digest.
+    pub(crate) const OCI: &str = "oci";
     /// Every route, for sums across them.
     pub(crate) const ALL: [&str; 6] = [OBJECT, REGISTRY, PACK, FETCH_THROUGH, TEE, SHARED];
 }
@@ -166,6 +168,9 @@ pub struct Metrics {
     /// Bytes or signatures refused because they did not verify, by `check` ([`check`]): what
     /// the tampering alert reads.
     pub(crate) integrity_failures: Family<Labels1, Counter>,
+    /// Requests refused from memory of a recent digest mismatch at the same URL, by `route`
+    /// (`registry`, `fetch_through`, `oci`): no download was made.
+    pub(crate) mismatches_remembered: Family<Labels1, Counter>,
     /// Manifest requests an `oci` registry sent its upstream, by `registry` and `method`
     /// (`GET`, `HEAD`): the budget Docker Hub rate-limits counts the `GET`s.
     pub(crate) oci_upstream_manifests: Family<RegistryLabels, Counter>,
@@ -260,6 +265,7 @@ impl Metrics {
             tunnel_bytes: Family::default(),
             registry_metadata: Family::default(),
             registry_artifacts: Family::default(),
+            mismatches_remembered: Family::default(),
             registry_names_refused: Family::default(),
             integrity_failures: Family::default(),
             oci_upstream_manifests: Family::default(),
@@ -314,6 +320,7 @@ impl Metrics {
             registry_artifacts: "registry_artifacts", "Registry artifact requests by registry, kind and outcome";
             registry_names_refused: "registry_names_refused", "Package names refused by allow/deny, by registry and kind";
             integrity_failures: "integrity_failures", "Bytes or signatures refused because they did not verify, by check";
+            mismatches_remembered: "mismatches_remembered", "Requests refused from memory of a recent digest mismatch at the same URL, by route (no download made)";
             oci_upstream_manifests: "oci_upstream_manifest_requests", "Manifest requests sent to an oci registry's upstream, by registry and method (GET, HEAD)";
             oci_pulls: "oci_pulls", "Blob and manifest-by-digest requests of an oci registry, by registry and outcome";
             oci_served_bytes: "oci_served_bytes", "Blob bytes an oci registry served, by registry and source (cache, upstream)";

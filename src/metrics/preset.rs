@@ -33,4 +33,6 @@ pub(super) fn zeros(m: &Metrics) {
         "reason",
         &["digest_mismatch", "size_mismatch", "too_large"],
     );
+    let remembered = [route::REGISTRY, route::FETCH_THROUGH, route::OCI];
+    Metrics::preset(&m.mismatches_remembered, "route", &remembered);
 }

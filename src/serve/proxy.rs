@@ -83,10 +83,7 @@ async fn route(
         .access
         .check_token(req.headers())
         .map_err(Problem::from)?;
-    let policies = gate
-        .access
-        .policies
-        .select(&conn.cert_names, token.as_deref());
+    let policies = gate.access.policies_for(&conn.cert_names, token.as_deref());
     log.policy = policy_names(&policies);
     let policies = &policies[..];
     // Every route but the cache hit is boxed: hyper keeps a slot the size of this future for

@@ -42,6 +42,7 @@ use support::config::Toml;
 
 use rules::{
     a_foreign_host_is_refused_before_any_upstream_request,
+    a_tampered_artifact_asked_again_costs_no_second_download,
     a_tampered_artifact_is_never_served_whole_nor_stored,
     an_offline_miss_is_the_named_offline_error,
     an_untrusted_upstream_is_refused_before_any_request,
@@ -329,6 +330,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_tampered_artifact_is_never_served_whole_nor_stored() {
                 super::a_tampered_artifact_is_never_served_whole_nor_stored::<$harness>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_tampered_artifact_asked_again_costs_no_second_download() {
+                super::a_tampered_artifact_asked_again_costs_no_second_download::<$harness>().await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -139,6 +139,48 @@ pub(super) async fn a_tampered_artifact_is_never_served_whole_nor_stored<K: Kind
     .await;
 }
 
+/// A tampered artifact asked for again, both ways in, is refused `424 digest_mismatch` each
+/// time with no second download: the mismatch is remembered for its URL and the digest the
+/// metadata named, and each answer from memory is counted.
+pub(super) async fn a_tampered_artifact_asked_again_costs_no_second_download<K: Kind>() {
+    let mut k = K::start().await;
+    let fg = Fg::start(&k, "", true).await;
+    warm(&fg, &k.warm()).await;
+    let (req, _) = k.artifact(&fg).await;
+    let evil = k.tamper().await;
+    let before = k.artifact_requests();
+    let first = fg.get(&req).await;
+    assert_ne!(first.body, evil, "the tampered bytes were served whole");
+    assert_eq!(k.artifact_requests(), before + 1, "{}", k.seen());
+    for again in fg.both_ways::<K>(&req).await {
+        assert_eq!(
+            (again.status, again.code()),
+            (424, "digest_mismatch"),
+            "{}: asked again, answered {}",
+            req.path,
+            again.show()
+        );
+    }
+    assert_eq!(
+        k.artifact_requests(),
+        before + 1,
+        "a retry downloaded the artifact again: {}",
+        k.seen()
+    );
+    let remembered: f64 = ["registry", "oci", "fetch_through"]
+        .iter()
+        .map(|r| {
+            fg.metric(&format!(
+                "fetchgate_mismatches_remembered_total{{route=\"{r}\"}}"
+            ))
+        })
+        .sum();
+    assert_eq!(
+        remembered, 2.0,
+        "each retry answered from memory is counted"
+    );
+}
+
 /// [`AT_ONCE`] concurrent first requests for one artifact, half on the registry's own listener
 /// and half on the proxy port's route, make one upstream request: the upstream holds the first
 /// until every other request waits on its fetch, then all get the artifact.

@@ -10,6 +10,7 @@ mod cross_registry;
 mod metadata_bounds;
 mod npm_pull;
 mod pypi_pull;
+mod retries;
 
 use crate::support;
 

@@ -80,20 +80,36 @@ async fn a_certificate_identity_selects_its_policy_and_refusals_name_it() {
 }
 
 #[tokio::test]
-async fn with_optional_client_certificates_a_client_without_one_keeps_the_global_policy() {
+async fn with_optional_client_certificates_a_client_without_one_is_held_to_every_policy() {
     let pki = Pki::new("fetchgate test CA");
     let (two, three) = upstreams().await;
     let cfg = two_cert_policies(&pki, &two, &three, "optional");
     let proxy = start_proxy_in(&cfg, pki.dir.path()).await;
+    // Leaving the ci certificate at home widens nothing: without one, a client is held to ci
+    // and build at once, so it reaches neither host.
     let anonymous = connector(&pki.ca_pem, None);
+    for up in [&two, &three] {
+        let refused = tls_get(proxy, &anonymous, &url(up), &[]).await.unwrap();
+        assert_eq!(
+            refused.code(),
+            "policy_host_not_allowed",
+            "{:?}",
+            refused.body
+        );
+    }
+    let head = connect_head(
+        tls_to(proxy, &anonymous).await.unwrap(),
+        &three.addr.to_string(),
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert_eq!(two.requests().len() + three.connection_count(), 0);
+    // With the certificate, its own policy.
+    let ci = connector(&pki.ca_pem, Some(&pki.client("ci-runner")));
     assert_eq!(
-        tls_get(proxy, &anonymous, &url(&three), &[])
-            .await
-            .unwrap()
-            .status,
+        tls_get(proxy, &ci, &url(&two), &[]).await.unwrap().status,
         200
     );
-    let ci = connector(&pki.ca_pem, Some(&pki.client("ci-runner")));
     assert_eq!(
         tls_get(proxy, &ci, &url(&three), &[]).await.unwrap().code(),
         "policy_host_not_allowed"
@@ -109,6 +125,110 @@ async fn with_optional_client_certificates_a_client_without_one_keeps_the_global
         )
         .await
         .is_err()
+    );
+}
+
+#[tokio::test]
+async fn with_anonymous_global_said_a_client_without_a_certificate_gets_the_global_policy() {
+    let pki = Pki::new("fetchgate test CA");
+    let (two, three) = upstreams().await;
+    let cfg = format!(
+        "[access]\nanonymous = \"global\"\n\n{}",
+        two_cert_policies(&pki, &two, &three, "optional")
+    );
+    let proxy = start_proxy_in(&cfg, pki.dir.path()).await;
+    let anonymous = connector(&pki.ca_pem, None);
+    for up in [&two, &three] {
+        let got = tls_get(proxy, &anonymous, &url(up), &[]).await.unwrap();
+        assert_eq!(got.status, 200, "{:?}", got.body);
+    }
+    let ci = connector(&pki.ca_pem, Some(&pki.client("ci-runner")));
+    assert_eq!(
+        tls_get(proxy, &ci, &url(&three), &[]).await.unwrap().code(),
+        "policy_host_not_allowed",
+        "a certificate's policy still narrows"
+    );
+}
+
+#[tokio::test]
+async fn a_plain_registry_listener_beside_a_certificate_only_proxy_holds_its_clients_to_every_policy()
+ {
+    use support::registry::{FakeRegistry, npm_tarball, publish_npm};
+    let reg = FakeRegistry::start().await;
+    publish_npm(
+        &reg,
+        "fg-util",
+        &[("1.0.0", vec![], npm_tarball("fg-util", "1.0.0", &[]))],
+    );
+    let pki = Pki::new("fetchgate test CA");
+    let (cert, key) = pki.server_files("proxy");
+    let ca = pki.ca_file().display().to_string();
+    let registry = |name: &str, ip: &str| {
+        format!(
+            "[[registry]]\nname = \"{name}\"\nkind = \"npm\"\nupstream = \"{}\"\nlisten = \"{ip}:0\"\n",
+            reg.base()
+        )
+    };
+    let cfg = Toml::new()
+        .trust_ports("127.0.0.2", &[reg.addr.port()])
+        .raw(&registry("npm", "127.0.0.1"))
+        .raw(&registry("npm-private", "127.0.0.4"))
+        .raw(&tls_table("proxy", &cert, &key, &format!("client_ca = {ca:?}")))
+        .raw(
+            "[[access.policy]]\nname = \"ci\"\nclients = [\"cert:ci-runner\"]\nregistries = [\"npm\"]\n",
+        )
+        .build();
+    let (_proxy, mounts) = start_proxy_with_mounts(&cfg, pki.dir.path()).await;
+    let mount = |name: &str| {
+        mounts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| *a)
+            .expect("a registry listener")
+    };
+    // The registry listeners are plain HTTP (no [listen.tls.registry]): no one on them has a
+    // certificate, so each client there is held to ci.
+    let s = TcpStream::connect(mount("npm")).await.unwrap();
+    let got = send(s, "/fg-util", &[]).await.unwrap();
+    assert_eq!(got.status, 200, "{:?}", got.body);
+    let s = TcpStream::connect(mount("npm-private")).await.unwrap();
+    let refused = send(s, "/fg-util", &[]).await.unwrap();
+    assert_eq!(
+        refused.code(),
+        "policy_registry_not_allowed",
+        "{:?}",
+        refused.body
+    );
+    assert_eq!(refused.json()["policy"], "ci");
+    assert_eq!(
+        reg.requests(),
+        ["/fg-util"],
+        "only the allowed registry asked"
+    );
+
+    // And the configuration says so, naming each such listener.
+    let file = pki.path("fetchgate.toml");
+    std::fs::write(&file, &cfg).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
+        .args(["config", "check", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(
+            "[[registry]] npm listen 127.0.0.1:0 serves clients without a certificate or token"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("[[registry]] npm-private listen 127.0.0.4:0"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("[listen] proxy"),
+        "the proxy requires certificates: {text}"
     );
 }
 

@@ -23,6 +23,7 @@ use crate::fetch::Fetcher;
 use crate::fetch::expected::MetaResponse;
 use crate::fetch::flight::Ask;
 use crate::fetch::hops::Credential;
+use crate::metrics::route::REGISTRY;
 use crate::registry::aliases::Aliases;
 use crate::registry::error::RegistryError;
 use crate::shared::SharedTier;
@@ -196,6 +197,18 @@ impl Fill {
     async fn fetch_upstream(self) -> Result<Digest, RegistryError> {
         let ext = self.file.extension();
         let (module, version) = (self.module.as_str(), self.version.as_str());
+        let url = self.url.as_str();
+        if let Some(m) = (self.want.as_deref())
+            .and_then(|want| self.fetcher.recall_mismatch(REGISTRY, url, want))
+        {
+            count(self.fetcher.metrics(), &self.registry, "mismatch");
+            return Err(go_err(GoError::Verify(VerifyError::DigestMismatch {
+                module: module.to_string(),
+                version: shown_version(version, self.file),
+                expected: m.expected,
+                computed: m.received,
+            })));
+        }
         let max = self.max_bytes();
         let body = match self
             .fetcher
@@ -218,6 +231,11 @@ impl Fill {
             Err(f) => return Err(RegistryError::Upstream(f)),
         };
         if let Err(e) = self.check(body.clone()).await {
+            if let (Some(want), GoError::Verify(VerifyError::DigestMismatch { computed, .. })) =
+                (&self.want, &e)
+            {
+                self.fetcher.note_mismatch(url, want, computed);
+            }
             count(self.fetcher.metrics(), &self.registry, "mismatch");
             tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module refused; nothing stored");
             return Err(go_err(e));
@@ -242,6 +260,14 @@ impl Fill {
         count(self.fetcher.metrics(), &self.registry, "miss");
         self.fetcher.metrics().fill(crate::metrics::route::REGISTRY);
         Ok(sha256)
+    }
+}
+
+/// The version as a checksum-database line names `file` (`/go.mod` after it for the `.mod`).
+fn shown_version(version: &str, file: VersionFile) -> String {
+    match file {
+        VersionFile::Zip => version.to_string(),
+        _ => format!("{version}/go.mod"),
     }
 }
 
@@ -271,10 +297,7 @@ pub(super) fn pinned(
         }
         _ => hash_mod(bytes),
     };
-    let shown = match file {
-        VersionFile::Zip => version.to_string(),
-        _ => format!("{version}/go.mod"),
-    };
+    let shown = shown_version(version, file);
     let raw = h1_digest(&computed);
     match aliases.alias(pin_key).ok().flatten() {
         Some(first) if Some(first) != raw => Err(VerifyError::DigestMismatch {

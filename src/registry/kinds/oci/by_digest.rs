@@ -23,6 +23,7 @@ use crate::fetch::expected::MetaResponse;
 use crate::fetch::flight::Ask;
 use crate::fetch::hops::Credential;
 use crate::fetch::tiers::Tier;
+use crate::metrics::route;
 use crate::registry::error::RegistryError;
 use crate::registry::request::Reply;
 use crate::registry::settings::Front;
@@ -110,6 +111,16 @@ impl Read {
         sha256: crate::store::Digest,
     ) -> Result<crate::store::Digest, RegistryError> {
         let (name, digest) = (self.name.as_str(), self.digest.as_str());
+        let mismatch = |received: String| RegistryError::DigestMismatch {
+            package: name.to_string(),
+            version: digest.to_string(),
+            expected: digest.to_string(),
+            received,
+        };
+        let url = self.url.as_str();
+        if let Some(m) = self.fetcher.recall_mismatch(route::OCI, url, digest) {
+            return Err(mismatch(m.received));
+        }
         let mut headers = HeaderMap::new();
         headers.insert(
             http::header::ACCEPT,
@@ -144,12 +155,9 @@ impl Read {
                 .metrics()
                 .registry_artifact(&self.registry, ROW.info.name, "mismatch");
             tracing::warn!(registry = %self.registry, repository = name, expected = digest, received = %received.hex(), "manifest digest mismatch; nothing stored");
-            return Err(RegistryError::DigestMismatch {
-                package: name.to_string(),
-                version: digest.to_string(),
-                expected: digest.to_string(),
-                received: format!("sha256:{}", received.hex()),
-            });
+            let received = format!("sha256:{}", received.hex());
+            self.fetcher.note_mismatch(url, digest, &received);
+            return Err(mismatch(received));
         }
         media_type(None, &body)?;
         let store = self.fetcher.store().clone();
