@@ -209,9 +209,10 @@ async fn serve(config: Config, path: Option<std::path::PathBuf>) -> Result<ExitC
         CliError::new(
             "cache_unavailable",
             format!(
-                "cannot start: {e} ([cache] dir {}{})",
+                "cannot start: {e} ([cache] dir {}{}){}",
                 config.cache.dir.display(),
-                file.map_or(String::new(), |f| format!(" in {}", f.display()))
+                file.map_or(String::new(), |f| format!(" in {}", f.display())),
+                service_cache_hint(&config.cache.dir)
             ),
         )
         .at("cache.dir", file)
@@ -278,6 +279,20 @@ async fn serve(config: Config, path: Option<std::path::PathBuf>) -> Result<ExitC
             ExitCode::FAILURE
         }
     })
+}
+
+/// Under a systemd unit with `CacheDirectory=` (deploy/fetchgate.service), the one writable
+/// directory is `$CACHE_DIRECTORY`; a `[cache] dir` elsewhere (the default beside a config in
+/// /etc, say) cannot be written under `ProtectSystem=strict`, so the failure names the fix.
+fn service_cache_hint(dir: &std::path::Path) -> String {
+    // Several `CacheDirectory=` entries are joined with `:`; the first is fetchgate's.
+    let listed = std::env::var("CACHE_DIRECTORY").unwrap_or_default();
+    match listed.split(':').next().filter(|w| !w.is_empty()) {
+        Some(writable) if !dir.starts_with(writable) => format!(
+            "; this service may write only under its CacheDirectory {writable}: set [cache] dir = {writable:?}"
+        ),
+        _ => String::new(),
+    }
 }
 
 /// SIGHUP reloads the config file (an invalid one is refused and logged; the old one stays);

@@ -88,3 +88,41 @@ async fn a_config_without_cache_dir_keeps_its_cache_beside_it_from_any_working_d
         shown(&o)
     );
 }
+
+/// Under a systemd unit with `CacheDirectory=`, a cache that cannot be opened (the default
+/// beside a config in /etc under `ProtectSystem=strict`; here a file in its place) fails
+/// naming the directory the unit lets it write, as the `[cache] dir` to set; the twin without
+/// the unit's variable says nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_service_manager_an_unopenable_cache_names_its_cache_directory() {
+    let etc = tempfile::tempdir().unwrap();
+    let writable = tempfile::tempdir().unwrap();
+    std::fs::write(etc.path().join("fetchgate-cache"), "not a directory").unwrap();
+    let cfg = etc.path().join("fetchgate.toml");
+    std::fs::write(
+        &cfg,
+        "[listen]\nproxy = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let args = ["serve", "--config", cfg.to_str().unwrap()];
+    let w = writable.path().to_str().unwrap();
+    let o = fetchgate(std::path::Path::new("/"), &args, &[("CACHE_DIRECTORY", w)]).await;
+    assert_eq!(o.status.code(), Some(2), "{}", shown(&o));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "[cache] dir {}",
+            etc.path().join("fetchgate-cache").display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "its CacheDirectory {w}: set [cache] dir = \"{w}\""
+        )),
+        "{err}"
+    );
+    let o = fetchgate(std::path::Path::new("/"), &args, &[]).await;
+    assert_eq!(o.status.code(), Some(2), "{}", shown(&o));
+    assert!(!text(&o.stderr).contains("CacheDirectory"), "{}", shown(&o));
+}
