@@ -41,12 +41,14 @@ fn shown(o: &Output) -> String {
     )
 }
 
-/// Runs the binary in `dir` with `args` and `env` (and no FETCHGATE_CONFIG of the test's own).
+/// Runs the binary in `dir` with `args` and `env` (and no FETCHGATE_CONFIG, nor a service
+/// manager's CACHE_DIRECTORY, of the test run's own).
 async fn fetchgate(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
         .args(args)
         .current_dir(dir)
         .env_remove("FETCHGATE_CONFIG")
+        .env_remove("CACHE_DIRECTORY")
         .envs(env.iter().copied())
         .output()
         .await
