@@ -80,6 +80,30 @@ pub(crate) fn own_listener(
     None
 }
 
+/// True when `ip` port `port` is one of `listeners` (its exact address, or any loopback
+/// address or `local` for a listener on every interface): where a name that is not in
+/// `[access] hosts` but resolves to fetchgate itself leads. Such a request is still refused
+/// (a name's answers are no identity), but with the right fix instead of a trust rule.
+pub(crate) fn is_own_address(
+    ip: IpAddr,
+    port: u16,
+    local: SocketAddr,
+    listeners: &Listeners,
+) -> bool {
+    let ip = canonical(ip);
+    let local_ip = canonical(local.ip());
+    let is = |bound: SocketAddr| {
+        let bound_ip = canonical(bound.ip());
+        port != 0
+            && bound.port() == port
+            && (ip == bound_ip
+                || (bound_ip.is_unspecified() && (ip.is_loopback() || ip == local_ip)))
+    };
+    listeners.proxy.is_some_and(is)
+        || listeners.admin.is_some_and(is)
+        || listeners.registries.iter().any(|(_, a)| is(*a))
+}
+
 /// IPv4-mapped IPv6 as its IPv4, so a dual-stack listener compares with the client's view.
 fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
@@ -173,6 +197,19 @@ mod tests {
                 "{authority}"
             );
         }
+    }
+
+    #[test]
+    fn an_address_is_fetchgates_own_only_on_a_listeners_port() {
+        let l = listeners("0.0.0.0:3128");
+        let local: SocketAddr = "10.1.2.3:3128".parse().unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(is_own_address(ip("10.1.2.3"), 3128, local, &l));
+        assert!(is_own_address(ip("127.0.0.9"), 3128, local, &l));
+        assert!(is_own_address(ip("127.0.0.1"), 4873, local, &l));
+        assert!(!is_own_address(ip("127.0.0.2"), 4873, local, &l));
+        assert!(!is_own_address(ip("10.1.2.3"), 3129, local, &l));
+        assert!(!is_own_address(ip("10.9.9.9"), 3128, local, &l));
     }
 
     #[test]

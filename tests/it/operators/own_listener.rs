@@ -309,3 +309,42 @@ async fn a_connect_to_fetchgates_own_listener_names_no_proxy_not_a_trust_rule() 
     assert!(head.contains("fetchgate-error: port_not_allowed"), "{head}");
     assert_eq!(bystander.accepted(), 0, "nothing was connected to");
 }
+
+/// A name for fetchgate that is not in `[access] hosts` (a compose service name, a host's
+/// own name) is still decided, and refused: a name is no identity. On the port of one of
+/// fetchgate's listeners, the refusal adds the fix that fits fetchgate itself (`[access]
+/// hosts` or `NO_PROXY`) to the policy's; the same name on another port keeps the policy's
+/// alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_for_fetchgate_itself_is_refused_with_the_hosts_fix() {
+    let dns = support::dns::TestDns::start().await;
+    dns.set("fg-alias.corp-lan.net", &["127.0.0.1"]);
+    let bystander = CountingListener::start("127.0.0.1:0").await;
+    let proxy = support::proxy::start_proxy(&Toml::new().raw(&dns.resolver_toml()).build()).await;
+    let absent = Digest::of(b"not stored").hex();
+    let got = support::proxy::get(
+        proxy,
+        &format!(
+            "http://fg-alias.corp-lan.net:{}/sha256/{absent}",
+            proxy.port()
+        ),
+    )
+    .await;
+    assert_eq!(got.status, 403, "{}", text(&got.body));
+    let next = got.json()["next"].as_str().unwrap_or_default().to_string();
+    assert!(
+        next.contains("if fg-alias.corp-lan.net is fetchgate itself")
+            && next.contains("[access] hosts")
+            && next.contains("NO_PROXY"),
+        "{next}"
+    );
+    let got = support::proxy::get(
+        proxy,
+        &format!("http://fg-alias.corp-lan.net:{}/x", bystander.addr.port()),
+    )
+    .await;
+    assert_eq!(got.status, 403, "{}", text(&got.body));
+    let next = got.json()["next"].as_str().unwrap_or_default().to_string();
+    assert!(!next.contains("[access] hosts"), "{next}");
+    assert_eq!(bystander.accepted(), 0, "nothing was connected to");
+}
