@@ -56,6 +56,8 @@ struct ConfigFile {
 /// Everything fetchgate runs with, checked.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// The file it was read from (absolute), `None` for the embedded defaults.
+    pub file: Option<std::path::PathBuf>,
     /// The egress policy: built-in profile plus operator rules.
     pub policy: Arc<Policy>,
     /// How names are resolved.
@@ -155,7 +157,9 @@ impl Config {
             message: format!("cannot read the config file: {e}"),
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        Self::from_toml_in(&name, &text, base)
+        let mut config = Self::from_toml_in(&name, &text, base)?;
+        config.file = Some(std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()));
+        Ok(config)
     }
 
     /// Parses and checks config text, reporting errors against `file`; relative paths in it
@@ -209,6 +213,7 @@ impl Config {
             &src,
         )?;
         Ok(Self {
+            file: None,
             policy: Arc::new(policy),
             resolver,
             tls: client_config(&raw.tls, base, &src)?,

@@ -54,7 +54,7 @@
 //! love/      the LOVE consumer: discovery, retrieval with locks, pins and engines
 //! access/    [access] clients and tokens, per-client policies, the Host check
 //! listen/    listener addresses, [proxy] limits, listener TLS
-//! app/       Lasting (what outlives reloads), Gate (a config's request context), App (reload)
+//! app/       Lasting (what outlives reloads), Gate (a config's request context), App (reload), upstreams judged at load, the banner, how clients reach each registry
 //! serve/     listeners, router, conn, forward, tunnels, objects, tee/, registry API, request log, admin and status, problems
 //! ```
 
@@ -62,6 +62,15 @@
 // Most items are `pub(crate)`; `cargo doc` documents them (`.cargo/config.toml`), so links from
 // the public modules to them resolve.
 #![allow(rustdoc::private_intra_doc_links)]
+
+/// The version and the commit it was built from (`FETCHGATE_COMMIT`, or `git` at build time):
+/// what `fetchgate -V`, the start-up banner and the status page say.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("FETCHGATE_COMMIT"),
+    ")"
+);
 
 pub mod access;
 pub mod app;

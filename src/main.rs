@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 use fetchgate::app::App;
+use fetchgate::cli::failure::CliError;
 use fetchgate::cli::{
     Cli, Command, ConfigAction, LogFormat, cache, check, config_check, fetch, love, pack,
 };
@@ -21,25 +22,71 @@ const LOG_QUEUE_LINES: usize = 16_384;
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    // Whether the failure of parsing itself is to be JSON: the flag as given, before `--`.
+    let wants_json = std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e, wants_json),
+    };
+    let json = cli.json;
+    match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("fetchgate: {e}");
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&e.json()).unwrap_or_default()
+                );
+            } else {
+                eprintln!("fetchgate: {e}");
+            }
             ExitCode::from(EXIT_USAGE)
         }
     }
 }
 
+/// A command line clap refused: its own message for people, one JSON object with `--json`.
+/// `--help` and `--version` are not failures and print as clap prints them.
+fn usage_error(e: clap::Error, json: bool) -> ExitCode {
+    use clap::error::ErrorKind;
+    let shown = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if shown || !json {
+        let _ = e.print();
+        return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(EXIT_USAGE));
+    }
+    let message = e.render().to_string();
+    let first = message
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid command line")
+        .trim_start_matches("error: ")
+        .to_string();
+    let v = serde_json::json!({
+        "code": "usage_error",
+        "error": first,
+        "detail": message.trim_end(),
+        "next": "see `fetchgate --help` (or `fetchgate <command> --help`)",
+        "exit": EXIT_USAGE,
+    });
+    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    ExitCode::from(EXIT_USAGE)
+}
+
 /// Runs one command. `Err` is a usage or config error, reported with exit status 2.
-fn run(cli: Cli) -> Result<ExitCode, String> {
+fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let json = cli.json;
+    let file = cli.config.as_deref();
     match cli.command {
-        Command::Check {
-            config,
-            connect,
-            locator,
-        } => {
-            let config = load(config.as_deref())?;
+        Command::Check { connect, locator } => {
+            let config = Config::load(file)?;
             let rt = runtime(false)?;
             let (out, allowed) = if connect {
                 let d = rt.block_on(async {
@@ -67,20 +114,19 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 ExitCode::from(1)
             })
         }
-        Command::Serve { config, log_format } => {
+        Command::Serve { log_format } => {
             let format = if json { LogFormat::Json } else { log_format };
             let _log_guard = init_logging(format);
-            let loaded = load(config.as_deref())?;
-            Ok(runtime(true)?.block_on(serve(loaded, config)))
+            let loaded = Config::load(file)?;
+            runtime(true)?.block_on(serve(loaded, cli.config.clone()))
         }
         Command::Fetch {
-            config,
             sha256,
             size,
             output,
             urls,
         } => {
-            let config = load(config.as_deref())?;
+            let config = Config::load(file)?;
             let args = fetch::FetchArgs {
                 sha256: &sha256,
                 size,
@@ -90,40 +136,40 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             };
             runtime(true)?.block_on(fetch::run(&config, args))
         }
-        Command::Love {
-            config: file,
-            action,
-        } => {
-            let config = load(file.as_deref())?;
-            runtime(true)?.block_on(love::run(&config, file.as_deref(), action, json))
+        Command::Love { action } => {
+            let config = Config::load(file)?;
+            runtime(true)?.block_on(love::run(&config, file, action, json))
         }
-        Command::Pack {
-            config: file,
-            action,
-        } => {
-            let config = load(file.as_deref())?;
-            runtime(true)?.block_on(pack::run(&config, file.as_deref(), action, json))
+        Command::Pack { action } => {
+            let config = Config::load(file)?;
+            runtime(true)?.block_on(pack::run(&config, file, action, json))
         }
-        Command::Cache { config, action } => {
-            cache::run(&load(config.as_deref())?, config.as_deref(), &action, json)
-        }
+        Command::Cache { action } => cache::run(&Config::load(file)?, file, &action, json),
         Command::Config {
             action:
                 ConfigAction::Check {
-                    config,
                     warn_missing_files,
+                    resolve,
                 },
-        } => config_check::run(config.as_deref(), warn_missing_files, json),
+        } => config_check::run(config_check::CheckArgs {
+            file,
+            warn_missing_files,
+            resolve,
+            json,
+        }),
         Command::Completions { shell } => {
             if json {
-                return Err("completions prints a shell script; --json does not apply".into());
+                return Err(CliError::new(
+                    "usage_error",
+                    "completions prints a shell script; --json does not apply",
+                ));
             }
             let mut command = Cli::command();
             clap_complete::generate(shell, &mut command, "fetchgate", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
         Command::Profile => {
-            Profile::builtin().map_err(|e| e.to_string())?;
+            Profile::builtin()?;
             if json {
                 let table: toml::Table = toml::from_str(BUILTIN_TEXT).map_err(|e| e.to_string())?;
                 let v = serde_json::to_value(table).map_err(|e| e.to_string())?;
@@ -139,53 +185,56 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     }
 }
 
-fn load(path: Option<&std::path::Path>) -> Result<Config, String> {
-    Config::load(path).map_err(|e| e.to_string())
-}
-
-fn runtime(multi_thread: bool) -> Result<tokio::runtime::Runtime, String> {
+fn runtime(multi_thread: bool) -> Result<tokio::runtime::Runtime, CliError> {
     let mut builder = if multi_thread {
         tokio::runtime::Builder::new_multi_thread()
     } else {
         tokio::runtime::Builder::new_current_thread()
     };
-    builder
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))
+    builder.enable_all().build().map_err(|e| {
+        CliError::new(
+            "command_failed",
+            format!("cannot start the async runtime: {e}"),
+        )
+    })
 }
 
-async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {
-    // The cache and the databases beside it first: their failures name the cache, not a
-    // listener.
-    let app = match App::open(&config) {
-        Ok(app) => app,
-        Err(e) => {
-            eprintln!("fetchgate: cannot start: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    let server = match Server::bind_app(app, config.limits.listen).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!(
-                "fetchgate: cannot start on {} ([listen] proxy): {e}",
-                config.limits.listen
-            );
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
+/// Runs `serve` until it is stopped. A failure to start (exit status 2) names the cache or
+/// the listener it belongs to, and is one JSON object with `--json` like every failure.
+async fn serve(config: Config, path: Option<std::path::PathBuf>) -> Result<ExitCode, CliError> {
+    let file = config.file.as_deref();
+    // The cache and the databases beside it first: their failures name the cache (and the
+    // `[cache] dir` that chose it), not a listener.
+    let app = App::open(&config).map_err(|e| {
+        CliError::new(
+            "cache_unavailable",
+            format!(
+                "cannot start: {e} ([cache] dir {}{}){}",
+                config.cache.dir.display(),
+                file.map_or(String::new(), |f| format!(" in {}", f.display())),
+                service_cache_hint(&config.cache.dir)
+            ),
+        )
+        .at("cache.dir", file)
+    })?;
+    // A failure to bind names the listener and its key ([listen] proxy, or the registry's
+    // own `listen`).
+    let server = Server::bind_app(app, config.limits.listen)
+        .await
+        .map_err(|e| CliError::new("listen_failed", format!("cannot start: {e}")))?;
     let handle = server.handle();
-    let admin = match Admin::bind(config.limits.admin, handle.clone()).await {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!(
-                "fetchgate: cannot listen on {} ([listen] admin): {e}",
-                config.limits.admin
-            );
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
+    let admin = Admin::bind(config.limits.admin, handle.clone())
+        .await
+        .map_err(|e| {
+            CliError::new(
+                "listen_failed",
+                format!(
+                    "cannot start: cannot listen on {} ([listen] admin): {e}",
+                    config.limits.admin
+                ),
+            )
+            .at("listen.admin", file)
+        })?;
     let proxy_addr = server
         .local_addr()
         .map_or_else(|_| config.limits.listen.to_string(), |a| a.to_string());
@@ -193,7 +242,7 @@ async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {
         .local_addr()
         .map_or_else(|_| config.limits.admin.to_string(), |a| a.to_string());
     tokio::spawn(admin.run());
-    tokio::spawn(signals(handle, path));
+    tokio::spawn(signals(handle.clone(), path));
     // Each registry's own listener, `name=address`, comma-separated.
     let registries = server
         .mount_addrs()
@@ -201,19 +250,48 @@ async fn serve(config: Config, path: Option<std::path::PathBuf>) -> ExitCode {
         .map(|(name, addr)| format!("{name}={addr}"))
         .collect::<Vec<_>>()
         .join(",");
-    tracing::info!(proxy = %proxy_addr, admin = %admin_addr, registries = %registries, "fetchgate listening");
+    tracing::info!(proxy = %proxy_addr, admin = %admin_addr, registries = %registries, version = fetchgate::VERSION, "fetchgate listening");
     for warning in config.start_up_warnings() {
         tracing::warn!("{warning}");
     }
-    match server.run().await {
+    // What it will do, once its upstreams are judged (names resolved as a request would, on
+    // a task of its own while the listeners already serve); a refused upstream is said here
+    // and serving goes on (a reload may add the rule that allows it).
+    let banner = handle.clone();
+    tokio::spawn(async move {
+        let checks = banner.check_upstreams().await;
+        for line in banner.banner(&checks) {
+            if line.warn {
+                tracing::warn!(target: "fetchgate::banner", "{}", line.text);
+            } else {
+                tracing::info!(target: "fetchgate::banner", "{}", line.text);
+            }
+        }
+    });
+    Ok(match server.run().await {
         Ok(()) => {
             tracing::info!("stopped");
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("fetchgate: listener failed: {e}");
+            // A log line, so `--json` keeps it one JSON object like every other.
+            tracing::error!(error = %e, "listener failed");
             ExitCode::FAILURE
         }
+    })
+}
+
+/// Under a systemd unit with `CacheDirectory=` (deploy/fetchgate.service), the one writable
+/// directory is `$CACHE_DIRECTORY`; a `[cache] dir` elsewhere (the default beside a config in
+/// /etc, say) cannot be written under `ProtectSystem=strict`, so the failure names the fix.
+fn service_cache_hint(dir: &std::path::Path) -> String {
+    // Several `CacheDirectory=` entries are joined with `:`; the first is fetchgate's.
+    let listed = std::env::var("CACHE_DIRECTORY").unwrap_or_default();
+    match listed.split(':').next().filter(|w| !w.is_empty()) {
+        Some(writable) if !dir.starts_with(writable) => format!(
+            "; this service may write only under its CacheDirectory {writable}: set [cache] dir = {writable:?}"
+        ),
+        _ => String::new(),
     }
 }
 
@@ -234,9 +312,15 @@ async fn signals(handle: fetchgate::serve::Handle, path: Option<std::path::PathB
         tokio::select! {
             _ = hup.recv() => match Config::load(path.as_deref()) {
                 Ok(config) => {
-                    handle.reload(&config);
+                    // Judged before it is in force, so the status page shows this config's
+                    // upstreams from the moment it serves.
+                    let (_, checks) = handle.reload_judged(&config).await;
                     reloads.get_or_create(&[("outcome", "applied")]).inc();
-                    tracing::info!("configuration reloaded");
+                    let refused = checks.iter().filter(|c| c.fails()).count();
+                    tracing::info!(upstreams = checks.len(), upstreams_refused = refused, "configuration reloaded");
+                    for c in checks.iter().filter(|c| c.fails()) {
+                        tracing::warn!(target: "fetchgate::banner", "upstream refused by the egress policy: {}", c.line());
+                    }
                 }
                 Err(e) => {
                     reloads.get_or_create(&[("outcome", "refused")]).inc();

@@ -69,7 +69,7 @@ pub(crate) enum HostKey {
 
 impl HostKey {
     /// How it is written in a list of accepted names.
-    fn shown(&self) -> String {
+    pub(crate) fn shown(&self) -> String {
         match self {
             HostKey::Name(n) => n.clone(),
             HostKey::Ip(IpAddr::V6(v6)) => format!("[{v6}]"),

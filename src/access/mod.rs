@@ -7,6 +7,7 @@
 //! every configured token.
 
 pub(crate) mod host;
+pub(crate) mod own;
 pub(crate) mod policy;
 
 use std::net::IpAddr;
@@ -230,6 +231,19 @@ impl Access {
     /// `[access] hosts`, as [`host::check_host`] compares them.
     pub(crate) fn hosts(&self) -> &[HostKey] {
         &self.hosts
+    }
+
+    /// The access rules as `config check` prints them: client ranges, how many tokens (and
+    /// their names, never the tokens), origins, host names and the per-client policies.
+    pub(crate) fn summary(&self) -> serde_json::Value {
+        serde_json::json!({
+            "clients": self.clients.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "tokens": self.tokens.as_ref().map(Vec::len),
+            "token_names": self.tokens.iter().flatten().filter_map(|t| t.name.as_deref()).collect::<Vec<_>>(),
+            "origins": self.origins,
+            "hosts": self.hosts.iter().map(HostKey::shown).collect::<Vec<_>>(),
+            "policies": self.policies.summary(),
+        })
     }
 
     /// For routes that change state through a `GET` (fetch-through, LOVE fetch), which any

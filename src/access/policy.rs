@@ -137,6 +137,44 @@ impl Policies {
     }
 }
 
+impl Policies {
+    /// Every policy with the identities that select it, for `config check` (names and
+    /// identities only: no token is ever printed).
+    pub(crate) fn summary(&self) -> Vec<serde_json::Value> {
+        let mut by_name: std::collections::BTreeMap<String, (Arc<ClientPolicy>, Vec<String>)> =
+            std::collections::BTreeMap::new();
+        let all = self
+            .by_cert
+            .iter()
+            .map(|(id, p)| (format!("cert:{id}"), p))
+            .chain(
+                self.by_token
+                    .iter()
+                    .map(|(id, p)| (format!("token:{id}"), p)),
+            );
+        for (id, p) in all {
+            by_name
+                .entry(p.name.to_string())
+                .or_insert_with(|| (p.clone(), Vec::new()))
+                .1
+                .push(id);
+        }
+        by_name
+            .into_values()
+            .map(|(p, mut clients)| {
+                clients.sort();
+                serde_json::json!({
+                    "name": &*p.name,
+                    "clients": clients,
+                    "hosts": p.hosts.as_ref().map(|h| h.iter().map(|h| h.shown()).collect::<Vec<_>>()),
+                    "ports": p.ports,
+                    "registries": p.registries,
+                })
+            })
+            .collect()
+    }
+}
+
 /// True for a policy or token name: letters, digits, `.`, `_` and `-`.
 pub(crate) fn is_name(s: &str) -> bool {
     !s.is_empty()

@@ -72,6 +72,7 @@ impl Gate {
             Budget::new(config.love.max_inflight_bytes),
         ));
         let love = Love::new(packs.clone());
+        crate::registry::preset_metrics(&lasting.metrics, &config.registries);
         let registries = Registries::new(
             &config.registries,
             lasting.metadata.clone(),

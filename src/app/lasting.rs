@@ -42,7 +42,7 @@ impl Lasting {
     pub(crate) fn open(config: &Config) -> io::Result<Self> {
         let metrics = Arc::new(Metrics::new());
         crate::connect::preset_metrics(&metrics);
-        crate::registry::preset_metrics(&metrics);
+        crate::registry::preset_metrics(&metrics, &config.registries);
         crate::shared::preset_metrics(&metrics);
         let store = Store::open(&config.cache).map_err(|e| {
             io::Error::other(format!(

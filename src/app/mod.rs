@@ -8,18 +8,25 @@
 //! [`Gate`] and swapped in whole, so a request never sees half of an old configuration. The
 //! settings that cannot change while running are named when a reload changes them.
 
+mod banner;
 mod gate;
 mod lasting;
+pub mod reach;
+pub mod upstreams;
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 
+use crate::access::own::Listeners;
 use crate::config::Config;
 use crate::shared::SharedSettings;
 use crate::store::CacheSettings;
+pub use banner::BannerLine;
 pub(crate) use gate::{Gate, LiveGate};
 pub(crate) use lasting::Lasting;
 
@@ -91,6 +98,16 @@ pub struct App {
     lasting: Lasting,
     gate: LiveGate,
     fixed: Fixed,
+    /// The addresses the listeners bound (filled in as each binds).
+    listeners: RwLock<Listeners>,
+    /// The upstreams of the config in force, as judged when it was loaded.
+    upstreams: RwLock<Vec<upstreams::UpstreamCheck>>,
+    /// The config in force (what the status page and the banner describe).
+    config: RwLock<Arc<Config>>,
+    /// The config file it was started with (`None`: the embedded defaults).
+    file: Option<PathBuf>,
+    /// When it was opened.
+    started: SystemTime,
 }
 
 impl App {
@@ -103,7 +120,67 @@ impl App {
             lasting,
             gate,
             fixed: Fixed::of(config),
+            listeners: RwLock::default(),
+            upstreams: RwLock::default(),
+            config: RwLock::new(Arc::new(config.clone())),
+            file: config.file.clone(),
+            started: SystemTime::now(),
         })
+    }
+
+    /// The addresses the listeners bound so far.
+    pub(crate) fn listeners(&self) -> Listeners {
+        self.listeners.read().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Records what a listener bound.
+    pub(crate) fn bound(&self, with: impl FnOnce(&mut Listeners)) {
+        if let Ok(mut l) = self.listeners.write() {
+            with(&mut l);
+        }
+    }
+
+    /// The upstreams of the config in force, as last judged.
+    pub(crate) fn upstreams(&self) -> Vec<upstreams::UpstreamCheck> {
+        self.upstreams.read().map(|u| u.clone()).unwrap_or_default()
+    }
+
+    /// Keeps the judgement of the config in force's upstreams, for the status page.
+    pub(crate) fn set_upstreams(&self, checks: Vec<upstreams::UpstreamCheck>) {
+        if let Ok(mut u) = self.upstreams.write() {
+            *u = checks;
+        }
+    }
+
+    /// The config in force.
+    pub(crate) fn config(&self) -> Arc<Config> {
+        match self.config.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// How clients reach each registry of the config in force, through the listeners bound.
+    pub(crate) fn reach(&self) -> Vec<reach::RegistryReach> {
+        let config = self.config();
+        let listeners = self.listeners();
+        let proxy = listeners.proxy.unwrap_or(config.limits.listen);
+        let bound: Vec<(String, SocketAddr)> = listeners
+            .registries
+            .iter()
+            .map(|(n, a)| (n.to_string(), *a))
+            .collect();
+        reach::registries(&config, proxy, &bound)
+    }
+
+    /// The config file it was started with.
+    pub(crate) fn file(&self) -> Option<&std::path::Path> {
+        self.file.as_deref()
+    }
+
+    /// When it was opened.
+    pub(crate) fn started(&self) -> SystemTime {
+        self.started
     }
 
     /// What outlives reloads.
@@ -138,6 +215,9 @@ impl App {
         }
         self.gate
             .store(Arc::new(Gate::build(config, &self.lasting)));
+        if let Ok(mut c) = self.config.write() {
+            *c = Arc::new(config.clone());
+        }
         waiting
     }
 }

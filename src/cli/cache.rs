@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::failure::CliError;
 use super::output::{self, emit};
 use super::progress::Progress;
 use crate::cli::CacheAction;
@@ -17,12 +18,12 @@ use crate::store::{Digest, Store};
 
 /// Opens the configured cache, creating its directory if needed, and repairs its index
 /// (for the commands that fill it: `fetch`, `love fetch`, `pack fetch`).
-pub(crate) fn open(config: &Config) -> Result<Arc<Store>, String> {
+pub(crate) fn open(config: &Config) -> Result<Arc<Store>, CliError> {
     let store = Store::open(&config.cache).map_err(|e| {
-        format!(
+        CliError::new("cache_unavailable", format!(
             "cannot open the cache at {}: {e} (is a fetchgate server using it? stop it, or use the server's /sha256/ endpoint)",
             config.cache.dir.display()
-        )
+        ))
     })?;
     store.reconcile().map_err(|e| e.to_string())?;
     Ok(store)
@@ -31,25 +32,38 @@ pub(crate) fn open(config: &Config) -> Result<Arc<Store>, String> {
 /// Opens the configured cache only if its directory exists (for commands that read or look
 /// after a cache): otherwise an error naming the directory and what sets it. `file` is the
 /// `--config` given, if any.
-pub(crate) fn open_existing(config: &Config, file: Option<&Path>) -> Result<Arc<Store>, String> {
+pub(crate) fn open_existing(config: &Config, file: Option<&Path>) -> Result<Arc<Store>, CliError> {
     let dir = &config.cache.dir;
+    if dir.exists() && !dir.is_dir() {
+        return Err(CliError::new(
+            "cache_unavailable",
+            format!(
+                "{} is not a directory, so it holds no cache: point [cache] dir at a directory",
+                dir.display()
+            ),
+        )
+        .at("cache.dir", file));
+    }
     if !dir.is_dir() {
         let shown = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
         let source = match file {
-            Some(f) => format!("[cache] dir in {} (or its default, ./fetchgate-cache)", f.display()),
+            Some(f) => format!("[cache] dir in {} (or its default, fetchgate-cache beside that file)", f.display()),
             None => "the default [cache] dir, ./fetchgate-cache in the current folder, since no --config was given".into(),
         };
-        return Err(format!(
-            "no cache at {}: that is {source}; fetchgate creates none here. Pass --config with the file whose [cache] dir names your cache, or run from the folder that holds it",
-            shown.display()
+        return Err(CliError::new(
+            "cache_missing",
+            format!(
+                "no cache at {}: that is {source}; fetchgate creates none here. Pass --config with the file whose [cache] dir names your cache, or run from the folder that holds it",
+                shown.display()
+            ),
         ));
     }
     open(config)
 }
 
 /// Parses a digest argument.
-pub(crate) fn digest(hex: &str) -> Result<Digest, String> {
-    Digest::parse(hex).map_err(|e| format!("sha256: {e}"))
+pub(crate) fn digest(hex: &str) -> Result<Digest, CliError> {
+    Digest::parse(hex).map_err(|e| CliError::argument(format!("sha256: {e}")))
 }
 
 /// Runs one `cache` action; errors are usage or config errors (exit 2).
@@ -58,7 +72,7 @@ pub fn run(
     file: Option<&Path>,
     action: &CacheAction,
     json: bool,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, super::failure::CliError> {
     let store = open_existing(config, file)?;
     let dir = store.root().display().to_string();
     match action {
@@ -86,25 +100,7 @@ pub fn run(
             });
             Ok(ExitCode::SUCCESS)
         }
-        CacheAction::Rm { sha256 } => {
-            let d = digest(sha256)?;
-            let outcome = store.remove(&d).map_err(|e| e.to_string())?;
-            let (code, removed, why) = match outcome {
-                Some(true) => (ExitCode::SUCCESS, true, None),
-                Some(false) => (
-                    ExitCode::from(1),
-                    false,
-                    Some("the entry is pinned: `fetchgate cache unpin` it first"),
-                ),
-                None => (ExitCode::from(1), false, Some("no such entry")),
-            };
-            let v = json!({ "cache": dir, "sha256": d.hex(), "removed": removed, "reason": why });
-            emit(json, &v, |_| match why {
-                None => format!("removed {d} from {dir}"),
-                Some(why) => format!("not removed {d} from {dir}: {why}"),
-            });
-            Ok(code)
-        }
+        CacheAction::Rm { sha256 } => rm(&store, sha256, json),
         CacheAction::Verify => {
             let total = store.stats().bytes;
             let bar = Progress::bytes(total, "verify");
@@ -182,6 +178,100 @@ pub fn run(
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The stored entry `arg` names: its whole digest, or a prefix (at least 4 hex characters)
+/// that exactly one stored entry starts with (`None`: none does).
+fn resolve(store: &Store, arg: &str) -> Result<Option<Digest>, CliError> {
+    if arg.len() == 64 {
+        return digest(arg).map(Some);
+    }
+    let hex_ok = arg.len() >= 4 && arg.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !hex_ok {
+        return Err(CliError::argument(format!(
+            "sha256: {arg:?} is neither 64 lowercase hex characters nor a prefix of at least 4"
+        )));
+    }
+    let matches: Vec<Digest> = store
+        .list()
+        .into_iter()
+        .filter(|e| e.sha256.starts_with(arg))
+        .filter_map(|e| Digest::parse(&e.sha256).ok())
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(Some(*one)),
+        [] => Ok(None),
+        many => Err(CliError::argument(format!(
+            "sha256: {arg} is the prefix of {} entries ({}); give more characters",
+            many.len(),
+            many.iter().map(Digest::hex).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// `cache rm`: each digest (or unique prefix) removed with the aliases and verified URLs that
+/// named it. Every argument is resolved before anything is removed, so a typo removes nothing.
+fn rm(store: &Arc<Store>, args: &[String], json: bool) -> Result<ExitCode, CliError> {
+    let dir = store.root().display().to_string();
+    let digests = args
+        .iter()
+        .map(|a| resolve(store, a).map(|d| (a, d)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let aliases = crate::registry::aliases::Aliases::open(&store.root().join("registry.redb"))?;
+    let mut results = Vec::new();
+    let mut all_removed = true;
+    for (arg, d) in digests {
+        let Some(d) = d else {
+            all_removed = false;
+            results.push(json!({
+                "sha256": arg, "removed": false, "reason": "no entry starts with this prefix (`fetchgate cache ls` lists them)", "aliases_removed": 0,
+            }));
+            continue;
+        };
+        let outcome = store.remove(&d).map_err(|e| e.to_string())?;
+        let (removed, why) = match outcome {
+            Some(true) => (true, None),
+            Some(false) => (
+                false,
+                Some("the entry is pinned: `fetchgate cache unpin` it first"),
+            ),
+            None => (false, Some("no such entry")),
+        };
+        let forgotten = if removed { aliases.forget(&d)? } else { 0 };
+        all_removed &= removed;
+        results.push(json!({
+            "sha256": d.hex(), "removed": removed, "reason": why, "aliases_removed": forgotten,
+        }));
+    }
+    // One digest keeps the shape `cache rm` always had; several are listed.
+    let v = match results.as_slice() {
+        [one] => {
+            let mut v = one.clone();
+            v["cache"] = json!(dir);
+            v
+        }
+        _ => json!({ "cache": dir, "removed": all_removed, "entries": results }),
+    };
+    emit(json, &v, |_| {
+        results
+            .iter()
+            .map(|r| {
+                let d = r["sha256"].as_str().unwrap_or("?");
+                match r["reason"].as_str() {
+                    None => format!(
+                        "removed {d} from {dir} ({} aliases forgotten)\n",
+                        r["aliases_removed"]
+                    ),
+                    Some(why) => format!("not removed {d} from {dir}: {why}\n"),
+                }
+            })
+            .collect()
+    });
+    Ok(if all_removed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `cache stats` as one JSON object: totals, aliases, the shared tier, and entries if asked.

@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use crate::decide::trust_hint::RefusedDestination;
 use crate::decide::{Decision, Host, Policy, RuleId, Verdict};
 use crate::redact::redact_locator;
 
@@ -46,7 +47,17 @@ pub(crate) fn to_json<U>(locator: &str, decision: &Decision<U>, policy: &Policy)
             "via": rule_json(policy, av.via),
         })).collect::<Vec<_>>(),
         "next": v.reason.next_action(),
+        "trust_rule": trust_rule(decision),
     })
+}
+
+/// The `[[egress.trust]]` rule that would allow a refused destination, ready to paste (the
+/// one a request's problem carries); `None` when allowed or when no rule can allow it.
+fn trust_rule<U>(decision: &Decision<U>) -> Option<String> {
+    match decision {
+        Decision::Refused(r) => RefusedDestination::of(r).trust_rule(),
+        Decision::Allowed(_) => None,
+    }
 }
 
 /// The decision as text for people.
@@ -94,6 +105,12 @@ pub(crate) fn to_text<U>(locator: &str, decision: &Decision<U>, policy: &Policy)
     }
     if !decision.allowed() {
         out.push_str(&format!("  next     {}\n", v.reason.next_action()));
+    }
+    if let Some(rule) = trust_rule(decision) {
+        out.push_str("  if you operate it, this rule allows it:\n");
+        for line in rule.lines() {
+            out.push_str(&format!("    {line}\n"));
+        }
     }
     out
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::cache::{digest, open};
+use super::failure::CliError;
 use super::output::{self, emit, emit_failure};
 use super::progress::Progress;
 use crate::config::Config;
@@ -32,17 +33,20 @@ pub struct FetchArgs<'a> {
 }
 
 /// Runs `fetchgate fetch`. `Err` is a usage or config error (exit 2).
-pub async fn run(config: &Config, args: FetchArgs<'_>) -> Result<ExitCode, String> {
+pub async fn run(
+    config: &Config,
+    args: FetchArgs<'_>,
+) -> Result<ExitCode, super::failure::CliError> {
     let d = digest(args.sha256)?;
     let size = args.size;
     if size == 0 {
-        return Err("size: must be at least 1 byte".into());
+        return Err(CliError::argument("size: must be at least 1 byte"));
     }
     let max = config.cache.max_object_bytes;
     if size > max {
-        return Err(format!(
+        return Err(CliError::argument(format!(
             "size: {size} for sha256 {d} is over [cache] max_object_bytes = {max}"
-        ));
+        )));
     }
     let store = open(config)?;
     let metrics = Arc::new(Metrics::new());
@@ -76,7 +80,7 @@ pub async fn run(config: &Config, args: FetchArgs<'_>) -> Result<ExitCode, Strin
                 "sha256": d.hex(),
                 "size": size,
                 "locators": list,
-                "next": "try another mirror of the same artifact, or check the manifest's size and sha256",
+                "next": "try another mirror of the same artifact, or check that --size and --sha256 are the artifact's",
             }),
             ThroughError::Store(s) => json!({
                 "code": "cache_error",
@@ -100,7 +104,7 @@ pub async fn run(config: &Config, args: FetchArgs<'_>) -> Result<ExitCode, Strin
             "sha256": d.hex(),
             "size": size,
             "detail": format!("--size {size} does not match the verified entry for sha256 {d}, which is {} bytes", object.size),
-            "next": "check the manifest: its size and sha256 disagree, so it names other bytes than it means",
+            "next": "check --size and --sha256: they disagree with the verified entry, so they name other bytes than meant",
         });
         emit_failure(args.json, &report, failure_text);
         return Ok(ExitCode::from(1));
@@ -158,7 +162,8 @@ fn failure_text(v: &serde_json::Value) -> String {
 }
 
 /// Copies verified bytes to `out` through a temp file beside it and a rename, so `out` is
-/// either absent or complete.
+/// either absent or complete. The file gets the mode any tool's new file gets, `0666` less
+/// the umask (never an execute bit), not the cache's own `0600` temp mode.
 fn write_out(out: &Path, body: &Body) -> std::io::Result<()> {
     let dir = out
         .parent()
@@ -170,7 +175,14 @@ fn write_out(out: &Path, body: &Body) -> std::io::Result<()> {
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.fetchgate-{}.part", std::process::id()));
     let result = (|| {
-        let mut f = crate::store::fill::create_exclusive(&tmp)?;
+        let mut f = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o666)
+                .open(&tmp)?
+        };
         match body {
             Body::Memory(b) => f.write_all(b)?,
             Body::File(src) => {

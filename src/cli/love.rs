@@ -33,7 +33,7 @@ pub async fn run(
     file: Option<&std::path::Path>,
     action: LoveAction,
     json: bool,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, super::failure::CliError> {
     // Listing conflicts only reads: it needs an existing cache and never makes one.
     let store = match action {
         LoveAction::Conflicts => super::cache::open_existing(config, file)?,

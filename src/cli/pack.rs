@@ -18,7 +18,7 @@ pub async fn run(
     file: Option<&std::path::Path>,
     action: PackAction,
     json: bool,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, super::failure::CliError> {
     // Listing conflicts only reads: it needs an existing cache and never makes one.
     let store = match action {
         PackAction::Conflicts => super::cache::open_existing(config, file)?,
@@ -42,7 +42,9 @@ pub async fn run(
             .split_once('=')
             .ok_or_else(|| format!("{p:?}: parameters are NAME=VALUE"))?;
         if map.insert(k.to_string(), v.to_string()).is_some() {
-            return Err(format!("{k} is given twice"));
+            return Err(super::failure::CliError::argument(format!(
+                "{k} is given twice"
+            )));
         }
     }
     let bar = Progress::spinner_bytes(&format!("pack fetch ({format})"));

@@ -25,6 +25,14 @@ pub(crate) enum PolicyHost {
 }
 
 impl PolicyHost {
+    /// The entry as written.
+    pub(crate) fn shown(&self) -> String {
+        match self {
+            PolicyHost::Name(p) => p.shown(),
+            PolicyHost::Address(ip) => ip.to_string(),
+        }
+    }
+
     /// Reads one `hosts` entry.
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let bare = text

@@ -90,6 +90,15 @@ impl HostPattern {
         Ok(Self { name, suffix })
     }
 
+    /// The pattern as written: `name` or `*.suffix`.
+    pub(crate) fn shown(&self) -> String {
+        if self.suffix {
+            format!("*.{}", self.name)
+        } else {
+            self.name.clone()
+        }
+    }
+
     /// True if `name` (normalised) is the name, or under the suffix.
     pub(crate) fn matches(&self, name: &str) -> bool {
         if self.suffix {
@@ -159,6 +168,21 @@ pub(crate) const DEFAULT_PORTS: [u16; 2] = [80, 443];
 pub(crate) const DEFAULT_CONNECT_PORTS: [u16; 1] = [443];
 
 impl Policy {
+    /// The operator's rules as `config check` prints them: `trust` (ranges, ports, hosts)
+    /// and `deny` (ranges, hosts), in the file's order.
+    pub(crate) fn operator_rules(&self) -> serde_json::Value {
+        let nets = |n: &[IpNet]| n.iter().map(ToString::to_string).collect::<Vec<_>>();
+        let hosts = |h: &[HostPattern]| h.iter().map(HostPattern::shown).collect::<Vec<_>>();
+        serde_json::json!({
+            "trust": self.trust.iter().map(|t| serde_json::json!({
+                "cidrs": nets(&t.nets), "ports": t.ports, "hosts": hosts(&t.hosts),
+            })).collect::<Vec<_>>(),
+            "deny": self.deny.iter().map(|d| serde_json::json!({
+                "cidrs": nets(&d.nets), "hosts": hosts(&d.hosts),
+            })).collect::<Vec<_>>(),
+        })
+    }
+
     /// The built-in profile alone, with default ports and no operator rules.
     pub fn builtin() -> Result<Self, FileError> {
         let profile = Profile::builtin()?;

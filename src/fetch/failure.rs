@@ -15,8 +15,7 @@ use crate::redact::redact_locator;
 use crate::store::StoreError;
 
 /// The next action for a mirror that failed.
-pub(crate) const NEXT_MIRROR: &str =
-    "try another mirror of the same artifact, or check the manifest's size and sha256";
+pub(crate) const NEXT_MIRROR: &str = "try another mirror of the same artifact, or check that the expected size and sha256 are the artifact's";
 
 /// Why one locator failed: the stable code of a [`LocatorFailure`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

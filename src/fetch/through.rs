@@ -137,6 +137,13 @@ impl Fetcher {
                 .fill_failures
                 .get_or_create(&[("reason", failure.code.as_str())])
                 .inc();
+            if matches!(
+                failure.code,
+                crate::fetch::failure::FetchCode::DigestMismatch
+                    | crate::fetch::failure::FetchCode::SizeMismatch
+            ) {
+                metrics.integrity_failure(crate::metrics::check::FETCH_THROUGH);
+            }
             failures.push(failure);
             if self.store().contains_verified(&wanted.digest) {
                 return Ok(());

@@ -11,6 +11,7 @@
 pub(crate) mod negotiate;
 mod preset;
 pub(crate) mod process;
+pub(crate) mod recent;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -50,6 +51,49 @@ pub(crate) type Labels1 = [(&'static str, &'static str); 1];
 /// A configured registry's name and one bounded label (registry names are bounded by the
 /// configuration).
 pub(crate) type RegistryLabels = [(&'static str, String); 2];
+/// A configured registry's name, its kind and an outcome.
+pub(crate) type RegistryKindLabels = [(&'static str, String); 3];
+
+/// The labels of a registry family's series: `registry`, `kind` and `outcome`.
+pub(crate) fn registry_labels(registry: &str, kind: &str, outcome: &str) -> RegistryKindLabels {
+    [
+        ("registry", registry.to_string()),
+        ("kind", kind.to_string()),
+        ("outcome", outcome.to_string()),
+    ]
+}
+
+/// What failed to verify, the `check` label of `fetchgate_integrity_failures_total`: every
+/// refusal of bytes or signatures that did not match what vouched for them.
+pub(crate) mod check {
+    /// A registry artifact (npm, PyPI, cargo, apt files, Go `.mod`/`.zip`, OCI blobs and
+    /// manifests) whose bytes did not match the digest its registry published.
+    pub(crate) const REGISTRY_ARTIFACT: &str = "registry_artifact";
+    /// An object read from the shared bucket that did not match its key.
+    pub(crate) const SHARED_BUCKET: &str = "shared_bucket";
+    /// A metadata document in the shared bucket whose seal did not hold under the fleet key.
+    pub(crate) const FLEET_SEAL: &str = "fleet_seal";
+    /// A Go module whose `h1:` the checksum database does not vouch for, or a database
+    /// answer whose signature or proof did not verify.
+    pub(crate) const SUMDB: &str = "sumdb";
+    /// An apt `InRelease`/`Release` whose signature did not verify with `signed_by`.
+    pub(crate) const APT_SIGNATURE: &str = "apt_signature";
+    /// Bytes fetched through (`/sha256/?url=`, LOVE, packs) whose size or SHA-256 did not
+    /// match what was asked for.
+    pub(crate) const FETCH_THROUGH: &str = "fetch_through";
+    /// A stored entry that no longer matched its digest (found by a scrub or on read).
+    pub(crate) const STORED_ENTRY: &str = "stored_entry";
+    /// Every check, for the zeros at start.
+    pub(crate) const ALL: [&str; 7] = [
+        REGISTRY_ARTIFACT,
+        SHARED_BUCKET,
+        FLEET_SEAL,
+        SUMDB,
+        APT_SIGNATURE,
+        FETCH_THROUGH,
+        STORED_ENTRY,
+    ];
+}
 
 /// Every metric fetchgate exports.
 #[derive(Debug)]
@@ -111,19 +155,22 @@ pub struct Metrics {
     /// CONNECT tunnel bytes by `direction` (`client_to_upstream`, `upstream_to_client`). Tunnel
     /// bytes are opaque TLS, so they are kept apart from the HTTP body counters.
     pub(crate) tunnel_bytes: Family<Labels1, Counter>,
-    /// Registry metadata answers by registry kind and how they were had (`fresh`,
+    /// Registry metadata answers by `registry`, its `kind` and how they were had (`fresh`,
     /// `revalidated`, `fetched`, `stale`, `offline`).
-    pub(crate) registry_metadata: Family<Labels2, Counter>,
+    pub(crate) registry_metadata: Family<RegistryKindLabels, Counter>,
     /// Pack fetches by `format` and `outcome` (`published`, or the failure's code).
     pub(crate) pack_fetches: Family<Labels2, Counter>,
-    /// Registry artifact requests by kind and outcome (`hit`, `shared` (from the shared tier),
-    /// `miss`, `mismatch`).
-    pub(crate) registry_artifacts: Family<Labels2, Counter>,
+    /// Registry artifact requests by `registry`, `kind` and outcome (`hit`, `shared` (from the
+    /// shared tier), `miss`, `mismatch`).
+    pub(crate) registry_artifacts: Family<RegistryKindLabels, Counter>,
+    /// Package names refused by a registry's allow/deny lists, by `registry` and `kind`.
+    pub(crate) registry_names_refused: Family<RegistryLabels, Counter>,
+    /// Bytes or signatures refused because they did not verify, by `check` ([`check`]): what
+    /// the tampering alert reads.
+    pub(crate) integrity_failures: Family<Labels1, Counter>,
     /// Requests refused from memory of a recent digest mismatch at the same URL, by `route`
     /// (`registry`, `fetch_through`, `oci`): no download was made.
     pub(crate) mismatches_remembered: Family<Labels1, Counter>,
-    /// Package names refused by a registry's allow/deny lists, by kind.
-    pub(crate) registry_names_refused: Family<Labels1, Counter>,
     /// Manifest requests an `oci` registry sent its upstream, by `registry` and `method`
     /// (`GET`, `HEAD`): the budget Docker Hub rate-limits counts the `GET`s.
     pub(crate) oci_upstream_manifests: Family<RegistryLabels, Counter>,
@@ -149,6 +196,8 @@ pub struct Metrics {
     pub(crate) shared_upload_queue: Gauge,
     /// 1 while the shared tier's circuit breaker is open (or probing), else 0.
     pub(crate) shared_breaker_open: Gauge,
+    /// The last refusals and each registry's last answers, for the status page.
+    pub(crate) recent: recent::Recent,
     /// Fleet leases by `outcome`: `taken` (this instance fetched), `taken_over` (from a
     /// holder that stopped renewing), `waited` (another instance's fetch served this one),
     /// `timed_out` (waited `lease_wait_ms`, then fetched alone), `unavailable` (the bucket
@@ -218,6 +267,7 @@ impl Metrics {
             registry_artifacts: Family::default(),
             mismatches_remembered: Family::default(),
             registry_names_refused: Family::default(),
+            integrity_failures: Family::default(),
             oci_upstream_manifests: Family::default(),
             oci_pulls: Family::default(),
             oci_served_bytes: Family::default(),
@@ -229,6 +279,7 @@ impl Metrics {
             shared_uploads: Family::default(),
             shared_upload_queue: Gauge::default(),
             shared_breaker_open: Gauge::default(),
+            recent: recent::Recent::default(),
             fleet_leases: Family::default(),
             fleet_metadata: Family::default(),
             fleet_seal_failures: Counter::default(),
@@ -265,10 +316,11 @@ impl Metrics {
             tee_abandoned: "tee_abandoned", "Proxied bodies whose tee into the cache was given up, by reason";
             tee_known: "tee_known", "Small proxied bodies already in the cache, kept without touching the disk";
             tunnel_bytes: "tunnel_bytes", "CONNECT tunnel bytes by direction";
-            registry_metadata: "registry_metadata", "Registry metadata answers by kind and freshness";
-            registry_artifacts: "registry_artifacts", "Registry artifact requests by kind and outcome";
+            registry_metadata: "registry_metadata", "Registry metadata answers by registry, kind and freshness";
+            registry_artifacts: "registry_artifacts", "Registry artifact requests by registry, kind and outcome";
+            registry_names_refused: "registry_names_refused", "Package names refused by allow/deny, by registry and kind";
+            integrity_failures: "integrity_failures", "Bytes or signatures refused because they did not verify, by check";
             mismatches_remembered: "mismatches_remembered", "Requests refused from memory of a recent digest mismatch at the same URL, by route (no download made)";
-            registry_names_refused: "registry_names_refused", "Package names refused by allow/deny, by registry kind";
             oci_upstream_manifests: "oci_upstream_manifest_requests", "Manifest requests sent to an oci registry's upstream, by registry and method (GET, HEAD)";
             oci_pulls: "oci_pulls", "Blob and manifest-by-digest requests of an oci registry, by registry and outcome";
             oci_served_bytes: "oci_served_bytes", "Blob bytes an oci registry served, by registry and source (cache, upstream)";
@@ -351,11 +403,21 @@ impl Metrics {
         self.cache_fills.get_or_create(&[("route", route)]).inc();
     }
 
-    /// Counts one registry artifact request of `kind` by `outcome` (`hit`, `shared`, `miss`,
-    /// `mismatch`).
-    pub(crate) fn registry_artifact(&self, kind: &'static str, outcome: &'static str) {
+    /// Counts one artifact request of `registry` (of `kind`) by `outcome` (`hit`, `shared`,
+    /// `miss`, `mismatch`); a mismatch is an integrity failure too.
+    pub(crate) fn registry_artifact(&self, registry: &str, kind: &str, outcome: &'static str) {
         self.registry_artifacts
-            .get_or_create(&[("kind", kind), ("outcome", outcome)])
+            .get_or_create(&registry_labels(registry, kind, outcome))
+            .inc();
+        if outcome == "mismatch" {
+            self.integrity_failure(check::REGISTRY_ARTIFACT);
+        }
+    }
+
+    /// Counts bytes or a signature refused by `check` ([`check`]).
+    pub(crate) fn integrity_failure(&self, check: &'static str) {
+        self.integrity_failures
+            .get_or_create(&[("check", check)])
             .inc();
     }
 

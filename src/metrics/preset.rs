@@ -1,7 +1,8 @@
 //! Zeros at start for every labelled family whose label values are known in advance, so a
 //! scrape before the first event already shows each series (`rate()` and dashboards need no
 //! `or vector(0)`), and a missing series means a renamed label, not a quiet process. Families
-//! labelled by open sets of codes (fill failures, pack outcomes) appear with their first event.
+//! labelled by open sets of codes (pack outcomes, most fill failure reasons) appear with their
+//! first event; of those the alert rules read, the series they care about start at zero.
 //!
 //! This module zeros only what it names itself (routes, reload outcomes); each module that
 //! counts under labels of its own zeros them where it starts: the request kinds and tee reasons
@@ -24,6 +25,14 @@ pub(super) fn zeros(m: &Metrics) {
     ];
     Metrics::preset(&m.cache_fills, "route", &filled);
     Metrics::preset(&m.reloads, "outcome", &["applied", "refused"]);
+    Metrics::preset(&m.integrity_failures, "check", &super::check::ALL);
+    // What the cache alerts read exists before its first event: the fill failures a
+    // mismatching mirror causes.
+    Metrics::preset(
+        &m.fill_failures,
+        "reason",
+        &["digest_mismatch", "size_mismatch", "too_large"],
+    );
     let remembered = [route::REGISTRY, route::FETCH_THROUGH, route::OCI];
     Metrics::preset(&m.mismatches_remembered, "route", &remembered);
 }

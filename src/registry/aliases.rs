@@ -120,6 +120,32 @@ impl Aliases {
         txn.commit().map_err(err)
     }
 
+    /// Forgets every alias and verified URL that names `sha256` (its entry was removed, so
+    /// they would point at nothing); the number forgotten.
+    pub(crate) fn forget(&self, sha256: &Digest) -> Result<usize, String> {
+        use redb::ReadableTable;
+        let hex = sha256.hex();
+        let txn = self.db.begin_write().map_err(err)?;
+        let mut forgotten = 0;
+        for def in [ALIASES, URLS] {
+            let mut table = txn.open_table(def).map_err(err)?;
+            let keys: Vec<String> = table
+                .iter()
+                .map_err(err)?
+                .filter_map(|row| {
+                    let (k, v) = row.ok()?;
+                    (v.value() == hex).then(|| k.value().to_string())
+                })
+                .collect();
+            for k in &keys {
+                table.remove(k.as_str()).map_err(err)?;
+            }
+            forgotten += keys.len();
+        }
+        txn.commit().map_err(err)?;
+        Ok(forgotten)
+    }
+
     /// What was last proved under `key` (a kind's own key and text).
     pub(crate) fn proved(&self, key: &str) -> Result<Option<String>, String> {
         let txn = self.db.begin_read().map_err(err)?;

@@ -33,6 +33,12 @@ pub(crate) trait KindError: std::error::Error + Send + Sync + 'static {
     fn detail(&self) -> String {
         self.to_string()
     }
+    /// The `check` of `fetchgate_integrity_failures_total` this failure counts under, when it
+    /// is a signature or proof that did not verify (a digest mismatch is counted where the
+    /// bytes are refused, under `registry_artifact`).
+    fn integrity(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Why a registry request failed.
@@ -170,6 +176,14 @@ impl RegistryError {
             | RegistryError::DigestMismatch { .. } => Origin::Upstream,
             RegistryError::Cache(_) | RegistryError::Internal(_) => Origin::Internal,
             RegistryError::Kind(e) => e.origin(),
+        }
+    }
+
+    /// The integrity check a kind's failure counts under, if it is one ([`KindError::integrity`]).
+    pub(crate) fn integrity(&self) -> Option<&'static str> {
+        match self {
+            RegistryError::Kind(e) => e.integrity(),
+            _ => None,
         }
     }
 

@@ -39,21 +39,26 @@ pub(crate) mod settings;
 
 use crate::metrics::Metrics;
 
-/// Creates at zero, for every kind, the series of metadata answers by freshness, artifact
-/// requests by outcome and names refused.
-pub(crate) fn preset_metrics(m: &Metrics) {
-    let kinds: Vec<&'static str> = kinds::names().collect();
+/// Creates at zero, for every configured registry, the series of metadata answers by
+/// freshness, artifact requests by outcome and names refused (a reload that adds a registry
+/// adds its zeros).
+pub(crate) fn preset_metrics(m: &Metrics, registries: &[protocol::Configured]) {
     let metadata = metadata::Freshness::ALL.map(metadata::Freshness::as_str);
-    Metrics::preset2(
-        &m.registry_metadata,
-        ("kind", &kinds),
-        ("outcome", &metadata),
-    );
     let artifacts = ["hit", "shared", "miss", "mismatch"];
-    Metrics::preset2(
-        &m.registry_artifacts,
-        ("kind", &kinds),
-        ("outcome", &artifacts),
-    );
-    Metrics::preset(&m.registry_names_refused, "kind", &kinds);
+    for r in registries {
+        let (name, kind) = (r.settings.name.as_str(), r.settings.kind.as_str());
+        for outcome in metadata {
+            let _ = m
+                .registry_metadata
+                .get_or_create(&crate::metrics::registry_labels(name, kind, outcome));
+        }
+        for outcome in artifacts {
+            let _ = m
+                .registry_artifacts
+                .get_or_create(&crate::metrics::registry_labels(name, kind, outcome));
+        }
+        let _ = m
+            .registry_names_refused
+            .get_or_create(&[("registry", name.to_string()), ("kind", kind.to_string())]);
+    }
 }

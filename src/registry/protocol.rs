@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::core::RegistryCore;
 use super::error::RegistryError;
-use super::kind::KindInfo;
+use super::kind::{KindInfo, Reach};
 use super::own_keys::OwnKeys;
 use super::request::{Ask, Reply};
 use super::settings::{Front, RegistrySettings};
@@ -42,6 +42,18 @@ pub(crate) struct KindRow {
 pub(crate) trait KindSettings: std::fmt::Debug + Send + Sync {
     /// The kind's part of a registry that runs with these settings.
     fn start(&self) -> Arc<dyn KindFront>;
+
+    /// The client's set-up line when these settings change it (a checksum database's name, a
+    /// keyring's path); `None` leaves the row's own line.
+    fn client_setup(&self, _reach: &Reach<'_>) -> Option<String> {
+        None
+    }
+
+    /// The other places this registry fetches from beside its `upstream`, with the key that
+    /// names each (`sumdb_url`), for the check at load.
+    fn other_upstreams(&self) -> Vec<(&'static str, url::Url)> {
+        Vec::new()
+    }
 }
 
 /// A configured registry: the settings every kind has, and its kind's own.
@@ -51,6 +63,16 @@ pub(crate) struct Configured {
     pub(crate) settings: RegistrySettings,
     /// Its kind's own.
     pub(crate) own: Arc<dyn KindSettings>,
+}
+
+impl Configured {
+    /// The line that points this registry's client at `reach`: its settings' own, else its
+    /// kind's.
+    pub(crate) fn client_setup(&self, reach: &Reach<'_>) -> String {
+        self.own
+            .client_setup(reach)
+            .unwrap_or_else(|| self.settings.kind.client_setup(reach))
+    }
 }
 
 /// The kind's part of one running registry: it answers requests below the mount, and the
@@ -74,6 +96,12 @@ pub(crate) trait KindFront: Send + Sync {
     /// kind's (a client that dropped the mount's prefix); the path is given to the registry
     /// only when exactly one registry claims it.
     fn claims_path(&self, _path: &str) -> bool {
+        false
+    }
+
+    /// True when a `404` for `path` is part of the client's protocol (Go looks a module up
+    /// under each prefix of its path): a routine probe, not a failure.
+    fn routine_miss(&self, _path: &str) -> bool {
         false
     }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::aliases::Aliases;
 use super::core::{RegistryCore, normalised};
 use super::error::RegistryError;
+use super::kind::{Reach, reachable};
 use super::metadata::MetadataCache;
 use super::private::Credentialed;
 use super::protocol::{Configured, KindFront};
@@ -21,6 +22,44 @@ use crate::store::Digest;
 struct Mounted {
     front: Front,
     kind: Arc<dyn KindFront>,
+    /// Its kind's settings (for the client's set-up line).
+    own: Arc<dyn super::protocol::KindSettings>,
+}
+
+/// The mount's own root, `GET /registry/<name>/` (or `/` on its listener): what this mount is
+/// and the line that points its client here, in plain text, where the kinds serve nothing.
+fn index(mounted: &Mounted, base: &str) -> Reply {
+    let s = &mounted.front.settings;
+    let listen = s.listen.map(reachable);
+    let reach = Reach {
+        name: &s.name,
+        mount: base,
+        listen: None,
+        listen_scheme: "http",
+    };
+    let client = mounted
+        .own
+        .client_setup(&reach)
+        .unwrap_or_else(|| s.kind.client_setup(&reach));
+    let mut text = format!(
+        "fetchgate registry {:?} (kind {})\nupstream: {}\nthis mount: {base}\n",
+        s.name,
+        s.kind.as_str(),
+        crate::redact::redact_locator(s.upstream.as_str()),
+    );
+    if let Some(l) = listen {
+        text.push_str(&format!("own listener: {l}\n"));
+    }
+    if s.offline {
+        text.push_str("offline: only what is cached is served\n");
+    }
+    text.push_str(&format!("set the client up:\n  {client}\n"));
+    Reply::Document {
+        content_type: "text/plain; charset=utf-8".into(),
+        body: bytes::Bytes::from(text),
+        vary_accept: false,
+        freshness: super::metadata::Freshness::Fresh,
+    }
 }
 
 /// Every configured registry and the core they share.
@@ -44,6 +83,7 @@ impl Registries {
                 let mounted = Mounted {
                     front: Front::new(c.settings.clone()),
                     kind: c.own.start(),
+                    own: c.own.clone(),
                 };
                 (c.settings.name.clone(), mounted)
             })
@@ -66,7 +106,18 @@ impl Registries {
             .get(name)
             .ok_or_else(|| RegistryError::UnknownRegistry(name.to_string()))?;
         let front = &mounted.front;
-        let reply = mounted.kind.handle(&self.core, front, ask).await?;
+        if ask.path == "/" {
+            return Ok(index(mounted, ask.base));
+        }
+        let reply = match mounted.kind.handle(&self.core, front, ask).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                if let Some(check) = e.integrity() {
+                    self.core.fetcher.metrics().integrity_failure(check);
+                }
+                return Err(e);
+            }
+        };
         // Whatever a registry with credentials serves may be private: never offered to every
         // web origin by a plain `/sha256/` read (marked before the client has the digest).
         if let Some(sha256) = reply.artifact()
@@ -139,6 +190,14 @@ impl Registries {
     /// True if any registry is configured.
     pub(crate) fn any(&self) -> bool {
         !self.mounts.is_empty()
+    }
+
+    /// True when a miss of `path` on registry `name` is a probe its clients expect to miss
+    /// (its kind says so), not a failure worth a line on the status page.
+    pub(crate) fn routine_miss(&self, name: &str, path: &str) -> bool {
+        self.mounts
+            .get(name)
+            .is_some_and(|m| m.kind.routine_miss(path))
     }
 
     /// True if a registry is mounted as `name`.

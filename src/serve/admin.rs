@@ -36,10 +36,10 @@ pub struct Admin {
 impl Admin {
     /// Binds `addr`.
     pub async fn bind(addr: SocketAddr, handle: Handle) -> std::io::Result<Self> {
-        Ok(Self {
-            listener: TcpListener::bind(addr).await?,
-            handle,
-        })
+        let listener = TcpListener::bind(addr).await?;
+        let bound = listener.local_addr()?;
+        handle.app.bound(|l| l.admin = Some(bound));
+        Ok(Self { listener, handle })
     }
 
     /// The address actually bound.
@@ -133,6 +133,11 @@ fn route(handle: &Handle, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 .set(i64::try_from(stats.entries).unwrap_or(i64::MAX));
             crate::metrics::Metrics::catch_up(&m.evictions, store.evictions());
             crate::metrics::Metrics::catch_up(&m.verify_failures, store.verify_failures());
+            crate::metrics::Metrics::catch_up(
+                &m.integrity_failures
+                    .get_or_create(&[("check", crate::metrics::check::STORED_ENTRY)]),
+                store.verify_failures(),
+            );
             let format = crate::metrics::negotiate::choose(req.headers());
             let body = match format {
                 crate::metrics::negotiate::Format::Text => m.encode_text(),

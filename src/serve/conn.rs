@@ -21,4 +21,7 @@ pub(crate) struct ClientConn {
     pub(crate) mount: Option<Arc<str>>,
     /// The names in the client's verified certificate (empty without one).
     pub(crate) cert_names: super::tls::CertNames,
+    /// The addresses fetchgate's own listeners bound (what an absolute-form request for
+    /// fetchgate itself names).
+    pub(crate) listeners: Arc<crate::access::own::Listeners>,
 }

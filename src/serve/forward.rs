@@ -42,7 +42,26 @@ pub(crate) async fn forward(
     let decided = gate.egress.resolve_and_decide_url(&raw).await;
     let permit = match narrow_all(decided, policies) {
         Decision::Allowed(permit) => permit,
-        Decision::Refused(refused) => return Err(log.refusal(&refused)),
+        Decision::Refused(refused) => {
+            let mut p = log.refusal(&refused);
+            match names_fetchgate(&refused, conn) {
+                // The right fix, not a trust rule: the name is fetchgate's own.
+                Some(Named::Surely(host)) => {
+                    p.next = format!(
+                        "{host} is fetchgate itself: list it in [access] hosts (it is then served as fetchgate's own route), or add it to NO_PROXY (no_proxy)"
+                    );
+                    log.trust_rule = None;
+                }
+                Some(Named::Perhaps(host)) => {
+                    p.next = format!(
+                        "{}; if {host} is fetchgate itself (this is one of its listener ports), list it in [access] hosts or add it to NO_PROXY (no_proxy) instead",
+                        p.next
+                    );
+                }
+                None => {}
+            }
+            return Err(p);
+        }
     };
     log.decision = Decided::Allowed;
     log.reason = permit.verdict().reason.code();
@@ -132,4 +151,43 @@ async fn registry_verified<B>(
         object,
         false,
     ))
+}
+
+/// Whether a refused name is fetchgate's own, and how sure that is.
+enum Named {
+    /// Every refused answer is one of fetchgate's listeners on the port asked for.
+    Surely(String),
+    /// Refused before resolution (its port, say), on the port of one of fetchgate's listeners.
+    Perhaps(String),
+}
+
+/// A refused absolute-form request for a name that is fetchgate's own (every refused answer
+/// is one of its listeners on the port asked for, [`crate::access::own::is_own_address`]), or
+/// may be (refused before resolution, on one of its listeners' ports): a client that reaches
+/// fetchgate by a name not in `[access] hosts`.
+fn names_fetchgate(refused: &crate::decide::Refusal, conn: &ClientConn) -> Option<Named> {
+    let target = refused.target.as_ref()?;
+    let crate::decide::Host::Name(host) = &target.host else {
+        return None;
+    };
+    let l = &conn.listeners;
+    let port = target.port;
+    let mut answers = refused
+        .answers
+        .iter()
+        .filter(|(_, v)| !v.allowed())
+        .peekable();
+    if answers.peek().is_none() {
+        let mut ours = l
+            .proxy
+            .iter()
+            .chain(&l.admin)
+            .chain(l.registries.iter().map(|(_, a)| a));
+        return ours
+            .any(|a| port != 0 && a.port() == port)
+            .then(|| Named::Perhaps(host.clone()));
+    }
+    answers
+        .all(|(ip, _)| crate::access::own::is_own_address(*ip, port, conn.local, l))
+        .then(|| Named::Surely(host.clone()))
 }

@@ -83,14 +83,29 @@ impl Server {
         let app = Arc::new(app);
         preset_metrics(&app.lasting().metrics);
         let store = app.lasting().store.clone();
-        let listener = TcpListener::bind(addr).await?;
+        let listener = TcpListener::bind(addr).await.map_err(|e| {
+            io::Error::other(format!("cannot listen on {addr} ([listen] proxy): {e}"))
+        })?;
         let mut mounts = Vec::new();
         for (name, at) in app.registry_listeners() {
             let l = TcpListener::bind(at).await.map_err(|e| {
-                io::Error::other(format!("cannot listen on {at} for registry {name}: {e}"))
+                io::Error::other(format!(
+                    "cannot listen on {at} for registry {name} ([[registry]] {name} listen): {e}"
+                ))
             })?;
             mounts.push((l, Arc::from(name)));
         }
+        let proxy = listener.local_addr()?;
+        let bound: Vec<(Arc<str>, SocketAddr)> = mounts
+            .iter()
+            .filter_map(|(l, name): &(TcpListener, Arc<str>)| {
+                l.local_addr().ok().map(|a| (name.clone(), a))
+            })
+            .collect();
+        app.bound(|l| {
+            l.proxy = Some(proxy);
+            l.registries = bound;
+        });
         // The index is a cache of the directories; repair it without holding the listener.
         let repair = store.clone();
         tokio::task::spawn_blocking(move || match repair.reconcile() {
@@ -140,6 +155,8 @@ impl Server {
     /// tunnels in flight finish for up to `[proxy] drain_seconds`, and returns.
     pub async fn run(self) -> io::Result<()> {
         let slots = Slots::new(self.app.gate().limits.max_connections);
+        // Every listener has bound by now (the admin one too, when `main` runs it).
+        let listeners = Arc::new(self.app.listeners());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let (mounted_tx, mut mounted) = tokio::sync::mpsc::channel(64);
         for (listener, name) in self.mounts {
@@ -188,6 +205,7 @@ impl Server {
             };
             let gate = self.app.live_gate();
             let stop = stop_rx.clone();
+            let listeners = listeners.clone();
             tokio::spawn(async move {
                 let _ = stream.set_nodelay(true);
                 // The address the client reached: its own `Host` may name it (a rebinding check).
@@ -211,6 +229,7 @@ impl Server {
                     slot,
                     mount,
                     cert_names,
+                    listeners,
                 };
                 if let Err(e) = serve_client(gate, stream, client, stop).await {
                     tracing::debug!(client = %peer, error = %e, "client connection ended");
@@ -254,6 +273,36 @@ impl Handle {
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
         &self.app.lasting().store
+    }
+
+    /// Judges every upstream of the config in force against its egress policy, resolving
+    /// names as a request would (at most [`crate::app::upstreams::RESOLVE_BUDGET`]), and keeps
+    /// the result for the status page.
+    pub async fn check_upstreams(&self) -> Vec<crate::app::upstreams::UpstreamCheck> {
+        let checks = crate::app::upstreams::judge(&self.app.config(), true).await;
+        self.app.set_upstreams(checks.clone());
+        checks
+    }
+
+    /// Reloads `config` with its upstreams judged first (as [`Handle::check_upstreams`]), so
+    /// the status page never shows the previous config's judgement beside the new config:
+    /// the settings that wait for the next start, and the judgement.
+    pub async fn reload_judged(
+        &self,
+        config: &Config,
+    ) -> (Vec<&'static str>, Vec<crate::app::upstreams::UpstreamCheck>) {
+        let checks = crate::app::upstreams::judge(config, true).await;
+        let waiting = self.app.reload(config);
+        self.app.set_upstreams(checks.clone());
+        (waiting, checks)
+    }
+
+    /// What the start-up banner says, for the config in force and `checks`.
+    pub fn banner(
+        &self,
+        checks: &[crate::app::upstreams::UpstreamCheck],
+    ) -> Vec<crate::app::BannerLine> {
+        self.app.banner(checks)
     }
 
     /// Stops accepting and starts the drain.
@@ -300,6 +349,7 @@ struct Client {
     slot: Arc<Slot>,
     mount: Option<Arc<str>>,
     cert_names: tls::CertNames,
+    listeners: Arc<crate::access::own::Listeners>,
 }
 
 /// Serves one client connection: a refusal for clients outside `[access] clients`, otherwise
@@ -318,6 +368,7 @@ async fn serve_client(
         slot,
         mount,
         cert_names,
+        listeners,
     } = client;
     let io = TokioIo::new(stream);
     let current = gate.load_full();
@@ -335,6 +386,7 @@ async fn serve_client(
         slot,
         mount,
         cert_names,
+        listeners,
     });
     let svc = service_fn(move |req| {
         let gate = gate.load_full();

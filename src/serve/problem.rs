@@ -212,11 +212,15 @@ impl From<RequestError> for Problem {
             RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             // The digest names one size; a request claiming another conflicts with the entry.
             SizeMismatch { .. } => StatusCode::CONFLICT,
+            // Sent to the wrong listener: the client can reach the right one directly.
+            AdminNotProxied { .. } | SelfTunnel { .. } => StatusCode::MISDIRECTED_REQUEST,
         };
         let mut p = Problem::new(status, e.code(), e.origin(), e.to_string(), e.next());
         p.field = e.field().map(str::to_string);
         match e {
-            NotFound { locator } => p.at(locator),
+            NotFound { locator }
+            | AdminNotProxied { locator }
+            | SelfTunnel { authority: locator } => p.at(locator),
             MethodNotForwarded { allow, .. } => {
                 let allow =
                     HeaderValue::from_str(&allow).unwrap_or(HeaderValue::from_static("GET, HEAD"));
@@ -340,7 +344,7 @@ impl From<&UpstreamError> for Problem {
                 format!(
                     "the upstream applied an HTTP coding ({h}); only identity bytes can be verified"
                 ),
-                "use a mirror that serves the artifact without Content-Encoding (LOVE §3.3)",
+                "use an upstream or mirror that serves the bytes without Content-Encoding: fetchgate verifies bytes exactly as served",
             )
             .field("Content-Encoding"),
         }
@@ -392,7 +396,7 @@ impl From<&ThroughError> for Problem {
                         "no mirror produced bytes matching the expected size and sha256 ({} tried)",
                         list.len()
                     ),
-                    "try another mirror of the same artifact, or check the manifest's size and sha256",
+                    "try another mirror of the same artifact, or check that the expected size and sha256 are the artifact's",
                 );
                 p.extra = Some(json!({ "locators": list }));
                 p

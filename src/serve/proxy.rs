@@ -18,6 +18,7 @@ use super::request_error::RequestError;
 use super::request_log::{Decided, Kind, LoggedBody, RequestLog, logged};
 use super::route_path;
 use super::tunnel::{TunnelEnd, splice};
+use crate::access::own::Own;
 use crate::app::Gate;
 use crate::body::ResponseBody;
 use crate::body::empty;
@@ -34,24 +35,11 @@ pub(crate) async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<LoggedBody>, Infallible> {
     let started = Instant::now();
-    let mut log = RequestLog {
-        client: conn.client,
-        method: req.method().clone(),
-        locator: locator_of(req.uri()),
-        kind: Kind::Other,
-        decision: Decided::Nothing,
-        reason: "-",
-        upstream: None,
-        status: 0,
-        expected_bytes: None,
-        policy: None,
-    };
+    let mut log = RequestLog::new(conn.client, req.method().clone(), locator_of(req.uri()));
     let resp = match route(&gate, &conn, req, &mut log).await {
         Ok(r) => r,
         Err(p) => {
-            if log.reason == "-" {
-                log.reason = p.code;
-            }
+            log.problem(&p);
             p.into_response()
         }
     };
@@ -81,7 +69,7 @@ fn locator_of(uri: &http::Uri) -> String {
 async fn route(
     gate: &Gate,
     conn: &ClientConn,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     log: &mut RequestLog,
 ) -> Result<Response<ResponseBody>, Problem> {
     let head = head_size(&req);
@@ -106,11 +94,35 @@ async fn route(
         log.kind = Kind::Connect;
         return Box::pin(connect(gate, conn, policies, req, log)).await;
     }
+    // The registry this connection's listener serves at `/`, unless an absolute-form request
+    // names another of fetchgate's own listeners.
+    let mut mount = conn.mount.clone();
+    let mut own = false;
+    if req.uri().scheme().is_some() {
+        match own_listener(gate, conn, &req) {
+            None => {}
+            Some(Own::Admin) => {
+                return Err(RequestError::AdminNotProxied {
+                    locator: log.locator.clone(),
+                }
+                .into());
+            }
+            Some(target) => {
+                mount = match target {
+                    Own::Registry(name) => Some(name),
+                    _ => None,
+                };
+                to_origin_form(&mut req)?;
+                own = true;
+            }
+        }
+    }
     if req.uri().scheme().is_some() {
         // A URL a registry's kind claims (under its upstream, through the forward proxy) is
         // that registry's request, verified like `/registry/<name>/`.
         if let Some((name, below)) = claimed_url(gate, &req)? {
             log.kind = Kind::Registry;
+            log.registry = Some(Arc::from(name.as_str()));
             if let Some(r) = policies.iter().find_map(|p| narrow_registry(p, &name)) {
                 return Err(log.refusal(&r));
             }
@@ -123,14 +135,18 @@ async fn route(
         return Box::pin(super::forward::forward(gate, conn, policies, req, log)).await;
     }
     // Origin-form: fetchgate itself is the server, so `Host` must name it (DNS rebinding).
-    crate::access::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
+    // An absolute-form request to one of its own listeners had its authority judged instead.
+    if !own {
+        crate::access::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
+    }
     let routed = route_path::normalise(req.uri().path());
-    if let Some((name, path, prefix)) = registry_target(gate, conn, &routed) {
+    if let Some((name, path, prefix)) = registry_target(gate, mount.as_ref(), &routed) {
         // The query may send the request to another configured registry (its kind says so):
         // chosen before the client's policy judges the name.
         let query = req.uri().query();
         let name = gate.registries.reroute(&name, query).unwrap_or(name);
         log.kind = Kind::Registry;
+        log.registry = Some(Arc::from(name.as_str()));
         same_site(gate, &req, log)?;
         if let Some(r) = policies.iter().find_map(|p| narrow_registry(p, &name)) {
             return Err(log.refusal(&r));
@@ -174,7 +190,7 @@ async fn route(
 /// one registry's kind claims.
 fn registry_target<'p>(
     gate: &Gate,
-    conn: &ClientConn,
+    mount: Option<&Arc<str>>,
     path: &'p str,
 ) -> Option<(String, &'p str, String)> {
     if let Some(rest) = path.strip_prefix("/registry/") {
@@ -182,11 +198,11 @@ fn registry_target<'p>(
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
         };
-        if conn.mount.is_none() || gate.registries.has(name) {
+        if mount.is_none() || gate.registries.has(name) {
             return Some((name.to_string(), below, format!("/registry/{name}/")));
         }
     }
-    if let Some(m) = &conn.mount {
+    if let Some(m) = mount {
         return Some((m.to_string(), path, "/".to_string()));
     }
     // A client that rewrote a lockfile's public URLs onto fetchgate's origin and dropped the
@@ -194,6 +210,39 @@ fn registry_target<'p>(
     let name = gate.registries.claims_path(path)?;
     let prefix = format!("/registry/{name}/");
     Some((name, path, prefix))
+}
+
+/// Which of fetchgate's own listeners an absolute-form request names (see
+/// [`crate::access::own`]): the authority of its URL, judged against the addresses bound, the
+/// address the client reached and `[access] hosts`.
+fn own_listener<B>(gate: &Gate, conn: &ClientConn, req: &Request<B>) -> Option<Own> {
+    let uri = req.uri();
+    crate::access::own::own_listener(
+        uri.scheme_str()?,
+        uri.authority()?.as_str(),
+        conn.local,
+        &conn.listeners,
+        gate.access.hosts(),
+    )
+}
+
+/// Rewrites an absolute-form request for fetchgate itself into the origin-form request it
+/// is: the path and query as the target, and `Host` the URL's authority (which RFC 9112 §3.2.2
+/// says wins over any `Host` sent).
+fn to_origin_form<B>(req: &mut Request<B>) -> Result<(), Problem> {
+    let uri = req.uri();
+    let authority = uri.authority().map(|a| a.as_str().to_string());
+    let target = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    let parsed: http::Uri = target.parse().map_err(|_| {
+        Problem::from(RequestError::InvalidRequest(format!(
+            "{target:?} is no request target"
+        )))
+    })?;
+    *req.uri_mut() = parsed;
+    if let Some(a) = authority.and_then(|a| http::HeaderValue::from_str(&a).ok()) {
+        req.headers_mut().insert(header::HOST, a);
+    }
+    Ok(())
 }
 
 /// The registry whose kind claims an absolute-form request's URL (its path in the one
@@ -275,6 +324,19 @@ async fn connect(
     let Some(authority) = req.uri().authority().map(|a| a.as_str().to_string()) else {
         return Err(RequestError::MissingAuthority.into());
     };
+    // fetchgate's own listener (a TLS registry listener, with HTTPS_PROXY set to fetchgate):
+    // said as such, not refused as a loopback or private address with a trust rule to add.
+    if crate::access::own::own_listener(
+        "https",
+        &authority,
+        conn.local,
+        &conn.listeners,
+        gate.access.hosts(),
+    )
+    .is_some()
+    {
+        return Err(RequestError::SelfTunnel { authority }.into());
+    }
     let decided = gate.egress.resolve_and_decide_authority(&authority).await;
     let permit = match narrow_all(decided, policies) {
         Decision::Allowed(permit) => permit,
@@ -341,18 +403,9 @@ pub(crate) fn refuse_client<B>(
     req: &Request<B>,
     metrics: Arc<Metrics>,
 ) -> Result<Response<LoggedBody>, Infallible> {
-    let log = RequestLog {
-        client,
-        method: req.method().clone(),
-        locator: locator_of(req.uri()),
-        kind: Kind::Other,
-        decision: Decided::Nothing,
-        reason: "client_not_allowed",
-        upstream: None,
-        status: 403,
-        expected_bytes: None,
-        policy: None,
-    };
+    let mut log = RequestLog::new(client, req.method().clone(), locator_of(req.uri()));
+    log.reason = "client_not_allowed";
+    log.status = 403;
     Ok(client_not_allowed(client).map(|b| logged(b, log, Instant::now(), metrics)))
 }
 

@@ -56,6 +56,9 @@ pub(crate) async fn handle<B>(
             let mut p = Problem::from(e);
             p.locator = Some(log.locator.clone());
             log.reason = p.code;
+            log.problem(&p);
+            log.routine =
+                matches!(p.status.as_u16(), 404 | 410) && gate.registries.routine_miss(name, path);
             return Ok(with_reason(p));
         }
     };

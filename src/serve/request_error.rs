@@ -66,6 +66,14 @@ pub(crate) enum RequestError {
     Evicted(Digest),
     /// A `Range` outside an entry of `size` bytes.
     RangeNotSatisfiable { size: u64 },
+    /// An absolute-form request for fetchgate's own admin listener: the proxy port never
+    /// serves the admin routes (`locator` is already redacted).
+    AdminNotProxied { locator: String },
+    /// A `CONNECT` to one of fetchgate's own listeners: a client with `HTTPS_PROXY` set to
+    /// fetchgate asking to reach a TLS listener of fetchgate through itself. Not tunnelled
+    /// (a tunnel would reach the listener from fetchgate's own address, not the client's),
+    /// and not an egress refusal with a trust rule, which would be the wrong fix.
+    SelfTunnel { authority: String },
 }
 
 impl RequestError {
@@ -95,6 +103,8 @@ impl RequestError {
             NotInCache(_) => "not_in_cache",
             Evicted(_) => "entry_evicted",
             RangeNotSatisfiable { .. } => "range_not_satisfiable",
+            AdminNotProxied { .. } => "admin_not_proxied",
+            SelfTunnel { .. } => "own_listener_not_tunnelled",
         }
     }
 
@@ -154,14 +164,14 @@ impl RequestError {
             InvalidRequest(_) => "check the request line",
             InvalidDigest { field: "pin", .. } => "pin=<64 lowercase hex>",
             InvalidDigest { .. } => "use /sha256/<64 lowercase hex characters>",
-            InvalidSize => "pass the artifact's exact size from the manifest",
+            InvalidSize => "pass the artifact's exact size in bytes",
             TooManyMirrors => "list fewer mirrors",
-            MissingSize => "add size=N (bytes) from the manifest",
+            MissingSize => "add size=N, the artifact's exact size in bytes",
             SizeTooLarge { .. } => {
                 "fetch it from a mirror directly, or ask the operator to raise [cache] max_object_bytes"
             }
             SizeMismatch { .. } => {
-                "check the manifest: its size and sha256 disagree, so it names other bytes than it means"
+                "check the expected size and sha256: they disagree, so they name other bytes than meant"
             }
             InvalidEngine => "for example engine=node=20.11.0",
             MissingManifest => "add manifest=<URL>",
@@ -172,6 +182,12 @@ impl RequestError {
             Evicted(_) => "retry",
             RangeNotSatisfiable { .. } => {
                 "ask for a range inside the entry, or drop the Range header"
+            }
+            AdminNotProxied { .. } => {
+                "reach the admin listener directly: add its address to NO_PROXY (no_proxy), or use curl --noproxy '*'"
+            }
+            SelfTunnel { .. } => {
+                "connect to fetchgate's listener directly: add its address or name to NO_PROXY (no_proxy)"
             }
         }
     }
@@ -225,6 +241,14 @@ impl fmt::Display for RequestError {
             NotInCache(digest) => write!(f, "no verified entry for sha256 {digest}"),
             Evicted(digest) => write!(f, "sha256 {digest} was evicted while being served"),
             RangeNotSatisfiable { size } => write!(f, "the entry is {size} bytes"),
+            SelfTunnel { authority } => write!(
+                f,
+                "{authority} is one of fetchgate's own listeners; CONNECT through the proxy port does not tunnel to fetchgate itself"
+            ),
+            AdminNotProxied { locator } => write!(
+                f,
+                "{locator} is fetchgate's own admin listener, which is not served through the proxy port"
+            ),
         }
     }
 }

@@ -11,6 +11,7 @@ use bytes::Bytes;
 
 use crate::body::{Observed, Observer};
 use crate::metrics::Metrics;
+use crate::metrics::recent::Answer;
 
 /// What kind of request this was; the `kind` label of `fetchgate_requests_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,18 +121,64 @@ pub(crate) struct RequestLog {
     pub(crate) expected_bytes: Option<u64>,
     /// The `[[access.policy]]` in force for the client (the refusing one on a refusal).
     pub(crate) policy: Option<std::sync::Arc<str>>,
+    /// The registry the request was for (a mount, or a registry's own listener).
+    pub(crate) registry: Option<std::sync::Arc<str>>,
+    /// A failure's safe next action, as its problem says it.
+    pub(crate) next: Option<String>,
+    /// The `[[egress.trust]]` rule that would allow what was refused, when one can.
+    pub(crate) trust_rule: Option<String>,
+    /// A miss the client expects as part of its protocol (Go's path-prefix lookups): kept
+    /// out of the status page's refusals.
+    pub(crate) routine: bool,
 }
 
 impl RequestLog {
+    /// An empty log line for a request from `client` for `locator`.
+    pub(crate) fn new(client: std::net::SocketAddr, method: http::Method, locator: String) -> Self {
+        Self {
+            client,
+            method,
+            locator,
+            kind: Kind::Other,
+            decision: Decided::Nothing,
+            reason: "-",
+            upstream: None,
+            status: 0,
+            expected_bytes: None,
+            policy: None,
+            registry: None,
+            next: None,
+            trust_rule: None,
+            routine: false,
+        }
+    }
+
     /// The problem for `refused`, noted in this log line as a refusal (with the refusing
-    /// policy, when one refused).
+    /// policy, when one refused, and the trust rule that would allow it, when one can).
     pub(crate) fn refusal(&mut self, refused: &Refusal) -> Problem {
         self.decision = Decided::Refused;
         self.reason = refused.verdict.reason.code();
         if let Some(p) = &refused.policy {
             self.policy = Some(p.clone());
         }
+        self.trust_rule = crate::decide::trust_hint::RefusedDestination::of(refused).trust_rule();
         super::problem::refusal(refused, self.locator.clone())
+    }
+
+    /// Notes a problem's code, next action and trust rule (if it carries one) in this line.
+    pub(crate) fn problem(&mut self, p: &Problem) {
+        if self.reason == "-" {
+            self.reason = p.code;
+        }
+        self.next = Some(p.next.clone());
+        if let Some(rule) = p
+            .extra
+            .as_ref()
+            .and_then(|e| e.get("trust_rule"))
+            .and_then(|r| r.as_str())
+        {
+            self.trust_rule = Some(rule.to_string());
+        }
     }
 }
 
@@ -192,17 +239,31 @@ impl Observer for LogLine {
         m.requests
             .get_or_create(&[("kind", l.kind.as_str()), ("outcome", outcome)])
             .inc();
-        super::status::note(l.kind.as_str(), l.reason, l.status, &l.locator);
+        m.recent.note(
+            Answer {
+                at: crate::store::now(),
+                kind: l.kind.as_str(),
+                registry: l.registry.as_deref().map(str::to_string),
+                code: l.reason,
+                status: l.status,
+                locator: l.locator.clone(),
+                client: l.client,
+            },
+            l.routine,
+        );
         tracing::info!(
             target: "fetchgate::request",
             client = %ClientAddr(l.client),
             method = %l.method,
             locator = %l.locator,
+            registry = l.registry.as_deref().unwrap_or("-"),
             decision = l.decision.as_str(),
             reason = l.reason,
             upstream = l.upstream.as_deref().unwrap_or("-"),
             status = l.status,
             policy = l.policy.as_deref().unwrap_or("-"),
+            next = l.next.as_deref().unwrap_or("-"),
+            trust_rule = l.trust_rule.as_deref().unwrap_or("-"),
             bytes = self.bytes,
             complete,
             duration_ms = self.started.elapsed().as_millis() as u64,

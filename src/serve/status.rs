@@ -1,12 +1,12 @@
-//! The admin listener's status page (`GET /`): what the cache holds and its hit ratio, the
-//! registries and how their upstreams answer, the shared tier's state, and the last refusals
-//! with their codes. Read-only, plain HTML built here, no external assets and no script;
-//! every value is HTML-escaped, and the `Content-Security-Policy` allows only the page's own
-//! inline style (by hash).
+//! The admin listener's status page (`GET /`): which fetchgate this is (version, commit,
+//! uptime, config file), what the cache holds and its hit ratio, the upstreams the config
+//! names as the policy judged them at load, each registry with the URL its clients use and
+//! its health read from its recent answers, the shared tier's state, and the last refusals
+//! with their codes and clients. Read-only, plain HTML built here, no external assets and no
+//! script; every value is HTML-escaped, and the `Content-Security-Policy` allows only the
+//! page's own inline style (by hash).
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::sync::{Mutex, OnceLock};
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -14,57 +14,15 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 
 use super::Handle;
-
-/// Refusals and errors the page remembers (the oldest is dropped first).
-pub(crate) const RECENT_REFUSALS: usize = 32;
+use crate::app::reach::RegistryReach;
+use crate::app::upstreams::UpstreamCheck;
+use crate::metrics::recent::{Answer, RECENT_PER_REGISTRY, RECENT_REFUSALS, failed};
 
 /// The page's only style, allowed by its hash in the `Content-Security-Policy`.
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}\
 td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}\
 th{background:#f3f3f3}.bad{color:#a00}.ok{color:#070}.warn{color:#a60}code{font-size:13px}";
-
-/// One refused or failed request, as the page lists it.
-#[derive(Clone, Debug)]
-struct Refusal {
-    /// Unix seconds.
-    at: u64,
-    /// The request kind (`forward`, `connect`, `registry`, ...).
-    kind: &'static str,
-    /// The stable code (`loopback_address`, `digest_mismatch`, ...).
-    code: &'static str,
-    /// The HTTP status answered.
-    status: u16,
-    /// The redacted locator.
-    locator: String,
-}
-
-/// The process's ring of recent refusals.
-fn recent() -> &'static Mutex<VecDeque<Refusal>> {
-    static RING: OnceLock<Mutex<VecDeque<Refusal>>> = OnceLock::new();
-    RING.get_or_init(|| Mutex::new(VecDeque::with_capacity(RECENT_REFUSALS)))
-}
-
-/// Remembers a refused or failed request (status 400 and above) for the page. `locator` is
-/// already redacted.
-pub(crate) fn note(kind: &'static str, code: &'static str, status: u16, locator: &str) {
-    if status < 400 {
-        return;
-    }
-    let Ok(mut ring) = recent().lock() else {
-        return;
-    };
-    if ring.len() == RECENT_REFUSALS {
-        ring.pop_front();
-    }
-    ring.push_back(Refusal {
-        at: crate::store::now(),
-        kind,
-        code,
-        status,
-        locator: locator.chars().take(512).collect(),
-    });
-}
 
 /// `GET /` on the admin listener.
 pub(crate) fn page(handle: &Handle) -> Response<Full<Bytes>> {
@@ -107,6 +65,15 @@ fn esc(s: &str) -> String {
     html_escape::encode_safe(s).into_owned()
 }
 
+/// Bytes for people, with the exact count: `4.00 KiB (4096 bytes)`.
+fn human(n: u64) -> String {
+    if n < 1024 {
+        format!("{n} bytes")
+    } else {
+        format!("{} ({n} bytes)", indicatif::BinaryBytes(n))
+    }
+}
+
 /// The whole page.
 fn render(handle: &Handle) -> String {
     let mut out = String::with_capacity(8192);
@@ -117,16 +84,43 @@ fn render(handle: &Handle) -> String {
          <h1>fetchgate {}</h1>",
         esc(env!("CARGO_PKG_VERSION"))
     );
-    let ring: Vec<Refusal> = recent()
-        .lock()
-        .map(|r| r.iter().cloned().collect())
-        .unwrap_or_default();
+    let recent = &handle.metrics().recent;
+    let ring = recent.refusals();
+    about_section(&mut out, handle);
     cache_section(&mut out, handle);
-    registries_section(&mut out, handle, &ring);
+    upstreams_section(&mut out, &handle.app.upstreams());
+    registries_section(&mut out, handle);
     shared_section(&mut out, handle);
     refusals_section(&mut out, &ring);
     out.push_str("</body></html>\n");
     out
+}
+
+/// Commit, uptime, config file and listeners.
+fn about_section(out: &mut String, handle: &Handle) {
+    let app = &handle.app;
+    let uptime = app.started().elapsed().unwrap_or_default();
+    let uptime = humantime::format_duration(std::time::Duration::from_secs(uptime.as_secs()));
+    let file = app
+        .file()
+        .map_or("none (the embedded defaults)".to_string(), |f| {
+            f.display().to_string()
+        });
+    let listeners = app.listeners();
+    let shown = |a: Option<std::net::SocketAddr>| a.map_or("-".into(), |a| a.to_string());
+    let _ = write!(
+        out,
+        "<table id=\"about\"><tr><th>commit</th><td id=\"commit\"><code>{}</code></td></tr>\
+         <tr><th>up for</th><td id=\"uptime\">{}</td></tr>\
+         <tr><th>config file</th><td id=\"config-file\"><code>{}</code></td></tr>\
+         <tr><th>proxy listener</th><td><code>{}</code></td></tr>\
+         <tr><th>admin listener</th><td><code>{}</code></td></tr></table>",
+        esc(option_env!("FETCHGATE_COMMIT").unwrap_or("unknown")),
+        esc(&uptime.to_string()),
+        esc(&file),
+        esc(&shown(listeners.proxy)),
+        esc(&shown(listeners.admin)),
+    );
 }
 
 /// Entries, bytes, and the hit ratio over every route's lookups (objects, registries, packs).
@@ -156,16 +150,98 @@ fn cache_section(out: &mut String, handle: &Handle) {
         esc(&handle.store().root().display().to_string()),
         stats.entries,
         stats.pinned,
-        stats.bytes,
-        stats.max_bytes,
+        esc(&human(stats.bytes)),
+        esc(&human(stats.max_bytes)),
         esc(&ratio),
         crate::metrics::Metrics::total(&m.cache_fills),
     );
 }
 
-/// Each registry with its upstream, and how that upstream has been answering (by kind:
-/// the metadata outcomes), with the last error seen on its mount.
-fn registries_section(out: &mut String, handle: &Handle, ring: &[Refusal]) {
+/// The upstreams the config names that the policy refuses, or whose shape is known to fail,
+/// as judged when the config was loaded (a reload may add the rule that allows one).
+fn upstreams_section(out: &mut String, checks: &[UpstreamCheck]) {
+    let flagged: Vec<&UpstreamCheck> = checks
+        .iter()
+        .filter(|c| c.refused.is_some() || c.shape.is_some())
+        .collect();
+    if flagged.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h2>Upstreams refused or misshapen at load</h2><table id=\"upstreams\">\
+         <tr><th>where</th><th>url</th><th>verdict</th><th>fix</th></tr>",
+    );
+    for c in flagged {
+        let fix = match (&c.trust_rule, &c.next, c.shape) {
+            (Some(rule), _, _) => format!("<pre>{}</pre>", esc(rule)),
+            (None, Some(next), _) => esc(next),
+            (None, None, Some(shape)) => esc(shape),
+            (None, None, None) => String::new(),
+        };
+        let verdict = match (&c.refused, c.shape) {
+            (Some(r), _) => format!("refused: {r}"),
+            (None, Some(shape)) => format!("wrong shape: {shape}"),
+            (None, None) => String::new(),
+        };
+        let _ = write!(
+            out,
+            "<tr class=\"upstream\"><td>{}</td><td><code>{}</code></td><td class=\"bad\">{}</td><td>{fix}</td></tr>",
+            esc(&c.field),
+            esc(&c.url),
+            esc(&verdict),
+        );
+    }
+    out.push_str("</table>");
+}
+
+/// A registry's health, from what it answered lately, what was judged at load and how its
+/// metadata came: the class (`ok` or `bad`) and the words.
+fn health(
+    offline: bool,
+    refused_at_load: Option<&UpstreamCheck>,
+    stale: u64,
+    answered_before: bool,
+    recent: &[Answer],
+) -> (&'static str, String) {
+    let failures: Vec<&Answer> = recent.iter().filter(|a| failed(a.status)).collect();
+    let last = failures
+        .last()
+        .map(|a| format!("last: {} {}", a.status, a.code));
+    let n = recent.len();
+    if offline {
+        return ("ok", "offline (cache only)".into());
+    }
+    if let Some(c) = refused_at_load {
+        return (
+            "bad",
+            format!(
+                "failing: the egress policy refuses its upstream ({})",
+                c.code.unwrap_or("refused")
+            ),
+        );
+    }
+    match (failures.len(), last) {
+        (f, Some(last)) if f == n => (
+            "bad",
+            format!("failing: every one of its last {n} answers was an error ({last})"),
+        ),
+        (f, Some(last)) if f * 2 >= n => (
+            "bad",
+            format!("failing: {f} of its last {n} answers were errors ({last})"),
+        ),
+        _ if stale > 0 => ("bad", format!("failing: {stale} stale answers served")),
+        (f, Some(last)) => (
+            "ok",
+            format!("answering; {f} of its last {n} answers were errors ({last})"),
+        ),
+        _ if n > 0 || answered_before => ("ok", "answering".into()),
+        _ => ("ok", "not asked yet".into()),
+    }
+}
+
+/// Each registry with its upstream, the URL its clients use, its own listener, its health and
+/// its last refusal.
+fn registries_section(out: &mut String, handle: &Handle) {
     let gate = handle.gate();
     let registries = gate.registries.settings();
     out.push_str("<h2>Registries</h2>");
@@ -173,16 +249,25 @@ fn registries_section(out: &mut String, handle: &Handle, ring: &[Refusal]) {
         out.push_str("<p id=\"registries-none\">No <code>[[registry]]</code> configured.</p>");
         return;
     }
+    let _ = write!(
+        out,
+        "<p>Health is read from each registry's last {RECENT_PER_REGISTRY} answers (refusals, \
+         failures and misses count; a client's routine probes do not).</p>"
+    );
     out.push_str(
         "<table id=\"registries\"><tr><th>name</th><th>kind</th><th>upstream</th>\
-         <th>upstream health</th><th>metadata answers</th><th>last error</th></tr>",
+         <th>client URL</th><th>listen</th><th>upstream health</th><th>metadata answers</th>\
+         <th>last refusal</th><th>client set-up</th></tr>",
     );
     let m = handle.metrics();
+    let reach: Vec<RegistryReach> = handle.app.reach();
+    let checks = handle.app.upstreams();
+    let now = crate::store::now();
     for r in registries {
         let kind = r.kind.as_str();
         let count = |outcome: &'static str| {
             m.registry_metadata
-                .get_or_create(&[("kind", kind), ("outcome", outcome)])
+                .get_or_create(&crate::metrics::registry_labels(&r.name, kind, outcome))
                 .get()
         };
         let (fetched, revalidated, fresh, stale) = (
@@ -191,41 +276,44 @@ fn registries_section(out: &mut String, handle: &Handle, ring: &[Refusal]) {
             count("fresh"),
             count("stale"),
         );
-        let mount = format!("/registry/{}/", r.name);
-        let last_error = ring
+        let recent = m.recent.of_registry(&r.name);
+        let refused = checks
             .iter()
-            .rev()
-            .find(|f| f.status >= 500 && f.locator.contains(&mount));
-        let health = if r.offline {
-            ("ok", "offline (cache only)".to_string())
-        } else if let Some(f) = last_error {
-            (
-                "bad",
-                format!("failing: last answer {} {}", f.status, f.code),
-            )
-        } else if stale > 0 {
-            ("bad", format!("failing: {stale} stale answers served"))
-        } else if fetched + revalidated > 0 {
-            ("ok", "answering".to_string())
-        } else {
-            ("ok", "not asked yet".to_string())
-        };
+            .find(|c| c.registry.as_deref() == Some(r.name.as_str()) && c.fails());
+        let health = health(
+            r.offline,
+            refused,
+            stale,
+            fetched + revalidated > 0,
+            &recent,
+        );
+        let last = recent.iter().rev().find(|a| failed(a.status));
+        let reached = reach.iter().find(|x| x.name == r.name);
         let _ = write!(
             out,
             "<tr class=\"registry\"><td>{}</td><td>{}</td><td><code>{}</code></td>\
-             <td class=\"{}\">{}</td><td>{} fetched, {} revalidated, {} fresh, {} stale</td><td>{}</td></tr>",
+             <td class=\"client-url\"><code>{}</code></td><td><code>{}</code></td>\
+             <td class=\"{}\">{}</td><td>{} fetched, {} revalidated, {} fresh, {} stale</td>\
+             <td class=\"last-refusal\">{}</td><td><code>{}</code></td></tr>",
             esc(&r.name),
             esc(kind),
             esc(r.upstream.as_str()),
+            esc(reached.map_or("", |x| x.mount.as_str())),
+            esc(reached.and_then(|x| x.listen.as_deref()).unwrap_or("-")),
             health.0,
             esc(&health.1),
             fetched,
             revalidated,
             fresh,
             stale,
-            last_error
-                .map(|f| format!("{} {}", f.status, esc(f.code)))
-                .unwrap_or_else(|| "none".into()),
+            last.map(|a| format!(
+                "{} {} ({} s ago)",
+                a.status,
+                esc(a.code),
+                now.saturating_sub(a.at)
+            ))
+            .unwrap_or_else(|| "none".into()),
+            esc(reached.map_or("", |x| x.client.as_str())),
         );
     }
     out.push_str("</table>");
@@ -308,10 +396,10 @@ fn fleet_part(out: &mut String, tier: &crate::shared::SharedTier, m: &crate::met
 }
 
 /// The last refusals and errors, newest first.
-fn refusals_section(out: &mut String, ring: &[Refusal]) {
+fn refusals_section(out: &mut String, ring: &[Answer]) {
     let _ = write!(
         out,
-        "<h2>Last refusals</h2><p>The last {RECENT_REFUSALS} requests answered with an error, newest first.</p>"
+        "<h2>Last refusals</h2><p>The last {RECENT_REFUSALS} requests answered with an error, newest first (routine probes left out).</p>"
     );
     if ring.is_empty() {
         out.push_str("<p id=\"refusals-none\">None since the start.</p>");
@@ -319,18 +407,19 @@ fn refusals_section(out: &mut String, ring: &[Refusal]) {
     }
     out.push_str(
         "<table id=\"refusals\"><tr><th>when</th><th>kind</th><th>status</th><th>code</th>\
-         <th>locator</th></tr>",
+         <th>locator</th><th>client</th></tr>",
     );
     let now = crate::store::now();
     for f in ring.iter().rev() {
         let _ = write!(
             out,
-            "<tr class=\"refusal\"><td>{} s ago</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td></tr>",
+            "<tr class=\"refusal\"><td>{} s ago</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td class=\"client\"><code>{}</code></td></tr>",
             now.saturating_sub(f.at),
             esc(f.kind),
             f.status,
             esc(f.code),
             esc(&f.locator),
+            esc(&f.client.to_string()),
         );
     }
     out.push_str("</table>");
@@ -356,5 +445,44 @@ mod tests {
         assert!(csp.starts_with("default-src 'none'; style-src 'sha256-"));
         assert!(!csp.contains("unsafe"));
         assert!(!csp.contains("script-src"));
+    }
+
+    fn answered(status: u16, code: &'static str) -> Answer {
+        Answer {
+            at: 1,
+            kind: "registry",
+            registry: Some("r".into()),
+            code,
+            status,
+            locator: "/registry/r/x".into(),
+            client: "127.0.0.1:1".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn health_is_what_the_registry_answered_not_whether_its_upstream_connected() {
+        // Every answer refused (a wrong key) or missing (every pull 404): failing.
+        for (status, code) in [(424, "apt_key_not_trusted"), (404, "not_found")] {
+            let recent = vec![answered(status, code); 3];
+            let (class, words) = health(false, None, 0, true, &recent);
+            assert_eq!(class, "bad", "{words}");
+            assert!(
+                words.starts_with("failing") && words.contains(code),
+                "{words}"
+            );
+        }
+        // The twins: mostly good answers, or good ones only.
+        let mut mixed = vec![answered(200, "-"); 3];
+        mixed.push(answered(404, "not_found"));
+        let (class, words) = health(false, None, 0, true, &mixed);
+        assert_eq!(class, "ok", "{words}");
+        assert!(words.contains("1 of its last 4"), "{words}");
+        let (class, words) = health(false, None, 0, true, &[answered(200, "-")]);
+        assert_eq!((class, words.as_str()), ("ok", "answering"));
+        let (_, words) = health(false, None, 0, false, &[]);
+        assert_eq!(words, "not asked yet");
+        // A client's malformed request is not the registry's failure.
+        let (class, _) = health(false, None, 0, true, &[answered(400, "apt_path_refused")]);
+        assert_eq!(class, "ok");
     }
 }

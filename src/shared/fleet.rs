@@ -155,6 +155,8 @@ impl SharedTier {
                 Ok(doc) => DocRead::Found(doc, etag),
                 Err(why) => {
                     self.metrics.fleet_seal_failures.inc();
+                    self.metrics
+                        .integrity_failure(crate::metrics::check::FLEET_SEAL);
                     tracing::warn!(key = %object, document = key, reason = %why, "refused a shared metadata document; fetching it from the upstream instead");
                     DocRead::Missing(Some(etag))
                 }

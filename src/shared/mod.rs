@@ -337,6 +337,8 @@ impl SharedTier {
         }
         self.count("get", "mismatch");
         self.metrics.shared_verify_failures.inc();
+        self.metrics
+            .integrity_failure(crate::metrics::check::SHARED_BUCKET);
         tracing::warn!(
             key = %key,
             reason = why,
@@ -396,6 +398,8 @@ impl SharedTier {
             .note(Digest::of(key.as_ref().as_bytes()));
         self.count("alias", "mismatch");
         self.metrics.shared_verify_failures.inc();
+        self.metrics
+            .integrity_failure(crate::metrics::check::SHARED_BUCKET);
         tracing::warn!(
             alias = %key,
             %sha256,

@@ -21,7 +21,8 @@ const ONE_MINUTE_MS: u64 = 60_000;
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheSection {
-    /// The cache directory (default `./fetchgate-cache`).
+    /// The cache directory (default `fetchgate-cache` beside the config file, or in the
+    /// working directory without one).
     pub(crate) dir: Option<Spanned<String>>,
     /// Most bytes kept on disk.
     pub(crate) max_bytes: Option<Spanned<u64>>,
@@ -99,7 +100,9 @@ impl Default for CacheSettings {
 }
 
 impl CacheSettings {
-    /// Checks `[cache]`; a relative `dir` is taken from `base`.
+    /// Checks `[cache]`; a relative `dir`, and the default `fetchgate-cache`, are taken from
+    /// `base` (the config file's folder), and the result made absolute, so the cache does not
+    /// move with the working directory (a service manager's is `/`).
     pub(crate) fn from_section(
         section: &CacheSection,
         base: &Path,
@@ -111,7 +114,10 @@ impl CacheSettings {
                 return Err(src.error_at(d.span(), "the cache directory is empty"));
             }
             s.dir = base.join(d.get_ref());
+        } else {
+            s.dir = base.join(&s.dir);
         }
+        s.dir = std::path::absolute(&s.dir).unwrap_or_else(|_| s.dir.clone());
         let pos = |v: &Option<Spanned<u64>>, default: u64, min: u64| -> Result<u64, FileError> {
             match v {
                 None => Ok(default),

@@ -84,7 +84,15 @@ async fn fetch_verifies_writes_the_file_and_reports_each_failed_locator() {
     ])
     .await;
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("64 lowercase hex"));
+    // With --json the failure is one object on standard output, like every other result.
+    let failure: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(failure["code"], "invalid_argument", "{failure}");
+    assert!(
+        failure["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("64 lowercase hex")),
+        "{failure}"
+    );
 
     // The cache now holds it: stats, pin, unpin, gc.
     let o = run(&["cache", "stats", "--entries", "--config", cfg]).await;

@@ -31,6 +31,7 @@ mod love;
 mod metrics;
 mod oci;
 mod oci_harness;
+mod operators;
 mod packs;
 mod proxy;
 mod proxy_limits;

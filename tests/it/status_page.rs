@@ -7,6 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use fetchgate::store::Digest;
+use support::browser::chromium_dom;
 use support::config::Toml;
 use support::serve::{LISTEN_EPHEMERAL, refused_port, start};
 use support::upstream::{CountingListener, Reply, Upstream, pattern_bytes};
@@ -28,50 +29,6 @@ async fn raw(addr: std::net::SocketAddr, target: &str, host: &str) -> (u16, Stri
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     (status, text)
-}
-
-/// The page as Chromium's DOM after loading it, and what Chromium logged (console
-/// messages, including any Content-Security-Policy violation).
-async fn chromium_dom(url: &str) -> (String, String) {
-    let profile = tempfile::tempdir().unwrap();
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-default-apps",
-                "--disable-domain-reliability",
-                "--no-pings",
-                "--dns-prefetch-disable",
-                // Nothing but the loopback page can be reached, whatever Chromium would try.
-                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-                "--enable-logging=stderr",
-                "--v=0",
-                &format!("--user-data-dir={}", profile.path().display()),
-                "--dump-dom",
-                url,
-            ])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("chromium finished within two minutes")
-    .expect("run chromium: install Debian's chromium (apt-get install -y chromium)");
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// A running `fetchgate serve` with its own folder, cache and free ports.
@@ -160,7 +117,10 @@ async fn the_status_page_shows_cache_registries_shared_tier_and_refusals_in_a_br
 
     // The cache: one entry of 4096 bytes, one hit.
     assert!(dom.contains("<td id=\"cache-entries\">1</td>"), "{dom}");
-    assert!(dom.contains("<td id=\"cache-bytes\">4096 of "), "{dom}");
+    assert!(
+        dom.contains("<td id=\"cache-bytes\">4.00 KiB (4096 bytes) of "),
+        "{dom}"
+    );
     let ratio = dom
         .split("<td id=\"cache-hit-ratio\">")
         .nth(1)

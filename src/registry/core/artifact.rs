@@ -46,7 +46,9 @@ impl Landing {
     /// Counts one request of this artifact by `outcome` (`hit`, `shared`, `miss`,
     /// `mismatch`).
     pub(crate) fn count(&self, outcome: &'static str) {
-        self.fetcher.metrics().registry_artifact(self.kind, outcome);
+        self.fetcher
+            .metrics()
+            .registry_artifact(&self.registry, self.kind, outcome);
     }
 
     /// The single-flight request for the fetch from `url`, handing the bytes to `tap`'s client

@@ -131,7 +131,11 @@ impl RegistryCore {
                 self.fetcher
                     .metrics()
                     .registry_metadata
-                    .get_or_create(&[("kind", s.kind.as_str()), ("outcome", freshness.as_str())])
+                    .get_or_create(&crate::metrics::registry_labels(
+                        &s.name,
+                        s.kind.as_str(),
+                        freshness.as_str(),
+                    ))
                     .inc();
                 Ok((entry, freshness))
             }

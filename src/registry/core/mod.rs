@@ -40,7 +40,10 @@ impl RegistryCore {
             self.fetcher
                 .metrics()
                 .registry_names_refused
-                .get_or_create(&[("kind", kind.as_str())])
+                .get_or_create(&[
+                    ("registry", front.settings.name.clone()),
+                    ("kind", kind.as_str().to_string()),
+                ])
                 .inc();
             match r {
                 Refusal::Denied(pattern) => RegistryError::NameRefused {

@@ -98,6 +98,12 @@ pub(super) fn request_errors() -> Vec<RequestError> {
         NotInCache(d),
         Evicted(d),
         RangeNotSatisfiable { size: 3 },
+        SelfTunnel {
+            authority: "127.0.0.1:4873".into(),
+        },
+        AdminNotProxied {
+            locator: "http://127.0.0.1:9128/metrics".into(),
+        },
     ]
 }
 

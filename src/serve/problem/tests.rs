@@ -189,3 +189,18 @@ fn permanent_upstream_content_failures_use_a_status_no_client_retries() {
     }
     assert_eq!(permanent, 3);
 }
+
+/// The fetch path, the registries and the egress policy are used by people who have no LOVE
+/// manifest: their problems point at what they do have (issue 36, item 8).
+#[test]
+fn problems_outside_love_and_packs_offer_no_love_or_manifest_hints() {
+    let love_codes: std::collections::HashSet<&str> =
+        package_failures().iter().map(|e| e.code.as_str()).collect();
+    for (p, code, _) in table() {
+        if love_codes.contains(code) || code.starts_with("oci_") || code == "missing_manifest" {
+            continue;
+        }
+        assert!(!p.next.contains("LOVE"), "{code}: {}", p.next);
+        assert!(!p.next.contains("the manifest"), "{code}: {}", p.next);
+    }
+}

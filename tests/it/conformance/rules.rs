@@ -122,6 +122,21 @@ pub(super) async fn a_tampered_artifact_is_never_served_whole_nor_stored<K: Kind
         || format!("tmp/ holds {:?}", fg.temp_files()),
     )
     .await;
+    // Tampering pages someone, whatever the kind: the series the tampering alert reads moved.
+    let integrity = r#"fetchgate_integrity_failures_total{check="registry_artifact"}"#;
+    let mismatches = r#"fetchgate_registry_artifacts_total{outcome="mismatch"}"#;
+    eventually(
+        "the refusal is counted where FetchgateIntegrityFailure reads it",
+        || fg.metric(integrity) >= 1.0 && fg.metric(mismatches) >= 1.0,
+        || {
+            format!(
+                "{integrity} = {}, {mismatches} = {}",
+                fg.metric(integrity),
+                fg.metric(mismatches)
+            )
+        },
+    )
+    .await;
 }
 
 /// A tampered artifact asked for again, both ways in, is refused `424 digest_mismatch` each

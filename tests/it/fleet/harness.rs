@@ -145,12 +145,7 @@ impl Member {
     /// The value of `series` in its `/metrics` (0 when absent).
     pub async fn metric(&self, series: &str) -> f64 {
         let got = self.admin("/metrics").await;
-        String::from_utf8_lossy(&got.body)
-            .lines()
-            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
+        support::metrics::sample(&String::from_utf8_lossy(&got.body), series).unwrap_or(0.0)
     }
 
     /// Metadata answers this member took from `source` (`fleet` or `upstream`).

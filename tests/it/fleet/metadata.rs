@@ -88,6 +88,12 @@ async fn metadata_rewritten_or_moved_in_the_bucket_without_the_fleet_key_is_neve
     assert_eq!(got.status, 200);
     assert_eq!(integrity(&got.body), sri512(&x), "the genuine packument");
     assert_eq!(b.metric("fetchgate_fleet_seal_failures_total").await, 1.0);
+    // A forged document is tampering too: the integrity alert reads it.
+    assert_eq!(
+        b.metric("fetchgate_integrity_failures_total{check=\"fleet_seal\"}")
+            .await,
+        1.0
+    );
     assert_eq!(reg.requests_ending("/fg-x"), upstream_before + 1);
 
     // The twin: a genuine sealed document (fg-y's) copied over fg-x's key.

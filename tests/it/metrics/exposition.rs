@@ -167,7 +167,13 @@ async fn the_grafana_dashboard_uses_only_exported_names() {
     ))
     .unwrap();
     let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let proxy = start_proxy(&Toml::new().build()).await;
+    // The registry panels read families labelled by the configured registries.
+    let proxy = start_proxy(
+        &Toml::new()
+            .raw("[[registry]]\nname = \"npm\"\nkind = \"npm\"\nupstream = \"https://registry.npmjs.org/\"\n")
+            .build(),
+    )
+    .await;
     let m = support::proxy::metrics_of(proxy).encode_text();
     // Samples, and families announced without one yet (open label sets such as fill failures).
     let exported: std::collections::HashSet<&str> = m

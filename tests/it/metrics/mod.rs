@@ -52,9 +52,5 @@ async fn serve_with_admin(cfg: &str) -> (SocketAddr, SocketAddr) {
 }
 
 fn value(metrics: &str, series: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
+    support::metrics::sample(metrics, series)
 }

@@ -111,12 +111,14 @@ async fn metrics_after_known_traffic_and_readyz_on_an_unwritable_cache() {
     );
     assert!(value(&m, "fetchgate_upstream_connect_seconds_count").unwrap() >= 1.0);
     assert!(value(&m, "fetchgate_client_body_bytes_total").unwrap() >= 10_000.0);
-    assert!(
+    // What the cache alerts read exists before its first event, at zero.
+    assert_eq!(
         value(
             &m,
             r#"fetchgate_cache_fill_failures_total{reason="digest_mismatch"}"#
-        )
-        .is_none()
+        ),
+        Some(0.0),
+        "{m}"
     );
     assert_eq!(value(&m, "fetchgate_fetches_in_flight"), Some(0.0));
     // Bounded labels: no host, address or URL ever appears.
@@ -228,12 +230,22 @@ async fn registry_traffic_is_counted_in_the_cache_families_by_route() {
 /// Labelled families with known label values are present with zeros before any traffic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labelled_families_start_at_zero() {
-    let proxy = start_proxy(&Toml::new().build()).await;
+    // Registry families are labelled by the configured registries: one is enough.
+    let proxy = start_proxy(
+        &Toml::new()
+            .raw("[[registry]]\nname = \"crates\"\nkind = \"cargo\"\nupstream = \"https://index.crates.io/\"\n")
+            .build(),
+    )
+    .await;
     let m = support::proxy::metrics_of(proxy).encode_text();
     for series in [
         r#"fetchgate_cache_fills_total{route="pack"}"#,
         r#"fetchgate_cache_misses_total{route="pack"}"#,
-        r#"fetchgate_registry_artifacts_total{kind="cargo",outcome="mismatch"}"#,
+        r#"fetchgate_registry_artifacts_total{registry="crates",kind="cargo",outcome="mismatch"}"#,
+        r#"fetchgate_registry_metadata_total{registry="crates",kind="cargo",outcome="stale"}"#,
+        r#"fetchgate_registry_names_refused_total{registry="crates",kind="cargo"}"#,
+        r#"fetchgate_integrity_failures_total{check="apt_signature"}"#,
+        r#"fetchgate_cache_fill_failures_total{reason="digest_mismatch"}"#,
         r#"fetchgate_egress_refusals_total{reason="metadata_address"}"#,
         r#"fetchgate_tee_abandoned_total{reason="stall"}"#,
         r#"fetchgate_shared_uploads_total{outcome="dropped"}"#,

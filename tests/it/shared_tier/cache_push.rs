@@ -163,5 +163,11 @@ async fn cache_push_uploads_what_the_bucket_lacks_and_stats_shows_the_tier() {
     // Without [shared], push says what is missing.
     let o = cli(&["cache", "push", "--config", local.to_str().unwrap()]).await;
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("[shared]"));
+    let failure: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        failure["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("[shared]")),
+        "{failure}"
+    );
 }

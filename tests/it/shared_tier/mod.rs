@@ -140,12 +140,7 @@ impl Instance {
     /// The value of `series` in this process's `/metrics` (0 when absent).
     async fn metric(&self, series: &str) -> f64 {
         let got = self.admin("/metrics").await;
-        String::from_utf8_lossy(&got.body)
-            .lines()
-            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
+        support::metrics::sample(&String::from_utf8_lossy(&got.body), series).unwrap_or(0.0)
     }
 }
 

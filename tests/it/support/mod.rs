@@ -3,9 +3,11 @@
 #![allow(dead_code)]
 
 pub mod apt;
+pub mod browser;
 pub mod config;
 pub mod dns;
 pub mod gomod;
+pub mod metrics;
 pub mod oci;
 pub mod ports;
 pub mod process;

@@ -41,20 +41,11 @@ pub fn metrics_of(proxy: SocketAddr) -> Arc<Metrics> {
         .unwrap_or_else(|| panic!("no proxy was started at {proxy}"))
 }
 
-/// The value of the series `series` (name and labels as the text format writes them) in the
-/// proxy at `proxy`'s own metrics, 0 when it is not there yet.
+/// The value of the series `series` (a name and labels as the text format writes them, read
+/// as a selector: [`super::metrics::sample`]) in the proxy at `proxy`'s own metrics, 0 when
+/// it is not there yet.
 pub fn metric(proxy: SocketAddr, series: &str) -> f64 {
-    metrics_of(proxy)
-        .encode_text()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(series)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0.0)
+    super::metrics::sample(&metrics_of(proxy).encode_text(), series).unwrap_or(0.0)
 }
 
 /// Starts the proxy on `127.0.0.1:0` with `config` (relative paths from `base`).

@@ -19,6 +19,8 @@ use crate::toml_file::{FileError, TomlSource};
 pub(crate) struct AptSource {
     /// The keys that may sign this repository's Release files.
     pub(crate) keyring: Arc<Keyring>,
+    /// Where `signed_by` read them (for the client's `sources.list` line).
+    pub(crate) signed_by: std::path::PathBuf,
     /// The suites and components served (empty: all).
     pub(crate) filters: Filters,
     /// What the verified Releases and indexes vouch for, per suite.
@@ -65,6 +67,7 @@ impl AptKeys<'_> {
         };
         Ok(AptSource {
             keyring: Arc::new(keyring),
+            signed_by: std::path::absolute(&path).unwrap_or(path),
             filters,
             state: Arc::default(),
         })

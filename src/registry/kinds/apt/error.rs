@@ -193,14 +193,33 @@ impl KindError for AptError {
     fn origin(&self) -> Origin {
         AptError::origin(self)
     }
+    /// A key that is not trusted, expired or revoked, or a keyring that does not read, is
+    /// the registry's `signed_by` to fix, whatever file it was found on.
     fn field(&self) -> Option<Cow<'static, str>> {
-        Some(Cow::Owned(self.field.clone()))
+        match self.kind {
+            AptErrorKind::Keyring
+            | AptErrorKind::KeyNotTrusted
+            | AptErrorKind::KeyExpired
+            | AptErrorKind::KeyRevoked => Some(Cow::Borrowed("signed_by")),
+            _ => Some(Cow::Owned(self.field.clone())),
+        }
     }
     fn next(&self) -> &'static str {
         AptError::next(self)
     }
     fn detail(&self) -> String {
         self.detail.clone()
+    }
+    /// A Release whose signature does not verify with `signed_by`.
+    fn integrity(&self) -> Option<&'static str> {
+        matches!(
+            self.kind,
+            AptErrorKind::SignatureInvalid
+                | AptErrorKind::KeyNotTrusted
+                | AptErrorKind::KeyExpired
+                | AptErrorKind::KeyRevoked
+        )
+        .then_some(crate::metrics::check::APT_SIGNATURE)
     }
 }
 

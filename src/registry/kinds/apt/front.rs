@@ -17,7 +17,7 @@ use super::config::AptKeys;
 use super::state::Apt;
 use crate::registry::core::RegistryCore;
 use crate::registry::core::artifact::sha256_expected;
-use crate::registry::kind::KindInfo;
+use crate::registry::kind::{KindInfo, Reach};
 use crate::registry::own_keys::OwnKeys;
 use crate::registry::protocol::{Handled, KindFront, KindRow, KindSettings};
 use crate::registry::request::{Ask, Reply};
@@ -32,6 +32,14 @@ pub(crate) const ROW: KindRow = KindRow {
         name: "apt",
         canonical: str::to_string,
         bare_token_scheme: Some("Bearer"),
+        client_setup: |r| format!("deb [signed-by=<signed_by>] {} <suite> main", r.base()),
+        upstream_shape: |u| {
+            u.path_segments()
+                .is_some_and(|mut s| s.any(|seg| seg == "dists"))
+                .then_some(
+                    "an apt upstream is the base holding dists/ and pool/ (http://deb.debian.org/debian/), not a folder inside dists/",
+                )
+        },
     },
     keys: &["signed_by", "suites", "components"],
     read,
@@ -56,6 +64,24 @@ impl KindSettings for AptSource {
         Arc::new(AptFront {
             source: self.clone(),
         })
+    }
+
+    /// The `sources.list` line with this registry's keyring, a suite and its components.
+    fn client_setup(&self, reach: &Reach<'_>) -> Option<String> {
+        let suite = self
+            .filters
+            .suites
+            .first()
+            .map_or("<suite>", String::as_str);
+        let components = match self.filters.components.as_slice() {
+            [] => "main".to_string(),
+            list => list.join(" "),
+        };
+        Some(format!(
+            "deb [signed-by={}] {} {suite} {components}",
+            self.signed_by.display(),
+            reach.base()
+        ))
     }
 }
 

@@ -180,6 +180,14 @@ pub(crate) const ROW: KindRow = KindRow {
         name: "cargo",
         canonical: crate::registry::names::crate_name,
         bare_token_scheme: None,
+        client_setup: |r| {
+            format!(
+                "~/.cargo/config.toml: [source.crates-io] replace-with = \"fetchgate-{0}\" and [source.fetchgate-{0}] registry = \"sparse+{1}\"",
+                r.name,
+                r.base()
+            )
+        },
+        upstream_shape: crate::registry::kind::any_shape,
     },
     keys: &[],
     read,

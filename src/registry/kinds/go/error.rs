@@ -206,6 +206,15 @@ impl KindError for GoError {
     fn detail(&self) -> String {
         GoError::detail(self)
     }
+    /// The database's note, proofs or tiles that did not verify, or a record it lacks.
+    fn integrity(&self) -> Option<&'static str> {
+        match self {
+            GoError::Verify(VerifyError::Note(_) | VerifyError::Log(_))
+            | GoError::Verify(VerifyError::NotInRecord { .. })
+            | GoError::TileUnchecked { .. } => Some(crate::metrics::check::SUMDB),
+            _ => None,
+        }
+    }
 }
 
 /// A go failure as a registry failure.

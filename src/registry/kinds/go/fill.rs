@@ -150,7 +150,7 @@ impl Fill {
         }
         let (aliases, index_key) = (self.aliases.clone(), self.index_key.clone());
         let _ = tokio::task::spawn_blocking(move || aliases.set_alias(&index_key, &sha256)).await;
-        count(self.fetcher.metrics(), "shared");
+        count(self.fetcher.metrics(), &self.registry, "shared");
         Some(sha256)
     }
 
@@ -201,7 +201,7 @@ impl Fill {
         if let Some(m) = (self.want.as_deref())
             .and_then(|want| self.fetcher.recall_mismatch(REGISTRY, url, want))
         {
-            count(self.fetcher.metrics(), "mismatch");
+            count(self.fetcher.metrics(), &self.registry, "mismatch");
             return Err(go_err(GoError::Verify(VerifyError::DigestMismatch {
                 module: module.to_string(),
                 version: shown_version(version, self.file),
@@ -236,7 +236,7 @@ impl Fill {
             {
                 self.fetcher.note_mismatch(url, want, computed);
             }
-            count(self.fetcher.metrics(), "mismatch");
+            count(self.fetcher.metrics(), &self.registry, "mismatch");
             tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module refused; nothing stored");
             return Err(go_err(e));
         }
@@ -257,7 +257,7 @@ impl Fill {
         .await
         .map_err(|e| RegistryError::Internal(e.to_string()))?
         .map_err(RegistryError::Cache)?;
-        count(self.fetcher.metrics(), "miss");
+        count(self.fetcher.metrics(), &self.registry, "miss");
         self.fetcher.metrics().fill(crate::metrics::route::REGISTRY);
         Ok(sha256)
     }
@@ -275,9 +275,9 @@ fn shown_version(version: &str, file: VersionFile) -> String {
 /// SHA-256 of its index key.
 const FLEET_ALIAS: &str = "go";
 
-/// Counts one go artifact request by outcome.
-pub(super) fn count(metrics: &crate::metrics::Metrics, outcome: &'static str) {
-    metrics.registry_artifact(NAME, outcome);
+/// Counts one go artifact request of `registry` by outcome.
+pub(super) fn count(metrics: &crate::metrics::Metrics, registry: &str, outcome: &'static str) {
+    metrics.registry_artifact(registry, NAME, outcome);
 }
 
 /// With `sumdb = "off"`: the bytes' `h1:` must be the first one seen for this file, which is

@@ -23,7 +23,7 @@ use super::error::go_err;
 use super::settings::GoKeys;
 use super::state::{Go, GoFront, NAME};
 use crate::registry::core::RegistryCore;
-use crate::registry::kind::KindInfo;
+use crate::registry::kind::{KindInfo, Reach};
 use crate::registry::own_keys::OwnKeys;
 use crate::registry::protocol::{Handled, KindFront, KindRow, KindSettings};
 use crate::registry::request::{Ask, Reply};
@@ -37,6 +37,8 @@ pub(crate) const ROW: KindRow = KindRow {
         // Module paths are case-sensitive (escaping keeps them apart on disk).
         canonical: str::to_string,
         bare_token_scheme: Some("Bearer"),
+        client_setup: |r| format!("GOPROXY={}", r.base().trim_end_matches('/')),
+        upstream_shape: crate::registry::kind::any_shape,
     },
     keys: &["sumdb", "sumdb_url", "private"],
     read,
@@ -66,6 +68,25 @@ impl KindSettings for GoSettings {
             proofs: Arc::default(),
         })
     }
+
+    /// `GOPROXY` and the `GOSUMDB` this registry verifies against (fetchgate proxies it).
+    fn client_setup(&self, reach: &Reach<'_>) -> Option<String> {
+        let proxy = reach.base();
+        let proxy = proxy.trim_end_matches('/');
+        Some(match &self.sumdb {
+            Some(db) => format!("GOPROXY={proxy} GOSUMDB={}", db.verifier.name),
+            None => format!(
+                "GOPROXY={proxy} GONOSUMDB=<these modules' paths> (sumdb = \"off\": fetchgate pins first hashes)"
+            ),
+        })
+    }
+
+    fn other_upstreams(&self) -> Vec<(&'static str, url::Url)> {
+        self.sumdb
+            .iter()
+            .map(|db| ("sumdb_url", db.url.clone()))
+            .collect()
+    }
 }
 
 impl KindFront for GoFront {
@@ -76,6 +97,12 @@ impl KindFront for GoFront {
         ask: &'a Ask<'a>,
     ) -> Handled<'a> {
         Box::pin(async move { Go { core, state: self }.go(front, ask).await })
+    }
+
+    /// `go` asks for `@v/list`, `@latest` and `.info` under each prefix of a module path
+    /// until one is a module: the misses on the way are its protocol.
+    fn routine_miss(&self, path: &str) -> bool {
+        path.ends_with("/@v/list") || path.ends_with("/@latest") || path.ends_with(".info")
     }
 }
 
@@ -197,7 +224,7 @@ impl Go<'_> {
         if let Some((sha256, present)) = known
             && (present || self.core.fetcher.tiers().fill(sha256).await)
         {
-            count(self.core.fetcher.metrics(), "hit");
+            count(self.core.fetcher.metrics(), registry, "hit");
             self.core
                 .fetcher
                 .metrics()

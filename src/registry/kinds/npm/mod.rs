@@ -156,6 +156,8 @@ pub(crate) const ROW: KindRow = KindRow {
         name: "npm",
         canonical: crate::registry::names::lower_case,
         bare_token_scheme: Some("Bearer"),
+        client_setup: |r| format!("npm config set registry {}", r.base()),
+        upstream_shape: crate::registry::kind::any_shape,
     },
     keys: &[],
     read,

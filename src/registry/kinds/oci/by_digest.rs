@@ -153,7 +153,7 @@ impl Read {
         if received != sha256 {
             self.fetcher
                 .metrics()
-                .registry_artifact(ROW.info.name, "mismatch");
+                .registry_artifact(&self.registry, ROW.info.name, "mismatch");
             tracing::warn!(registry = %self.registry, repository = name, expected = digest, received = %received.hex(), "manifest digest mismatch; nothing stored");
             let received = format!("sha256:{}", received.hex());
             self.fetcher.note_mismatch(url, digest, &received);

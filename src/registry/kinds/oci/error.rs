@@ -63,6 +63,15 @@ pub(crate) enum OciError {
         /// The manifest's media type.
         media_type: String,
     },
+    /// The upstream has no such manifest (`404`), said with the upstream's shape in mind: a
+    /// registry whose every manifest is missing is usually one whose `upstream` ends in `/v2/`
+    /// or names the wrong host.
+    ManifestUnknown {
+        /// `name:tag` or `name@digest`.
+        reference: String,
+        /// The registry's upstream, redacted.
+        upstream: String,
+    },
     /// An upstream `WWW-Authenticate` or token response fetchgate cannot use.
     InvalidChallenge {
         /// The parameter or member that failed.
@@ -86,6 +95,8 @@ impl OciError {
             OciError::InvalidManifest { .. } => "oci_manifest_invalid",
             OciError::InvalidChallenge { .. } => "oci_auth_challenge_invalid",
             OciError::NotAccepted { .. } => "oci_manifest_not_accepted",
+            // The code every kind answers a missing package with.
+            OciError::ManifestUnknown { .. } => "package_not_found",
         }
     }
 
@@ -96,7 +107,9 @@ impl OciError {
             | OciError::InvalidTag(_)
             | OciError::InvalidDigest { .. }
             | OciError::InvalidQuery { .. } => 400,
-            OciError::NotServed(_) | OciError::NotAccepted { .. } => 404,
+            OciError::NotServed(_)
+            | OciError::NotAccepted { .. }
+            | OciError::ManifestUnknown { .. } => 404,
             OciError::ReadOnly { .. } => 405,
             OciError::ManifestTooLarge { .. }
             | OciError::InvalidManifest { .. }
@@ -110,7 +123,8 @@ impl OciError {
         match self {
             OciError::ManifestTooLarge { .. }
             | OciError::InvalidManifest { .. }
-            | OciError::InvalidChallenge { .. } => Origin::Upstream,
+            | OciError::InvalidChallenge { .. }
+            | OciError::ManifestUnknown { .. } => Origin::Upstream,
             _ => Origin::Downstream,
         }
     }
@@ -129,6 +143,7 @@ impl OciError {
             OciError::ManifestTooLarge { .. } => "manifest".into(),
             OciError::InvalidManifest { field, .. } => field.clone(),
             OciError::NotAccepted { .. } => "accept".into(),
+            OciError::ManifestUnknown { .. } => "reference".into(),
         }
     }
 
@@ -147,6 +162,7 @@ impl OciError {
                 Some("manifest")
             }
             OciError::NotAccepted { .. } => Some("accept"),
+            OciError::ManifestUnknown { .. } => Some("reference"),
         }
     }
 
@@ -175,6 +191,9 @@ impl OciError {
             OciError::NotAccepted { .. } => {
                 "list the manifest's media type in Accept, or pull the platform's manifest by digest"
             }
+            OciError::ManifestUnknown { .. } => {
+                "check the repository and tag (on Docker Hub `alpine` is `library/alpine`); if every pull is 404, check the registry's upstream: the registry root without /v2/, such as https://registry-1.docker.io/"
+            }
         }
     }
 }
@@ -197,6 +216,13 @@ impl std::fmt::Display for OciError {
                 "a manifest of {size} bytes exceeds the cap of {limit} bytes"
             ),
             OciError::InvalidManifest { field, why } => write!(f, "manifest {field}: {why}"),
+            OciError::ManifestUnknown {
+                reference,
+                upstream,
+            } => write!(
+                f,
+                "the upstream {upstream} has no manifest {reference} (fetchgate asks it for <upstream>v2/<name>/manifests/<reference>)"
+            ),
             OciError::InvalidChallenge { field, why } => {
                 write!(f, "upstream auth {field}: {why}")
             }

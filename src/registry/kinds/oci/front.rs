@@ -36,6 +36,20 @@ pub(crate) const ROW: KindRow = KindRow {
         name: "oci",
         canonical: str::to_string,
         bare_token_scheme: Some("Bearer"),
+        client_setup: |r| {
+            match r.listen {
+            Some(l) => format!(
+                "registries.conf: [[registry.mirror]] location = \"{l}\" (skopeo, podman); containerd: [host.\"{}://{l}\"] in hosts.toml",
+                r.listen_scheme
+            ),
+            None => "OCI clients want the API at a registry's root: give this registry a `listen` address and mirror to it".to_string(),
+        }
+        },
+        upstream_shape: |u| {
+            (crate::registry::kind::last_segment(u) == Some("v2")).then_some(
+                "an oci upstream is the registry root without /v2/ (https://registry-1.docker.io/); fetchgate adds /v2/ itself",
+            )
+        },
     },
     keys: &[],
     read,
@@ -154,10 +168,10 @@ impl Oci<'_> {
                     .manifest_by_tag(front, &name, tag.as_str(), &accept)
                     .await?;
                 if entry.status != 200 {
-                    return Err(RegistryError::NotFound(format!(
-                        "manifest {name}:{}",
-                        tag.as_str()
-                    )));
+                    return Err(RegistryError::kind(OciError::ManifestUnknown {
+                        reference: format!("{name}:{}", tag.as_str()),
+                        upstream: crate::redact::redact_locator(front.settings.upstream.as_str()),
+                    }));
                 }
                 if entry.body.len() as u64 > MAX_MANIFEST_BYTES {
                     return Err(RegistryError::kind(OciError::ManifestTooLarge {

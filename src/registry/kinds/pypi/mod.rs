@@ -333,6 +333,8 @@ pub(crate) const ROW: KindRow = KindRow {
         name: "pypi",
         canonical: crate::registry::names::pep503,
         bare_token_scheme: Some("Bearer"),
+        client_setup: |r| format!("pip config set global.index-url {}simple/", r.base()),
+        upstream_shape: upstream::wrong_shape,
     },
     keys: &[],
     read,

@@ -14,6 +14,18 @@ pub(super) const UPSTREAM_ACCEPT: &str = "application/vnd.pypi.simple.v1+json, a
 /// What a `pypi` registry's upstream must be, for errors that show it is something else.
 pub(super) const UPSTREAM_FORM: &str = "[[registry]] upstream for kind \"pypi\" must be a simple index that answers PEP 691 JSON or PEP 503 HTML, such as \"https://pypi.org/simple/\" (not \"https://pypi.org/\")";
 
+/// An upstream that is not a simple index by its path: PyPI's, Nexus's and Artifactory's end
+/// in `simple/`, devpi's in `+simple/`; the site root (`https://pypi.org/`) answers no project
+/// page pip can read.
+pub(super) fn wrong_shape(upstream: &url::Url) -> Option<&'static str> {
+    match crate::registry::kind::last_segment(upstream) {
+        Some("simple" | "+simple") => None,
+        _ => Some(
+            "a pypi upstream is the simple index itself, whose path ends in /simple/ (https://pypi.org/simple/, not https://pypi.org/); without it pip finds no versions",
+        ),
+    }
+}
+
 /// Reads an upstream project page in the form its `Content-Type` names: PEP 503 HTML for
 /// `text/html` and PEP 691's HTML type, PEP 691 JSON for anything else (as before HTML was
 /// read, so a page without a type still gets the wrong-form error when it is not JSON).

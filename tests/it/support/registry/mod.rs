@@ -290,6 +290,21 @@ impl Workspace {
     }
 }
 
+/// What a test says when the client `program` is missing: the package that has it, and
+/// scripts/test, which installs it.
+pub fn missing_client(program: &str) -> String {
+    let package = match program {
+        "npm" | "node" => "Debian's nodejs and npm",
+        "pip" | "pip3" => "Debian's python3-pip (and python3-venv)",
+        "python3" => "Debian's python3",
+        "cargo" => "Rust through rustup (https://rustup.rs)",
+        other => other,
+    };
+    format!(
+        "{program} is not installed: the registry tests drive the real client and cannot pass without it; run scripts/test (the one test command), which installs {package}"
+    )
+}
+
 /// The real client named `program`, or a failing test that says it is missing: these tests
 /// never pass silently without it.
 pub fn client(program: &str) -> tokio::process::Command {
@@ -297,10 +312,7 @@ pub fn client(program: &str) -> tokio::process::Command {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "{program} is not installed: the registry tests drive the real client and cannot pass without it"
-    );
+    assert!(found, "{}", missing_client(program));
     let mut c = tokio::process::Command::new(program);
     c.kill_on_drop(true);
     c
