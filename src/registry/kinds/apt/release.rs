@@ -161,12 +161,27 @@ pub(crate) fn parse(signed: &[u8], now: SystemTime, locator: &str) -> Result<Rel
                 format!("more than MAX_RELEASE_FILES ({MAX_RELEASE_FILES}) files"),
             ));
         }
-        files.push(checksum_line(line).ok_or_else(|| {
+        let file = checksum_line(line).ok_or_else(|| {
             invalid(
                 "SHA256",
                 format!("{line:?} is not `<sha256> <size> <path>`"),
             )
-        })?);
+        })?;
+        // One path, one file: a second line the same is a repeat, a different one makes the
+        // path mean two things (which one a reader keeps is its own choice), so it refuses.
+        match files.iter().find(|f: &&ReleaseFile| f.path == file.path) {
+            Some(seen) if *seen == file => continue,
+            Some(_) => {
+                return Err(invalid(
+                    "SHA256",
+                    format!(
+                        "`{}` is listed twice with different digests or sizes",
+                        file.path
+                    ),
+                ));
+            }
+            None => files.push(file),
+        }
     }
     if files.is_empty() {
         return Err(invalid(

@@ -165,3 +165,28 @@ fn a_release_is_the_requested_suites_only_when_its_suite_or_codename_names_it() 
         "a Release that names no suite is no suite's"
     );
 }
+
+#[test]
+fn a_path_listed_twice_differently_is_refused_and_a_repeat_is_one_file() {
+    // Found by the apt_release fuzz target: one path with two digests and sizes.
+    let twice = format!(
+        "{}Acquire-By-Hash: no\n",
+        release("").replace(
+            "Packages.xz\n",
+            &format!(
+                "Packages.xz\n {} 346 main/binary-amd64/Packages\n",
+                "1".repeat(64)
+            )
+        )
+    );
+    let e = parse(twice.as_bytes(), now(), "R").unwrap_err();
+    assert_eq!(e.field, "R:SHA256", "{e}");
+    assert!(e.to_string().contains("listed twice"), "{e}");
+    // The twin: the same line again is the same file, listed once.
+    let repeated = release("").replace(
+        "Packages.xz\n",
+        &format!("Packages.xz\n {HASH} 0 main/binary-amd64/Packages\n"),
+    );
+    let r = parse(repeated.as_bytes(), now(), "R").unwrap();
+    assert_eq!(r.files.len(), 2);
+}

@@ -167,6 +167,9 @@ pub(crate) fn hash_from_tile(tile: &Tile, data: &[u8], index: i64) -> Result<Has
             data.len()
         )));
     }
+    if index < 0 {
+        return Err(bad(format!("index {index} names no stored hash")));
+    }
     let (t1, start, end) = Tile::for_index(tile.h, index);
     if tile.l != t1.l || tile.n != t1.n || tile.w < t1.w {
         return Err(bad(format!(

@@ -105,8 +105,9 @@ pub(crate) fn split_stored_hash_index(index: i64) -> (u32, i64) {
         n += 1;
         index_n = x;
     }
-    let level = (index - index_n) as u32;
-    (level, n >> level)
+    let level = u32::try_from(index - index_n).unwrap_or(u32::MAX);
+    // A level past 63 names no hash of any tree; shifting by it would overflow.
+    (level, n.checked_shr(level).unwrap_or(0))
 }
 
 /// How many hashes a tree of `n` records stores.

@@ -54,6 +54,10 @@ pub(crate) fn parse_path(rest: &str) -> Request {
         return Request::Other;
     };
     let decoded = decoded.into_owned();
+    // npm's own routes (`/-/v1/search`, `/-/whoami`) however spelt: `%2d/` is `-/` too.
+    if decoded.starts_with("-/") {
+        return Request::Other;
+    }
     let (name, file) = match decoded.split_once("/-/") {
         Some((name, file)) => (name.to_string(), Some(file.to_string())),
         None => (decoded, None),
@@ -358,6 +362,9 @@ mod tests {
         for bad in [
             "/",
             "/-/v1/search",
+            // Found by the npm_name fuzz target: npm's own route, its `-` escaped.
+            "/%2d%2f-/d",
+            "/%2d/v1/search",
             "/../etc",
             "/a/b/c",
             "/@/x",
