@@ -21,6 +21,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use serde::{Deserialize, Serialize};
 
 use super::client::{Bucket, BucketError, Written};
+use super::settings::LeaseTimes;
 
 /// The first pause between two looks at a lease; each next one is twice as long.
 const FIRST_POLL: Duration = Duration::from_millis(50);
@@ -28,28 +29,6 @@ const FIRST_POLL: Duration = Duration::from_millis(50);
 const MAX_POLL: Duration = Duration::from_secs(1);
 /// The largest lease object read (a claim is a few hundred bytes).
 const MAX_CLAIM_BYTES: usize = 4096;
-
-/// How leases are timed (`[shared] lease_ttl_ms`, `lease_wait_ms`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LeaseTimes {
-    /// How far ahead a holder's deadline is set, each time it takes or renews the lease.
-    pub(crate) ttl: Duration,
-    /// The longest a waiter waits on another instance's lease before fetching for itself.
-    pub(crate) wait: Duration,
-}
-
-impl LeaseTimes {
-    /// How often a holder renews: three times a deadline.
-    fn renew_every(self) -> Duration {
-        self.ttl / 3
-    }
-
-    /// How long past a lease's deadline it is still respected: one more deadline, so clocks
-    /// that disagree by less than `ttl` never take a live lease over.
-    fn skew_margin(self) -> Duration {
-        self.ttl
-    }
-}
 
 /// What a lease object says: who holds it, for what, and until when (the holder's clock).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]

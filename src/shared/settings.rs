@@ -12,7 +12,6 @@ use toml::Spanned;
 use url::Url;
 
 use super::fleet_meta::FleetKey;
-use super::lease::LeaseTimes;
 use crate::toml_file::{FileError, TomlSource};
 
 /// `timeout_ms` when unset: a healthy bucket on the same network answers well within it.
@@ -361,6 +360,28 @@ fn endpoint(raw: &str, allow_http: bool) -> Result<String, String> {
         return Err("the endpoint is a scheme, host and port only (no path or query)".into());
     }
     Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
+/// How leases are timed (`[shared] lease_ttl_ms`, `lease_wait_ms`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LeaseTimes {
+    /// How far ahead a holder's deadline is set, each time it takes or renews the lease.
+    pub(crate) ttl: Duration,
+    /// The longest a waiter waits on another instance's lease before fetching for itself.
+    pub(crate) wait: Duration,
+}
+
+impl LeaseTimes {
+    /// How often a holder renews: three times a deadline.
+    pub(crate) fn renew_every(self) -> Duration {
+        self.ttl / 3
+    }
+
+    /// How long past a lease's deadline it is still respected: one more deadline, so clocks
+    /// that disagree by less than `ttl` never take a live lease over.
+    pub(crate) fn skew_margin(self) -> Duration {
+        self.ttl
+    }
 }
 
 #[cfg(test)]
