@@ -243,6 +243,14 @@ impl Leases {
         }
     }
 
+    /// The holder named by the claim at `key` now, if one can be read.
+    async fn holder_of(&self, key: &Path) -> Option<String> {
+        let (body, _) = self.bucket.get_small(key, MAX_CLAIM_BYTES).await.ok()??;
+        serde_json::from_slice::<Claim>(&body)
+            .ok()
+            .map(|c| c.holder)
+    }
+
     /// Writes a claim to `key`: created where none is (`replacing` is `None`), or over the
     /// lapsed claim whose ETag is `replacing`. `Ok(None)` when another instance won.
     async fn claim(
@@ -262,14 +270,32 @@ impl Leases {
             until_ms: now_ms().saturating_add(ms(self.times.ttl)),
         };
         let body = serde_json::to_vec(&claim).map_err(|e| BucketError::Failed(e.to_string()))?;
-        let written = self
+        let written = match self
             .bucket
             .put_conditional(key, body.into(), replacing.as_deref())
-            .await?;
+            .await
+        {
+            Ok(written) => written,
+            // A store may answer a write that lost the race with an error rather than `412`
+            // (SeaweedFS under concurrent writes to one key does): another holder's claim
+            // there now means this one lost, and waits like any loser.
+            Err(e) => match self.holder_of(key).await {
+                Some(other) if other != self.holder => return Ok(None),
+                _ => return Err(e),
+            },
+        };
         let etag = match written {
             Written::Done(etag) => etag,
             Written::Lost => return Ok(None),
         };
+        // Read back: where a conditional create is not atomic under concurrency, two
+        // creators can both be told they succeeded; the one whose claim the object holds
+        // afterwards is the holder, the other waits. (An unreadable answer keeps the lease.)
+        if let Some(other) = self.holder_of(key).await
+            && other != self.holder
+        {
+            return Ok(None);
+        }
         let etag = Arc::new(Mutex::new(etag));
         let renewing = tokio::spawn(renew(
             self.bucket.clone(),
