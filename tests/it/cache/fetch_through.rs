@@ -146,6 +146,49 @@ async fn each_bad_mirror_publishes_nothing_and_is_reported_then_a_good_one_is_us
     assert_eq!(got.body.as_ref(), good_bytes.as_slice());
 }
 
+/// A mirror that served other bytes is not asked again for that digest a moment later: the
+/// retry gets the same `digest_mismatch` report, counted; the twin: a request naming it and a
+/// good mirror goes on to the good one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_that_served_other_bytes_is_not_asked_again_and_the_next_mirror_is() {
+    let good_bytes = pattern_bytes(60_000);
+    let d = Digest::of(&good_bytes);
+    let size = good_bytes.len() as u64;
+    let mut wrong = good_bytes.clone();
+    wrong[100] ^= 1;
+    let tampered = Upstream::http("127.0.0.2:0", Reply::ok(wrong)).await;
+    let good = Upstream::http("127.0.0.2:0", Reply::ok(good_bytes.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "")
+            .trust_ports("127.0.0.2", &[tampered.addr.port(), good.addr.port()])
+            .build(),
+    )
+    .await;
+    let url = |p: u16| format!("http://127.0.0.2:{p}/pkg.tgz");
+    let alone = through(&d, size, &[url(tampered.addr.port())]);
+    for _ in 0..2 {
+        let got = get_path(proxy, &alone, &[]).await;
+        assert_eq!(got.status, 502);
+        assert_eq!(got.json()["locators"][0]["code"], "digest_mismatch");
+    }
+    assert_eq!(tampered.requests().len(), 1, "the retry was not sent");
+    let remembered = "fetchgate_mismatches_remembered_total{route=\"fetch_through\"}";
+    assert_eq!(support::proxy::metric(proxy, remembered), 1.0);
+
+    let both = through(
+        &d,
+        size,
+        &[url(tampered.addr.port()), url(good.addr.port())],
+    );
+    let got = get_path(proxy, &both, &[]).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body.as_ref(), good_bytes.as_slice());
+    assert_eq!(tampered.requests().len(), 1);
+    assert_eq!(good.requests().len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_requests_share_one_upstream_fetch() {
     let size = 4u64 << 20;
