@@ -162,7 +162,7 @@ async fn route(
             same_site(gate, &req, log)?;
             fetch_by_url(policies, log)?;
         }
-        return super::objects::handle(gate, &req, log).await;
+        return super::objects::handle(gate, &req, policies, log).await;
     }
     if req.uri().path().starts_with("/love/v1/") {
         log.kind = Kind::Love;

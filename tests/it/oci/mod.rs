@@ -7,6 +7,7 @@
 //! below uses. One module per area.
 
 mod auth;
+mod boundaries;
 mod blobs;
 mod pulls;
 mod single_flight;
