@@ -218,12 +218,24 @@ impl Fetcher {
 
     /// True if `voucher` vouched for the stored entry `sha256`.
     pub(crate) async fn vouched(&self, sha256: &Digest, voucher: &Voucher) -> bool {
+        self.vouched_or_unvouched(sha256, voucher, false).await
+    }
+
+    /// [`Self::vouched`], or with `unvouched_too`, true also for a stored entry no one vouched
+    /// for (recorded before entries kept their sources, or a file adopted from disk): what an
+    /// offline registry, which cannot ask its upstream, serves from a cache seeded for it.
+    pub(crate) async fn vouched_or_unvouched(
+        &self,
+        sha256: &Digest,
+        voucher: &Voucher,
+        unvouched_too: bool,
+    ) -> bool {
         let (store, sha256) = (self.store().clone(), *sha256);
         let source = Source::Registry(voucher.clone());
         tokio::task::spawn_blocking(move || {
             store
                 .sources(&sha256)
-                .is_some_and(|s| s.contains(&source))
+                .is_some_and(|s| s.contains(&source) || (unvouched_too && s.is_empty()))
         })
         .await
         .unwrap_or(false)

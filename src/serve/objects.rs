@@ -15,12 +15,12 @@ use super::request_log::{Decided, RequestLog};
 use crate::app::Gate;
 use crate::body::{BoxError, ResponseBody};
 use crate::body::{empty, full};
+use crate::decide::narrow::{ClientPolicy, narrow_registry};
 use crate::fetch::MAX_MIRRORS;
 use crate::fetch::failure::ThroughError;
 use crate::fetch::through::Wanted;
 use crate::header_list::{field_elements, unquote};
 use crate::shared::FirstRead;
-use crate::decide::narrow::{ClientPolicy, narrow_registry};
 use crate::store::{Body, Digest, Object, Source, Store, StoreError};
 use std::sync::Arc;
 
@@ -152,9 +152,13 @@ pub(super) fn held_to_registries(policies: &[Arc<ClientPolicy>]) -> bool {
 
 /// True if a client held to `policies` may read the entry `digest` by its digest: it was
 /// fetched by URL with no registry involved, or a registry every policy lets the client use
-/// vouched for it. An entry no one vouched for (recorded before sources were, or placed by a
-/// local command) is not.
-pub(super) async fn readable(store: &Arc<Store>, digest: &Digest, policies: &[Arc<ClientPolicy>]) -> bool {
+/// vouched for it. An entry no one vouched for (recorded before sources were, or adopted from
+/// disk) is not.
+pub(super) async fn readable(
+    store: &Arc<Store>,
+    digest: &Digest,
+    policies: &[Arc<ClientPolicy>],
+) -> bool {
     let (owned, d) = (store.clone(), *digest);
     let sources = tokio::task::spawn_blocking(move || owned.sources(&d))
         .await

@@ -375,7 +375,9 @@ impl Store {
         label: &str,
         locator: Option<String>,
     ) -> Result<bool, StoreError> {
-        self.update(digest, |rec| rec.note(locator, &[], Some(label.to_string())))
+        self.update(digest, |rec| {
+            rec.note(locator, &[], Some(label.to_string()))
+        })
     }
 
     /// Changes an entry's pin, locators or label in memory and, durably, in the index. False

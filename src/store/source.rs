@@ -121,7 +121,10 @@ mod tests {
     fn remembering_keeps_each_source_once_and_drops_the_oldest() {
         let mut s = vec![];
         for i in 0..(MAX_SOURCES + 2) {
-            remember(&mut s, Source::Registry(Voucher::registry(&format!("r{i}"))));
+            remember(
+                &mut s,
+                Source::Registry(Voucher::registry(&format!("r{i}"))),
+            );
         }
         remember(&mut s, Source::Registry(Voucher::registry("r5")));
         assert_eq!(s.len(), MAX_SOURCES);

@@ -146,6 +146,15 @@ impl Landing {
 }
 
 impl RegistryCore {
+    /// True if the stored entry `sha256` may answer a request to `front` that `voucher`
+    /// (the registry, or a repository of it) would vouch for: it vouched for it already, or
+    /// the registry is offline and no one vouched for the entry (a cache seeded for it).
+    pub(crate) async fn serves(&self, front: &Front, sha256: &Digest, voucher: &Voucher) -> bool {
+        self.fetcher
+            .vouched_or_unvouched(sha256, voucher, front.settings.offline)
+            .await
+    }
+
     /// The [`Landing`] of `package`'s `version`, published as `expected`, from `front`.
     pub(crate) fn landing(
         &self,
@@ -187,7 +196,7 @@ impl RegistryCore {
             Some(key) => self.aliases.alias(key).map_err(RegistryError::Cache)?,
         };
         if let Some(sha256) = known
-            && self.fetcher.vouched(&sha256, landing.voucher()).await
+            && self.serves(front, &sha256, landing.voucher()).await
         {
             landing.count("hit");
             self.fetcher.metrics().hit(crate::metrics::route::REGISTRY);

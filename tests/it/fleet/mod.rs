@@ -6,6 +6,7 @@
 //! fleet key and a dead bucket each cost at most one more fetch and never an unverified byte.
 
 mod artifacts;
+mod boundaries;
 mod failures;
 mod harness;
 mod metadata;

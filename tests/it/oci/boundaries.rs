@@ -71,10 +71,22 @@ async fn a_digest_cached_through_one_repository_is_fetched_again_through_another
 
         // Another registry: its upstream is asked and has nothing (a manifest is a 404; a
         // blob the upstream does not have, a 502 naming the upstream's 404).
-        for (path, status) in [(blob("library/anything"), 502), (manifest("library/anything"), 404)] {
+        for (path, status) in [
+            (blob("library/anything"), 502),
+            (manifest("library/anything"), 404),
+        ] {
             let r = raw_get(publicly, &path, &accept).unwrap();
-            assert_eq!(r.status, status, "{path}: {}", String::from_utf8_lossy(&r.body));
-            assert_eq!(public.count("GET", &path), 1, "{path}: pub's upstream decides");
+            assert_eq!(
+                r.status,
+                status,
+                "{path}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
+            assert_eq!(
+                public.count("GET", &path),
+                1,
+                "{path}: pub's upstream decides"
+            );
         }
         // Another repository of the same registry: the same.
         let r = raw_get(privately, &blob("secret/other"), &[]).unwrap();
@@ -84,7 +96,10 @@ async fn a_digest_cached_through_one_repository_is_fetched_again_through_another
 
         // The twin: the repository that pulled them is answered from the cache.
         let gets = private.count("GET", "/v2/secret/app/");
-        assert_eq!(raw_get(privately, &blob("secret/app"), &[]).unwrap().status, 200);
+        assert_eq!(
+            raw_get(privately, &blob("secret/app"), &[]).unwrap().status,
+            200
+        );
         let r = raw_get(privately, &manifest("secret/app"), &accept).unwrap();
         assert_eq!(r.status, 200);
         assert_eq!(private.count("GET", "/v2/secret/app/"), gets);

@@ -7,8 +7,8 @@
 //! below uses. One module per area.
 
 mod auth;
-mod boundaries;
 mod blobs;
+mod boundaries;
 mod pulls;
 mod single_flight;
 mod tag_budget;

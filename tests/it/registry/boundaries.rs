@@ -5,7 +5,9 @@
 
 use crate::support;
 
-use support::registry::{Doc, FakeRegistry, Gatekeeper, Workspace, npm_tarball, sha256_hex, sri512};
+use support::registry::{
+    Doc, FakeRegistry, Gatekeeper, Workspace, npm_tarball, sha256_hex, sri512,
+};
 
 use super::npm_registry;
 
@@ -30,7 +32,11 @@ fn packument(reg: &FakeRegistry, name: &str, integrity: &str) -> String {
 
 /// fetchgate with npm registries `priv` (in front of `private`) and `pub` (in front of
 /// `public`), tokens `all` (no policy) and `pub-only` (policy `public`: registry `pub`).
-async fn two_registries(private: &FakeRegistry, public: &FakeRegistry, ws: &Workspace) -> Gatekeeper {
+async fn two_registries(
+    private: &FakeRegistry,
+    public: &FakeRegistry,
+    ws: &Workspace,
+) -> Gatekeeper {
     let tokens = ws.write("tokens", "all tok-all\npub-only tok-pub\n");
     let config = format!(
         "{}\n{}\n[access]\ntokens_file = {:?}\n\n[[access.policy]]\nname = \"public\"\nclients = [\"token:pub-only\"]\nregistries = [\"pub\"]\n",
@@ -63,12 +69,19 @@ async fn a_tarball_cached_through_one_registry_is_not_served_through_another_by_
     let ws = Workspace::new();
     let fg = two_registries(&private, &public, &ws).await;
 
-    let got = fg.get(&format!("/registry/priv{secret_path}"), &[ALL]).await;
+    let got = fg
+        .get(&format!("/registry/priv{secret_path}"), &[ALL])
+        .await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     assert!(got.body.as_ref() == secret.as_slice());
 
-    let got = fg.get(&format!("/registry/pub{lure_path}"), &[PUB_ONLY]).await;
-    assert_ne!(got.status, 200, "another registry's cached bytes were served");
+    let got = fg
+        .get(&format!("/registry/pub{lure_path}"), &[PUB_ONLY])
+        .await;
+    assert_ne!(
+        got.status, 200,
+        "another registry's cached bytes were served"
+    );
     assert!(got.body.as_ref() != secret.as_slice());
     assert_eq!(
         public.requests_ending("fg-lure-1.0.0.tgz"),
@@ -85,7 +98,9 @@ async fn a_tarball_cached_through_one_registry_is_not_served_through_another_by_
     // The twins: pub's upstream has the same bytes.
     public.put(&lure_path, Doc::bytes(secret.clone()));
     for _ in 0..2 {
-        let got = fg.get(&format!("/registry/pub{lure_path}"), &[PUB_ONLY]).await;
+        let got = fg
+            .get(&format!("/registry/pub{lure_path}"), &[PUB_ONLY])
+            .await;
         assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
         assert!(got.body.as_ref() == secret.as_slice());
     }
@@ -114,7 +129,9 @@ async fn a_client_held_to_some_registries_reads_by_digest_only_what_they_or_a_pl
     let ws = Workspace::new();
     let fg = two_registries(&private, &public, &ws).await;
 
-    let got = fg.get(&format!("/registry/priv{secret_path}"), &[ALL]).await;
+    let got = fg
+        .get(&format!("/registry/priv{secret_path}"), &[ALL])
+        .await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     let fetched = format!(
         "/sha256/{}?size={}&url={}plain/file.bin",
@@ -125,10 +142,14 @@ async fn a_client_held_to_some_registries_reads_by_digest_only_what_they_or_a_pl
     let got = fg.get(&fetched, &[ALL]).await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
 
-    let got = fg.get(&format!("/sha256/{}", sha256_hex(&open)), &[PUB_ONLY]).await;
+    let got = fg
+        .get(&format!("/sha256/{}", sha256_hex(&open)), &[PUB_ONLY])
+        .await;
     assert_eq!(got.status, 200, "a plain fetch's entry is for every client");
     assert!(got.body.as_ref() == open.as_slice());
-    let got = fg.get(&format!("/sha256/{}", sha256_hex(&secret)), &[PUB_ONLY]).await;
+    let got = fg
+        .get(&format!("/sha256/{}", sha256_hex(&secret)), &[PUB_ONLY])
+        .await;
     assert_eq!(got.status, 404, "{}", String::from_utf8_lossy(&got.body));
 
     // The forward proxy, at the private tarball's own URL: the upstream is asked (the cache

@@ -251,7 +251,7 @@ impl Cargo<'_> {
                 let canonical_name = self.core.judge(front, &name)?;
                 let expected = sha256_expected(&sha256);
                 let voucher = crate::store::Voucher::registry(&front.settings.name);
-                let present = self.core.fetcher.vouched(&sha256, &voucher).await;
+                let present = self.core.serves(front, &sha256, &voucher).await;
                 // A hit this registry vouched for needs no index: the digest is the crate's
                 // identity.
                 if present || front.settings.offline {

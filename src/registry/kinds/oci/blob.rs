@@ -65,7 +65,7 @@ impl Oci<'_> {
         // another repository or registry pulled is fetched here as a miss (the upstream keeps
         // blob access per repository, and a digest is no secret).
         match self.core.fetcher.tiers().lookup_or_fill(sha256).await {
-            Some((object, tier)) if self.core.fetcher.vouched(&sha256, landing.voucher()).await => {
+            Some((object, tier)) if self.core.serves(front, &sha256, landing.voucher()).await => {
                 if tier == Tier::Local {
                     landing.count("hit");
                     count::pull(metrics, registry, "cache");

@@ -55,7 +55,7 @@ impl Oci<'_> {
         // or registry's is read from this repository's upstream (see `blob`).
         let voucher = Voucher::scoped(registry, name);
         if let Some(tier) = self.core.fetcher.tiers().contains_or_fill(sha256).await
-            && self.core.fetcher.vouched(&sha256, &voucher).await
+            && self.core.serves(front, &sha256, &voucher).await
         {
             let outcome = match tier {
                 Tier::Local => "cache",

@@ -261,7 +261,12 @@ impl Oci<'_> {
             if store.sources(&sha256).is_some_and(|s| s.contains(&source)) {
                 return Ok(sha256);
             }
-            store.put_verified(sha256, &body, Provenance::Registry(None, voucher), Some(label))
+            store.put_verified(
+                sha256,
+                &body,
+                Provenance::Registry(None, voucher),
+                Some(label),
+            )
         })
         .await;
         if !matches!(kept, Ok(Ok(_))) {
