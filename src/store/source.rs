@@ -117,6 +117,32 @@ mod tests {
         assert_eq!(from_text("a b c,,\u{7f}x, npm"), vec![]);
     }
 
+    proptest::proptest! {
+        /// Whatever a bucket object's metadata holds, what is read from it writes back to text
+        /// that reads the same (the sources an instance passes on are the ones it trusts).
+        #[test]
+        fn metadata_text_reads_back_to_what_it_said(text in "[ -~]{0,80}") {
+            let read = from_text(&text);
+            proptest::prop_assert_eq!(from_text(&to_text(&read)), read);
+        }
+
+        /// Sources with registry names and OCI repositories survive the text form.
+        #[test]
+        fn sources_survive_the_text_form(
+            names in proptest::collection::vec(("[a-z0-9._-]{1,12}", proptest::option::of("[a-z0-9]{1,8}(/[a-z0-9._-]{1,8}){0,2}")), 0..6),
+            direct in proptest::bool::ANY,
+        ) {
+            let mut all: Vec<Source> = names
+                .iter()
+                .map(|(r, scope)| Source::Registry(Voucher { registry: r.clone(), scope: scope.clone() }))
+                .collect();
+            if direct {
+                all.insert(0, Source::Direct);
+            }
+            proptest::prop_assert_eq!(from_text(&to_text(&all)), all);
+        }
+    }
+
     #[test]
     fn remembering_keeps_each_source_once_and_drops_the_oldest() {
         let mut s = vec![];
