@@ -7,6 +7,7 @@
 
 mod artifacts;
 mod boundaries;
+mod clients;
 mod failures;
 mod harness;
 mod metadata;
