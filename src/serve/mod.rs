@@ -9,6 +9,7 @@
 pub mod admin;
 pub(crate) mod conn;
 pub(crate) mod forward;
+pub(crate) mod intercepted;
 pub(crate) mod love_api;
 pub(crate) mod objects;
 pub(crate) mod pack_api;

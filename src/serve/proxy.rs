@@ -67,8 +67,8 @@ fn locator_of(uri: &http::Uri) -> String {
 }
 
 async fn route(
-    gate: &Gate,
-    conn: &ClientConn,
+    gate: &Arc<Gate>,
+    conn: &Arc<ClientConn>,
     mut req: Request<Incoming>,
     log: &mut RequestLog,
 ) -> Result<Response<ResponseBody>, Problem> {
@@ -315,8 +315,8 @@ fn head_size<B>(req: &Request<B>) -> usize {
 }
 
 async fn connect(
-    gate: &Gate,
-    conn: &ClientConn,
+    gate: &Arc<Gate>,
+    conn: &Arc<ClientConn>,
     policies: &[Arc<ClientPolicy>],
     mut req: Request<Incoming>,
     log: &mut RequestLog,
@@ -344,6 +344,33 @@ async fn connect(
     };
     log.decision = Decided::Allowed;
     log.reason = permit.verdict().reason.code();
+    let host = req
+        .uri()
+        .authority()
+        .map(|a| a.host().to_string())
+        .unwrap_or_default();
+    if let Some(intercept) = gate.intercept.clone().filter(|i| i.listed(&host)) {
+        // Served here, request by request, each decided and connected on its own: no
+        // socket is opened for the CONNECT itself.
+        log.kind = Kind::Intercept;
+        let tunnel = super::intercepted::Tunnel {
+            host,
+            authority,
+            identity: req.headers().get(header::PROXY_AUTHORIZATION).cloned(),
+        };
+        let upgrade = hyper::upgrade::on(&mut req);
+        let (gate, conn) = (gate.clone(), conn.clone());
+        tokio::spawn(async move {
+            match upgrade.await {
+                Ok(upgraded) => {
+                    let io = TokioIo::new(upgraded);
+                    super::intercepted::serve(gate, &conn, &intercept, tunnel, io).await;
+                }
+                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+            }
+        });
+        return Ok(Response::new(empty()));
+    }
     let (stream, addr) = dial_tcp(
         permit.addresses(),
         permit.port(),
@@ -395,6 +422,22 @@ async fn connect(
         }
     });
     Ok(Response::new(empty()))
+}
+
+/// The answer, logged like any other, to a request `problem` refused before the router saw it
+/// (inside an intercepted tunnel).
+pub(crate) fn refused_unrouted(
+    client: SocketAddr,
+    method: Method,
+    uri: &http::Uri,
+    problem: Problem,
+    metrics: Arc<Metrics>,
+) -> Result<Response<LoggedBody>, Infallible> {
+    let mut log = RequestLog::new(client, method, locator_of(uri));
+    log.problem(&problem);
+    let resp = problem.into_response();
+    log.status = resp.status().as_u16();
+    Ok(resp.map(|b| logged(b, log, Instant::now(), metrics)))
 }
 
 /// The answer to every request from a client outside `[access] clients`, logged like any other.
