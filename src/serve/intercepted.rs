@@ -93,6 +93,7 @@ pub(crate) async fn serve<I>(
         mount: None,
         cert_names: conn.cert_names.clone(),
         listeners: conn.listeners.clone(),
+        intercepted: true,
     });
     let tunnel = Arc::new(tunnel);
     let limits = gate.limits.clone();

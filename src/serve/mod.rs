@@ -388,6 +388,7 @@ async fn serve_client(
         mount,
         cert_names,
         listeners,
+        intercepted: false,
     });
     let svc = service_fn(move |req| {
         let gate = gate.load_full();

@@ -120,14 +120,14 @@ async fn route(
     if req.uri().scheme().is_some() {
         // A URL a registry's kind claims (under its upstream, through the forward proxy) is
         // that registry's request, verified like `/registry/<name>/`.
-        if let Some((name, below)) = claimed_url(gate, &req)? {
+        if let Some((name, below, prefix)) = claimed_url(gate, &req, conn.intercepted)? {
             log.kind = Kind::Registry;
             log.registry = Some(Arc::from(name.as_str()));
             if let Some(r) = policies.iter().find_map(|p| narrow_registry(p, &name)) {
                 return Err(log.refusal(&r));
             }
             return Box::pin(super::registry_api::handle(
-                gate, &name, &below, "/", &req, log,
+                gate, &name, &below, &prefix, &req, log,
             ))
             .await;
         }
@@ -248,22 +248,37 @@ fn to_origin_form<B>(req: &mut Request<B>) -> Result<(), Problem> {
 /// The registry whose kind claims an absolute-form request's URL (its path in the one
 /// routing spelling, [`route_path::normalise`]), and the path below its mount. A URL claimed
 /// only once an encoded `/` or `\` is decoded is refused: it is never forwarded unverified.
-fn claimed_url<B>(gate: &Gate, req: &Request<B>) -> Result<Option<(String, String)>, Problem> {
+fn claimed_url<B>(
+    gate: &Gate,
+    req: &Request<B>,
+    intercepted: bool,
+) -> Result<Option<(String, String, String)>, Problem> {
     if !gate.registries.any() {
         return Ok(None);
     }
     let Ok(mut url) = url::Url::parse(&req.uri().to_string()) else {
         return Ok(None);
     };
+    // Inside an intercepted tunnel the request is for the upstream itself: every kind's
+    // registry claims its upstream's URLs. Through the forward proxy, only kinds that say so.
+    let claim = |url: &url::Url| {
+        if intercepted {
+            gate.registries.under_upstream(url)
+        } else {
+            gate.registries
+                .claims_url(url)
+                .map(|(name, below)| (name, below, "/".to_string()))
+        }
+    };
     let path = route_path::normalise(url.path()).into_owned();
     url.set_path(&path);
-    if let Some(claimed) = gate.registries.claims_url(&url) {
+    if let Some(claimed) = claim(&url) {
         return Ok(Some(claimed));
     }
     let decoded = route_path::with_separators_decoded(&path);
     if decoded != path {
         url.set_path(&decoded);
-        if let Some((registry, _)) = gate.registries.claims_url(&url) {
+        if let Some((registry, _, _)) = claim(&url) {
             return Err(RequestError::PathAmbiguous { registry }.into());
         }
     }
