@@ -133,6 +133,8 @@ pub struct Metrics {
     pub(crate) tunnels_intercepted: Counter,
     /// Leaves minted by the intercept CA.
     pub(crate) intercept_leaves: Counter,
+    /// Requests inside intercepted tunnels whose upstream certificate failed verification.
+    pub(crate) intercept_upstream_tls_failures: Counter,
     /// Tunnel lifetime, seconds.
     pub(crate) tunnel_seconds: Histogram,
     /// Config reloads by outcome.
@@ -258,6 +260,7 @@ impl Metrics {
             tunnels_open: Gauge::default(),
             tunnels_intercepted: Counter::default(),
             intercept_leaves: Counter::default(),
+            intercept_upstream_tls_failures: Counter::default(),
             tunnel_seconds: Histogram::new(exponential_buckets(0.01, 4.0, 12)),
             reloads: Family::default(),
             cache_bytes: Gauge::default(),
@@ -313,6 +316,7 @@ impl Metrics {
             tunnels_open: "tunnels_open", "CONNECT tunnels open now";
             tunnels_intercepted: "tunnels_intercepted", "CONNECTs to [intercept] hosts ended in fetchgate's TLS and served as requests (the rest of `tunnels` are opaque)";
             intercept_leaves: "intercept_leaves_minted", "Leaves minted by the intercept CA";
+            intercept_upstream_tls_failures: "intercept_upstream_tls_failures", "Requests inside intercepted tunnels refused because the upstream's certificate did not verify for the name";
             tunnel_seconds: "tunnel_seconds", "CONNECT tunnel lifetime";
             reloads: "reloads", "Configuration reloads by outcome";
             cache_bytes: "cache_bytes", "Bytes stored in the cache";

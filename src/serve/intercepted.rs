@@ -102,7 +102,19 @@ pub(crate) async fn serve<I>(
         async move {
             let (method, uri) = (req.method().clone(), req.uri().clone());
             match inside(&tunnel, req) {
-                Ok(req) => routed(gate, inner, req).await,
+                Ok(req) => {
+                    let metrics = gate.metrics.clone();
+                    let resp = routed(gate, inner, req).await;
+                    // An upstream whose certificate failed verification: the client got the
+                    // error (never a leaf over it), and the operator a count.
+                    if let Ok(r) = &resp
+                        && r.headers().get("fetchgate-error").map(|v| v.as_bytes())
+                            == Some(b"upstream_tls_failed")
+                    {
+                        metrics.intercept_upstream_tls_failures.inc();
+                    }
+                    resp
+                }
                 Err(problem) => super::proxy::refused_unrouted(
                     inner.client,
                     method,

@@ -153,6 +153,10 @@ async fn a_listed_host_is_answered_with_an_intercept_leaf_and_an_unlisted_one_st
         stderr(&got)
     );
     assert!(!body.contains("never served"));
+    assert_eq!(
+        support::proxy::metric(proxy, "fetchgate_intercept_upstream_tls_failures_total"),
+        1.0
+    );
 
     // A listed host resolving to an address the profile refuses: refused at the CONNECT,
     // before any socket, as any CONNECT is.
