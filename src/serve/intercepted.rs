@@ -1,7 +1,8 @@
 //! A CONNECT to an `[intercept] hosts` name, once decided like any CONNECT: fetchgate answers
 //! `200`, ends the client's TLS with a leaf minted for that one name
 //! ([`crate::listen::intercept`]), and serves each request inside as the absolute-form
-//! request `https://<authority><path>` through the same router as any other, so registries,
+//! request `https://<authority><path>` through the same router as any other (handed in by
+//! it, [`Route`]), so registries,
 //! the forward path (each hop decided again, the upstream's certificate verified for the
 //! original name) and the client's policies apply exactly as they do outside the tunnel.
 //!
@@ -25,7 +26,7 @@ use tokio_rustls::TlsAcceptor;
 use super::conn::ClientConn;
 use super::problem::Problem;
 use super::request_error::RequestError;
-use super::request_log::LoggedBody;
+use super::request_log::{LoggedBody, refused_unrouted};
 use crate::app::Gate;
 use crate::connect::pool::Pool;
 use crate::listen::intercept::Intercept;
@@ -52,7 +53,7 @@ pub(crate) struct Tunnel {
 pub(crate) async fn serve<I>(
     gate: Arc<Gate>,
     conn: &ClientConn,
-    intercept: &Intercept,
+    (intercept, route): (&Intercept, Route),
     tunnel: Tunnel,
     io: I,
 ) where
@@ -104,7 +105,7 @@ pub(crate) async fn serve<I>(
             match inside(&tunnel, req) {
                 Ok(req) => {
                     let metrics = gate.metrics.clone();
-                    let resp = routed(gate, inner, req).await;
+                    let resp = route(gate, inner, req).await;
                     // An upstream whose certificate failed verification: the client got the
                     // error (never a leaf over it), and the operator a count.
                     if let Ok(r) = &resp
@@ -115,13 +116,13 @@ pub(crate) async fn serve<I>(
                     }
                     resp
                 }
-                Err(problem) => super::proxy::refused_unrouted(
+                Err(problem) => Ok(refused_unrouted(
                     inner.client,
                     method,
                     &uri,
                     problem,
                     gate.metrics.clone(),
-                ),
+                )),
             }
         }
     });
@@ -135,15 +136,12 @@ pub(crate) async fn serve<I>(
     }
 }
 
-/// The router's answer to `req`, as a boxed future: the router's CONNECT path spawns this
-/// tunnel, so naming the router's own future type here would make the type recursive.
-fn routed(
-    gate: Arc<Gate>,
-    conn: Arc<ClientConn>,
-    req: Request<Incoming>,
-) -> Pin<Box<dyn Future<Output = Result<Response<LoggedBody>, Infallible>> + Send>> {
-    Box::pin(super::proxy::handle(gate, conn, req))
-}
+/// The router's answer to one request, boxed.
+pub(crate) type Routed =
+    Pin<Box<dyn Future<Output = Result<Response<LoggedBody>, Infallible>> + Send>>;
+
+/// The router, handed in by it: each request inside the tunnel goes through it.
+pub(crate) type Route = fn(Arc<Gate>, Arc<ClientConn>, Request<Incoming>) -> Routed;
 
 /// A request inside the tunnel as the router takes it: absolute-form for the tunnel's
 /// authority, with the CONNECT's identity. One naming another host is refused.

@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use super::conn::ClientConn;
 use super::problem::Problem;
 use super::request_error::RequestError;
-use super::request_log::{Decided, Kind, LoggedBody, RequestLog, logged};
+use super::request_log::{Decided, Kind, LoggedBody, RequestLog, locator_of, logged};
 use super::route_path;
 use super::tunnel::{TunnelEnd, splice};
 use crate::access::own::Own;
@@ -26,7 +26,6 @@ use crate::connect::dial::dial_tcp;
 use crate::decide::Decision;
 use crate::decide::narrow::{ClientPolicy, narrow_all, narrow_fetch, narrow_registry};
 use crate::metrics::Metrics;
-use crate::redact::redact_locator;
 
 /// Handles one request; never fails (failures are problem responses).
 pub(crate) async fn handle(
@@ -57,13 +56,14 @@ pub(crate) async fn handle(
     Ok(resp.map(|b| logged(b, log, started, metrics)))
 }
 
-/// The request target as logged, redacted. An origin-form target (`/sha256/...`, a registry
-/// path) is its path and query as they arrived, read without formatting the URI.
-fn locator_of(uri: &http::Uri) -> String {
-    match (uri.scheme(), uri.authority(), uri.path_and_query()) {
-        (None, None, Some(pq)) => redact_locator(pq.as_str()),
-        _ => redact_locator(&uri.to_string()),
-    }
+/// [`handle`] as a boxed future, for the requests inside an intercepted tunnel: the tunnel is
+/// spawned from this router's CONNECT path, so its future cannot name the router's own type.
+fn routed(
+    gate: Arc<Gate>,
+    conn: Arc<ClientConn>,
+    req: Request<Incoming>,
+) -> super::intercepted::Routed {
+    Box::pin(handle(gate, conn, req))
 }
 
 async fn route(
@@ -379,7 +379,7 @@ async fn connect(
             match upgrade.await {
                 Ok(upgraded) => {
                     let io = TokioIo::new(upgraded);
-                    super::intercepted::serve(gate, &conn, &intercept, tunnel, io).await;
+                    super::intercepted::serve(gate, &conn, (&intercept, routed), tunnel, io).await;
                 }
                 Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
             }
@@ -439,22 +439,6 @@ async fn connect(
     Ok(Response::new(empty()))
 }
 
-/// The answer, logged like any other, to a request `problem` refused before the router saw it
-/// (inside an intercepted tunnel).
-pub(crate) fn refused_unrouted(
-    client: SocketAddr,
-    method: Method,
-    uri: &http::Uri,
-    problem: Problem,
-    metrics: Arc<Metrics>,
-) -> Result<Response<LoggedBody>, Infallible> {
-    let mut log = RequestLog::new(client, method, locator_of(uri));
-    log.problem(&problem);
-    let resp = problem.into_response();
-    log.status = resp.status().as_u16();
-    Ok(resp.map(|b| logged(b, log, Instant::now(), metrics)))
-}
-
 /// The answer to every request from a client outside `[access] clients`, logged like any other.
 pub(crate) fn refuse_client<B>(
     client: SocketAddr,
@@ -475,6 +459,7 @@ pub(crate) fn client_not_allowed(client: SocketAddr) -> Response<ResponseBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redact::redact_locator;
 
     /// An origin-form target is logged as the formatted URI was, redaction included.
     #[test]

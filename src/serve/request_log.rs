@@ -7,6 +7,7 @@ use std::time::Instant;
 use super::problem::Problem;
 use crate::body::ResponseBody;
 use crate::decide::Refusal;
+use crate::redact::redact_locator;
 use bytes::Bytes;
 
 use crate::body::{Observed, Observer};
@@ -184,6 +185,31 @@ impl RequestLog {
             self.trust_rule = Some(rule.to_string());
         }
     }
+}
+
+/// The request target as logged, redacted. An origin-form target (`/sha256/...`, a registry
+/// path) is its path and query as they arrived, read without formatting the URI.
+pub(crate) fn locator_of(uri: &http::Uri) -> String {
+    match (uri.scheme(), uri.authority(), uri.path_and_query()) {
+        (None, None, Some(pq)) => redact_locator(pq.as_str()),
+        _ => redact_locator(&uri.to_string()),
+    }
+}
+
+/// The answer, logged like any other, to a request `problem` refused before the router saw it
+/// (inside an intercepted tunnel).
+pub(crate) fn refused_unrouted(
+    client: std::net::SocketAddr,
+    method: http::Method,
+    uri: &http::Uri,
+    problem: Problem,
+    metrics: Arc<Metrics>,
+) -> http::Response<LoggedBody> {
+    let mut log = RequestLog::new(client, method, locator_of(uri));
+    log.problem(&problem);
+    let resp = problem.into_response();
+    log.status = resp.status().as_u16();
+    resp.map(|b| logged(b, log, Instant::now(), metrics))
 }
 
 /// A response body that writes its request's log line when it ends.

@@ -56,6 +56,46 @@ fn issuer(o: &Output) -> String {
         .unwrap_or_default()
 }
 
+/// fetchgate intercepting `hosts` (each served by the test's DNS on 127.0.0.2, on one of
+/// `ports`, behind a certificate `upstream_ca` signed) with `registries` tables, a CA from
+/// `fetchgate intercept ca` in `dir`. Returns the proxy and the intercept CA's path.
+async fn intercepting(
+    dir: &Path,
+    (hosts, ports): (&[&str], &[u16]),
+    upstream_ca: &str,
+    registries: &str,
+) -> (SocketAddr, std::path::PathBuf, TestDns) {
+    let dns = TestDns::start().await;
+    for h in hosts {
+        dns.set(h, &["127.0.0.2"]);
+    }
+    let made = make_ca(dir, hosts);
+    assert!(made.status.success(), "{}", stderr(&made));
+    std::fs::write(dir.join("upstream-ca.pem"), upstream_ca).unwrap();
+    let listed: Vec<String> = hosts.iter().map(|h| format!("{h:?}")).collect();
+    let connect: Vec<String> = ports.iter().map(u16::to_string).collect();
+    let mut cfg = Toml::new()
+        .raw(&dns.resolver_toml())
+        .section(
+            "egress",
+            &format!("connect_ports = [443, {}]", connect.join(", ")),
+        )
+        .section("tls", "extra_roots = [\"upstream-ca.pem\"]")
+        .cache_dir(dir.join("cache"))
+        .trust_ports("127.0.0.2", ports);
+    for h in hosts {
+        cfg = cfg.host(h);
+    }
+    let cfg = cfg
+        .raw(&format!(
+            "[intercept]\nca_cert = \"intercept-ca.pem\"\nca_key = \"intercept-ca.key\"\nhosts = [{}]\n\n{registries}",
+            listed.join(", ")
+        ))
+        .build();
+    let proxy = start_proxy_in(&cfg, dir).await;
+    (proxy, dir.join("intercept-ca.pem"), dns)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listed_host_is_answered_with_an_intercept_leaf_and_an_unlisted_one_stays_opaque() {
     let (server_tls, upstream_ca) = tls_for(&[LISTED, OPAQUE]);
@@ -264,33 +304,23 @@ async fn npm_and_pip_with_only_a_proxy_and_the_ca_install_verified_and_twice_fro
     let whl = wheel("fg-icpt-py", "1.0.0", &[]);
     publish_pypi(&pypi_up, "fg-icpt-py", std::slice::from_ref(&whl));
 
-    let dns = TestDns::start().await;
-    dns.set(NPM, &["127.0.0.2"]);
-    dns.set(PYPI, &["127.0.0.2"]);
     let dir = tempfile::tempdir().unwrap();
-    let made = make_ca(dir.path(), &[NPM, PYPI]);
-    assert!(made.status.success(), "{}", stderr(&made));
-    std::fs::write(dir.path().join("upstream-ca.pem"), &upstream_ca).unwrap();
+    let registries = format!(
+        "[[registry]]\nname = \"npm\"\nkind = \"npm\"\nupstream = \"{}\"\n\n\
+         [[registry]]\nname = \"pypi\"\nkind = \"pypi\"\nupstream = \"{}simple/\"\n",
+        npm_up.base(),
+        pypi_up.base()
+    );
     let ports = [npm_up.addr.port(), pypi_up.addr.port()];
-    let cfg = Toml::new()
-        .raw(&dns.resolver_toml())
-        .section("egress", &format!("connect_ports = [443, {}, {}]", ports[0], ports[1]))
-        .section("tls", "extra_roots = [\"upstream-ca.pem\"]")
-        .cache_dir(dir.path().join("cache"))
-        .trust_ports("127.0.0.2", &ports)
-        .host(NPM)
-        .host(PYPI)
-        .raw(&format!(
-            "[intercept]\nca_cert = \"intercept-ca.pem\"\nca_key = \"intercept-ca.key\"\nhosts = [{NPM:?}, {PYPI:?}]\n\n\
-             [[registry]]\nname = \"npm\"\nkind = \"npm\"\nupstream = \"{}\"\n\n\
-             [[registry]]\nname = \"pypi\"\nkind = \"pypi\"\nupstream = \"{}simple/\"\n",
-            npm_up.base(),
-            pypi_up.base()
-        ))
-        .build();
-    let proxy = start_proxy_in(&cfg, dir.path()).await;
+    let (proxy, ca, _dns) = intercepting(
+        dir.path(),
+        (&[NPM, PYPI], &ports),
+        &upstream_ca,
+        &registries,
+    )
+    .await;
     let proxy_url = format!("http://{proxy}");
-    let ca = dir.path().join("intercept-ca.pem").display().to_string();
+    let ca = ca.display().to_string();
 
     for round in 0..2 {
         let ws = Workspace::new();
@@ -402,28 +432,14 @@ async fn cargo_with_only_a_proxy_and_the_ca_fetches_verified_and_twice_from_the_
     let up = FakeRegistry::start_tls(tls, CRATES).await;
     let (file, line) = crate_file("fg-icpt-crate", "1.0.0", &[]);
     publish_cargo(&up, &[("fg-icpt-crate", "1.0.0", file, line)]);
-    let dns = TestDns::start().await;
-    dns.set(CRATES, &["127.0.0.2"]);
     let dir = tempfile::tempdir().unwrap();
-    let made = make_ca(dir.path(), &[CRATES]);
-    assert!(made.status.success(), "{}", stderr(&made));
-    std::fs::write(dir.path().join("upstream-ca.pem"), &upstream_ca).unwrap();
-    let port = up.addr.port();
-    let cfg = Toml::new()
-        .raw(&dns.resolver_toml())
-        .section("egress", &format!("connect_ports = [443, {port}]"))
-        .section("tls", "extra_roots = [\"upstream-ca.pem\"]")
-        .cache_dir(dir.path().join("cache"))
-        .trust_ports("127.0.0.2", &[port])
-        .host(CRATES)
-        .raw(&format!(
-            "[intercept]\nca_cert = \"intercept-ca.pem\"\nca_key = \"intercept-ca.key\"\nhosts = [{CRATES:?}]\n\n\
-             [[registry]]\nname = \"crates\"\nkind = \"cargo\"\nupstream = \"{}index/\"\n",
-            up.base()
-        ))
-        .build();
-    let proxy = start_proxy_in(&cfg, dir.path()).await;
-    let ca = dir.path().join("intercept-ca.pem");
+    let registries = format!(
+        "[[registry]]\nname = \"crates\"\nkind = \"cargo\"\nupstream = \"{}index/\"\n",
+        up.base()
+    );
+    let ports = [up.addr.port()];
+    let (proxy, ca, _dns) =
+        intercepting(dir.path(), (&[CRATES], &ports), &upstream_ca, &registries).await;
     for round in 0..2 {
         let ws = Workspace::new();
         ws.write(

@@ -3,25 +3,15 @@
 
 use crate::support;
 
-use support::registry::{Doc, FakeRegistry, npm_tarball, publish_npm, sri512};
+use support::registry::{FakeRegistry, npm_tarball, publish_npm, sri512};
 use support::seaweed;
 
 use super::harness::{BUCKET, Fleet, eventually};
 
 /// A packument for `name` 1.0.0 on `reg` whose tarball, on `reg`, has `integrity`.
 fn lure(reg: &FakeRegistry, name: &str, integrity: &str) {
-    reg.put(
-        &format!("/{name}"),
-        Doc::json(
-            &serde_json::json!({
-                "name": name,
-                "versions": { "1.0.0": { "name": name, "version": "1.0.0", "dist": {
-                    "tarball": format!("{}{name}/-/{name}-1.0.0.tgz", reg.base()),
-                    "integrity": integrity } } }
-            }),
-            "application/json",
-        ),
-    );
+    let (url, _) = support::registry::npm_tarball_url(reg, name);
+    support::registry::publish_npm_at(reg, name, &url, integrity);
 }
 
 /// Member `a` installs a tarball through `priv`; member `b`, with an empty disk, gets it from

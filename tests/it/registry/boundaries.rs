@@ -12,21 +12,10 @@ use support::registry::{
 use super::npm_registry;
 
 /// A packument for `name` 1.0.0 on `reg`, its tarball on `reg` at `/<name>/-/<name>-1.0.0.tgz`
-/// with `integrity`.
+/// with `integrity`; returns that path.
 fn packument(reg: &FakeRegistry, name: &str, integrity: &str) -> String {
-    let path = format!("/{name}/-/{name}-1.0.0.tgz");
-    reg.put(
-        &format!("/{name}"),
-        Doc::json(
-            &serde_json::json!({
-                "name": name,
-                "versions": { "1.0.0": { "name": name, "version": "1.0.0", "dist": {
-                    "tarball": format!("{}{}", reg.base(), path.trim_start_matches('/')),
-                    "integrity": integrity } } }
-            }),
-            "application/json",
-        ),
-    );
+    let (url, path) = support::registry::npm_tarball_url(reg, name);
+    support::registry::publish_npm_at(reg, name, &url, integrity);
     path
 }
 

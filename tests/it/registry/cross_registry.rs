@@ -143,21 +143,6 @@ async fn a_pypi_page_on_another_registry_never_re_points_a_victims_file() {
     assert_eq!(got.status, 404, "{}", String::from_utf8_lossy(&got.body));
 }
 
-/// A packument for `name` 1.0.0 on `reg` whose tarball is at `tarball` with `integrity`.
-fn publish_npm_elsewhere(reg: &FakeRegistry, name: &str, tarball: &str, integrity: &str) {
-    reg.put(
-        &format!("/{name}"),
-        Doc::json(
-            &serde_json::json!({
-                "name": name,
-                "versions": { "1.0.0": { "name": name, "version": "1.0.0", "dist": {
-                    "tarball": tarball, "integrity": integrity } } }
-            }),
-            "application/json",
-        ),
-    );
-}
-
 /// An attacker's packument on another registry claims the victim's integrity for a tarball
 /// that trickles in and does not match. The victim's installs (two at once) do not inherit
 /// that failure: they wait at most `[cache] flight_hedge_ms` (its default) on the attacker's
@@ -177,13 +162,13 @@ async fn an_npm_flight_on_another_registry_never_fails_the_victims_install() {
     let attacker_files =
         Streaming::start("127.0.0.2:0", size + 1, Some(Duration::from_secs(1)), true).await;
     let at = |s: &Streaming, file: &str| format!("http://127.0.0.2:{}/{file}", s.addr.port());
-    publish_npm_elsewhere(
+    support::registry::publish_npm_at(
         &victim,
         "fg-victim",
         &at(&victim_files, "fg-victim-1.0.0.tgz"),
         &sri512(&good),
     );
-    publish_npm_elsewhere(
+    support::registry::publish_npm_at(
         &attacker,
         "fg-lure",
         &at(&attacker_files, "fg-lure-1.0.0.tgz"),

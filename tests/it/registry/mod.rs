@@ -115,18 +115,7 @@ fn sri(algorithm: &str, bytes: &[u8]) -> String {
 
 /// A packument for `name` 1.0.0 on `reg` whose tarball (`bytes`) has `integrity` as given.
 fn publish_with_integrity(reg: &FakeRegistry, name: &str, bytes: &[u8], integrity: &str) {
-    let path = format!("/{name}/-/{name}-1.0.0.tgz");
+    let (url, path) = support::registry::npm_tarball_url(reg, name);
     reg.put(&path, Doc::bytes(bytes.to_vec()));
-    reg.put(
-        &format!("/{name}"),
-        Doc::json(
-            &serde_json::json!({
-                "name": name,
-                "versions": { "1.0.0": { "name": name, "version": "1.0.0", "dist": {
-                    "tarball": format!("{}{}", reg.base(), &path[1..]),
-                    "integrity": integrity } } }
-            }),
-            "application/json",
-        ),
-    );
+    support::registry::publish_npm_at(reg, name, &url, integrity);
 }

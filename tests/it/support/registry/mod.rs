@@ -14,7 +14,10 @@ mod pypi;
 #[allow(unused_imports)]
 pub use cargo::{cargo, cargo_with_retries, crate_file, publish_cargo, publish_cargo_with_dl};
 #[allow(unused_imports)]
-pub use npm::{NpmVersion, npm, npm_packument_path, npm_tarball, npm_with, publish_npm};
+pub use npm::{
+    NpmVersion, npm, npm_packument_path, npm_tarball, npm_tarball_url, npm_with, publish_npm,
+    publish_npm_at,
+};
 #[allow(unused_imports)]
 pub use pypi::{Wheel, pip, publish_pypi, publish_pypi_html, python_value, wheel};
 

@@ -78,6 +78,29 @@ pub fn publish_npm(reg: &FakeRegistry, name: &str, versions: &[NpmVersion<'_>]) 
     );
 }
 
+/// Puts on `reg` a packument for `name` 1.0.0 whose tarball is at `tarball` with `integrity`
+/// (whatever serves that URL, if anything: an attacker's lure names another's digest).
+pub fn publish_npm_at(reg: &FakeRegistry, name: &str, tarball: &str, integrity: &str) {
+    reg.put(
+        &npm_packument_path(name),
+        Doc::json(
+            &serde_json::json!({
+                "name": name,
+                "versions": { "1.0.0": { "name": name, "version": "1.0.0", "dist": {
+                    "tarball": tarball, "integrity": integrity } } }
+            }),
+            "application/json",
+        ),
+    );
+}
+
+/// The URL on `reg` of `name` 1.0.0's tarball as npm lays it out, and its path.
+pub fn npm_tarball_url(reg: &FakeRegistry, name: &str) -> (String, String) {
+    let short = name.rsplit('/').next().unwrap_or(name);
+    let path = format!("/{name}/-/{short}-1.0.0.tgz");
+    (format!("{}{}", reg.base(), &path[1..]), path)
+}
+
 fn sha1_digest(bytes: &[u8]) -> Vec<u8> {
     use sha1::Sha1;
     Sha1::digest(bytes).to_vec()
