@@ -22,6 +22,7 @@ pub mod npm;
 pub mod oci;
 pub mod pack;
 pub mod pypi;
+pub mod route;
 
 /// `data` as text, or `None` when it is not UTF-8 (for readers that take `&str`).
 fn text(data: &[u8]) -> Option<&str> {
@@ -65,6 +66,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("cargo_index", cargo::cargo_index),
     ("locator", locator::locator),
     ("header_list", headers::header_list),
+    ("route_path", route::route_path),
     ("config", config::config),
     ("love_manifest", love::love_manifest),
     ("pack_love", pack::pack_love),

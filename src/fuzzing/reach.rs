@@ -47,6 +47,7 @@ pub(super) use crate::registry::kinds::pypi::upstream_html::read_html_page;
 pub(super) use crate::registry::kinds::pypi::{
     Page, Request as PypiRequest, parse_path as pypi_path, read_page, render_html, render_json,
 };
+pub(super) use crate::serve::route_path;
 
 /// The apt tests' keyring (an RSA and an Ed25519 key, made by `testdata/make.sh`), which
 /// signed the `InRelease` seeds.

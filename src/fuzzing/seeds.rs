@@ -408,6 +408,14 @@ fn text_seeds() {
     ] {
         write("header_list", n, v);
     }
+    for (n, v) in [
+        ("plain", "/registry/npm/left-pad"),
+        ("unreserved", "/%72epo/dists/stable/InRelease"),
+        ("scoped", "/registry/npm/@scope%2fname"),
+        ("separators", "/repo%2Fdists%5cstable/%2e%2e/%zz%4"),
+    ] {
+        write("route_path", n, v);
+    }
     write(
         "config",
         "example",

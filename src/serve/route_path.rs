@@ -1,6 +1,6 @@
 //! The one spelling of a request path that every router matches against configured
 //! registries and upstreams: percent-escapes of unreserved characters decoded and every
-//! other escape's hex in upper case (RFC 3986 §6.2.2: the spellings every conforming server
+//! other escape's hex in upper case, a `%` that starts no escape escaped (RFC 3986 §6.2.2: the spellings every conforming server
 //! reads as one), done once here for both ways in, so `/%72epo/` is `/repo/` to the router as
 //! it is to the upstream. Escapes of reserved characters stay escaped (an npm scope's `%2f`
 //! still means what the registry's kind reads it as), and dot segments are left to the URL
@@ -58,6 +58,13 @@ fn normalise_with(path: &str, also: impl Fn(u8) -> bool) -> Cow<'_, str> {
                 out.push_str(&format!("%{b:02X}"));
                 i += 3;
             }
+            // A `%` that starts no escape is written as one (`%25`): left bare, an escape
+            // decoded after it could complete it (`%%341` would read `%41`, then `A`), so the
+            // spelling would change when read again.
+            None if bytes[i] == b'%' => {
+                out.push_str("%25");
+                i += 1;
+            }
             None => {
                 // `path` is a str and only ASCII is touched, so char boundaries hold.
                 let len = path[i..].chars().next().map_or(1, char::len_utf8);
@@ -87,7 +94,14 @@ mod tests {
         assert_eq!(normalise("/@scope%2fname"), "/@scope%2Fname");
         assert_eq!(normalise("/a%252fb"), "/a%252fb", "decoded once: %25 stays");
         assert_eq!(normalise("/a%2e%2E/b"), "/a../b");
-        assert_eq!(normalise("/50%/x%zz/%"), "/50%/x%zz/%", "not escapes");
+        assert_eq!(
+            normalise("/50%/x%zz/%"),
+            "/50%25/x%25zz/%25",
+            "a % that starts no escape is escaped"
+        );
+        // Found by the route_path fuzz target: a bare % before a decoded escape.
+        assert_eq!(normalise("/%%341"), "/%2541");
+        assert_eq!(normalise(&normalise("/%%341")), "/%2541");
         assert_eq!(normalise("/caf\u{e9}%41"), "/caf\u{e9}A");
         assert!(matches!(normalise("/plain/path"), Cow::Borrowed(_)));
         assert!(matches!(normalise("/a%2F"), Cow::Borrowed(_)));
