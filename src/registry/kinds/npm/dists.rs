@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::{Dist, Npm, file_of};
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Entry;
+use crate::registry::metadata::work::Cost;
 use crate::registry::settings::Front;
 
 /// Each tarball file name a packument's versions name, with the first version (in the
@@ -78,7 +79,9 @@ impl Npm<'_> {
         entry: &Arc<Entry>,
     ) -> Result<Arc<DistIndex>, RegistryError> {
         let key = format!("npm-tarballs\0{name}:{form}");
-        self.core.derived(front, &key, entry, DistIndex::of).await
+        self.core
+            .derived(front, &key, entry, Cost::TREE, DistIndex::of)
+            .await
     }
 }
 

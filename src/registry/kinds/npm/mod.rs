@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::fetch::integrity::Expected;
 use crate::registry::core::RegistryCore;
 use crate::registry::kind::KindInfo;
+use crate::registry::metadata::work::Cost;
 use crate::registry::own_keys::OwnKeys;
 use crate::registry::protocol::{Handled, KindFront, KindRow, KindSettings, NoOwnKeys};
 use crate::registry::request::{Ask, Reply};
@@ -232,6 +233,7 @@ impl Npm<'_> {
                         front,
                         &format!("{name}\0{variant}\0{base}"),
                         &entry,
+                        Cost::TREE,
                         move |b| rewrite_packument(b, &owned, &base),
                     )
                     .await?;
