@@ -11,8 +11,7 @@
 //! `JSON.parse` keeps the last member: the scan reports each in turn, and a [`Visit`] that lets
 //! every report replace what an earlier one set keeps exactly what `JSON.parse` keeps.
 
-use std::borrow::Cow;
-use std::ops::Range;
+use std::{borrow::Cow, ops::Range};
 
 /// The deepest nesting read (serde_json reads 128 levels; npm's packuments use five or so).
 const MAX_DEPTH: usize = 512;
@@ -122,11 +121,13 @@ impl<'a> Scanner<'a> {
         loop {
             self.skip_space();
             let start = self.at;
+            if self.peek() != Some(b'"')
+                && let Some(key) = &slot.member
+            {
+                visit.member(key, Member::Other)?;
+            }
             match self.peek() {
                 Some(open @ (b'{' | b'[')) => {
-                    if let Some(key) = &slot.member {
-                        visit.member(key, Member::Other)?;
-                    }
                     let object = open == b'{';
                     self.open(object, if object { slot.place } else { Place::Other })?;
                     self.skip_space();
@@ -149,12 +150,7 @@ impl<'a> Scanner<'a> {
                         visit.member(key, Member::Text { text: &text, span })?;
                     }
                 }
-                Some(_) => {
-                    self.scalar()?;
-                    if let Some(key) = &slot.member {
-                        visit.member(key, Member::Other)?;
-                    }
-                }
+                Some(_) => self.scalar()?,
                 None => return Err(self.fail("the end of the document where a value belongs")),
             }
             // A value is complete: close what it completes, then find where the next one goes.
@@ -282,7 +278,7 @@ impl<'a> Scanner<'a> {
         let start = self.at;
         let found = self.text.as_bytes().get(start + 1).copied();
         self.at += 2;
-        let c = match found {
+        Ok(match found {
             Some(b'"') => '"',
             Some(b'\\') => '\\',
             Some(b'/') => '/',
@@ -293,39 +289,36 @@ impl<'a> Scanner<'a> {
             Some(b't') => '\t',
             Some(b'u') => {
                 let first = self.hex4(start)?;
-                let code = match first {
-                    0xD800..=0xDBFF => {
-                        let rest = self.text.as_bytes().get(self.at..).unwrap_or_default();
-                        if !rest.starts_with(b"\\u") {
-                            return Err(not_json(start, "a lone surrogate escape"));
-                        }
-                        self.at += 2;
-                        let second = self.hex4(start)?;
-                        if !(0xDC00..=0xDFFF).contains(&second) {
-                            return Err(not_json(start, "a lone surrogate escape"));
-                        }
-                        0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+                let lone = || not_json(start, "a lone surrogate escape");
+                let code = if (0xD800..0xDC00).contains(&first) {
+                    let rest = self.text.as_bytes().get(self.at..).unwrap_or_default();
+                    if !rest.starts_with(b"\\u") {
+                        return Err(lone());
                     }
-                    0xDC00..=0xDFFF => return Err(not_json(start, "a lone surrogate escape")),
-                    other => other,
+                    self.at += 2;
+                    let second = self.hex4(start)?;
+                    if !(0xDC00..0xE000).contains(&second) {
+                        return Err(lone());
+                    }
+                    0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+                } else {
+                    first
                 };
-                char::from_u32(code).ok_or_else(|| not_json(start, "an escape of no character"))?
+                // A trailing surrogate alone is no character.
+                char::from_u32(code).ok_or_else(lone)?
             }
             _ => return Err(not_json(start, "an unknown escape in a string")),
-        };
-        Ok(c)
+        })
     }
 
     /// Reads four hexadecimal digits at `at` (of the escape at `escape`).
     fn hex4(&mut self, escape: usize) -> Result<u32, String> {
-        let digits = self
-            .text
-            .get(self.at..self.at + 4)
-            .filter(|d| d.bytes().all(|b| b.is_ascii_hexdigit()))
-            .ok_or_else(|| not_json(escape, "a `\\u` escape without four hex digits"))?;
+        let digits = self.text.get(self.at..self.at + 4);
         self.at += 4;
-        u32::from_str_radix(digits, 16)
-            .map_err(|_| not_json(escape, "a `\\u` escape without four hex digits"))
+        digits
+            .filter(|d| d.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|d| u32::from_str_radix(d, 16).ok())
+            .ok_or_else(|| not_json(escape, "a `\\u` escape without four hex digits"))
     }
 
     /// Reads `true`, `false`, `null` or a number (RFC 8259 section 6) at `at`.
