@@ -14,6 +14,7 @@ use crate::connect::tls::{TlsSection, client_config};
 use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
 use crate::fetch::DEFAULT_MAX_REDIRECTS;
+use crate::listen::intercept::{Intercept, InterceptSection};
 use crate::listen::limits::{Limits, ListenSection, ProxySection};
 use crate::listen::tls::ListenTls;
 use crate::metrics::Metrics;
@@ -51,6 +52,7 @@ struct ConfigFile {
     #[serde(default)]
     lgflow: LgflowSection,
     shared: Option<SharedSection>,
+    intercept: Option<toml::Spanned<InterceptSection>>,
 }
 
 /// Everything fetchgate runs with, checked.
@@ -84,6 +86,8 @@ pub struct Config {
     pub(crate) packs: PackConfig,
     /// The shared tier (`[shared]`), if configured.
     pub(crate) shared: Option<SharedSettings>,
+    /// TLS interception for listed hosts (`[intercept]`), if configured.
+    pub(crate) intercept: Option<Arc<Intercept>>,
 }
 
 impl Config {
@@ -235,6 +239,7 @@ impl Config {
                 Some(m) => *m.get_ref(),
             },
             allow_redirect_downgrade: raw.egress.allow_redirect_downgrade.unwrap_or(false),
+            intercept: Intercept::from_section(raw.intercept.as_ref(), base, &src)?,
         })
     }
 

@@ -8,7 +8,8 @@ use clap::{CommandFactory, Parser};
 use fetchgate::app::App;
 use fetchgate::cli::failure::CliError;
 use fetchgate::cli::{
-    Cli, Command, ConfigAction, LogFormat, cache, check, config_check, fetch, love, pack,
+    Cli, Command, ConfigAction, InterceptAction, LogFormat, cache, check, config_check, fetch,
+    intercept, love, pack,
 };
 use fetchgate::config::Config;
 use fetchgate::decide::profile::{BUILTIN_TEXT, Profile};
@@ -145,6 +146,9 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             runtime(true)?.block_on(pack::run(&config, file, action, json))
         }
         Command::Cache { action } => cache::run(&Config::load(file)?, file, &action, json),
+        Command::Intercept {
+            action: InterceptAction::Ca { hosts, dir, days },
+        } => intercept::run(&dir, &hosts, days, json),
         Command::Config {
             action:
                 ConfigAction::Check {

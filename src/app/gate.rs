@@ -47,6 +47,8 @@ pub(crate) struct Gate {
     pub(crate) listen_tls: ListenTls,
     /// This instance's metrics (the same across reloads).
     pub(crate) metrics: Arc<Metrics>,
+    /// TLS interception for listed hosts, if configured.
+    pub(crate) intercept: Option<Arc<crate::listen::intercept::Intercept>>,
 }
 
 /// The gate in force, swapped whole on reload: each request reads it once, so a request never
@@ -93,6 +95,7 @@ impl Gate {
             tee_public_hosts: config.cache.tee_public_hosts.clone(),
             registries: Arc::new(registries),
             listen_tls: config.listen_tls.clone(),
+            intercept: config.intercept.clone(),
         }
     }
 }

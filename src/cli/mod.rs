@@ -5,6 +5,7 @@ pub mod check;
 pub mod config_check;
 pub mod failure;
 pub mod fetch;
+pub mod intercept;
 pub mod log_time;
 pub mod love;
 pub(crate) mod output;
@@ -146,6 +147,32 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         action: CacheAction,
+    },
+    /// TLS interception for listed hosts (`[intercept]`).
+    #[command(after_help = json_help!("one object: ca_cert, ca_key, hosts, config (the [intercept] table) and trust (each client's line)."))]
+    Intercept {
+        /// What to do.
+        #[command(subcommand)]
+        action: InterceptAction,
+    },
+}
+
+/// `fetchgate intercept` actions.
+#[derive(Debug, Subcommand)]
+pub enum InterceptAction {
+    /// Make a new intercept CA whose name constraints (RFC 5280 4.2.1.10) permit exactly the
+    /// listed hosts: writes intercept-ca.pem and intercept-ca.key (mode 0600, never over an
+    /// existing file) and prints the [intercept] table and each client's trust line.
+    Ca {
+        /// A host to intercept (exact name; repeat for more).
+        #[arg(long = "host", required = true, value_name = "NAME")]
+        hosts: Vec<String>,
+        /// Where to write the two files.
+        #[arg(long, default_value = ".", value_name = "DIR")]
+        dir: PathBuf,
+        /// How long the CA is valid, in days.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
     },
 }
 

@@ -20,7 +20,7 @@ use crate::metrics::route::REGISTRY;
 use crate::redact::redact_locator;
 use crate::shared::SharedTier;
 use crate::shared::lease::{Landed, Turn};
-use crate::store::{Digest, FillError, FillSink, Provenance};
+use crate::store::{Digest, FillError, FillSink, Provenance, Source, Voucher};
 
 /// What an upstream answered to a metadata request.
 #[derive(Clone, Debug)]
@@ -53,6 +53,9 @@ pub(crate) struct ExpectedAsk {
     pub(crate) credential: Option<Credential>,
     /// The entry's package label.
     pub(crate) label: Option<String>,
+    /// The registry (and repository) the artifact is fetched for, which vouches for the
+    /// bytes once they match ([`crate::store::Source`]).
+    pub(crate) voucher: Voucher,
     /// Where the fetch, if this request leads it, hands its bytes to this request's client.
     pub(crate) tap: Option<TapSlot>,
 }
@@ -105,7 +108,11 @@ impl Fetcher {
                 match tier.lease(&name, &redact_locator(&want.url), &landed).await {
                     Turn::Lead(guard) => Some(guard),
                     Turn::Ready => {
+                        // Another instance's fetch landed. Its bytes answer only if it fetched
+                        // them for this registry (the object's sources say so); otherwise they
+                        // are fetched here, through this registry, as the lone fetch would.
                         if let Some(sha256) = self.tiers.fill_expected_landed(&want.expected).await
+                            && self.vouched(&sha256, &want.voucher).await
                         {
                             return Ok(sha256);
                         }
@@ -121,7 +128,7 @@ impl Fetcher {
                 &want.url,
                 &want.expected,
                 want.credential.as_ref(),
-                want.label.clone(),
+                (want.label.clone(), &want.voucher),
                 super::tap::take(want.tap.as_ref()),
             )
             .await;
@@ -209,7 +216,33 @@ impl Fetcher {
             .unwrap_or_else(|_| Err(self.timed_out(url)))
     }
 
-    /// Fetches `url` and publishes it (labelled `label`) only if its bytes match `expected`.
+    /// True if `voucher` vouched for the stored entry `sha256`.
+    pub(crate) async fn vouched(&self, sha256: &Digest, voucher: &Voucher) -> bool {
+        self.vouched_or_unvouched(sha256, voucher, false).await
+    }
+
+    /// [`Self::vouched`], or with `unvouched_too`, true also for a stored entry no one vouched
+    /// for (recorded before entries kept their sources, or a file adopted from disk): what an
+    /// offline registry, which cannot ask its upstream, serves from a cache seeded for it.
+    pub(crate) async fn vouched_or_unvouched(
+        &self,
+        sha256: &Digest,
+        voucher: &Voucher,
+        unvouched_too: bool,
+    ) -> bool {
+        let (store, sha256) = (self.store().clone(), *sha256);
+        let source = Source::Registry(voucher.clone());
+        tokio::task::spawn_blocking(move || {
+            store
+                .sources(&sha256)
+                .is_some_and(|s| s.contains(&source) || (unvouched_too && s.is_empty()))
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    /// Fetches `url` and publishes it (labelled, and vouched for by the registry it is fetched
+    /// for) only if its bytes match `expected`.
     /// Returns the SHA-256 it is stored under. With a `tap`, a `200` that announces its
     /// length is handed to the tap's client as it arrives, and the tap told when the digest
     /// matched; a client that falls behind loses the tap, never the fill.
@@ -218,7 +251,7 @@ impl Fetcher {
         url: &str,
         expected: &Expected,
         credential: Option<&Credential>,
-        label: Option<String>,
+        (label, voucher): (Option<String>, &Voucher),
         tap: Option<Tap>,
     ) -> Result<Digest, ExpectedError> {
         let max = self.store().settings().max_object_bytes;
@@ -289,7 +322,10 @@ impl Fetcher {
                 });
             }
             let published = sink
-                .finish(Provenance::Upstream(redact_locator(url)), label.clone())
+                .finish(
+                    Provenance::Registry(Some(redact_locator(url)), voucher.clone()),
+                    label.clone(),
+                )
                 .await;
             // The bytes matched: the tapped client has its last byte whether or not the store
             // kept them, and once it has it, a store that could keep them has.

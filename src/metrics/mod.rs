@@ -129,6 +129,12 @@ pub struct Metrics {
     pub(crate) tunnels: Counter,
     /// CONNECT tunnels open now.
     pub(crate) tunnels_open: Gauge,
+    /// CONNECTs to `[intercept] hosts` served inside fetchgate's own TLS.
+    pub(crate) tunnels_intercepted: Counter,
+    /// Leaves minted by the intercept CA.
+    pub(crate) intercept_leaves: Counter,
+    /// Requests inside intercepted tunnels whose upstream certificate failed verification.
+    pub(crate) intercept_upstream_tls_failures: Counter,
     /// Tunnel lifetime, seconds.
     pub(crate) tunnel_seconds: Histogram,
     /// Config reloads by outcome.
@@ -252,6 +258,9 @@ impl Metrics {
             fetch_waiters: Gauge::default(),
             tunnels: Counter::default(),
             tunnels_open: Gauge::default(),
+            tunnels_intercepted: Counter::default(),
+            intercept_leaves: Counter::default(),
+            intercept_upstream_tls_failures: Counter::default(),
             tunnel_seconds: Histogram::new(exponential_buckets(0.01, 4.0, 12)),
             reloads: Family::default(),
             cache_bytes: Gauge::default(),
@@ -305,6 +314,9 @@ impl Metrics {
             fetch_waiters: "fetch_waiters", "Requests waiting on a shared fetch";
             tunnels: "tunnels", "CONNECT tunnels opened";
             tunnels_open: "tunnels_open", "CONNECT tunnels open now";
+            tunnels_intercepted: "tunnels_intercepted", "CONNECTs to [intercept] hosts ended in fetchgate's TLS and served as requests (the rest of `tunnels` are opaque)";
+            intercept_leaves: "intercept_leaves_minted", "Leaves minted by the intercept CA";
+            intercept_upstream_tls_failures: "intercept_upstream_tls_failures", "Requests inside intercepted tunnels refused because the upstream's certificate did not verify for the name";
             tunnel_seconds: "tunnel_seconds", "CONNECT tunnel lifetime";
             reloads: "reloads", "Configuration reloads by outcome";
             cache_bytes: "cache_bytes", "Bytes stored in the cache";

@@ -139,6 +139,26 @@ impl Registries {
         })
     }
 
+    /// The registry whose upstream `url` is under (the longest upstream path first, then by
+    /// name), the path below it and the upstream's own path: every kind's, for a request
+    /// inside an intercepted tunnel, which is a request for the upstream itself.
+    pub(crate) fn under_upstream(&self, url: &url::Url) -> Option<(String, String, String)> {
+        let mut all: Vec<&Mounted> = self.mounts.values().collect();
+        all.sort_by(|a, b| {
+            let (a, b) = (&a.front.settings, &b.front.settings);
+            b.upstream
+                .path()
+                .len()
+                .cmp(&a.upstream.path().len())
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        all.into_iter().find_map(|m| {
+            let s = &m.front.settings;
+            let below = s.below_upstream(url)?;
+            Some((s.name.clone(), below, s.upstream.path().to_string()))
+        })
+    }
+
     /// The one registry whose kind claims an origin-form `path` that names no mount; `None`
     /// when none does, or more than one (the path could be meant for either).
     pub(crate) fn claims_path(&self, path: &str) -> Option<String> {

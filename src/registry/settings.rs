@@ -41,6 +41,23 @@ pub(crate) struct RegistrySettings {
     pub(crate) credential: Option<http::HeaderValue>,
 }
 
+impl RegistrySettings {
+    /// The path of `url` below this registry's upstream (starting with `/`), when `url` is on
+    /// the upstream's origin (scheme, host in any ASCII case, port) and under its path.
+    pub(crate) fn below_upstream(&self, url: &url::Url) -> Option<String> {
+        let up = &self.upstream;
+        let same_origin = up.scheme() == url.scheme()
+            && up.host_str().map(str::to_ascii_lowercase)
+                == url.host_str().map(str::to_ascii_lowercase)
+            && up.port_or_known_default() == url.port_or_known_default();
+        if !same_origin {
+            return None;
+        }
+        let rest = url.path().strip_prefix(up.path())?;
+        Some(format!("/{rest}"))
+    }
+}
+
 /// One mounted registry with what it needs at run time: its settings and the credential
 /// bound to its upstream's origin.
 pub(crate) struct Front {

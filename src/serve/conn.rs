@@ -24,4 +24,6 @@ pub(crate) struct ClientConn {
     /// The addresses fetchgate's own listeners bound (what an absolute-form request for
     /// fetchgate itself names).
     pub(crate) listeners: Arc<crate::access::own::Listeners>,
+    /// True inside an intercepted tunnel: its requests are for one upstream host itself.
+    pub(crate) intercepted: bool,
 }

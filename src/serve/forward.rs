@@ -65,7 +65,7 @@ pub(crate) async fn forward(
     };
     log.decision = Decided::Allowed;
     log.reason = permit.verdict().reason.code();
-    if let Some(hit) = registry_verified(gate, &req, permit.url()).await {
+    if let Some(hit) = registry_verified(gate, &req, permit.url(), policies).await {
         log.decision = Decided::RegistryCache;
         return Ok(hit);
     }
@@ -133,17 +133,24 @@ fn tee_or_pass(
 }
 
 /// A `GET` or `HEAD` for a URL a registry's metadata tied to a digest whose bytes are stored:
-/// answered from the cache, with no upstream request.
+/// answered from the cache, with no upstream request, when the client held to `policies` may
+/// read those bytes by digest (otherwise the upstream answers, as it would without fetchgate).
 async fn registry_verified<B>(
     gate: &Gate,
     req: &Request<B>,
     url: &url::Url,
+    policies: &[Arc<ClientPolicy>],
 ) -> Option<Response<ResponseBody>> {
     if !gate.registries.any() || !(req.method() == Method::GET || req.method() == Method::HEAD) {
         return None;
     }
     let sha256 = gate.registries.verified_url(url.as_str()).await?;
     let store = gate.fetcher.store();
+    if super::objects::held_to_registries(policies)
+        && !super::objects::readable(store, &sha256, policies).await
+    {
+        return None;
+    }
     let object = super::objects::lookup(store, sha256).await?;
     Some(super::objects::respond(
         req.method(),

@@ -9,6 +9,7 @@
 pub mod admin;
 pub(crate) mod conn;
 pub(crate) mod forward;
+pub(crate) mod intercepted;
 pub(crate) mod love_api;
 pub(crate) mod objects;
 pub(crate) mod pack_api;
@@ -387,6 +388,7 @@ async fn serve_client(
         mount,
         cert_names,
         listeners,
+        intercepted: false,
     });
     let svc = service_fn(move |req| {
         let gate = gate.load_full();

@@ -15,20 +15,23 @@ use super::request_log::{Decided, RequestLog};
 use crate::app::Gate;
 use crate::body::{BoxError, ResponseBody};
 use crate::body::{empty, full};
+use crate::decide::narrow::{ClientPolicy, narrow_registry};
 use crate::fetch::MAX_MIRRORS;
 use crate::fetch::failure::ThroughError;
 use crate::fetch::through::Wanted;
 use crate::header_list::{field_elements, unquote};
 use crate::shared::FirstRead;
-use crate::store::{Body, Digest, Object, StoreError};
+use crate::store::{Body, Digest, Object, Source, Store, StoreError};
+use std::sync::Arc;
 
 /// Bytes read from disk per chunk when streaming a large entry.
 const FILE_CHUNK: usize = 256 * 1024;
 
-/// Handles a request whose path starts with `/sha256/`.
+/// Handles a request whose path starts with `/sha256/`, from a client held to `policies`.
 pub(crate) async fn handle<B>(
     gate: &Gate,
     req: &Request<B>,
+    policies: &[Arc<ClientPolicy>],
     log: &mut RequestLog,
 ) -> Result<Response<ResponseBody>, Problem> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -43,7 +46,13 @@ pub(crate) async fn handle<B>(
     let store = fetcher.store();
     let (claimed, wanted) = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
     let metrics = &gate.metrics;
+    let held = held_to_registries(policies);
     let object = match lookup(store, digest).await {
+        Some(_) if held && !readable(store, &digest, policies).await => {
+            // As if it were not stored: the digest alone is no proof of access.
+            metrics.miss(crate::metrics::route::OBJECT);
+            return Err(RequestError::NotInCache(digest).into());
+        }
         Some(object) => {
             metrics.hit(crate::metrics::route::OBJECT);
             object
@@ -52,7 +61,7 @@ pub(crate) async fn handle<B>(
             metrics.miss(crate::metrics::route::OBJECT);
             let Some(wanted) = wanted else {
                 // Boxed so that the hit path's future stays small (see `proxy::route`).
-                return Box::pin(from_shared(gate, req, digest, claimed)).await;
+                return Box::pin(from_shared(gate, req, digest, claimed, policies)).await;
             };
             log.decision = Decided::FetchThrough;
             // Boxed so that the hit path's future stays small (see `proxy::route`).
@@ -62,9 +71,13 @@ pub(crate) async fn handle<B>(
                 }
                 Problem::from(&*e)
             })?;
-            lookup(store, digest)
+            let object = lookup(store, digest)
                 .await
-                .ok_or(RequestError::Evicted(digest))?
+                .ok_or(RequestError::Evicted(digest))?;
+            if held && !readable(store, &digest, policies).await {
+                return Err(RequestError::NotInCache(digest).into());
+            }
+            object
         }
     };
     same_size(&object, claimed)?;
@@ -75,18 +88,22 @@ pub(crate) async fn handle<B>(
 }
 
 /// A miss with no mirrors to try: the shared tier's object, if it has one. A plain `GET` is
-/// served while the bucket's bytes are verified ([`FirstRead`]); a `HEAD`, a `Range` or a
-/// conditional request waits for the local fill and is answered from it.
+/// served while the bucket's bytes are verified ([`FirstRead`]); a `HEAD`, a `Range`, a
+/// conditional request, or one from a client held to some registries (whose access the
+/// object's sources decide, once filled) waits for the local fill and is answered from it.
 async fn from_shared<B>(
     gate: &Gate,
     req: &Request<B>,
     digest: Digest,
     claimed: Option<u64>,
+    policies: &[Arc<ClientPolicy>],
 ) -> Result<Response<ResponseBody>, Problem> {
     let fetcher = &gate.fetcher;
     let store = fetcher.store();
     let any_origin = !gate.registries.credentialed(&digest);
-    let plain = req.method() == Method::GET
+    let held = held_to_registries(policies);
+    let plain = !held
+        && req.method() == Method::GET
         && !req.headers().contains_key(header::RANGE)
         && !req.headers().contains_key(header::IF_NONE_MATCH);
     let filled = if plain {
@@ -119,12 +136,41 @@ async fn from_shared<B>(
         fetcher.tiers().fill(digest).await
     };
     match lookup(store, digest).await {
-        Some(object) if filled => {
+        Some(object) if filled && (!held || readable(store, &digest, policies).await) => {
             same_size(&object, claimed)?;
             Ok(respond(req.method(), req.headers(), object, any_origin))
         }
         _ => Err(RequestError::NotInCache(digest).into()),
     }
+}
+
+/// True if some policy in force limits its clients to some registries: they read by digest
+/// only what [`readable`] allows.
+pub(super) fn held_to_registries(policies: &[Arc<ClientPolicy>]) -> bool {
+    policies.iter().any(|p| p.registries.is_some())
+}
+
+/// True if a client held to `policies` may read the entry `digest` by its digest: it was
+/// fetched by URL with no registry involved, or a registry every policy lets the client use
+/// vouched for it. An entry no one vouched for (recorded before sources were, or adopted from
+/// disk) is not.
+pub(super) async fn readable(
+    store: &Arc<Store>,
+    digest: &Digest,
+    policies: &[Arc<ClientPolicy>],
+) -> bool {
+    let (owned, d) = (store.clone(), *digest);
+    let sources = tokio::task::spawn_blocking(move || owned.sources(&d))
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    sources.iter().any(|s| match s {
+        Source::Direct => true,
+        Source::Registry(v) => policies
+            .iter()
+            .all(|p| narrow_registry(p, &v.registry).is_none()),
+    })
 }
 
 /// True if the query asks for a fetch-through (names at least one `url`): the request may

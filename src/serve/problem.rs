@@ -213,14 +213,17 @@ impl From<RequestError> for Problem {
             // The digest names one size; a request claiming another conflicts with the entry.
             SizeMismatch { .. } => StatusCode::CONFLICT,
             // Sent to the wrong listener: the client can reach the right one directly.
-            AdminNotProxied { .. } | SelfTunnel { .. } => StatusCode::MISDIRECTED_REQUEST,
+            AdminNotProxied { .. } | SelfTunnel { .. } | InterceptMisdirected { .. } => {
+                StatusCode::MISDIRECTED_REQUEST
+            }
         };
         let mut p = Problem::new(status, e.code(), e.origin(), e.to_string(), e.next());
         p.field = e.field().map(str::to_string);
         match e {
             NotFound { locator }
             | AdminNotProxied { locator }
-            | SelfTunnel { authority: locator } => p.at(locator),
+            | SelfTunnel { authority: locator }
+            | InterceptMisdirected { named: locator, .. } => p.at(locator),
             MethodNotForwarded { allow, .. } => {
                 let allow =
                     HeaderValue::from_str(&allow).unwrap_or(HeaderValue::from_static("GET, HEAD"));

@@ -67,8 +67,8 @@ fn locator_of(uri: &http::Uri) -> String {
 }
 
 async fn route(
-    gate: &Gate,
-    conn: &ClientConn,
+    gate: &Arc<Gate>,
+    conn: &Arc<ClientConn>,
     mut req: Request<Incoming>,
     log: &mut RequestLog,
 ) -> Result<Response<ResponseBody>, Problem> {
@@ -120,14 +120,14 @@ async fn route(
     if req.uri().scheme().is_some() {
         // A URL a registry's kind claims (under its upstream, through the forward proxy) is
         // that registry's request, verified like `/registry/<name>/`.
-        if let Some((name, below)) = claimed_url(gate, &req)? {
+        if let Some((name, below, prefix)) = claimed_url(gate, &req, conn.intercepted)? {
             log.kind = Kind::Registry;
             log.registry = Some(Arc::from(name.as_str()));
             if let Some(r) = policies.iter().find_map(|p| narrow_registry(p, &name)) {
                 return Err(log.refusal(&r));
             }
             return Box::pin(super::registry_api::handle(
-                gate, &name, &below, "/", &req, log,
+                gate, &name, &below, &prefix, &req, log,
             ))
             .await;
         }
@@ -162,7 +162,7 @@ async fn route(
             same_site(gate, &req, log)?;
             fetch_by_url(policies, log)?;
         }
-        return super::objects::handle(gate, &req, log).await;
+        return super::objects::handle(gate, &req, policies, log).await;
     }
     if req.uri().path().starts_with("/love/v1/") {
         log.kind = Kind::Love;
@@ -248,22 +248,37 @@ fn to_origin_form<B>(req: &mut Request<B>) -> Result<(), Problem> {
 /// The registry whose kind claims an absolute-form request's URL (its path in the one
 /// routing spelling, [`route_path::normalise`]), and the path below its mount. A URL claimed
 /// only once an encoded `/` or `\` is decoded is refused: it is never forwarded unverified.
-fn claimed_url<B>(gate: &Gate, req: &Request<B>) -> Result<Option<(String, String)>, Problem> {
+fn claimed_url<B>(
+    gate: &Gate,
+    req: &Request<B>,
+    intercepted: bool,
+) -> Result<Option<(String, String, String)>, Problem> {
     if !gate.registries.any() {
         return Ok(None);
     }
     let Ok(mut url) = url::Url::parse(&req.uri().to_string()) else {
         return Ok(None);
     };
+    // Inside an intercepted tunnel the request is for the upstream itself: every kind's
+    // registry claims its upstream's URLs. Through the forward proxy, only kinds that say so.
+    let claim = |url: &url::Url| {
+        if intercepted {
+            gate.registries.under_upstream(url)
+        } else {
+            gate.registries
+                .claims_url(url)
+                .map(|(name, below)| (name, below, "/".to_string()))
+        }
+    };
     let path = route_path::normalise(url.path()).into_owned();
     url.set_path(&path);
-    if let Some(claimed) = gate.registries.claims_url(&url) {
+    if let Some(claimed) = claim(&url) {
         return Ok(Some(claimed));
     }
     let decoded = route_path::with_separators_decoded(&path);
     if decoded != path {
         url.set_path(&decoded);
-        if let Some((registry, _)) = gate.registries.claims_url(&url) {
+        if let Some((registry, _, _)) = claim(&url) {
             return Err(RequestError::PathAmbiguous { registry }.into());
         }
     }
@@ -315,8 +330,8 @@ fn head_size<B>(req: &Request<B>) -> usize {
 }
 
 async fn connect(
-    gate: &Gate,
-    conn: &ClientConn,
+    gate: &Arc<Gate>,
+    conn: &Arc<ClientConn>,
     policies: &[Arc<ClientPolicy>],
     mut req: Request<Incoming>,
     log: &mut RequestLog,
@@ -344,6 +359,33 @@ async fn connect(
     };
     log.decision = Decided::Allowed;
     log.reason = permit.verdict().reason.code();
+    let host = req
+        .uri()
+        .authority()
+        .map(|a| a.host().to_string())
+        .unwrap_or_default();
+    if let Some(intercept) = gate.intercept.clone().filter(|i| i.listed(&host)) {
+        // Served here, request by request, each decided and connected on its own: no
+        // socket is opened for the CONNECT itself.
+        log.kind = Kind::Intercept;
+        let tunnel = super::intercepted::Tunnel {
+            host,
+            authority,
+            identity: req.headers().get(header::PROXY_AUTHORIZATION).cloned(),
+        };
+        let upgrade = hyper::upgrade::on(&mut req);
+        let (gate, conn) = (gate.clone(), conn.clone());
+        tokio::spawn(async move {
+            match upgrade.await {
+                Ok(upgraded) => {
+                    let io = TokioIo::new(upgraded);
+                    super::intercepted::serve(gate, &conn, &intercept, tunnel, io).await;
+                }
+                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+            }
+        });
+        return Ok(Response::new(empty()));
+    }
     let (stream, addr) = dial_tcp(
         permit.addresses(),
         permit.port(),
@@ -395,6 +437,22 @@ async fn connect(
         }
     });
     Ok(Response::new(empty()))
+}
+
+/// The answer, logged like any other, to a request `problem` refused before the router saw it
+/// (inside an intercepted tunnel).
+pub(crate) fn refused_unrouted(
+    client: SocketAddr,
+    method: Method,
+    uri: &http::Uri,
+    problem: Problem,
+    metrics: Arc<Metrics>,
+) -> Result<Response<LoggedBody>, Infallible> {
+    let mut log = RequestLog::new(client, method, locator_of(uri));
+    log.problem(&problem);
+    let resp = problem.into_response();
+    log.status = resp.status().as_u16();
+    Ok(resp.map(|b| logged(b, log, Instant::now(), metrics)))
 }
 
 /// The answer to every request from a client outside `[access] clients`, logged like any other.

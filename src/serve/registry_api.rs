@@ -40,7 +40,14 @@ pub(crate) async fn handle<B>(
                 })
         })
         .ok_or(RequestError::InvalidHostHeader)?;
-    let base = format!("http://{host}{prefix}");
+    // A request claimed inside an intercepted tunnel is `https://` and its documents point
+    // back at the same host, so the client's next requests come through the tunnel too.
+    let scheme = if req.uri().scheme_str() == Some("https") {
+        "https"
+    } else {
+        "http"
+    };
+    let base = format!("{scheme}://{host}{prefix}");
     let accept = joined_accept(req.headers());
     let ask = Ask {
         path,

@@ -74,6 +74,8 @@ pub(crate) enum RequestError {
     /// (a tunnel would reach the listener from fetchgate's own address, not the client's),
     /// and not an egress refusal with a trust rule, which would be the wrong fix.
     SelfTunnel { authority: String },
+    /// A request inside an intercepted tunnel for `tunnel` named another host.
+    InterceptMisdirected { tunnel: String, named: String },
 }
 
 impl RequestError {
@@ -105,6 +107,7 @@ impl RequestError {
             RangeNotSatisfiable { .. } => "range_not_satisfiable",
             AdminNotProxied { .. } => "admin_not_proxied",
             SelfTunnel { .. } => "own_listener_not_tunnelled",
+            InterceptMisdirected { .. } => "intercept_host_mismatch",
         }
     }
 
@@ -130,7 +133,7 @@ impl RequestError {
             TooManyMirrors => Some("url"),
             InvalidEngine => Some("engine"),
             MissingManifest => Some("manifest"),
-            InvalidHostHeader => Some("Host"),
+            InvalidHostHeader | InterceptMisdirected { .. } => Some("Host"),
             PathAmbiguous { .. } => Some("path"),
             RangeNotSatisfiable { .. } => Some("Range"),
             _ => None,
@@ -189,6 +192,9 @@ impl RequestError {
             SelfTunnel { .. } => {
                 "connect to fetchgate's listener directly: add its address or name to NO_PROXY (no_proxy)"
             }
+            InterceptMisdirected { .. } => {
+                "send each host's requests through a CONNECT to that host (a client does so when HTTPS_PROXY is set)"
+            }
         }
     }
 }
@@ -241,6 +247,10 @@ impl fmt::Display for RequestError {
             NotInCache(digest) => write!(f, "no verified entry for sha256 {digest}"),
             Evicted(digest) => write!(f, "sha256 {digest} was evicted while being served"),
             RangeNotSatisfiable { size } => write!(f, "the entry is {size} bytes"),
+            InterceptMisdirected { tunnel, named } => write!(
+                f,
+                "this tunnel was opened (CONNECT) for {tunnel}; a request inside it named {named}"
+            ),
             SelfTunnel { authority } => write!(
                 f,
                 "{authority} is one of fetchgate's own listeners; CONNECT through the proxy port does not tunnel to fetchgate itself"

@@ -20,6 +20,8 @@ pub(crate) enum Kind {
     Forward,
     /// A CONNECT tunnel.
     Connect,
+    /// A CONNECT to an `[intercept] hosts` name, served inside fetchgate's own TLS.
+    Intercept,
     /// A `/sha256/` cache entry.
     Object,
     /// A `/love/v1/` API call.
@@ -34,9 +36,10 @@ pub(crate) enum Kind {
 
 impl Kind {
     /// Every kind, for the zeros at start.
-    pub(crate) const ALL: [Kind; 7] = [
+    pub(crate) const ALL: [Kind; 8] = [
         Kind::Forward,
         Kind::Connect,
+        Kind::Intercept,
         Kind::Object,
         Kind::Love,
         Kind::Registry,
@@ -49,6 +52,7 @@ impl Kind {
         match self {
             Kind::Forward => "forward",
             Kind::Connect => "connect",
+            Kind::Intercept => "intercept",
             Kind::Object => "object",
             Kind::Love => "love",
             Kind::Registry => "registry",

@@ -22,7 +22,7 @@ use std::io::Read;
 
 use super::parts_turn::PartsTurns;
 use super::settings::SharedSettings;
-use crate::store::Digest;
+use crate::store::{Digest, Source, sources_from_text, sources_to_text};
 
 /// A stream of body chunks from the bucket.
 pub(crate) type Chunks =
@@ -34,6 +34,11 @@ const META_SIZE: &str = "size";
 const META_LABEL: &str = "label";
 /// Longest label kept in metadata.
 const MAX_LABEL: usize = 200;
+/// Metadata key naming who vouched for an object ([`crate::store::Source`]s, as text).
+const META_SOURCES: &str = "sources";
+/// Longest sources text kept in metadata (S3 allows 2 KiB of metadata in all): past it the
+/// oldest are left out, so an instance reading the object fetches through those again.
+const MAX_SOURCES_TEXT: usize = 1024;
 /// Objects larger than this are uploaded in parts from their file instead of from memory.
 pub(crate) const SINGLE_PUT_MAX: u64 = 64 << 20;
 /// The size of one part of a multipart upload.
@@ -75,6 +80,9 @@ pub(crate) struct Found {
     pub(crate) claimed_size: Option<u64>,
     /// The `label` metadata, if present and printable.
     pub(crate) label: Option<String>,
+    /// Who vouched for the bytes, as the uploading instance recorded it (none if absent).
+    /// Not sealed: whoever could forge it can read every object in the bucket anyway.
+    pub(crate) sources: Vec<Source>,
     /// The body.
     pub(crate) chunks: Chunks,
 }
@@ -228,10 +236,14 @@ impl Bucket {
         };
         let claimed_size = meta(META_SIZE).and_then(|s| s.parse().ok());
         let label = meta(META_LABEL).and_then(clean_label);
+        let sources = meta(META_SOURCES)
+            .map(|t| sources_from_text(&t))
+            .unwrap_or_default();
         Ok(Some(Found {
             size: got.meta.size,
             claimed_size,
             label,
+            sources,
             chunks: got.into_stream(),
         }))
     }
@@ -357,10 +369,11 @@ impl Bucket {
         key: &Path,
         bytes: Bytes,
         label: Option<&str>,
+        sources: &[Source],
     ) -> Result<Put, BucketError> {
         let options = PutOptions {
             mode: PutMode::Create,
-            attributes: attributes(bytes.len() as u64, label),
+            attributes: attributes(bytes.len() as u64, label, sources),
             ..PutOptions::default()
         };
         let put = self.store.put_opts(key, PutPayload::from(bytes), options);
@@ -384,13 +397,14 @@ impl Bucket {
         file: std::fs::File,
         size: u64,
         label: Option<&str>,
+        sources: &[Source],
     ) -> Result<Put, BucketError> {
         let _turn = self.parts_turns.take(key.as_ref()).await;
         if self.exists(key).await? {
             return Ok(Put::Existed);
         }
         let options = PutMultipartOptions {
-            attributes: attributes(size, label),
+            attributes: attributes(size, label, sources),
             ..PutMultipartOptions::default()
         };
         let upload =
@@ -471,8 +485,9 @@ impl Bucket {
     }
 }
 
-/// The metadata every object carries: its size, its label if printable, and its type.
-fn attributes(size: u64, label: Option<&str>) -> Attributes {
+/// The metadata every object carries: its size, its label if printable, who vouched for it,
+/// and its type.
+fn attributes(size: u64, label: Option<&str>, sources: &[Source]) -> Attributes {
     let mut attributes = Attributes::new();
     attributes.insert(
         Attribute::Metadata(META_SIZE.into()),
@@ -482,6 +497,18 @@ fn attributes(size: u64, label: Option<&str>) -> Attributes {
         attributes.insert(
             Attribute::Metadata(META_LABEL.into()),
             AttributeValue::from(label),
+        );
+    }
+    let mut kept = sources;
+    let mut text = sources_to_text(kept);
+    while text.len() > MAX_SOURCES_TEXT && !kept.is_empty() {
+        kept = &kept[1..];
+        text = sources_to_text(kept);
+    }
+    if !text.is_empty() {
+        attributes.insert(
+            Attribute::Metadata(META_SOURCES.into()),
+            AttributeValue::from(text),
         );
     }
     attributes.insert(

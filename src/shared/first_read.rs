@@ -95,7 +95,10 @@ impl SharedTier {
             let _ = answer.send(FirstRead::Missed);
             return false;
         };
-        let locator = Provenance::Shared(format!("{}{key}", super::locator_base(&self.settings)));
+        let locator = Provenance::Shared(
+            format!("{}{key}", super::locator_base(&self.settings)),
+            found.sources.clone(),
+        );
         let size = found.size;
         if size <= store.settings().memory_max_object_bytes {
             let bytes = match self.whole(&key, found.chunks, digest, size).await {

@@ -112,7 +112,7 @@ impl SharedTier {
         let key = self.bucket.alias_key(algorithm, hex);
         matches!(
             self.bucket
-                .put_new(&key, Bytes::from(sha256.hex()), None)
+                .put_new(&key, Bytes::from(sha256.hex()), None, &[])
                 .await,
             Ok(Put::Created | Put::Existed)
         )

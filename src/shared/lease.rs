@@ -212,7 +212,16 @@ impl Leases {
                 }
             };
             match attempt {
-                Ok(Some(guard)) => return Turn::Lead(guard),
+                // Looked at again once the lease is ours: a holder that landed its work and
+                // released its lease between that look and this claim leaves nothing to fetch
+                // (without this, a fast fetch elsewhere costs the upstream a second one).
+                Ok(Some(guard)) => {
+                    if matches!(self.landed(landed).await, Ok(true)) {
+                        guard.release().await;
+                        return Turn::Ready;
+                    }
+                    return Turn::Lead(guard);
+                }
                 Ok(None) => {}
                 Err(_) => return Turn::Alone(Alone::Unavailable),
             }

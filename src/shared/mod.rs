@@ -163,7 +163,7 @@ impl SharedTier {
         let published = misses.clone();
         store.on_publish(Box::new(move |digest, from, label| {
             published.forget(&digest);
-            if matches!(from, Provenance::Shared(_)) {
+            if matches!(from, Provenance::Shared(..)) {
                 return; // it came from the bucket
             }
             queue.offer(Job::Object {
@@ -223,7 +223,10 @@ impl SharedTier {
         }
         match sink
             .finish(
-                Provenance::Shared(format!("{}{key}", locator_base(&self.settings))),
+                Provenance::Shared(
+                    format!("{}{key}", locator_base(&self.settings)),
+                    found.sources,
+                ),
                 found.label,
             )
             .await

@@ -197,7 +197,7 @@ async fn send(bucket: &Bucket, store: &Arc<Store>, job: &Job) -> Result<Put, Uns
         } => {
             let key = bucket.alias_key(algorithm, hex);
             return bucket
-                .put_new(&key, Bytes::from(sha256.hex()), None)
+                .put_new(&key, Bytes::from(sha256.hex()), None, &[])
                 .await
                 .map_err(Unsent::Bucket);
         }
@@ -205,20 +205,25 @@ async fn send(bucket: &Bucket, store: &Arc<Store>, job: &Job) -> Result<Put, Uns
     };
     let key = bucket.object_key(&digest);
     let s = store.clone();
-    let (file, size) = tokio::task::spawn_blocking(move || s.published_file(&digest))
-        .await
-        .ok()
-        .flatten()
-        .ok_or(Unsent::Gone)?;
+    let (file, size, sources) = tokio::task::spawn_blocking(move || {
+        let (file, size) = s.published_file(&digest)?;
+        Some((file, size, s.sources(&digest).unwrap_or_default()))
+    })
+    .await
+    .ok()
+    .flatten()
+    .ok_or(Unsent::Gone)?;
     let result = if size > SINGLE_PUT_MAX {
-        bucket.put_new_from_file(&key, file, size, label).await
+        bucket
+            .put_new_from_file(&key, file, size, label, &sources)
+            .await
     } else {
         let bytes = tokio::task::spawn_blocking(move || read_exactly(&file, size))
             .await
             .ok()
             .flatten()
             .ok_or(Unsent::Gone)?;
-        bucket.put_new(&key, bytes, label).await
+        bucket.put_new(&key, bytes, label, &sources).await
     };
     result.map_err(Unsent::Bucket)
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLockReadGuard, RwLockWriteGuard};
 
 use super::index::Record;
-use super::{Digest, Provenance, Store, StoreError, now};
+use super::{Digest, Provenance, Source, Store, StoreError, now};
 
 /// Every published entry by digest.
 pub(super) type Table = HashMap<Digest, Arc<Meta>>;
@@ -32,8 +32,8 @@ pub(crate) struct Meta {
     seen_on_disk: AtomicU64,
     /// Its object directory's generation when its file was last seen in place (0: none).
     seen_generation: AtomicU64,
-    /// Locators and label; `None` while it has neither (most entries of a large cache), so
-    /// an entry costs a pointer here rather than two empty lists.
+    /// Locators, sources and label; `None` while it has none (entries recorded before
+    /// sources were), so such an entry costs a pointer here rather than empty lists.
     notes: Mutex<Option<Box<Notes>>>,
 }
 
@@ -41,13 +41,21 @@ pub(crate) struct Meta {
 #[derive(Default)]
 struct Notes {
     locators: Vec<String>,
+    sources: Vec<Source>,
     label: Option<String>,
 }
 
 impl Notes {
-    /// The notes to keep for `locators` and `label`: none when both are empty.
-    fn boxed(locators: Vec<String>, label: Option<String>) -> Option<Box<Self>> {
-        (!locators.is_empty() || label.is_some()).then(|| Box::new(Self { locators, label }))
+    /// The notes to keep for `rec`'s lists: none when all are empty.
+    fn boxed(rec: &Record) -> Option<Box<Self>> {
+        let any = !rec.locators.is_empty() || !rec.sources.is_empty() || rec.label.is_some();
+        any.then(|| {
+            Box::new(Self {
+                locators: rec.locators.clone(),
+                sources: rec.sources.clone(),
+                label: rec.label.clone(),
+            })
+        })
     }
 }
 
@@ -63,7 +71,7 @@ impl Meta {
             unverified: AtomicBool::new(r.unverified),
             seen_on_disk: AtomicU64::new(0),
             seen_generation: AtomicU64::new(0),
-            notes: Mutex::new(Notes::boxed(r.locators, r.label)),
+            notes: Mutex::new(Notes::boxed(&r)),
         }
     }
 
@@ -103,6 +111,10 @@ impl Meta {
                 .unwrap_or_default(),
             label: notes.as_ref().and_then(|n| n.label.clone()),
             unverified: self.is_unverified(),
+            sources: notes
+                .as_ref()
+                .map(|n| n.sources.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -113,17 +125,30 @@ impl Meta {
         let mut rec = self.record_with(&notes);
         change(&mut rec);
         self.pinned.store(rec.pinned, Ordering::Release);
-        *notes = Notes::boxed(rec.locators.clone(), rec.label.clone());
+        *notes = Notes::boxed(&rec);
         rec
     }
 
-    /// True if `locator` is already among the remembered ones (or there is none).
-    pub(super) fn knows(&self, locator: Option<&String>) -> bool {
-        locator.is_none_or(|l| {
-            self.notes()
-                .as_ref()
-                .is_some_and(|n| n.locators.contains(l))
-        })
+    /// True if `locator` is already among the remembered ones (or there is none), and so is
+    /// each of `sources`.
+    pub(super) fn knows(&self, locator: Option<&String>, sources: &[Source]) -> bool {
+        let notes = self.notes();
+        let listed = |n: &Notes| {
+            locator.is_none_or(|l| n.locators.contains(l))
+                && sources.iter().all(|s| n.sources.contains(s))
+        };
+        match notes.as_ref() {
+            Some(n) => listed(n),
+            None => locator.is_none() && sources.is_empty(),
+        }
+    }
+
+    /// Who vouched for the bytes.
+    pub(super) fn sources(&self) -> Vec<Source> {
+        self.notes()
+            .as_ref()
+            .map(|n| n.sources.clone())
+            .unwrap_or_default()
     }
 
     pub(super) fn last_used(&self) -> u64 {
@@ -275,6 +300,7 @@ impl Store {
         label: Option<String>,
     ) -> Result<(), StoreError> {
         let t = now();
+        let sources = from.sources();
         let locator = from.clone().into_locator();
         let mut announce = None;
         let record = {
@@ -285,7 +311,7 @@ impl Store {
                     // same by construction; give back this fill's share.
                     self.release(size);
                     m.touch(t);
-                    m.change(|rec| rec.note(locator, label))
+                    m.change(|rec| rec.note(locator, &sources, label))
                 }
                 old => {
                     // An adopted file not verified yet: these verified bytes replaced it.
@@ -300,7 +326,7 @@ impl Store {
                         ..Record::default()
                     };
                     announce = Some(label.clone());
-                    rec.note(locator, label);
+                    rec.note(locator, &sources, label);
                     entries.insert(digest, Arc::new(Meta::from_record(rec.clone())));
                     rec
                 }
@@ -315,21 +341,25 @@ impl Store {
         Ok(())
     }
 
-    /// Notes that a published entry's bytes arrived again, from `locator`.
-    pub(crate) fn seen_again(
-        &self,
-        digest: &Digest,
-        locator: Option<String>,
-        label: Option<String>,
-    ) {
+    /// Notes that a published entry's bytes arrived again, `from` a locator (and so vouched
+    /// for by whoever fetched them).
+    pub(crate) fn seen_again(&self, digest: &Digest, from: Provenance, label: Option<String>) {
         let Some(meta) = self.meta(digest) else {
             return;
         };
         meta.touch(now());
-        if meta.knows(locator.as_ref()) && label.is_none() {
+        let sources = from.sources();
+        let locator = from.into_locator();
+        if meta.knows(locator.as_ref(), &sources) && label.is_none() {
             return;
         }
-        let _ = self.update(digest, |rec| rec.note(locator, label));
+        let _ = self.update(digest, |rec| rec.note(locator, &sources, label));
+    }
+
+    /// Who vouched for the entry `digest` (`None` if it is not stored): what a read by digest
+    /// for a client held to some registries, and a hit through a registry, check first.
+    pub(crate) fn sources(&self, digest: &Digest) -> Option<Vec<Source>> {
+        self.meta(digest).map(|m| m.sources())
     }
 
     /// Pins or unpins an entry. False if there is no such entry.
@@ -345,7 +375,9 @@ impl Store {
         label: &str,
         locator: Option<String>,
     ) -> Result<bool, StoreError> {
-        self.update(digest, |rec| rec.note(locator, Some(label.to_string())))
+        self.update(digest, |rec| {
+            rec.note(locator, &[], Some(label.to_string()))
+        })
     }
 
     /// Changes an entry's pin, locators or label in memory and, durably, in the index. False

@@ -240,7 +240,7 @@ impl Fill {
             let reserved = std::mem::take(&mut self.reserved);
             self.count = 0;
             self.store.release(reserved);
-            self.store.seen_again(&got, from.into_locator(), label);
+            self.store.seen_again(&got, from, label);
             return Ok(got);
         }
         let fail = |what, p: &Path, e| FillError::Store(io(what, p, e));

@@ -11,6 +11,7 @@ use redb::{
 use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
+use super::source::Source;
 
 const ENTRIES: TableDefinition<&[u8], &str> = TableDefinition::new("entries");
 
@@ -34,15 +35,29 @@ pub(crate) struct Record {
     /// Adopted from disk without a record and not hashed yet (never served until it is).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) unverified: bool,
+    /// Who vouched for the bytes ([`Source`]), most recent last. Empty for an entry recorded
+    /// before sources were (or adopted, or placed locally): such an entry vouches for no
+    /// registry and is not read by digest by a client held to some registries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) sources: Vec<Source>,
 }
 
 /// Most locators remembered per entry.
 pub(crate) const MAX_LOCATORS: usize = 16;
 
 impl Record {
-    /// Remembers `locator` as the most recent source (at most `MAX_LOCATORS`, oldest
-    /// dropped first) and sets `label` when one is given.
-    pub(crate) fn note(&mut self, locator: Option<String>, label: Option<String>) {
+    /// Remembers `locator` as the most recent locator (at most `MAX_LOCATORS`, oldest
+    /// dropped first), `sources` as ones who vouched for the bytes, and sets `label` when one
+    /// is given.
+    pub(crate) fn note(
+        &mut self,
+        locator: Option<String>,
+        sources: &[Source],
+        label: Option<String>,
+    ) {
+        for s in sources {
+            super::source::remember(&mut self.sources, s.clone());
+        }
         if let Some(l) = locator {
             self.locators.retain(|x| *x != l);
             self.locators.push(l);

@@ -31,6 +31,7 @@ mod oldest;
 mod read;
 mod settings;
 mod shards;
+mod source;
 mod space;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -58,6 +59,8 @@ use maintenance::{open_object_with_metadata, sweep_tmp};
 use memory::MemoryTier;
 pub(crate) use read::read_exactly;
 pub use settings::{CacheSection, CacheSettings, TeeRuleSection};
+pub use source::{Source, Voucher};
+pub(crate) use source::{from_text as sources_from_text, to_text as sources_to_text};
 use space::Space;
 
 /// Seconds since the Unix epoch.
@@ -143,16 +146,21 @@ pub struct Store {
 /// It runs on the publishing thread, so it must not block.
 pub(crate) type PublishHook = Box<dyn Fn(Digest, &Provenance, Option<&str>) + Send + Sync>;
 
-/// Where a publication's bytes came from: recorded with the entry (as its locator) and told
-/// to the publish hook, so the shared tier never queues back up what it just handed down.
+/// Where a publication's bytes came from: recorded with the entry (as its locator and its
+/// [`Source`]s) and told to the publish hook, so the shared tier never queues back up what it
+/// just handed down.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Provenance {
-    /// Fetched from this (redacted) upstream locator.
+    /// Fetched by URL from this (redacted) upstream locator, with no registry involved.
     Upstream(String),
-    /// Read from the shared tier, at this (redacted) object URL.
-    Shared(String),
-    /// Made or placed here, with no locator to record (a document fetchgate derived, a
-    /// local command, a test).
+    /// Fetched from this (redacted) locator, or made with none, for a registry, which vouches
+    /// for the bytes.
+    Registry(Option<String>, Voucher),
+    /// Read from the shared tier, at this (redacted) object URL, vouched for by what its
+    /// metadata names.
+    Shared(String, Vec<Source>),
+    /// Made or placed here, with no locator to record and no one vouching (a local command,
+    /// a test).
     Local,
 }
 
@@ -160,8 +168,19 @@ impl Provenance {
     /// The locator recorded with the entry.
     pub fn into_locator(self) -> Option<String> {
         match self {
-            Provenance::Upstream(l) | Provenance::Shared(l) => Some(l),
+            Provenance::Upstream(l) | Provenance::Shared(l, _) => Some(l),
+            Provenance::Registry(l, _) => l,
             Provenance::Local => None,
+        }
+    }
+
+    /// Who vouches for the bytes.
+    pub fn sources(&self) -> Vec<Source> {
+        match self {
+            Provenance::Upstream(_) => vec![Source::Direct],
+            Provenance::Registry(_, v) => vec![Source::Registry(v.clone())],
+            Provenance::Shared(_, s) => s.clone(),
+            Provenance::Local => Vec::new(),
         }
     }
 
@@ -271,13 +290,13 @@ impl Store {
     }
 
     /// If `digest` is a verified entry, touches its use time and says whether `locator` is
-    /// already one of its locators: `Some(true)` means nothing is left to record, `Some(false)`
+    /// already one of its locators (and the entry known as fetched by URL): `Some(true)` means nothing is left to record, `Some(false)`
     /// that [`Store::seen_again`] should note it (a blocking index write). `None` if the
     /// bytes are not stored. Touches memory only, so the async workers may call it.
     pub(crate) fn touch_verified(&self, digest: &Digest, locator: &str) -> Option<bool> {
         let meta = self.meta(digest).filter(|m| !m.is_unverified())?;
         meta.touch(now());
-        Some(meta.knows(Some(&locator.to_string())))
+        Some(meta.knows(Some(&locator.to_string()), &[Source::Direct]))
     }
 
     /// Has `hook` told of every new publication from now on (one hook per store; a second

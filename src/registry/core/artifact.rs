@@ -18,7 +18,7 @@ use crate::registry::aliases::Aliases;
 use crate::registry::error::RegistryError;
 use crate::registry::request::Reply;
 use crate::registry::settings::Front;
-use crate::store::Digest;
+use crate::store::{Digest, Source, Voucher};
 
 /// The expected digest of a SHA-256-named artifact.
 pub(crate) fn sha256_expected(d: &Digest) -> Expected {
@@ -40,9 +40,23 @@ pub(crate) struct Landing {
     alias: Option<String>,
     package: String,
     version: String,
+    /// Who vouches for the bytes once they match: this registry, or one repository of it.
+    voucher: Voucher,
 }
 
 impl Landing {
+    /// The same artifact, vouched for by repository `scope` of its registry alone (an OCI
+    /// upstream keeps access per repository).
+    pub(crate) fn scoped(mut self, scope: &str) -> Self {
+        self.voucher = Voucher::scoped(&self.registry, scope);
+        self
+    }
+
+    /// Who vouches for the bytes once they match.
+    pub(crate) fn voucher(&self) -> &Voucher {
+        &self.voucher
+    }
+
     /// Counts one request of this artifact by `outcome` (`hit`, `shared`, `miss`,
     /// `mismatch`).
     pub(crate) fn count(&self, outcome: &'static str) {
@@ -52,15 +66,17 @@ impl Landing {
     }
 
     /// The single-flight request for the fetch from `url`, handing the bytes to `tap`'s client
-    /// if this request leads. Concurrent askers of one digest from one source (this registry
-    /// and URL) share one fetch; a request never inherits another registry's or URL's failure
-    /// ([`crate::fetch::flight`]).
+    /// if this request leads. Concurrent askers of one digest for one voucher (this registry,
+    /// or this repository of it) share one fetch; a request never inherits another registry's
+    /// or URL's failure ([`crate::fetch::flight`]), nor its bytes: those are vouched for by the
+    /// registry that fetched them, not this one.
     pub(crate) fn ask(&self, url: &str, tap: Option<TapSlot>) -> ExpectedAsk {
         let source = format!("{} {url}", self.registry);
+        let vouched = crate::store::sources_to_text(&[Source::Registry(self.voucher.clone())]);
         // A digest that does not name bytes (SHA-1) is shared with nobody else's source: a
         // match from another URL says nothing about this one's bytes.
         let key = if self.expected.algorithm.names_bytes() {
-            self.expected.key()
+            format!("{} {vouched}", self.expected.key())
         } else {
             format!("{} {source}", self.expected.key())
         };
@@ -71,6 +87,7 @@ impl Landing {
             expected: self.expected.clone(),
             credential: self.credential.clone(),
             label: Some(format!("{}:{}@{}", self.kind, self.package, self.version)),
+            voucher: self.voucher.clone(),
             tap,
         }
     }
@@ -129,6 +146,15 @@ impl Landing {
 }
 
 impl RegistryCore {
+    /// True if the stored entry `sha256` may answer a request to `front` that `voucher`
+    /// (the registry, or a repository of it) would vouch for: it vouched for it already, or
+    /// the registry is offline and no one vouched for the entry (a cache seeded for it).
+    pub(crate) async fn serves(&self, front: &Front, sha256: &Digest, voucher: &Voucher) -> bool {
+        self.fetcher
+            .vouched_or_unvouched(sha256, voucher, front.settings.offline)
+            .await
+    }
+
     /// The [`Landing`] of `package`'s `version`, published as `expected`, from `front`.
     pub(crate) fn landing(
         &self,
@@ -147,11 +173,15 @@ impl RegistryCore {
             alias: alias_key(front, expected, package, version),
             package: package.to_string(),
             version: version.to_string(),
+            voucher: Voucher::registry(&front.settings.name),
         }
     }
 
     /// An artifact verified against `expected`: from the store when an alias or the digest
-    /// itself is there, otherwise fetched from `url` (never when offline).
+    /// itself is there and this registry vouched for it, otherwise fetched from `url` (never
+    /// when offline). Bytes another registry fetched are not served through this one on the
+    /// strength of a digest (digests leak through lockfiles and logs): they are fetched through
+    /// this registry's upstream, which proves it serves them, and then vouched for.
     pub(crate) async fn artifact(
         &self,
         front: &Front,
@@ -165,19 +195,17 @@ impl RegistryCore {
             None => Digest::parse(&hex::encode(&expected.bytes)).ok(),
             Some(key) => self.aliases.alias(key).map_err(RegistryError::Cache)?,
         };
-        if let Some(sha256) = known {
-            let store = self.fetcher.store().clone();
-            let present = tokio::task::spawn_blocking(move || store.contains(&sha256))
-                .await
-                .unwrap_or(false);
-            if present {
-                landing.count("hit");
-                self.fetcher.metrics().hit(crate::metrics::route::REGISTRY);
-                return Ok(Reply::Artifact { sha256 });
-            }
+        if let Some(sha256) = known
+            && self.serves(front, &sha256, landing.voucher()).await
+        {
+            landing.count("hit");
+            self.fetcher.metrics().hit(crate::metrics::route::REGISTRY);
+            return Ok(Reply::Artifact { sha256 });
         }
         self.fetcher.metrics().miss(crate::metrics::route::REGISTRY);
-        if let Some(sha256) = self.shared_artifact(expected, known).await {
+        if let Some(sha256) = self.shared_artifact(expected, known).await
+            && self.fetcher.vouched(&sha256, landing.voucher()).await
+        {
             landing.count("shared");
             return Ok(Reply::Artifact { sha256 });
         }

@@ -101,6 +101,10 @@ pub(super) fn request_errors() -> Vec<RequestError> {
         SelfTunnel {
             authority: "127.0.0.1:4873".into(),
         },
+        InterceptMisdirected {
+            tunnel: "registry.npmjs.org:443".into(),
+            named: "other.example:443".into(),
+        },
         AdminNotProxied {
             locator: "http://127.0.0.1:9128/metrics".into(),
         },

@@ -236,7 +236,7 @@ impl Tee {
                         metrics.tee_known.inc();
                         // A new locator for known bytes: the index is written, off the workers.
                         runtime.spawn_blocking(move || {
-                            store.seen_again(&digest, Some(locator), None);
+                            store.seen_again(&digest, Provenance::Upstream(locator), None);
                         });
                     }
                     None => {

@@ -6,6 +6,8 @@
 //! fleet key and a dead bucket each cost at most one more fetch and never an unverified byte.
 
 mod artifacts;
+mod boundaries;
+mod clients;
 mod failures;
 mod harness;
 mod metadata;

@@ -8,6 +8,7 @@
 
 mod auth;
 mod blobs;
+mod boundaries;
 mod pulls;
 mod single_flight;
 mod tag_budget;

@@ -4,6 +4,7 @@
 //! Here: the registry tables and client runs every area below shares. One module per area.
 
 mod access;
+mod boundaries;
 mod cargo_pull;
 mod cold_requests;
 mod cross_registry;

@@ -255,16 +255,7 @@ impl Apt<'_> {
 /// the upstream's path a prefix), starting with `/`. A query changes nothing: the file is
 /// still one the signed index must vouch for.
 fn below(s: &RegistrySettings, url: &url::Url) -> Option<String> {
-    let up = &s.upstream;
-    let same_origin = up.scheme() == url.scheme()
-        && up.host_str().map(str::to_ascii_lowercase)
-            == url.host_str().map(str::to_ascii_lowercase)
-        && up.port_or_known_default() == url.port_or_known_default();
-    if !same_origin {
-        return None;
-    }
-    let rest = url.path().strip_prefix(up.path())?;
-    Some(format!("/{rest}"))
+    s.below_upstream(url)
 }
 
 #[cfg(test)]

@@ -250,11 +250,10 @@ impl Cargo<'_> {
             } => {
                 let canonical_name = self.core.judge(front, &name)?;
                 let expected = sha256_expected(&sha256);
-                let store = self.core.fetcher.store().clone();
-                let present = tokio::task::spawn_blocking(move || store.contains(&sha256))
-                    .await
-                    .unwrap_or(false);
-                // A hit needs no index: the digest is the crate's identity.
+                let voucher = crate::store::Voucher::registry(&front.settings.name);
+                let present = self.core.serves(front, &sha256, &voucher).await;
+                // A hit this registry vouched for needs no index: the digest is the crate's
+                // identity.
                 if present || front.settings.offline {
                     return self
                         .core

@@ -28,7 +28,7 @@ use crate::registry::aliases::Aliases;
 use crate::registry::error::RegistryError;
 use crate::shared::SharedTier;
 use crate::shared::lease::Turn;
-use crate::store::{Digest, Provenance};
+use crate::store::{Digest, Provenance, Voucher};
 
 /// One upstream read of a module version's `.mod` or `.zip`, owned so that it runs on its
 /// flight's task.
@@ -246,10 +246,14 @@ impl Fill {
         let index_key = self.index_key.clone();
         let label = self.label();
         let locator = crate::redact::redact_locator(self.url.as_str());
+        let from = Provenance::Registry(Some(locator), Voucher::registry(&self.registry));
         tokio::task::spawn_blocking(move || {
-            if !store.contains(&sha256) {
+            if store.contains_verified(&sha256) {
+                // The same bytes through another registry (or by URL): this one vouches too.
+                store.seen_again(&sha256, from, None);
+            } else {
                 store
-                    .put_verified(sha256, &body, Provenance::Upstream(locator), Some(label))
+                    .put_verified(sha256, &body, from, Some(label))
                     .map_err(|e| e.to_string())?;
             }
             aliases.set_alias(&index_key, &sha256)

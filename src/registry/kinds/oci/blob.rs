@@ -1,4 +1,5 @@
-//! A blob by digest. A hit is served from the store (or the shared tier). A miss is fetched
+//! A blob by digest. A hit is served from the store (or the shared tier) when this repository
+//! vouched for it. A miss is fetched
 //! once for all concurrent pulls (the registry single flight), and the request that leads the
 //! fetch gets the bytes as the fill hashes and writes them ([`crate::fetch::tap`]): its last
 //! byte goes out only once the SHA-256 matched, and a mismatch cuts the response short before
@@ -58,21 +59,25 @@ impl Oci<'_> {
         };
         let landing = self
             .core
-            .landing(front, &sha256_expected(&sha256), name, digest.as_str());
+            .landing(front, &sha256_expected(&sha256), name, digest.as_str())
+            .scoped(name);
+        // Only bytes this repository served are answered from the cache or the bucket: a blob
+        // another repository or registry pulled is fetched here as a miss (the upstream keeps
+        // blob access per repository, and a digest is no secret).
         match self.core.fetcher.tiers().lookup_or_fill(sha256).await {
-            Some((object, Tier::Local)) => {
-                landing.count("hit");
-                count::pull(metrics, registry, "cache");
-                metrics.hit(route::REGISTRY);
+            Some((object, tier)) if self.core.serves(front, &sha256, landing.voucher()).await => {
+                if tier == Tier::Local {
+                    landing.count("hit");
+                    count::pull(metrics, registry, "cache");
+                    metrics.hit(route::REGISTRY);
+                } else {
+                    metrics.miss(route::REGISTRY);
+                    landing.count("shared");
+                    count::pull(metrics, registry, "shared");
+                }
                 return Ok(stored(object));
             }
-            Some((object, Tier::Shared)) => {
-                metrics.miss(route::REGISTRY);
-                landing.count("shared");
-                count::pull(metrics, registry, "shared");
-                return Ok(stored(object));
-            }
-            None => metrics.miss(route::REGISTRY),
+            _ => metrics.miss(route::REGISTRY),
         }
         if front.settings.offline {
             return Err(RegistryError::OfflineMiss(format!(

@@ -27,6 +27,7 @@ use crate::metrics::route;
 use crate::registry::error::RegistryError;
 use crate::registry::request::Reply;
 use crate::registry::settings::Front;
+use crate::store::{Provenance, Voucher};
 
 /// One upstream read of a manifest by digest, owned so that it runs on its flight's task.
 #[derive(Clone)]
@@ -49,8 +50,13 @@ impl Oci<'_> {
     ) -> Result<Reply, RegistryError> {
         let sha256 = store_digest(digest)?;
         let registry = front.settings.name.as_str();
-        // Another instance on the shared bucket may have verified it already.
-        if let Some(tier) = self.core.fetcher.tiers().contains_or_fill(sha256).await {
+        // Another instance on the shared bucket may have verified it already. Only a
+        // manifest this repository served is answered from either tier: another repository's
+        // or registry's is read from this repository's upstream (see `blob`).
+        let voucher = Voucher::scoped(registry, name);
+        if let Some(tier) = self.core.fetcher.tiers().contains_or_fill(sha256).await
+            && self.core.serves(front, &sha256, &voucher).await
+        {
             let outcome = match tier {
                 Tier::Local => "cache",
                 Tier::Shared => "shared",
@@ -163,11 +169,12 @@ impl Read {
         let store = self.fetcher.store().clone();
         let label = format!("oci:{name}@{digest}");
         let locator = crate::redact::redact_locator(self.url.as_str());
+        let voucher = Voucher::scoped(&self.registry, &self.name);
         tokio::task::spawn_blocking(move || {
             store.put_verified(
                 sha256,
                 &body,
-                crate::store::Provenance::Upstream(locator),
+                Provenance::Registry(Some(locator), voucher),
                 Some(label),
             )
         })

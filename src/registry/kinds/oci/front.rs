@@ -28,6 +28,7 @@ use crate::registry::protocol::{Handled, KindFront, KindRow, KindSettings, NoOwn
 use crate::registry::request::{Ask, Reply};
 use crate::registry::settings::Front;
 use crate::registry::settings::RegistrySettings;
+use crate::store::{Provenance, Source, Voucher};
 use crate::toml_file::FileError;
 
 /// The `kind = "oci"` row of the registry-kind table: container images.
@@ -186,7 +187,7 @@ impl Oci<'_> {
                     }));
                 }
                 let digest = Digest::of(&entry.body);
-                self.keep_manifest(&name, &digest, &entry.body).await;
+                self.keep_manifest(front, &name, &digest, &entry.body).await;
                 Ok(with_headers(
                     Reply::Document {
                         content_type: content_type.clone(),
@@ -247,17 +248,25 @@ impl Oci<'_> {
     /// Puts a manifest read by tag in the store under its own digest (an index a client only
     /// `HEAD`s included), so the pull's next request, by digest, is a hit and not another
     /// upstream manifest `GET`. A store failure only costs that hit.
-    async fn keep_manifest(&self, name: &str, digest: &Digest, body: &Bytes) {
+    async fn keep_manifest(&self, front: &Front, name: &str, digest: &Digest, body: &Bytes) {
         let Ok(sha256) = store_digest(digest) else {
             return;
         };
         let store = self.core.fetcher.store().clone();
         let (body, label) = (body.clone(), format!("oci:{name}@{}", digest.as_str()));
+        // Vouched for by this repository: it served these bytes for the tag.
+        let voucher = Voucher::scoped(&front.settings.name, name);
         let kept = tokio::task::spawn_blocking(move || {
-            if store.contains(&sha256) {
+            let source = Source::Registry(voucher.clone());
+            if store.sources(&sha256).is_some_and(|s| s.contains(&source)) {
                 return Ok(sha256);
             }
-            store.put_verified(sha256, &body, crate::store::Provenance::Local, Some(label))
+            store.put_verified(
+                sha256,
+                &body,
+                Provenance::Registry(None, voucher),
+                Some(label),
+            )
         })
         .await;
         if !matches!(kept, Ok(Ok(_))) {

@@ -89,15 +89,37 @@ pub struct FakeRegistry {
     open: Arc<tokio::sync::watch::Sender<bool>>,
     /// When set, only requests for paths ending in it are held.
     held_ending: Arc<Mutex<Option<String>>>,
+    /// The base URL its documents are reached at.
+    base_url: String,
 }
 
 impl FakeRegistry {
     pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// The same registry over TLS with `tls`, reached as `https://<name>:<port>/` (the test's
+    /// DNS server maps `name` to 127.0.0.2).
+    pub async fn start_tls(tls: Arc<rustls::ServerConfig>, name: &str) -> Self {
+        Self::start_with(Some((
+            tokio_rustls::TlsAcceptor::from(tls),
+            name.to_string(),
+        )))
+        .await
+    }
+
+    async fn start_with(tls: Option<(tokio_rustls::TlsAcceptor, String)>) -> Self {
         let listener = TcpListener::bind("127.0.0.2:0")
             .await
             .expect("bind registry");
         let addr = listener.local_addr().unwrap();
+        let base_url = match &tls {
+            None => format!("http://{addr}/"),
+            Some((_, name)) => format!("https://{name}:{}/", addr.port()),
+        };
+        let acceptor = tls.map(|(a, _)| a);
         let reg = Self {
+            base_url,
             addr,
             docs: Arc::default(),
             seen: Arc::default(),
@@ -120,6 +142,7 @@ impl FakeRegistry {
                     continue;
                 }
                 let r = r.clone();
+                let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let r = r.clone();
@@ -181,18 +204,30 @@ impl FakeRegistry {
                             Ok::<_, std::convert::Infallible>(resp)
                         }
                     });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
+                    match acceptor {
+                        None => {
+                            let _ = http1::Builder::new()
+                                .serve_connection(TokioIo::new(stream), svc)
+                                .await;
+                        }
+                        Some(acceptor) => {
+                            let Ok(tls) = acceptor.accept(stream).await else {
+                                return;
+                            };
+                            let _ = http1::Builder::new()
+                                .serve_connection(TokioIo::new(tls), svc)
+                                .await;
+                        }
+                    }
                 });
             }
         });
         reg
     }
 
-    /// `http://127.0.0.2:<port>/`.
+    /// `http://127.0.0.2:<port>/` (or, over TLS, `https://<name>:<port>/`).
     pub fn base(&self) -> String {
-        format!("http://{}/", self.addr)
+        self.base_url.clone()
     }
 
     pub fn put(&self, path: &str, doc: Doc) {
