@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::reach::{DistIndex, NpmRequest, npm_path, rewrite_packument};
+use super::reach::{DistIndex, NpmRequest, npm_file_of as file_of, npm_path, rewrite_packument};
 use super::{first_line, text};
 
 /// The base every rewritten tarball URL points at.
@@ -10,30 +10,103 @@ pub const BASE: &str = "http://127.0.0.1:3128/registry/npm/";
 
 /// A packument; the first line is the package name. Properties: the rewrite keeps every
 /// member but `versions.*.dist.tarball` exactly (digests included), points every tarball it
-/// rewrites at `<BASE><name>/-/<file>` with `<file>` the upstream URL's last segment, and the
-/// tarball index finds each file it lists under that name.
+/// rewrites at `<BASE><name>/-/<file>` with `<file>` the upstream URL's last segment, and,
+/// parsed, is what the reference [`tree_rewrite`] makes, parsed (duplicate names or not: both
+/// keep the last, as `JSON.parse` does); the tarball index names exactly the files of the
+/// versions `JSON.parse` sees, each under one of the versions naming it, with its digests.
 pub fn npm_packument(data: &[u8]) {
     let (name, body) = first_line(data);
     let Some(name) = text(name) else { return };
     check_rewrite(body, name, BASE);
-    if let Ok((index, _weight)) = DistIndex::of(body) {
-        let doc: Value =
-            serde_json::from_slice(body).unwrap_or_else(|e| panic!("indexed, but not JSON: {e}"));
-        for (version, meta) in doc
-            .get("versions")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
+    check_against_tree(body, name, BASE);
+    let Ok((index, _weight)) = DistIndex::of(body) else {
+        return;
+    };
+    let doc: Value = match serde_json::from_slice(body) {
+        Ok(doc) => doc,
+        Err(e) if beyond_serde_json(&e) => return,
+        Err(e) => panic!("indexed, but not JSON: {e}"),
+    };
+    let mut files = std::collections::BTreeMap::<&str, Vec<(&str, &Value)>>::new();
+    for (version, meta) in doc
+        .get("versions")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(file) = meta
+            .pointer("/dist/tarball")
+            .and_then(Value::as_str)
+            .and_then(file_of)
         {
-            let Some(tarball) = meta.pointer("/dist/tarball").and_then(Value::as_str) else {
-                continue;
-            };
-            let file = last_segment(tarball);
-            if let Some(found) = index.get(file) {
-                assert_eq!(last_segment(&found.tarball), file, "{version}");
-            }
+            files
+                .entry(file)
+                .or_default()
+                .push((version, &meta["dist"]));
         }
     }
+    for (file, named) in &files {
+        let found = index
+            .get(file)
+            .unwrap_or_else(|| panic!("{file} is not in the index"));
+        let (_, dist) = named
+            .iter()
+            .find(|(v, _)| *v == found.version)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{file} is indexed under {}, which does not name it",
+                    found.version
+                )
+            });
+        assert_eq!(
+            dist["tarball"].as_str(),
+            Some(found.tarball.as_str()),
+            "{file}"
+        );
+        assert_eq!(
+            dist["integrity"].as_str(),
+            found.integrity.as_deref(),
+            "{file}"
+        );
+        assert_eq!(dist["shasum"].as_str(), found.shasum.as_deref(), "{file}");
+    }
+    assert_eq!(
+        index.len(),
+        files.len(),
+        "the index names files no version shows"
+    );
+}
+
+/// The streamed rewrite of `body`, parsed, is the reference tree rewrite's, parsed; it may
+/// refuse what the tree rewrite accepts only for growing past its charge.
+fn check_against_tree(body: &[u8], name: &str, base: &str) {
+    let ours = rewrite_packument(body, name, base);
+    let Ok(tree) = tree_rewrite(body, name, base) else {
+        return;
+    };
+    let ours = match ours {
+        Ok(ours) => ours,
+        Err(e) if e.starts_with("the rewritten packument would be more than") => return,
+        Err(e) => panic!("the tree rewrite read it, the streamed one refused it: {e}"),
+    };
+    // Written and read again, so both sides' numbers are spelt (and rounded) alike.
+    let normal = |b: &[u8]| -> Value {
+        let v: Value = serde_json::from_slice(b).unwrap_or_else(|e| panic!("not JSON: {e}"));
+        serde_json::from_slice(&serde_json::to_vec(&v).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("not JSON when written again: {e}"))
+    };
+    assert_eq!(
+        normal(&ours),
+        normal(&tree),
+        "the streamed rewrite reads otherwise"
+    );
+}
+
+/// Whether serde_json refused JSON only for what a `Value` cannot hold, which the packument
+/// scan reads (as `JSON.parse` does): a number past `f64`, or nesting past 128 levels.
+fn beyond_serde_json(e: &serde_json::Error) -> bool {
+    let e = e.to_string();
+    e.starts_with("number out of range") || e.starts_with("recursion limit exceeded")
 }
 
 /// The last `/` segment of a URL's path (before `?` or `#`).
@@ -47,8 +120,13 @@ pub(super) fn check_rewrite(body: &[u8], name: &str, base: &str) {
     let Ok(out) = rewrite_packument(body, name, base) else {
         return;
     };
-    let before: Value =
-        serde_json::from_slice(body).unwrap_or_else(|e| panic!("rewritten, but not JSON: {e}"));
+    let before: Value = match serde_json::from_slice(body) {
+        Ok(before) => before,
+        // JSON that serde_json cannot hold in a `Value` (and `JSON.parse` reads): nothing to
+        // compare with.
+        Err(e) if beyond_serde_json(&e) => return,
+        Err(e) => panic!("rewritten, but not JSON: {e}"),
+    };
     let mut after: Value =
         serde_json::from_slice(&out).unwrap_or_else(|e| panic!("the rewrite is not JSON: {e}"));
     let versions: Vec<String> = after
@@ -80,6 +158,34 @@ pub(super) fn check_rewrite(body: &[u8], name: &str, base: &str) {
         }
     }
     assert_eq!(before, after, "the rewrite changed more than tarball URLs");
+}
+
+/// The packument rewrite as fetchgate once made it, through a `serde_json::Value` tree (which
+/// keeps the last of repeated names, as `JSON.parse` does): the reference the streamed
+/// [`rewrite_packument`] is held to. Its output sorts keys and rewrites numbers, so only its
+/// parsed value is comparable.
+pub(crate) fn tree_rewrite(body: &[u8], name: &str, base: &str) -> Result<Vec<u8>, String> {
+    let mut doc: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the packument is not JSON: {e}"))?;
+    if let Some(versions) = doc.get_mut("versions").and_then(Value::as_object_mut) {
+        for meta in versions.values_mut() {
+            let Some(dist) = meta.get_mut("dist").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let file = dist
+                .get("tarball")
+                .and_then(Value::as_str)
+                .and_then(file_of)
+                .map(str::to_string);
+            if let Some(file) = file {
+                dist.insert(
+                    "tarball".into(),
+                    Value::String(format!("{base}{name}/-/{file}")),
+                );
+            }
+        }
+    }
+    serde_json::to_vec(&doc).map_err(|e| format!("cannot write the packument: {e}"))
 }
 
 /// A request path below an npm mount. Property: a packument or tarball request, written back
@@ -159,6 +265,7 @@ mod tests {
         ) {
             let body = doc.to_string();
             super::check_rewrite(body.as_bytes(), &name, &base);
+            super::check_against_tree(body.as_bytes(), &name, &base);
             let out: Value = serde_json::from_slice(
                 &super::rewrite_packument(body.as_bytes(), &name, &base).unwrap()).unwrap();
             for (v, meta) in doc["versions"].as_object().unwrap() {
@@ -173,5 +280,69 @@ mod tests {
                 }
             }
         }
+
+        /// Packuments written as an attacker would: names repeated at every level of the
+        /// path and spelt with escapes. The whole target's properties hold of each.
+        #[test]
+        fn repeated_and_escaped_names_keep_rewrite_and_index_in_agreement(
+            body in adversarial(),
+        ) {
+            super::npm_packument(format!("x\n{body}").as_bytes());
+        }
+    }
+
+    /// One `dist` member: a name on the path or beside it, spelt plainly or escaped, and a
+    /// value of any kind.
+    fn dist_member() -> impl Strategy<Value = String> {
+        let key = prop_oneof![
+            Just("tarball"),
+            Just("tar\\u0062all"),
+            Just("integrity"),
+            Just("shasum"),
+            Just("\\u0073hasum"),
+            Just("size"),
+        ];
+        let value = prop_oneof![
+            "[a-c]{1,2}".prop_map(|f| format!("\"https://r.example/x/-/x-{f}.tgz\"")),
+            Just("\"https://r.example/x/-/..\"".to_string()),
+            Just("\"sha512-QQ==\"".to_string()),
+            Just("null".to_string()),
+            Just("7".to_string()),
+            Just("{\"tarball\":\"https://r.example/x-d.tgz\"}".to_string()),
+        ];
+        (key, value).prop_map(|(k, v)| format!("\"{k}\":{v}"))
+    }
+
+    /// An object of `member`s, some names maybe repeated.
+    fn object(member: impl Strategy<Value = String>, most: usize) -> impl Strategy<Value = String> {
+        prop::collection::vec(member, 0..most).prop_map(|m| format!("{{{}}}", m.join(",")))
+    }
+
+    fn adversarial() -> impl Strategy<Value = String> {
+        let dist = prop_oneof![
+            4 => object(dist_member(), 5),
+            1 => Just("\"https://r.example/x-e.tgz\"".to_string()),
+        ];
+        let version_member = prop_oneof![
+            (prop_oneof![Just("dist"), Just("d\\u0069st")], dist)
+                .prop_map(|(k, d)| format!("\"{k}\":{d}")),
+            Just("\"name\":\"x\"".to_string()),
+        ];
+        let version = prop_oneof![
+            4 => object(version_member, 3),
+            1 => Just("\"1.0.0\"".to_string()),
+        ];
+        let versions_member = (
+            prop_oneof![Just("1"), Just("2"), Just("\\u0031"), Just("3")],
+            version,
+        )
+            .prop_map(|(k, v)| format!("\"{k}\":{v}"));
+        let top_member = prop_oneof![
+            4 => (prop_oneof![Just("versions"), Just("vers\\u0069ons")], object(versions_member, 4))
+                .prop_map(|(k, v)| format!("\"{k}\":{v}")),
+            1 => Just("\"versions\":[]".to_string()),
+            1 => Just("\"name\":\"x\"".to_string()),
+        ];
+        object(top_member, 3)
     }
 }

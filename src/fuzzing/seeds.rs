@@ -340,6 +340,24 @@ fn registry_seeds() {
     let scoped = json!({ "name": "@s/demo", "versions": { "1.0.0": { "dist": {
         "tarball": "https://registry.example/@s/demo/-/demo-1.0.0.tgz" } } } });
     write("npm_packument", "scoped", format!("@s/demo\n{scoped}"));
+    // Names repeated at every level of `versions.*.dist.tarball`, some spelt with escapes:
+    // the rewrite and the index must both keep what JSON.parse keeps (the last).
+    write(
+        "npm_packument",
+        "repeated-names",
+        "demo\n{\"versions\":{\"1.0.0\":{\"dist\":{\"tarball\":\"https://r.example/demo/-/decoy.tgz\"}}},\
+         \"vers\\u0069ons\":{\"1.0.0\":{\"dist\":{\"tarball\":\"https://r.example/demo/-/a.tgz\"},\
+         \"d\\u0069st\":{\"tarball\":\"https://r.example/demo/-/b.tgz\",\"tar\\u0062all\":\"https://r.example/demo/-/c.tgz\",\
+         \"integrity\":\"sha512-AAAA\",\"integrity\":null}},\"1.0.1\":{\"dist\":{\"tarball\":\"https://r.example/demo/-/c.tgz\"}},\
+         \"\\u0031.0.0\":{\"dist\":{\"tarball\":\"https://r.example/demo/-/d.tgz\",\"tarball\":\"https://r.example/demo/-/..\"}}}}",
+    );
+    // What a tree would change: integers past 2^53 and past u64, key order, escapes.
+    write(
+        "npm_packument",
+        "exact-bytes",
+        "demo\n{ \"z\":9007199254740993, \"versions\": {\"1.0.0\": {\"dist\": {\"size\": 123456789012345678901234567890,\
+         \"tarball\": \"https:\\/\\/r.example\\/demo\\/-\\/demo-\\u00e9.tgz\"}}}, \"a\": 1e400 }\n",
+    );
     for (n, p) in [
         ("packument", "/demo"),
         ("scoped", "/@s%2fdemo"),

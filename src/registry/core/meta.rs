@@ -13,6 +13,7 @@ use super::RegistryCore;
 use crate::fetch::expected::MetaResponse;
 use crate::fetch::failure::LocatorFailure;
 use crate::registry::error::RegistryError;
+use crate::registry::metadata::work::Cost;
 use crate::registry::metadata::{Ageing, Answer, Entry, Freshness, MetaError};
 use crate::registry::settings::Front;
 
@@ -170,12 +171,14 @@ impl RegistryCore {
     }
 
     /// The document `rewrite` makes of `entry` for this client-visible `variant`: made once
-    /// per entry (off the async workers, within the metadata memory budget) and kept.
+    /// per entry (off the async workers, within the metadata memory budget, charged `cost`)
+    /// and kept.
     pub(crate) async fn rewritten<F>(
         &self,
         front: &Front,
         variant: &str,
         entry: &Arc<Entry>,
+        cost: Cost,
         rewrite: F,
     ) -> Result<Bytes, RegistryError>
     where
@@ -184,18 +187,20 @@ impl RegistryCore {
         let variant = format!("{}\0{variant}", front.settings.name);
         self.metadata
             .work
-            .rewritten(variant, entry, rewrite)
+            .rewritten(variant, entry, cost, rewrite)
             .await
             .map_err(RegistryError::BadMetadata)
     }
 
     /// What `make` makes of `entry` (and the memory it takes), kept under this registry's
-    /// `key` once per entry generation; see [`Work::derived`](crate::registry::metadata::work::Work::derived).
+    /// `key` once per entry generation, charged `cost`; see
+    /// [`Work::derived`](crate::registry::metadata::work::Work::derived).
     pub(crate) async fn derived<T, F>(
         &self,
         front: &Front,
         key: &str,
         entry: &Arc<Entry>,
+        cost: Cost,
         make: F,
     ) -> Result<Arc<T>, RegistryError>
     where
@@ -205,7 +210,7 @@ impl RegistryCore {
         let key = format!("{}\0{key}", front.settings.name);
         self.metadata
             .work
-            .derived(key, entry, make)
+            .derived(key, entry, cost, make)
             .await
             .map_err(RegistryError::BadMetadata)
     }

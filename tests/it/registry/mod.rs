@@ -9,6 +9,7 @@ mod cargo_pull;
 mod cold_requests;
 mod cross_registry;
 mod metadata_bounds;
+mod npm_packuments;
 mod npm_pull;
 mod pypi_pull;
 mod retries;

@@ -4,66 +4,209 @@
 //! changed packument (a new entry generation) is indexed anew.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry as Slot;
 use std::sync::Arc;
 
-use serde_json::Value;
-
+use super::scan::{Member, Visit, scan};
 use super::{Dist, Npm, file_of};
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Entry;
+use crate::registry::metadata::work::Cost;
 use crate::registry::settings::Front;
 
 /// Each tarball file name a packument's versions name, with the first version (in the
-/// packument's order) that names it.
+/// packument's order) that names it. Only what `JSON.parse` keeps counts: of repeated member
+/// names, the last (see [`super::scan`]), so each version's file is the one its rewritten
+/// `dist.tarball` names for npm.
 #[derive(Debug, Default)]
 pub(crate) struct DistIndex {
     by_file: HashMap<String, Dist>,
 }
 
 impl DistIndex {
-    /// Reads `body` (a packument) once; the index and the bytes of memory it takes.
+    /// Reads `body` (a packument) in one pass, building no tree of it; the index and the
+    /// bytes of memory it takes. An index that would take more than [`Cost::STREAMED`] lets a
+    /// job keep ([`Cost::kept`]) refuses the packument.
     pub(crate) fn of(body: &[u8]) -> Result<(Self, usize), String> {
-        let doc: Value =
-            serde_json::from_slice(body).map_err(|e| format!("the packument is not JSON: {e}"))?;
-        let mut index = Self::default();
-        let mut weight = 0;
-        let Some(versions) = doc.get("versions").and_then(Value::as_object) else {
-            return Ok((index, weight));
+        let mut reader = Reader {
+            limit: Cost::STREAMED.kept(body.len()),
+            ..Reader::default()
         };
-        for (version, meta) in versions {
-            let Some(dist) = meta.get("dist") else {
-                continue;
-            };
-            let Some(tarball) = dist.get("tarball").and_then(Value::as_str) else {
-                continue;
-            };
-            let Some(file) = file_of(tarball) else {
-                continue;
-            };
-            if index.by_file.contains_key(file) {
-                continue;
-            }
-            let text = |k: &str| dist.get(k).and_then(Value::as_str).map(str::to_string);
-            let found = Dist {
-                version: version.clone(),
-                tarball: tarball.to_string(),
-                integrity: text("integrity"),
-                shasum: text("shasum"),
-            };
-            weight += 2 * file.len()
-                + found.version.len()
-                + found.tarball.len()
-                + found.integrity.as_ref().map_or(0, String::len)
-                + found.shasum.as_ref().map_or(0, String::len)
-                + 128;
-            index.by_file.insert(file.to_string(), found);
-        }
-        Ok((index, weight))
+        scan(body, &mut reader)?;
+        reader.commit()?;
+        Ok(reader.finish())
     }
 
     /// The version whose tarball is `file`.
     pub(crate) fn get(&self, file: &str) -> Option<&Dist> {
         self.by_file.get(file)
+    }
+
+    /// How many files the index names.
+    pub(crate) fn len(&self) -> usize {
+        self.by_file.len()
+    }
+}
+
+/// The `dist` members the index keeps, as the scan has read them for one version so far.
+#[derive(Debug, Default)]
+struct Fields {
+    /// `tarball`, when a string.
+    tarball: Option<String>,
+    /// `integrity`, when a string.
+    integrity: Option<String>,
+    /// `shasum`, when a string.
+    shasum: Option<String>,
+}
+
+/// A version with a tarball `JSON.parse` would see, as read so far.
+#[derive(Debug)]
+struct Seen {
+    /// When the version was first seen with a tarball (its place in the packument's order).
+    order: usize,
+    /// Its distribution.
+    dist: Dist,
+    /// The bytes of memory it takes.
+    weight: usize,
+}
+
+/// The index being read: each version's members replace what the scan reported before for
+/// the same names, as `JSON.parse` keeps the last of repeated names.
+#[derive(Debug, Default)]
+struct Reader {
+    /// The most bytes of memory the versions read may take.
+    limit: usize,
+    /// The versions of the current `versions` member with a tarball, by version.
+    seen: HashMap<String, Seen>,
+    /// The version being read, and its `dist` so far.
+    current: Option<(String, Fields)>,
+    /// The order the next version first seen with a tarball takes.
+    next: usize,
+    /// The bytes of memory `seen` takes.
+    weight: usize,
+}
+
+impl Reader {
+    /// Records the version being read, now that the scan is past it: a version whose last
+    /// `dist` has no usable tarball has none, whatever an earlier member said.
+    fn commit(&mut self) -> Result<(), String> {
+        let Some((version, fields)) = self.current.take() else {
+            return Ok(());
+        };
+        let replaced = match fields.tarball.filter(|t| file_of(t).is_some()) {
+            None => self.seen.remove(&version),
+            Some(tarball) => {
+                let dist = Dist {
+                    version: version.clone(),
+                    tarball,
+                    integrity: fields.integrity,
+                    shasum: fields.shasum,
+                };
+                let weight = weigh(&dist);
+                self.weight += weight;
+                match self.seen.entry(version) {
+                    Slot::Occupied(mut e) => {
+                        let order = e.get().order;
+                        Some(e.insert(Seen {
+                            order,
+                            dist,
+                            weight,
+                        }))
+                    }
+                    Slot::Vacant(e) => {
+                        e.insert(Seen {
+                            order: self.next,
+                            dist,
+                            weight,
+                        });
+                        self.next += 1;
+                        None
+                    }
+                }
+            }
+        };
+        self.weight -= replaced.map_or(0, |s| s.weight);
+        if self.weight > self.limit {
+            return Err(format!(
+                "the packument's tarball index would take more than {} bytes",
+                self.limit
+            ));
+        }
+        Ok(())
+    }
+
+    /// The index of what was read, each file under the first version (in order) naming it,
+    /// and the bytes of memory it takes.
+    fn finish(self) -> (DistIndex, usize) {
+        let mut seen: Vec<Seen> = self.seen.into_values().collect();
+        seen.sort_unstable_by_key(|s| s.order);
+        let mut index = DistIndex::default();
+        let mut weight = 0;
+        for Seen {
+            dist, weight: w, ..
+        } in seen
+        {
+            let Some(file) = file_of(&dist.tarball).map(str::to_string) else {
+                continue;
+            };
+            if let Slot::Vacant(e) = index.by_file.entry(file) {
+                weight += w;
+                e.insert(dist);
+            }
+        }
+        (index, weight)
+    }
+}
+
+/// About the bytes of memory `dist` takes in the index.
+fn weigh(dist: &Dist) -> usize {
+    let file = file_of(&dist.tarball).map_or(0, str::len);
+    2 * file
+        + 2 * dist.version.len()
+        + dist.tarball.len()
+        + dist.integrity.as_ref().map_or(0, String::len)
+        + dist.shasum.as_ref().map_or(0, String::len)
+        + 192
+}
+
+impl Visit for Reader {
+    fn versions(&mut self) -> Result<(), String> {
+        // A later `versions` replaces the earlier one whole.
+        self.current = None;
+        self.seen.clear();
+        self.weight = 0;
+        Ok(())
+    }
+
+    fn version(&mut self, version: &str) -> Result<(), String> {
+        self.commit()?;
+        self.current = Some((version.to_string(), Fields::default()));
+        Ok(())
+    }
+
+    fn dist(&mut self) -> Result<(), String> {
+        // A later `dist` replaces the earlier one whole.
+        if let Some((_, fields)) = &mut self.current {
+            *fields = Fields::default();
+        }
+        Ok(())
+    }
+
+    fn member(&mut self, key: &str, value: Member<'_>) -> Result<(), String> {
+        let Some((_, fields)) = &mut self.current else {
+            return Ok(());
+        };
+        let slot = match key {
+            "tarball" => &mut fields.tarball,
+            "integrity" => &mut fields.integrity,
+            "shasum" => &mut fields.shasum,
+            _ => return Ok(()),
+        };
+        *slot = match value {
+            Member::Text { text, .. } => Some(text.to_string()),
+            Member::Other => None,
+        };
+        Ok(())
     }
 }
 
@@ -78,7 +221,9 @@ impl Npm<'_> {
         entry: &Arc<Entry>,
     ) -> Result<Arc<DistIndex>, RegistryError> {
         let key = format!("npm-tarballs\0{name}:{form}");
-        self.core.derived(front, &key, entry, DistIndex::of).await
+        self.core
+            .derived(front, &key, entry, Cost::STREAMED, DistIndex::of)
+            .await
     }
 }
 
@@ -86,7 +231,7 @@ impl Npm<'_> {
 mod tests {
 
     use bytes::Bytes;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::app::{Gate, Lasting};
@@ -196,5 +341,61 @@ mod tests {
         assert_eq!(index.by_file.len(), 2, "{index:?}");
         assert!(weight > 0);
         assert!(DistIndex::of(b"not json").is_err());
+    }
+
+    #[test]
+    fn of_repeated_names_the_index_keeps_the_last_as_json_parse_does() {
+        let doc = br#"{"versions":{"1":{"dist":{"tarball":"https://r/x-0.tgz"}}},
+            "versions":{
+              "1":{"dist":{"tarball":"https://r/x-1a.tgz","shasum":"a"}},
+              "2":{"dist":{"tarball":"https://r/x-2.tgz","integrity":"sha512-two"}},
+              "1":{"dist":{"shasum":"b","tarball":"https://r/x-1b.tgz","tarball":"https://r/x-1c.tgz"}},
+              "3":{"dist":{"tarball":"https://r/x-3.tgz"},"dist":{"integrity":"sha512-x"}},
+              "4":{"dist":{"tarball":"https://r/x-4.tgz","tarball":false}},
+              "\u0035":{"d\u0069st":{"tar\u0062all":"https://r/x-5.tgz","\u0073hasum":"c"}}}}"#;
+        let (index, _) = DistIndex::of(doc).unwrap();
+        let files: std::collections::BTreeMap<&str, (&str, Option<&str>)> = index
+            .by_file
+            .iter()
+            .map(|(f, d)| (f.as_str(), (d.version.as_str(), d.shasum.as_deref())))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                ("x-1c.tgz", ("1", Some("b"))),
+                ("x-2.tgz", ("2", None)),
+                ("x-5.tgz", ("5", Some("c"))),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        assert_eq!(
+            index.get("x-2.tgz").unwrap().integrity.as_deref(),
+            Some("sha512-two")
+        );
+    }
+
+    #[test]
+    fn an_index_larger_than_its_charge_is_refused() {
+        // Versions of a few bytes each, every one naming a tarball: an index many times its
+        // document.
+        let versions: Vec<String> = (0..20_000)
+            .map(|i| format!(r#""{i}":{{"dist":{{"tarball":"{i}"}}}}"#))
+            .collect();
+        let doc = format!(r#"{{"versions":{{{}}}}}"#, versions.join(","));
+        let e = DistIndex::of(doc.as_bytes()).unwrap_err();
+        assert!(e.contains("tarball index would take more than"), "{e}");
+        // A packument as registries write them is indexed within it.
+        let body = packument(
+            &(0..2_000)
+                .map(|i| format!("1.0.{i}"))
+                .collect::<Vec<_>>()
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+        let (index, weight) = DistIndex::of(&body).unwrap();
+        assert_eq!(index.len(), 2_000);
+        assert!(weight <= Cost::STREAMED.kept(body.len()));
     }
 }

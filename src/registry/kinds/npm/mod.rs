@@ -4,6 +4,8 @@
 //! integrity checks keep working on top of fetchgate's.
 
 pub(crate) mod dists;
+mod rewrite;
+mod scan;
 
 use crate::registry::error::RegistryError;
 use std::sync::Arc;
@@ -11,13 +13,14 @@ use std::sync::Arc;
 use crate::fetch::integrity::Expected;
 use crate::registry::core::RegistryCore;
 use crate::registry::kind::KindInfo;
+use crate::registry::metadata::work::Cost;
 use crate::registry::own_keys::OwnKeys;
 use crate::registry::protocol::{Handled, KindFront, KindRow, KindSettings, NoOwnKeys};
 use crate::registry::request::{Ask, Reply};
 use crate::registry::settings::Front;
 use crate::toml_file::FileError;
-use bytes::Bytes;
-use serde_json::Value;
+
+pub(crate) use rewrite::rewrite_packument;
 
 /// The abbreviated-metadata media type.
 pub(crate) const ABBREVIATED: &str = "application/vnd.npm.install-v1+json";
@@ -108,37 +111,9 @@ fn valid_file(file: &str) -> bool {
 }
 
 /// The last path segment of a tarball URL.
-pub(super) fn file_of(tarball: &str) -> Option<&str> {
+pub(crate) fn file_of(tarball: &str) -> Option<&str> {
     let path = tarball.split(['?', '#']).next()?;
     path.rsplit('/').next().filter(|f| valid_file(f))
-}
-
-/// The packument with every `versions.*.dist.tarball` rewritten to `<base><name>/-/<file>`.
-/// `base` ends with `/`. Everything else, digests included, is passed through unchanged.
-pub(crate) fn rewrite_packument(body: &[u8], name: &str, base: &str) -> Result<Bytes, String> {
-    let mut doc: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the packument is not JSON: {e}"))?;
-    if let Some(versions) = doc.get_mut("versions").and_then(Value::as_object_mut) {
-        for meta in versions.values_mut() {
-            let Some(dist) = meta.get_mut("dist").and_then(Value::as_object_mut) else {
-                continue;
-            };
-            let file = dist
-                .get("tarball")
-                .and_then(Value::as_str)
-                .and_then(file_of)
-                .map(str::to_string);
-            if let Some(file) = file {
-                dist.insert(
-                    "tarball".into(),
-                    Value::String(format!("{base}{name}/-/{file}")),
-                );
-            }
-        }
-    }
-    serde_json::to_vec(&doc)
-        .map(Bytes::from)
-        .map_err(|e| format!("cannot write the packument: {e}"))
 }
 
 /// One version's distribution, as the upstream packument describes it.
@@ -232,6 +207,7 @@ impl Npm<'_> {
                         front,
                         &format!("{name}\0{variant}\0{base}"),
                         &entry,
+                        Cost::STREAMED,
                         move |b| rewrite_packument(b, &owned, &base),
                     )
                     .await?;
@@ -323,6 +299,7 @@ fn npm_path(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     /// The version whose upstream tarball's file name is `file`, as the kept index finds it.
     fn find_dist(body: &[u8], file: &str) -> Result<Option<Dist>, String> {

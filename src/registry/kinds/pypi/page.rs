@@ -12,6 +12,7 @@ use super::upstream::read_upstream_page;
 use super::{HTML, JSON, Pypi, render_html, render_json, wants_json};
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Entry;
+use crate::registry::metadata::work::Cost;
 use crate::registry::request::Ask;
 use crate::registry::settings::Front;
 
@@ -54,7 +55,11 @@ impl Pypi<'_> {
                 render_html(&page)
             })
         };
-        match self.core.rewritten(front, &variant, entry, rewrite).await {
+        match self
+            .core
+            .rewritten(front, &variant, entry, Cost::TREE, rewrite)
+            .await
+        {
             Ok(body) => Ok((content_type, body)),
             Err(e) => Err(write_failure
                 .get()
