@@ -324,11 +324,7 @@ async fn npm_and_pip_with_only_a_proxy_and_the_ca_install_verified_and_twice_fro
 
     for round in 0..2 {
         let ws = Workspace::new();
-        ws.write(
-            "proj/package.json",
-            r#"{"name":"proj","version":"1.0.0","private":true}"#,
-        );
-        let proj = ws.path().join("proj");
+        let proj = ws.npm_project("proj");
         let args = [
             "install",
             "fg-icpt",
@@ -395,11 +391,7 @@ async fn npm_and_pip_with_only_a_proxy_and_the_ca_install_verified_and_twice_fro
 
     // The tampered tarball: refused through the tunnel, nothing stored.
     let ws = Workspace::new();
-    ws.write(
-        "proj/package.json",
-        r#"{"name":"proj","version":"1.0.0","private":true}"#,
-    );
-    let proj = ws.path().join("proj");
+    let proj = ws.npm_project("proj");
     let args = [
         "install",
         "fg-icpt-bad",

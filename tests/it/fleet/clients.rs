@@ -51,11 +51,7 @@ async fn four_npm_installs_through_four_members_cost_one_upstream_get_each() {
             let url = format!("http://{}/registry/npm/", m.proxy);
             tokio::spawn(async move {
                 let ws = Workspace::new();
-                ws.write(
-                    "proj/package.json",
-                    r#"{"name":"proj","version":"1.0.0","private":true}"#,
-                );
-                let proj = ws.path().join("proj");
+                let proj = ws.npm_project("proj");
                 let out = npm(
                     &proj,
                     &ws.path().join("home"),

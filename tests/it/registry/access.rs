@@ -57,11 +57,7 @@ async fn denied_names_and_refused_artifact_addresses_never_reach_the_network() {
     assert!(reg.requests().is_empty(), "{:?}", reg.requests());
 
     let ws = Workspace::new();
-    ws.write(
-        "proj/package.json",
-        r#"{"name":"proj","version":"1.0.0","private":true}"#,
-    );
-    let proj = ws.path().join("proj");
+    let proj = ws.npm_project("proj");
     let out = npm(
         &proj,
         &ws.path().join("home"),

@@ -83,11 +83,7 @@ async fn a_large_packument_is_passed_on_byte_for_byte_but_its_tarball_urls() {
     );
 
     let ws = Workspace::new();
-    ws.write(
-        "proj/package.json",
-        r#"{"name":"proj","version":"1.0.0","private":true}"#,
-    );
-    let proj = ws.path().join("proj");
+    let proj = ws.npm_project("proj");
     let out = npm(
         &proj,
         &ws.path().join("home"),

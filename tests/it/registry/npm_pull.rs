@@ -19,11 +19,7 @@ async fn npm_install_and_ci_through_fetchgate_then_from_fetchgate_alone() {
     publish_app_and_util(&reg);
     let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "")).await;
     let ws = Workspace::new();
-    ws.write(
-        "proj/package.json",
-        r#"{"name":"proj","version":"1.0.0","private":true}"#,
-    );
-    let proj = ws.path().join("proj");
+    let proj = ws.npm_project("proj");
     let registry = fg.url("npm");
 
     let out = npm(
@@ -76,11 +72,7 @@ async fn npm_install_and_ci_through_fetchgate_then_from_fetchgate_alone() {
     )
     .await;
     assert!(out.status.success(), "{}", shown(&out));
-    ws.write(
-        "fresh/package.json",
-        r#"{"name":"fresh","version":"1.0.0","private":true}"#,
-    );
-    let fresh = ws.path().join("fresh");
+    let fresh = ws.npm_project("fresh");
     let out = npm(
         &fresh,
         &ws.path().join("home4"),
@@ -176,11 +168,7 @@ async fn npm_install_of_a_tampered_tarball_fails_with_digest_mismatch() {
     );
     let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "")).await;
     let ws = Workspace::new();
-    ws.write(
-        "proj/package.json",
-        r#"{"name":"proj","version":"1.0.0","private":true}"#,
-    );
-    let proj = ws.path().join("proj");
+    let proj = ws.npm_project("proj");
     let out = npm(
         &proj,
         &ws.path().join("home"),

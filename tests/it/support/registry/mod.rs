@@ -317,6 +317,15 @@ impl Workspace {
         self.dir.path()
     }
 
+    /// A private npm project (a `package.json` and nothing else) in folder `rel`.
+    pub fn npm_project(&self, rel: &str) -> PathBuf {
+        self.write(
+            &format!("{rel}/package.json"),
+            &format!(r#"{{"name":"{rel}","version":"1.0.0","private":true}}"#),
+        );
+        self.dir.path().join(rel)
+    }
+
     pub fn write(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.dir.path().join(rel);
         if let Some(parent) = p.parent() {
