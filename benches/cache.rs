@@ -6,7 +6,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use fetchgate::store::{CacheSettings, Digest, Store};
+use fetchgate::store::{Digest, Store, StoreSettings};
 
 fn benches(c: &mut Criterion) {
     let mib: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
@@ -19,10 +19,10 @@ fn benches(c: &mut Criterion) {
     g.finish();
 
     let dir = std::env::temp_dir().join(format!("fetchgate-bench-{}", std::process::id()));
-    let settings = CacheSettings {
+    let settings = StoreSettings {
         dir: dir.clone(),
         max_bytes: 1 << 34,
-        ..CacheSettings::default()
+        ..StoreSettings::default()
     };
     let store = Store::open(&settings).expect("store");
     let mut g = c.benchmark_group("fill");

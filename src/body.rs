@@ -2,7 +2,7 @@
 //! type ([`ResponseBody`]), the empty and full bodies, and the one
 //! wrapper that watches a body's bytes go by and reports once how it ended (the request log
 //! observes through it; the cache tee, which must hold chunks back, is its own body in
-//! `serve/tee.rs`).
+//! `tee/`).
 
 use std::convert::Infallible;
 use std::pin::Pin;

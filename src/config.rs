@@ -13,6 +13,7 @@ use crate::access::{Access, AccessSection};
 use crate::connect::tls::{TlsSection, client_config};
 use crate::connect::{Egress, Resolver, ResolverSection, ResolverSettings};
 use crate::decide::{EgressSection, Policy, Profile};
+use crate::fetch::CacheLimits;
 use crate::fetch::DEFAULT_MAX_REDIRECTS;
 use crate::listen::intercept::{Intercept, InterceptSection};
 use crate::listen::limits::{Limits, ListenSection, ProxySection};
@@ -23,7 +24,8 @@ use crate::pack::{LgflowSection, OpenwopSection, PackConfig};
 use crate::registry::protocol::Configured;
 use crate::registry::section::{RegistrySection, from_sections};
 use crate::shared::{SharedSection, SharedSettings};
-use crate::store::{CacheSection, CacheSettings};
+use crate::store::{CacheSection, StoreSettings};
+use crate::tee::TeeSettings;
 use crate::toml_file::{FileError, TomlSource};
 
 #[derive(Debug, Default, Deserialize)]
@@ -72,7 +74,7 @@ pub struct Config {
     pub(crate) listen_tls: ListenTls,
     /// Listener and limits.
     pub limits: Limits,
-    /// The content cache.
+    /// The content cache (`[cache]`), each part read by the module that uses it.
     pub cache: CacheSettings,
     /// Most redirects followed by fetch-through.
     pub(crate) max_redirects: usize,
@@ -184,13 +186,13 @@ impl Config {
         // While the tee holds a chunk, the upstream body is not read: a wait as long as the
         // body's idle time-out would cut off a healthy upstream. Unset, the stall bound gives
         // way to a short idle time-out; set, it must stay below it.
-        if raw.cache.tee_stall_ms.is_none() && cache.tee_stall >= limits.body_idle_timeout {
-            cache.tee_stall = limits.body_idle_timeout / 2;
+        if raw.cache.tee_stall_ms.is_none() && cache.tee.stall >= limits.body_idle_timeout {
+            cache.tee.stall = limits.body_idle_timeout / 2;
         }
-        if cache.tee_stall >= limits.body_idle_timeout {
+        if cache.tee.stall >= limits.body_idle_timeout {
             let message = format!(
                 "[cache] tee_stall_ms ({} ms) must be below [proxy] body_idle_timeout_ms ({} ms)",
-                cache.tee_stall.as_millis(),
+                cache.tee.stall.as_millis(),
                 limits.body_idle_timeout.as_millis()
             );
             return Err(
@@ -257,9 +259,8 @@ impl Config {
         let limits = crate::fetch::FetchLimits {
             timeouts,
             max_redirects: self.max_redirects,
-            fetch_timeout: self.cache.fetch_timeout,
             body_idle: self.limits.body_idle_timeout,
-            hedge: self.cache.flight_hedge,
+            cache: self.cache.fetch,
         };
         crate::fetch::Fetcher::new(
             self.egress(metrics.clone()),
@@ -275,5 +276,46 @@ impl Config {
     /// run inside a Tokio runtime.
     pub fn egress(&self, metrics: Arc<Metrics>) -> Egress {
         Egress::new(self.policy.clone(), Resolver::new(&self.resolver), metrics)
+    }
+}
+
+/// `[cache]`, checked: one table in the file, read into the settings of each module that uses
+/// a part of it, so no module reads another's keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheSettings {
+    /// The store's: directory, disk and memory budgets.
+    pub store: StoreSettings,
+    /// The fetcher's: largest artifact, one fetch's time, the single-flight hedge.
+    pub fetch: CacheLimits,
+    /// The proxy tee's: stall bound and public hosts.
+    pub tee: TeeSettings,
+    /// The registry metadata's disk budget (`metadata_max_bytes`).
+    pub metadata_max_bytes: u64,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        Self {
+            store: StoreSettings::default(),
+            fetch: CacheLimits::default(),
+            tee: TeeSettings::default(),
+            metadata_max_bytes: crate::registry::metadata::DEFAULT_DISK_BYTES,
+        }
+    }
+}
+
+impl CacheSettings {
+    /// Checks `[cache]`, each part by its module; a relative `dir` is taken from `base`.
+    fn from_section(
+        section: &CacheSection,
+        base: &Path,
+        src: &TomlSource<'_>,
+    ) -> Result<Self, FileError> {
+        Ok(Self {
+            store: StoreSettings::from_section(section, base, src)?,
+            fetch: CacheLimits::from_section(section, src)?,
+            metadata_max_bytes: crate::registry::metadata::disk_bytes_from_section(section, src)?,
+            tee: TeeSettings::from_section(section, src)?,
+        })
     }
 }

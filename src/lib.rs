@@ -17,6 +17,8 @@
 //!   [`fetch::tiers::Tiers`] (the store, and the shared tier under it). It knows no listener.
 //! - [`store`] keeps and serves by digest: an entry exists only after its bytes matched the
 //!   expected size and SHA-256, and publication is one rename.
+//! - [`tee`] keeps a proxied response's body under its digest while it streams to the client,
+//!   when the response may be shared.
 //! - [`serve`] is the listeners and the router: CONNECT tunnels, forwarding, `/sha256/`, the
 //!   registry API, and the one place failures become `application/problem+json`.
 //!
@@ -48,6 +50,7 @@
 //! connect/   resolution (every answer judged), pinned dialing, TLS, the upstream pool
 //! fetch/     Fetcher; one exchange, redirect hops, fetch-through by digest, registry digests, the body pump, single flight, tiers, failures
 //! store/     fills, the read path, space, entries, maintenance, the redb index
+//! tee/       the proxy's tee: what may be kept (RFC 9111), [cache] tee settings, the body kept while it streams
 //! shared/    the shared tier: [shared] settings, the bucket (object_store), breaker, uploads
 //! registry/  core/ (metadata, aliases, artifacts, the shared tier's artifacts); kinds/{npm,pypi,cargo,oci,go,apt}/; protocol, section, service
 //! pack/      the pack driver and its steps, [love] caps, budget, sightings; love/, agent-package, openwop/, lgflow profiles
@@ -55,7 +58,7 @@
 //! access/    [access] clients and tokens, per-client policies, the Host check
 //! listen/    listener addresses, [proxy] limits, listener TLS
 //! app/       Lasting (what outlives reloads), Gate (a config's request context), App (reload), upstreams judged at load, the banner, how clients reach each registry
-//! serve/     listeners, router, conn, forward, tunnels, objects, tee/, registry API, request log, admin and status, problems
+//! serve/     listeners, router, conn, forward, tunnels, objects, registry API, request log, admin and status, problems
 //! ```
 
 #![forbid(unsafe_code)]
@@ -95,4 +98,5 @@ pub mod registry;
 pub mod serve;
 pub mod shared;
 pub mod store;
+pub mod tee;
 pub mod toml_file;

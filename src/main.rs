@@ -214,9 +214,9 @@ async fn serve(config: Config, path: Option<std::path::PathBuf>) -> Result<ExitC
             "cache_unavailable",
             format!(
                 "cannot start: {e} ([cache] dir {}{}){}",
-                config.cache.dir.display(),
+                config.cache.store.dir.display(),
                 file.map_or(String::new(), |f| format!(" in {}", f.display())),
-                service_cache_hint(&config.cache.dir)
+                service_cache_hint(&config.cache.store.dir)
             ),
         )
         .at("cache.dir", file)

@@ -36,6 +36,10 @@ impl fmt::Display for FileError {
 
 impl std::error::Error for FileError {}
 
+/// The most a millisecond setting that holds a client may be: a client held longer than a
+/// minute on the cache's account (or on another source's fetch) is an outage, not back-pressure.
+const ONE_MINUTE_MS: u64 = 60_000;
+
 /// A TOML document being read, kept so that spans can be turned into lines and fields.
 pub(crate) struct TomlSource<'a> {
     file: &'a str,
@@ -72,6 +76,41 @@ impl<'a> TomlSource<'a> {
             line: Some(line),
             field,
             message: message.into(),
+        }
+    }
+
+    /// An optional number that must be at least `min`: `default` when unset, else the value, or
+    /// an error at it naming the bound.
+    pub(crate) fn at_least(
+        &self,
+        value: &Option<toml::Spanned<u64>>,
+        default: u64,
+        min: u64,
+    ) -> Result<u64, FileError> {
+        match value {
+            None => Ok(default),
+            Some(v) if *v.get_ref() < min => {
+                Err(self.error_at(v.span(), format!("must be at least {min}")))
+            }
+            Some(v) => Ok(*v.get_ref()),
+        }
+    }
+
+    /// Optional milliseconds from `min` to one minute, the most any client may be held on a
+    /// cache's or another fetch's account: `default_ms` when unset.
+    pub(crate) fn millis_up_to_a_minute(
+        &self,
+        value: &Option<toml::Spanned<u64>>,
+        default_ms: u64,
+        min: u64,
+    ) -> Result<std::time::Duration, FileError> {
+        let ms = self.at_least(value, default_ms, min)?;
+        match value {
+            Some(v) if ms > ONE_MINUTE_MS => Err(self.error_at(
+                v.span(),
+                format!("must be at most {ONE_MINUTE_MS} (one minute)"),
+            )),
+            _ => Ok(std::time::Duration::from_millis(ms)),
         }
     }
 

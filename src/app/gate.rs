@@ -37,10 +37,10 @@ pub(crate) struct Gate {
     pub(crate) love: Arc<Love>,
     /// The format profiles (`/pack/v1/fetch`).
     pub(crate) packs: Arc<Packs>,
-    /// Largest proxied body the tee publishes.
-    pub(crate) tee_max_bytes: u64,
-    /// Hosts whose proxied responses count as public (`[[cache.tee]] hosts`).
-    pub(crate) tee_public_hosts: Vec<String>,
+    /// The tee's stall bound and the hosts whose proxied responses count as public
+    /// (`[[cache.tee]] hosts`); the largest body it keeps is the fetcher's
+    /// `[cache] max_object_bytes`.
+    pub(crate) tee: crate::tee::TeeSettings,
     /// The registry front-ends (`/registry/<name>/` and their own listeners).
     pub(crate) registries: Arc<Registries>,
     /// TLS on the listeners, read at each accept so a reload swaps certificates.
@@ -91,8 +91,7 @@ impl Gate {
             fetcher,
             love: Arc::new(love),
             packs,
-            tee_max_bytes: config.cache.max_object_bytes,
-            tee_public_hosts: config.cache.tee_public_hosts.clone(),
+            tee: config.cache.tee.clone(),
             registries: Arc::new(registries),
             listen_tls: config.listen_tls.clone(),
             intercept: config.intercept.clone(),

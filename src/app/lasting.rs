@@ -44,10 +44,10 @@ impl Lasting {
         crate::connect::preset_metrics(&metrics);
         crate::registry::preset_metrics(&metrics, &config.registries);
         crate::shared::preset_metrics(&metrics);
-        let store = Store::open(&config.cache).map_err(|e| {
+        let store = Store::open(&config.cache.store).map_err(|e| {
             io::Error::other(format!(
                 "cannot open the cache at {}: {e}",
-                config.cache.dir.display()
+                config.cache.store.dir.display()
             ))
         })?;
         let seen = Arc::new(Seen::open(&store.root().join("love.redb")).map_err(|e| {

@@ -25,7 +25,7 @@ use arc_swap::ArcSwap;
 use crate::access::own::Listeners;
 use crate::config::Config;
 use crate::shared::SharedSettings;
-use crate::store::CacheSettings;
+use crate::store::StoreSettings;
 pub use banner::BannerLine;
 pub(crate) use gate::{Gate, LiveGate};
 pub(crate) use lasting::Lasting;
@@ -36,7 +36,7 @@ struct Fixed {
     proxy: SocketAddr,
     admin: SocketAddr,
     max_connections: usize,
-    cache: CacheSettings,
+    cache: StoreSettings,
     shared: Option<SharedSettings>,
     registry_listeners: Vec<(String, Option<SocketAddr>)>,
 }
@@ -47,7 +47,7 @@ impl Fixed {
             proxy: config.limits.listen,
             admin: config.limits.admin,
             max_connections: config.limits.max_connections,
-            cache: config.cache.clone(),
+            cache: config.cache.store.clone(),
             shared: config.shared.clone(),
             registry_listeners: config
                 .registries

@@ -19,10 +19,10 @@ use crate::store::{Digest, Store};
 /// Opens the configured cache, creating its directory if needed, and repairs its index
 /// (for the commands that fill it: `fetch`, `love fetch`, `pack fetch`).
 pub(crate) fn open(config: &Config) -> Result<Arc<Store>, CliError> {
-    let store = Store::open(&config.cache).map_err(|e| {
+    let store = Store::open(&config.cache.store).map_err(|e| {
         CliError::new("cache_unavailable", format!(
             "cannot open the cache at {}: {e} (is a fetchgate server using it? stop it, or use the server's /sha256/ endpoint)",
-            config.cache.dir.display()
+            config.cache.store.dir.display()
         ))
     })?;
     store.reconcile().map_err(|e| e.to_string())?;
@@ -33,7 +33,7 @@ pub(crate) fn open(config: &Config) -> Result<Arc<Store>, CliError> {
 /// after a cache): otherwise an error naming the directory and what sets it. `file` is the
 /// `--config` given, if any.
 pub(crate) fn open_existing(config: &Config, file: Option<&Path>) -> Result<Arc<Store>, CliError> {
-    let dir = &config.cache.dir;
+    let dir = &config.cache.store.dir;
     if dir.exists() && !dir.is_dir() {
         return Err(CliError::new(
             "cache_unavailable",

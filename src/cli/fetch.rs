@@ -42,7 +42,7 @@ pub async fn run(
     if size == 0 {
         return Err(CliError::argument("size: must be at least 1 byte"));
     }
-    let max = config.cache.max_object_bytes;
+    let max = config.cache.fetch.max_object_bytes;
     if size > max {
         return Err(CliError::argument(format!(
             "size: {size} for sha256 {d} is over [cache] max_object_bytes = {max}"

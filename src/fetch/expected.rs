@@ -78,7 +78,7 @@ impl Fetcher {
         let ask = Ask {
             key: want.key.clone(),
             source: want.source.clone(),
-            hedge: self.limits.hedge,
+            hedge: self.limits.cache.flight_hedge,
             metrics: self.metrics.clone(),
         };
         let want = Arc::new(want);
@@ -254,7 +254,7 @@ impl Fetcher {
         (label, voucher): (Option<String>, &Voucher),
         tap: Option<Tap>,
     ) -> Result<Digest, ExpectedError> {
-        let max = self.store().settings().max_object_bytes;
+        let max = self.max_object_bytes();
         let req = GetRequest {
             url,
             method: Method::GET,

@@ -16,6 +16,7 @@
 //!   the bytes as they are hashed ([`tap`]: the last byte only once they matched);
 //! - [`tampered`] remembers a digest mismatch per URL for a while, so a retry is refused
 //!   without downloading the same wrong bytes again;
+//! - [`settings`] reads the fetcher's keys of `[cache]`;
 //! - [`pump`] is the one loop that moves a body into whatever takes it, [`flight`] the single
 //!   flight tables, and [`failure`] how any of it fails.
 //!
@@ -29,6 +30,7 @@ pub(crate) mod hops;
 pub(crate) mod idle;
 pub(crate) mod integrity;
 pub(crate) mod pump;
+pub(crate) mod settings;
 pub(crate) mod tampered;
 pub(crate) mod tap;
 pub(crate) mod through;
@@ -43,6 +45,7 @@ use crate::metrics::Metrics;
 use crate::shared::SharedTier;
 use crate::store::Store;
 use flight::Flights;
+pub use settings::CacheLimits;
 use tiers::Tiers;
 use upstream::Timeouts;
 
@@ -60,13 +63,11 @@ pub(crate) struct FetchLimits {
     pub(crate) timeouts: Timeouts,
     /// Redirects followed per locator (`[egress] max_redirects`).
     pub(crate) max_redirects: usize,
-    /// One locator's whole fetch (`[cache] fetch_timeout_ms`).
-    pub(crate) fetch_timeout: Duration,
     /// Silence allowed inside a body (`[proxy] body_idle_timeout_ms`).
     pub(crate) body_idle: Duration,
-    /// How long a request waits on another source's fetch of the same artifact before it
-    /// fetches from its own (`[cache] flight_hedge_ms`).
-    pub(crate) hedge: Duration,
+    /// The limits of `[cache]`: largest artifact, one locator's whole fetch, and how long a
+    /// request waits on another source's fetch of the same artifact.
+    pub(crate) cache: CacheLimits,
 }
 
 /// Fetches through the egress policy into the tiers. Its fields are its own: the files
@@ -102,7 +103,7 @@ impl Fetcher {
             inflight: Arc::default(),
             tampered: tampered::Tampered::default(),
             metrics,
-            tiers: Tiers::new(store, None),
+            tiers: Tiers::new(store, None, limits.cache.max_object_bytes),
         }
     }
 
@@ -156,7 +157,11 @@ impl Fetcher {
 
     /// Tries `shared` (the bucket under the store) before any mirror.
     pub(crate) fn with_shared(mut self, shared: Option<Arc<SharedTier>>) -> Self {
-        self.tiers = Tiers::new(self.tiers.store().clone(), shared);
+        self.tiers = Tiers::new(
+            self.tiers.store().clone(),
+            shared,
+            self.limits.cache.max_object_bytes,
+        );
         self
     }
 
@@ -182,7 +187,12 @@ impl Fetcher {
 
     /// `[cache] fetch_timeout_ms`: the most one locator's whole fetch may take.
     pub(crate) fn fetch_timeout(&self) -> Duration {
-        self.limits.fetch_timeout
+        self.limits.cache.fetch_timeout
+    }
+
+    /// `[cache] max_object_bytes`: the largest artifact fetched, filled or teed.
+    pub(crate) fn max_object_bytes(&self) -> u64 {
+        self.limits.cache.max_object_bytes
     }
 
     /// `[proxy] body_idle_timeout_ms`: the silence allowed inside a body (also how long a

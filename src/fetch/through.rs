@@ -56,7 +56,7 @@ impl Fetcher {
         let ask = Ask {
             key: (wanted.digest, wanted.size),
             source: wanted.mirrors.clone(),
-            hedge: self.limits.hedge,
+            hedge: self.limits.cache.flight_hedge,
             metrics: self.metrics.clone(),
         };
         let fetch = || {

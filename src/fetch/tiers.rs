@@ -27,12 +27,23 @@ pub(crate) enum Tier {
 pub(crate) struct Tiers {
     store: Arc<Store>,
     shared: Option<Arc<SharedTier>>,
+    /// `[cache] max_object_bytes`: the largest object read from the shared tier.
+    max_object_bytes: u64,
 }
 
 impl Tiers {
-    /// `store`, with `shared` under it if configured.
-    pub(crate) fn new(store: Arc<Store>, shared: Option<Arc<SharedTier>>) -> Self {
-        Self { store, shared }
+    /// `store`, with `shared` under it if configured, reading objects of at most
+    /// `max_object_bytes` from it.
+    pub(crate) fn new(
+        store: Arc<Store>,
+        shared: Option<Arc<SharedTier>>,
+        max_object_bytes: u64,
+    ) -> Self {
+        Self {
+            store,
+            shared,
+            max_object_bytes,
+        }
     }
 
     /// The local store.
@@ -78,7 +89,7 @@ impl Tiers {
     pub(crate) async fn fill(&self, digest: Digest) -> bool {
         match &self.shared {
             Some(tier) => {
-                let max = self.store.settings().max_object_bytes;
+                let max = self.max_object_bytes;
                 tier.fill_shared(&self.store, digest, max).await
             }
             None => false,
@@ -159,7 +170,7 @@ impl Tiers {
     pub(crate) async fn first_read(&self, digest: Digest) -> FirstRead {
         match &self.shared {
             Some(tier) => {
-                let max = self.store.settings().max_object_bytes;
+                let max = self.max_object_bytes;
                 tier.first_read(&self.store, digest, max).await
             }
             None => FirstRead::Missed,

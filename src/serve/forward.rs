@@ -13,7 +13,6 @@ use super::conn::ClientConn;
 use super::problem::Problem;
 use super::request_error::RequestError;
 use super::request_log::{Decided, RequestLog};
-use super::tee::{RequestSide, admit, tee};
 use crate::app::Gate;
 use crate::body::ResponseBody;
 use crate::decide::narrow::{ClientPolicy, narrow_all};
@@ -21,6 +20,7 @@ use crate::decide::{Decision, Permit};
 use crate::fetch::headers::strip_hop_by_hop;
 use crate::fetch::idle::IdleBody;
 use crate::fetch::upstream::{Timeouts, exchange, upstream_request};
+use crate::tee::{RequestSide, admit, tee};
 
 /// Forwards one absolute-form request, as its decision and the client's policies allow.
 pub(crate) async fn forward(
@@ -115,14 +115,15 @@ fn tee_or_pass(
 ) -> ResponseBody {
     let fetcher = &gate.fetcher;
     let host = permit.verify_name().to_string();
-    let public = gate.tee_public_hosts.contains(&host);
-    match admit(request, headers, public, gate.tee_max_bytes) {
+    let public = gate.tee.public_hosts.contains(&host);
+    match admit(request, headers, public, fetcher.max_object_bytes()) {
         Ok(expected) => tee(
             body,
             fetcher.store(),
             gate.metrics.clone(),
             expected,
             log.locator.clone(),
+            gate.tee.stall,
         )
         .boxed(),
         Err(skip) => {

@@ -21,7 +21,7 @@ pub(crate) mod request_log;
 pub(crate) mod route_path;
 pub(crate) mod slots;
 pub(crate) mod status;
-pub(crate) mod tee;
+
 pub(crate) mod tls;
 pub(crate) mod tunnel;
 
@@ -326,12 +326,12 @@ fn preset_metrics(m: &Metrics) {
     Metrics::preset(
         &m.tee_skipped,
         "reason",
-        &tee::Skip::ALL.map(tee::Skip::label),
+        &crate::tee::Skip::ALL.map(crate::tee::Skip::label),
     );
     Metrics::preset(
         &m.tee_abandoned,
         "reason",
-        &tee::Abandon::ALL.map(tee::Abandon::label),
+        &crate::tee::Abandon::ALL.map(crate::tee::Abandon::label),
     );
 }
 

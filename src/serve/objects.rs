@@ -44,7 +44,7 @@ pub(crate) async fn handle<B>(
     })?;
     let fetcher = &gate.fetcher;
     let store = fetcher.store();
-    let (claimed, wanted) = mirrors(req.uri().query(), digest, store.settings().max_object_bytes)?;
+    let (claimed, wanted) = mirrors(req.uri().query(), digest, fetcher.max_object_bytes())?;
     let metrics = &gate.metrics;
     let held = held_to_registries(policies);
     let object = match lookup(store, digest).await {

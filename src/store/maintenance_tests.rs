@@ -7,15 +7,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::super::testing::{bytes, put};
-use super::super::{CacheSettings, Digest, Store};
+use super::super::{Digest, Store, StoreSettings};
 
 /// A store in `dir` that keeps no entry in memory, so every read opens the file.
 fn open(dir: &Path) -> Arc<Store> {
-    let settings = CacheSettings {
+    let settings = StoreSettings {
         dir: dir.to_path_buf(),
         max_bytes: 1 << 20,
         memory_bytes: 0,
-        ..CacheSettings::default()
+        ..StoreSettings::default()
     };
     Store::open(&settings).expect("open")
 }

@@ -58,7 +58,7 @@ pub(crate) use lookup::lookup;
 use maintenance::{open_object_with_metadata, sweep_tmp};
 use memory::MemoryTier;
 pub(crate) use read::read_exactly;
-pub use settings::{CacheSection, CacheSettings, TeeRuleSection};
+pub use settings::{CacheSection, StoreSettings, TeeRuleSection};
 pub use source::{Source, Voucher};
 pub(crate) use source::{from_text as sources_from_text, to_text as sources_to_text};
 use space::Space;
@@ -125,7 +125,7 @@ pub struct Store {
     index: Index,
     entries: RwLock<Table>,
     space: Space,
-    settings: CacheSettings,
+    settings: StoreSettings,
     memory: MemoryTier,
     /// When each object directory last changed, so memory hits can skip their own stat.
     shards: shards::ShardClocks,
@@ -202,7 +202,7 @@ impl Store {
     /// Opens the store: creates the layout, empties `tmp/`, opens the index and loads it.
     /// Call [`Store::reconcile`] afterwards (it may run in the background) to repair the index
     /// from the directories.
-    pub fn open(settings: &CacheSettings) -> Result<Arc<Self>, StoreError> {
+    pub fn open(settings: &StoreSettings) -> Result<Arc<Self>, StoreError> {
         let root = &settings.dir;
         let objects = root.join("objects").join("sha256");
         let tmp = root.join("tmp");
@@ -243,7 +243,7 @@ impl Store {
     }
 
     /// The settings the store runs with.
-    pub(crate) fn settings(&self) -> &CacheSettings {
+    pub(crate) fn settings(&self) -> &StoreSettings {
         &self.settings
     }
 

@@ -224,7 +224,7 @@ pub(super) const EVICTION_FIRST_PICK: usize = 32;
 #[cfg(test)]
 mod tests {
     use super::super::testing::{bytes, put, store};
-    use super::super::{CacheSettings, Provenance};
+    use super::super::{Provenance, StoreSettings};
     use super::*;
 
     #[test]
@@ -397,10 +397,10 @@ mod tests {
         // repairs that as `serve` does at start (reconcile) and holds exactly the survivors.
         s.release(wanted * 100);
         drop(s);
-        let settings = CacheSettings {
+        let settings = StoreSettings {
             dir: dir.path().to_path_buf(),
             max_bytes: n * 100,
-            ..CacheSettings::default()
+            ..StoreSettings::default()
         };
         let reopened = Store::open(&settings).unwrap();
         reopened.reconcile().unwrap();
@@ -439,10 +439,10 @@ mod tests {
         // A store closed without a flush (a command's) removes them as it closes.
         assert_eq!(s.evict_for(3000), 2);
         drop(s);
-        let reopened = Store::open(&CacheSettings {
+        let reopened = Store::open(&StoreSettings {
             dir: dir.path().to_path_buf(),
             max_bytes: 3000,
-            ..CacheSettings::default()
+            ..StoreSettings::default()
         })
         .unwrap();
         assert_eq!(reopened.index.len(), Ok(0));

@@ -4,15 +4,15 @@ use std::sync::Arc;
 
 use tempfile::TempDir;
 
-use super::{CacheSettings, Digest, Provenance, Store};
+use super::{Digest, Provenance, Store, StoreSettings};
 
 /// A fresh store of at most `max_bytes` in a temporary directory (kept alive by the guard).
 pub(crate) fn store(max_bytes: u64) -> (TempDir, Arc<Store>) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let settings = CacheSettings {
+    let settings = StoreSettings {
         dir: dir.path().to_path_buf(),
         max_bytes,
-        ..CacheSettings::default()
+        ..StoreSettings::default()
     };
     let store = Store::open(&settings).expect("open");
     (dir, store)

@@ -208,11 +208,11 @@ fn hardening_keys_are_checked_and_defaulted() {
         "[[cache.tee]]\nhosts = [\"Registry.Example.COM.\", \"[::1]\"]\n",
     )
     .unwrap();
-    assert_eq!(c.cache.tee_public_hosts, ["registry.example.com", "::1"]);
+    assert_eq!(c.cache.tee.public_hosts, ["registry.example.com", "::1"]);
 
     // The tee's stall bound: defaulted, and refused outside 1..=60000 by name.
     let c = Config::from_toml("ops.toml", "").unwrap();
-    assert_eq!(c.cache.tee_stall, std::time::Duration::from_millis(2000));
+    assert_eq!(c.cache.tee.stall, std::time::Duration::from_millis(2000));
     let c = Config::from_toml(
         "ops.toml",
         "[cache]
@@ -220,7 +220,7 @@ tee_stall_ms = 500
 ",
     )
     .unwrap();
-    assert_eq!(c.cache.tee_stall, std::time::Duration::from_millis(500));
+    assert_eq!(c.cache.tee.stall, std::time::Duration::from_millis(500));
     for bad in ["0", "60001"] {
         let err = refused(&format!(
             "[cache]
@@ -240,7 +240,7 @@ fn tee_stall_must_stay_below_the_body_idle_timeout() {
     assert!(err.message.contains("body_idle_timeout_ms"), "{err}");
     // Unset, the bound gives way to a short idle time-out.
     let c = Config::from_toml("short.toml", "[proxy]\nbody_idle_timeout_ms = 1500\n").unwrap();
-    assert_eq!(c.cache.tee_stall, std::time::Duration::from_millis(750));
+    assert_eq!(c.cache.tee.stall, std::time::Duration::from_millis(750));
     Config::from_toml(
         "ok.toml",
         "[proxy]\nbody_idle_timeout_ms = 1500\n\n[cache]\ntee_stall_ms = 1000\n",
@@ -253,11 +253,17 @@ fn tee_stall_must_stay_below_the_body_idle_timeout() {
 #[test]
 fn flight_hedge_is_defaulted_and_bounded() {
     let c = Config::from_toml("ops.toml", "").unwrap();
-    assert_eq!(c.cache.flight_hedge, std::time::Duration::from_millis(2000));
+    assert_eq!(
+        c.cache.fetch.flight_hedge,
+        std::time::Duration::from_millis(2000)
+    );
     for ok in [0u64, 60_000] {
         let c =
             Config::from_toml("ops.toml", &format!("[cache]\nflight_hedge_ms = {ok}\n")).unwrap();
-        assert_eq!(c.cache.flight_hedge, std::time::Duration::from_millis(ok));
+        assert_eq!(
+            c.cache.fetch.flight_hedge,
+            std::time::Duration::from_millis(ok)
+        );
     }
     let err = refused("[cache]\nflight_hedge_ms = 60001\n");
     assert_eq!(err.field.as_deref(), Some("cache.flight_hedge_ms"), "{err}");

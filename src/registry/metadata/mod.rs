@@ -35,6 +35,14 @@ const ENTRY_OVERHEAD: usize = 256;
 /// `[cache] metadata_max_bytes` when unset.
 pub(crate) const DEFAULT_DISK_BYTES: u64 = 1 << 30;
 
+/// Reads `[cache] metadata_max_bytes`, the registry metadata's disk budget (at least 1).
+pub(crate) fn disk_bytes_from_section(
+    section: &crate::store::CacheSection,
+    src: &crate::toml_file::TomlSource<'_>,
+) -> Result<u64, crate::toml_file::FileError> {
+    src.at_least(&section.metadata_max_bytes, DEFAULT_DISK_BYTES, 1)
+}
+
 /// One cached answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {

@@ -15,12 +15,12 @@ use super::{get_path, seeded_bytes, through};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eviction_stays_under_max_bytes_and_spares_pinned_entries() {
-    use fetchgate::store::{CacheSettings, Store};
+    use fetchgate::store::{Store, StoreSettings};
     let dir = tempfile::tempdir().unwrap();
-    let settings = CacheSettings {
+    let settings = StoreSettings {
         dir: dir.path().to_path_buf(),
         max_bytes: 250_000,
-        ..CacheSettings::default()
+        ..StoreSettings::default()
     };
     let store = Store::open(&settings).unwrap();
     let put = |n: u64| {
@@ -69,12 +69,12 @@ async fn eviction_stays_under_max_bytes_and_spares_pinned_entries() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evictions_are_counted() {
-    use fetchgate::store::{CacheSettings, Store};
+    use fetchgate::store::{Store, StoreSettings};
     let dir = tempfile::tempdir().unwrap();
-    let settings = CacheSettings {
+    let settings = StoreSettings {
         dir: dir.path().to_path_buf(),
         max_bytes: 250_000,
-        ..CacheSettings::default()
+        ..StoreSettings::default()
     };
     let store = Store::open(&settings).unwrap();
     let put = |seed: u64| {

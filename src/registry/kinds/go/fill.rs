@@ -157,7 +157,7 @@ impl Fill {
     /// The most bytes the file may be.
     fn max_bytes(&self) -> u64 {
         match self.file {
-            VersionFile::Zip => MAX_ZIP_BYTES.min(self.fetcher.store().settings().max_object_bytes),
+            VersionFile::Zip => MAX_ZIP_BYTES.min(self.fetcher.max_object_bytes()),
             _ => MAX_GO_MOD_BYTES,
         }
     }

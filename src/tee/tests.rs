@@ -118,6 +118,7 @@ async fn a_small_body_already_stored_begins_no_fill() {
             Arc::default(),
             400,
             "http://example.test/s".into(),
+            TeeSettings::default().stall,
         )
     };
     small().collect().await.unwrap();
@@ -140,6 +141,7 @@ async fn a_small_body_already_stored_begins_no_fill() {
         Arc::default(),
         400,
         "http://x.test/".into(),
+        TeeSettings::default().stall,
     );
     while short.frame().await.is_some() {}
     drop(short);

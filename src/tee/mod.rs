@@ -13,6 +13,7 @@
 //! a host's responses public (`[[cache.tee]] hosts`); `no-store` still wins.
 
 mod admit;
+mod settings;
 #[cfg(test)]
 mod tests;
 
@@ -32,6 +33,7 @@ use crate::metrics::Metrics;
 use crate::store::{Digest, FillError, FillSink, Provenance, Store};
 
 pub(crate) use admit::{RequestSide, Skip, admit};
+pub use settings::TeeSettings;
 
 /// Why a tee that had started was given up; the label of `fetchgate_tee_abandoned_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,16 +86,17 @@ impl Abandon {
 /// Tees `inner` into `store`. `expected` is the `Content-Length` [`admit()`] accepted: it is
 /// what proves the body complete. Bodies up to `[cache] memory_max_object_bytes` are kept in
 /// memory and hashed there, so one already stored costs no file-system call; larger ones
-/// stream to a fill on a writer thread.
+/// stream to a fill on a writer thread; a chunk that waits for the writer longer than `stall`
+/// (`[cache] tee_stall_ms`) gives the tee up.
 pub(crate) fn tee<B>(
     inner: B,
     store: &Arc<Store>,
     metrics: Arc<Metrics>,
     expected: u64,
     locator: String,
+    stall: Duration,
 ) -> TeeBody<B> {
-    let settings = store.settings();
-    let sink = if expected <= settings.memory_max_object_bytes {
+    let sink = if expected <= store.settings().memory_max_object_bytes {
         Sink::Memory {
             chunks: Vec::new(),
             hasher: Sha256::new(),
@@ -101,15 +104,7 @@ pub(crate) fn tee<B>(
     } else {
         Sink::Disk(FillSink::begin(store.clone(), None, expected))
     };
-    teed(
-        inner,
-        store,
-        metrics,
-        expected,
-        locator,
-        sink,
-        settings.tee_stall,
-    )
+    teed(inner, store, metrics, expected, locator, sink, stall)
 }
 
 /// [`tee`] with its sink and stall bound chosen.
