@@ -39,7 +39,8 @@
 //! and TLS); [`app`] wires a config into the gate a request runs with and owns reload; [`cli`]
 //! is the command line, which opens the [`app::App`] and hands it to the server. [`body`] is
 //! the response body every route sends, [`metrics`] one instance's counters, [`redact`] what
-//! keeps credentials out of logs and errors, [`toml_file`] the span-precise reading of files,
+//! keeps credentials out of logs and errors, [`clock`] the calendar clock metadata ages by
+//! (tests move it instead of sleeping), [`toml_file`] the span-precise reading of files,
 //! [`errors`] the side every failure comes from (only `serve/problem.rs` turns one into a
 //! response), and [`failure`] the report LOVE and the format profiles share.
 //!
@@ -80,6 +81,7 @@ pub mod app;
 pub mod archive;
 pub mod body;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod connect;
 pub mod decide;

@@ -4,6 +4,7 @@
 use std::io;
 use std::sync::Arc;
 
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::fetch::flight::Flights;
 use crate::metrics::Metrics;
@@ -35,6 +36,8 @@ pub(crate) struct Lasting {
     pub(crate) tier: Option<Arc<SharedTier>>,
     /// This instance's metrics: counted across reloads, exported on the admin listener.
     pub(crate) metrics: Arc<Metrics>,
+    /// The calendar clock registry metadata ages by.
+    pub(crate) clock: Arc<Clock>,
 }
 
 impl Lasting {
@@ -53,9 +56,11 @@ impl Lasting {
         let seen = Arc::new(Seen::open(&store.root().join("love.redb")).map_err(|e| {
             io::Error::other(format!("cannot open the LOVE sightings database: {e}"))
         })?);
+        let clock = Arc::new(Clock::default());
         let metadata = Arc::new(MetadataCache::open(
             &store.root().join("registry-metadata"),
             config.cache.metadata_max_bytes,
+            clock.clone(),
         )?);
         let aliases = Arc::new(Aliases::open(&store.root().join("registry.redb")).map_err(
             |e| io::Error::other(format!("cannot open the registry alias database: {e}")),
@@ -81,6 +86,7 @@ impl Lasting {
             tampered: crate::fetch::tampered::Tampered::default(),
             tier,
             metrics,
+            clock,
         })
     }
 }

@@ -271,6 +271,12 @@ impl Handle {
         &self.app.lasting().metrics
     }
 
+    /// The calendar clock this instance's registry metadata ages by (tests move it past a
+    /// TTL instead of sleeping).
+    pub fn clock(&self) -> &Arc<crate::clock::Clock> {
+        &self.app.lasting().clock
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
         &self.app.lasting().store

@@ -20,8 +20,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::watch;
 
+use crate::clock::Clock;
 use crate::fetch::failure::LocatorFailure;
-use crate::store::now;
 use disk::Disk;
 use work::Work;
 
@@ -163,11 +163,13 @@ pub(crate) struct MetadataCache {
     pub(crate) work: Work,
     /// Upstream requests made (for tests).
     asked: AtomicU64,
+    /// The calendar clock entries age by.
+    clock: Arc<Clock>,
 }
 
 impl MetadataCache {
-    /// Opens (creating) `dir`, keeping at most `disk_bytes` there.
-    pub(crate) fn open(dir: &Path, disk_bytes: u64) -> std::io::Result<Self> {
+    /// Opens (creating) `dir`, keeping at most `disk_bytes` there, ageing entries by `clock`.
+    pub(crate) fn open(dir: &Path, disk_bytes: u64, clock: Arc<Clock>) -> std::io::Result<Self> {
         Ok(Self {
             disk: Arc::new(Disk::open(dir, disk_bytes)?),
             memory: moka::sync::Cache::builder()
@@ -180,6 +182,7 @@ impl MetadataCache {
             generations: AtomicU64::new(1),
             work: Work::new(work::WORK_BUDGET_BYTES),
             asked: AtomicU64::new(0),
+            clock,
         })
     }
 
@@ -234,7 +237,7 @@ impl MetadataCache {
         Fut: Future<Output = Result<Answer, LocatorFailure>>,
     {
         if let Some(e) = self.memory.get(key)
-            && (ageing.offline || is_fresh(&e, ageing.ttl))
+            && (ageing.offline || is_fresh(&e, ageing.ttl, self.clock.now()))
         {
             let how = if ageing.offline {
                 Freshness::Offline
@@ -299,7 +302,7 @@ impl MetadataCache {
     {
         let cached = self.lookup(key).await;
         if let Some(e) = &cached
-            && is_fresh(e, ageing.ttl)
+            && is_fresh(e, ageing.ttl, self.clock.now())
         {
             return Ok((e.clone(), Freshness::Fresh));
         }
@@ -312,7 +315,7 @@ impl MetadataCache {
             status,
             etag,
             content_type,
-            fetched: now(),
+            fetched: self.clock.now(),
             body,
             generation: 0,
         };
@@ -333,7 +336,7 @@ impl MetadataCache {
                 Some(e) if e.status == 200 => {
                     // The same bytes, renewed: its rewritten documents and indexes still hold.
                     let mut renewed = (*e).clone();
-                    renewed.fetched = now();
+                    renewed.fetched = self.clock.now();
                     Ok((self.keep(key, renewed).await, Freshness::Revalidated))
                 }
                 _ => Err(MetaError::Unexpected(
@@ -346,7 +349,7 @@ impl MetadataCache {
             }
             Err(failure) => match cached {
                 Some(e) if e.status == 200 => {
-                    let age = now().saturating_sub(e.fetched);
+                    let age = self.clock.now().saturating_sub(e.fetched);
                     let limit = ageing.ttl.saturating_add(ageing.max_stale).as_secs();
                     if age <= limit {
                         Ok((e, Freshness::Stale))
@@ -372,13 +375,13 @@ impl MetadataCache {
 
 /// True while `e` is within its life: the TTL for documents, at most [`NEGATIVE_TTL`] for
 /// `404`s.
-fn is_fresh(e: &Entry, ttl: Duration) -> bool {
+fn is_fresh(e: &Entry, ttl: Duration, now: u64) -> bool {
     let life = if e.status == 200 {
         ttl
     } else {
         ttl.min(NEGATIVE_TTL)
     };
-    now().saturating_sub(e.fetched) < life.as_secs()
+    now.saturating_sub(e.fetched) < life.as_secs()
 }
 
 /// Removes a finished (or abandoned) flight from the table.

@@ -40,7 +40,7 @@ fn offline() -> Ageing {
 }
 
 fn open(dir: &Path) -> MetadataCache {
-    MetadataCache::open(dir, DEFAULT_DISK_BYTES).unwrap()
+    MetadataCache::open(dir, DEFAULT_DISK_BYTES, Arc::default()).unwrap()
 }
 
 #[tokio::test]
@@ -228,7 +228,7 @@ async fn stale_copies_are_served_only_up_to_max_stale() {
         status: 200,
         etag: None,
         content_type: None,
-        fetched: now() - 1000,
+        fetched: crate::store::now() - 1000,
         body: Bytes::from_static(b"old"),
         generation: 0,
     };
@@ -276,7 +276,7 @@ async fn stale_copies_are_served_only_up_to_max_stale() {
 #[tokio::test]
 async fn the_disk_copy_is_bounded_and_holds_no_negative_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = MetadataCache::open(dir.path(), 8 * disk::MIN_CHARGE).unwrap();
+    let cache = MetadataCache::open(dir.path(), 8 * disk::MIN_CHARGE, Arc::default()).unwrap();
     for i in 0..200 {
         cache
             .get(&format!("npm:r:missing{i}"), ageing(300), |_| async {

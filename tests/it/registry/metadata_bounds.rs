@@ -186,7 +186,7 @@ async fn stale_metadata_is_served_only_up_to_max_stale_seconds() {
     );
     let fg = Gatekeeper::start(
         &reg,
-        &npm_registry(&reg, "metadata_ttl_seconds = 0\nmax_stale_seconds = 2"),
+        &npm_registry(&reg, "metadata_ttl_seconds = 0\nmax_stale_seconds = 30"),
     )
     .await;
     assert_eq!(fg.get("/registry/npm/fg-yanked", &[]).await.status, 200);
@@ -194,7 +194,7 @@ async fn stale_metadata_is_served_only_up_to_max_stale_seconds() {
     let got = fg.get("/registry/npm/fg-yanked", &[]).await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     assert_eq!(got.headers["fetchgate-metadata"], "stale");
-    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    fg.advance_clock(std::time::Duration::from_secs(31));
     let got = fg.get("/registry/npm/fg-yanked", &[]).await;
     assert_eq!(got.status, 502, "{}", String::from_utf8_lossy(&got.body));
     assert_eq!(got.json()["code"], "registry_metadata_too_stale");

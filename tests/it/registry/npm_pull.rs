@@ -217,7 +217,7 @@ async fn metadata_is_fresh_for_the_ttl_then_revalidated_and_served_stale_when_th
     let reg = FakeRegistry::start().await;
     let v1 = npm_tarball("fg-fresh", "1.0.0", &[]);
     publish_npm(&reg, "fg-fresh", &[("1.0.0", vec![], v1.clone())]);
-    let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "metadata_ttl_seconds = 2")).await;
+    let fg = Gatekeeper::start(&reg, &npm_registry(&reg, "metadata_ttl_seconds = 30")).await;
     let versions = |got: &support::proxy::Got| -> Vec<String> {
         let v: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
         let mut list: Vec<String> = v["versions"].as_object().unwrap().keys().cloned().collect();
@@ -249,12 +249,12 @@ async fn metadata_is_fresh_for_the_ttl_then_revalidated_and_served_stale_when_th
     );
     assert_eq!(got.headers["fetchgate-metadata"], "fresh");
 
-    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    fg.advance_clock(std::time::Duration::from_secs(31));
     let got = fg.get("/registry/npm/fg-fresh", &[]).await;
     assert_eq!(versions(&got), ["1.0.0", "1.1.0"], "after the TTL it is");
 
     reg.set_down(true);
-    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    fg.advance_clock(std::time::Duration::from_secs(31));
     let got = fg.get("/registry/npm/fg-fresh", &[]).await;
     assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
     assert_eq!(versions(&got), ["1.0.0", "1.1.0"]);

@@ -18,27 +18,47 @@ use tokio::net::TcpStream;
 /// The metrics of every proxy the test process started, by its proxy address: each server
 /// counts into its own, so a test reads exactly what its own traffic moved.
 static STARTED: std::sync::LazyLock<
-    std::sync::Mutex<std::collections::HashMap<SocketAddr, Arc<Metrics>>>,
+    std::sync::Mutex<std::collections::HashMap<SocketAddr, Started>>,
 > = std::sync::LazyLock::new(Default::default);
 
-/// Remembers `server`'s metrics under its proxy address.
+/// What a test may reach of a proxy it started: its own metrics and its own clock.
+#[derive(Clone)]
+struct Started {
+    metrics: Arc<Metrics>,
+    clock: Arc<fetchgate::clock::Clock>,
+}
+
+/// Remembers `server`'s metrics and clock under its proxy address.
 fn remember(server: &Server) -> SocketAddr {
     let addr = server.local_addr().unwrap();
-    STARTED
-        .lock()
-        .unwrap()
-        .insert(addr, server.handle().metrics().clone());
+    let handle = server.handle();
+    let started = Started {
+        metrics: handle.metrics().clone(),
+        clock: handle.clock().clone(),
+    };
+    STARTED.lock().unwrap().insert(addr, started);
     addr
 }
 
-/// The metrics of the proxy started at `proxy` by one of this module's helpers.
-pub fn metrics_of(proxy: SocketAddr) -> Arc<Metrics> {
+/// What was remembered of the proxy started at `proxy` by one of this module's helpers.
+fn started(proxy: SocketAddr) -> Started {
     STARTED
         .lock()
         .unwrap()
         .get(&proxy)
         .cloned()
         .unwrap_or_else(|| panic!("no proxy was started at {proxy}"))
+}
+
+/// The metrics of the proxy started at `proxy` by one of this module's helpers.
+pub fn metrics_of(proxy: SocketAddr) -> Arc<Metrics> {
+    started(proxy).metrics
+}
+
+/// Moves the calendar clock of the proxy started at `proxy` forward by `by`, as if that much
+/// time had passed for its registry metadata.
+pub fn advance_clock(proxy: SocketAddr, by: std::time::Duration) {
+    started(proxy).clock.advance(by);
 }
 
 /// The value of the series `series` (a name and labels as the text format writes them, read

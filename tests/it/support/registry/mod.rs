@@ -425,6 +425,12 @@ impl Gatekeeper {
         format!("http://{addr}/")
     }
 
+    /// Moves this fetchgate's calendar clock forward by `by` (past a metadata TTL, say)
+    /// instead of sleeping through it.
+    pub fn advance_clock(&self, by: std::time::Duration) {
+        super::proxy::advance_clock(self.proxy, by);
+    }
+
     /// GET through fetchgate with a plain client.
     pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> super::proxy::Got {
         let host = self.proxy.to_string();
