@@ -1,5 +1,5 @@
 //! `/registry/<name>/...` (and the root of a `[[registry]] listen` address): hands the request
-//! to the registry front-ends and turns their reply into a response. Documents go out as they
+//! to the registry front-ends and turns their reply into a response. Documents are sent as they
 //! were rewritten; artifacts are served from the store exactly like `/sha256/<hex>`.
 
 use bytes::Bytes;

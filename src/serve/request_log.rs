@@ -132,7 +132,7 @@ pub(crate) struct RequestLog {
     pub(crate) next: Option<String>,
     /// The `[[egress.trust]]` rule that would allow what was refused, when one can.
     pub(crate) trust_rule: Option<String>,
-    /// A miss the client expects as part of its protocol (Go's path-prefix lookups): kept
+    /// A miss the client expects as part of its protocol (a module proxy client's path-prefix lookups): kept
     /// out of the status page's refusals.
     pub(crate) routine: bool,
 }

@@ -2,7 +2,7 @@
 //! registries and upstreams: percent-escapes of unreserved characters decoded and every
 //! other escape's hex in upper case, a `%` that starts no escape escaped (RFC 3986 §6.2.2: the spellings every conforming server
 //! reads as one), done once here for both ways in, so `/%72epo/` is `/repo/` to the router as
-//! it is to the upstream. Escapes of reserved characters stay escaped (an npm scope's `%2f`
+//! it is to the upstream. Escapes of reserved characters stay escaped (a package scope's `%2f`
 //! still means what the registry's kind reads it as), and dot segments are left to the URL
 //! parser (absolute form) or refused by the kind (origin form).
 //!

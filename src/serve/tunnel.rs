@@ -214,7 +214,7 @@ mod tests {
         let mut got = [0u8; 4];
         upstream.read_exact(&mut got).await.unwrap();
         assert_eq!(spliced.await.unwrap(), (4, 0, TunnelEnd::Idle));
-        // The tunnel let go of both sides.
+        // The tunnel released both sides.
         let mut rest = Vec::new();
         assert_eq!(client.read_to_end(&mut rest).await.unwrap(), 0);
     }
