@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use super::streamed::{Fetched, STREAM_FROM_BYTES, Streaming, Unobserved};
 use super::{RegistryCore, normalised};
 use crate::fetch::Fetcher;
 use crate::fetch::expected::ExpectedAsk;
@@ -182,6 +183,10 @@ impl RegistryCore {
     /// when offline). Bytes another registry fetched are not served through this one on the
     /// strength of a digest (digests leak through lockfiles and logs): they are fetched through
     /// this registry's upstream, which proves it serves them, and then vouched for.
+    ///
+    /// A miss whose SHA-256 the metadata published, asked for whole ([`Serving::whole`]),
+    /// streams to its client while it verifies ([`super::streamed`]); any other miss is
+    /// answered once it landed.
     pub(crate) async fn artifact(
         &self,
         front: &Front,
@@ -189,6 +194,7 @@ impl RegistryCore {
         url: impl FnOnce() -> Result<String, RegistryError>,
         package: &str,
         version: &str,
+        serving: Serving,
     ) -> Result<Reply, RegistryError> {
         let landing = self.landing(front, expected, package, version);
         let known = match &landing.alias {
@@ -213,10 +219,42 @@ impl RegistryCore {
             return Err(RegistryError::OfflineMiss(format!("{package} {version}")));
         }
         let url = url()?;
+        if let (true, Some(sha256), None) = (serving.whole, known, &landing.alias) {
+            let how = Streaming {
+                whole: true,
+                listed_length: serving.listed_length,
+                from_length: STREAM_FROM_BYTES,
+                observer: Unobserved,
+                settled: |_: &Result<Digest, RegistryError>| {},
+            };
+            return match self.fetch_streaming(landing, url, sha256, how).await? {
+                Fetched::Streaming(reply) => Ok(reply),
+                Fetched::Landed(sha256) => Ok(Reply::Artifact { sha256 }),
+            };
+        }
         let fetched = self.fetcher.ensure_expected(landing.ask(&url, None)).await;
         let sha256 = landing.settle(&url, fetched).await?;
         Ok(Reply::Artifact { sha256 })
     }
+}
+
+/// How a registry artifact is to be served to the request that asked for it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Serving {
+    /// A plain `GET` of the whole body (no `HEAD`, no `Range`) from a kind whose clients take
+    /// a body cut short as a failure: a miss may then stream while it verifies.
+    pub(crate) whole: bool,
+    /// The length the metadata lists for the file, when it lists one: an upstream announcing
+    /// another is not streamed.
+    pub(crate) listed_length: Option<u64>,
+}
+
+impl Serving {
+    /// Answered only once the artifact landed, verified.
+    pub(crate) const LANDED: Serving = Serving {
+        whole: false,
+        listed_length: None,
+    };
 }
 
 /// The alias-index key for an artifact's published digest (`None` for SHA-256, which names

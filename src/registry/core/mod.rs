@@ -1,12 +1,13 @@
 //! What every registry kind shares: the metadata cache and the work done on its documents
 //! ([`meta`]), the alias index, the digests served with credentials, the fetcher (and with it
-//! the store and the shared tier), the artifact path ([`artifact`]) and the shared tier's
+//! the store and the shared tier), the artifact path ([`artifact`], streamed while it verifies: [`streamed`]) and the shared tier's
 //! artifacts ([`shared_tier`]). A kind asks its core; the core knows no kind.
 
 pub(crate) mod artifact;
 pub(crate) mod fleet;
 pub(crate) mod meta;
 pub(crate) mod shared_tier;
+pub(crate) mod streamed;
 
 use std::sync::Arc;
 

@@ -11,6 +11,7 @@
 mod install;
 mod refusals;
 mod spellings;
+mod streaming;
 mod suites;
 
 use crate::support;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::config::AptKeys;
 use super::state::Apt;
 use crate::registry::core::RegistryCore;
-use crate::registry::core::artifact::sha256_expected;
+use crate::registry::core::artifact::{Serving, sha256_expected};
 use crate::registry::kind::{KindInfo, Reach};
 use crate::registry::own_keys::OwnKeys;
 use crate::registry::protocol::{Handled, KindFront, KindRow, KindSettings};
@@ -107,6 +107,11 @@ impl KindFront for AptFront {
     }
 }
 
+/// A plain `GET` of a whole file: one that may stream while it verifies.
+fn whole(ask: &Ask<'_>) -> bool {
+    !ask.head && !ask.range
+}
+
 /// The label pool and index files carry in the store and in mismatch reports.
 const VOUCHED_BY: &str = "signed-index";
 
@@ -132,11 +137,11 @@ impl Apt<'_> {
                     .index
                     .expected(&request)
                     .map_err(RegistryError::kind)?;
-                self.apt_artifact(front, raw, &expected).await
+                self.apt_artifact(front, raw, &expected, whole(ask)).await
             }
             AptRequest::Pool { path } => {
                 let expected = self.apt_vouched(front, source, &request).await?;
-                self.apt_artifact(front, path, &expected).await
+                self.apt_artifact(front, path, &expected, whole(ask)).await
             }
         }
     }
@@ -187,15 +192,24 @@ impl Apt<'_> {
 
     /// A file under the repository base, verified against one of `expected` (two indexes
     /// may list a pool file differently): from the store, or fetched and stored only when
-    /// its SHA-256 matched; its size is held to the listed one.
+    /// its SHA-256 matched; its size is held to the listed one. Asked for `whole` and listed
+    /// once, a miss streams to the client while it verifies (the upstream must announce the
+    /// listed size): apt pipelines its requests, so each file's wait for a whole fill would
+    /// add up. Its last byte goes out only once the SHA-256 matched; a mismatch cuts it short,
+    /// and apt reports its own hash mismatch.
     pub(crate) async fn apt_artifact(
         &self,
         front: &Front,
         path: &str,
         expected: &[Expected],
+        whole: bool,
     ) -> Result<Reply, RegistryError> {
         let mut last = None;
         for e in expected {
+            let serving = Serving {
+                whole: whole && expected.len() == 1,
+                listed_length: Some(e.size),
+            };
             let digest = Digest(e.sha256);
             let upstream = front.settings.upstream.clone();
             let owned = path.to_string();
@@ -207,9 +221,18 @@ impl Apt<'_> {
             };
             let got = self
                 .core
-                .artifact(front, &sha256_expected(&digest), url, path, VOUCHED_BY)
+                .artifact(
+                    front,
+                    &sha256_expected(&digest),
+                    url,
+                    path,
+                    VOUCHED_BY,
+                    serving,
+                )
                 .await;
             match got {
+                // Its length was the listed size before its first byte went out.
+                Ok(reply @ Reply::Streamed { .. }) => return Ok(reply),
                 Ok(reply) => {
                     self.apt_size_matches(path, digest, e.size).await?;
                     return Ok(reply);

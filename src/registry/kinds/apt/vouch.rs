@@ -185,7 +185,7 @@ impl Apt<'_> {
                     sha256: f.sha256,
                     size: f.size,
                 }];
-                match self.apt_artifact(front, &path, &expected).await {
+                match self.apt_artifact(front, &path, &expected, false).await {
                     Ok(_) => chosen = self.apt_stored(f).await.map(|b| (*f, b)),
                     Err(e) => {
                         tracing::warn!(registry = %front.settings.name, index = %path, code = e.code(), "a listed index could not be fetched to find a pool file");

@@ -9,7 +9,7 @@ use crate::registry::metadata::Freshness;
 use std::sync::Arc;
 
 use crate::registry::core::RegistryCore;
-use crate::registry::core::artifact::sha256_expected;
+use crate::registry::core::artifact::{Serving, sha256_expected};
 use crate::registry::kind::KindInfo;
 use crate::registry::own_keys::OwnKeys;
 use crate::registry::protocol::{Handled, KindFront, KindRow, KindSettings, NoOwnKeys};
@@ -257,7 +257,14 @@ impl Cargo<'_> {
                 if present || front.settings.offline {
                     return self
                         .core
-                        .artifact(front, &expected, unreachable_url, &name, &version)
+                        .artifact(
+                            front,
+                            &expected,
+                            unreachable_url,
+                            &name,
+                            &version,
+                            Serving::LANDED,
+                        )
                         .await;
                 }
                 let path = index_path(&name);
@@ -295,6 +302,7 @@ impl Cargo<'_> {
                         },
                         &name,
                         &version,
+                        Serving::LANDED,
                     )
                     .await
             }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::fetch::integrity::Expected;
 use crate::registry::core::RegistryCore;
+use crate::registry::core::artifact::Serving;
 use crate::registry::kind::KindInfo;
 use crate::registry::metadata::work::Cost;
 use crate::registry::own_keys::OwnKeys;
@@ -226,7 +227,14 @@ impl Npm<'_> {
                 let (dist, expected) = self.tarball_dist(front, &name, &file).await?;
                 let tarball = dist.tarball.clone();
                 self.core
-                    .artifact(front, &expected, || Ok(tarball), &name, &dist.version)
+                    .artifact(
+                        front,
+                        &expected,
+                        || Ok(tarball),
+                        &name,
+                        &dist.version,
+                        Serving::LANDED,
+                    )
                     .await
             }
             Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),

@@ -11,16 +11,15 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 
 use super::count;
 use super::reference::Digest;
 use super::state::Oci;
-use crate::body::{Observed, Observer};
-use crate::fetch::tap;
+use crate::body::Observer;
 use crate::fetch::tiers::Tier;
 use crate::metrics::{Metrics, route};
 use crate::registry::core::artifact::sha256_expected;
+use crate::registry::core::streamed::{Fetched, Streaming};
 use crate::registry::error::RegistryError;
 use crate::registry::request::{Ask, Reply};
 use crate::registry::settings::Front;
@@ -89,46 +88,27 @@ impl Oci<'_> {
             .core
             .upstream_url(front, &format!("v2/{name}/blobs/{}", digest.as_str()))?
             .to_string();
-        let (slot, mut tapped) = tap::tap(self.core.fetcher.body_idle());
-        // No tap for HEAD and Range: dropping the slot tells the receiver at once.
-        let ask = landing.ask(&url, whole.then_some(slot));
-        let (fetcher, owner) = (self.core.fetcher.clone(), registry.to_string());
-        // On its own task: a streamed response returns before the fetch has settled, and the
-        // fill goes on (into the store, for the next pull) when its client goes away.
-        let mut job = tokio::spawn(async move {
-            let fetched = fetcher.ensure_expected(ask).await;
-            let landed = landing.settle(&url, fetched).await;
-            let outcome = match &landed {
-                Ok(_) => "upstream",
-                Err(RegistryError::DigestMismatch { .. }) => "mismatch",
-                Err(_) => "failed",
-            };
-            count::pull(fetcher.metrics(), &owner, outcome);
-            landed
-        });
-        let landed = tokio::select! {
-            started = tapped.started() => match started {
-                Some(length) => {
-                    let body = Observed::new(
-                        tapped.into_body(length),
-                        Some(length),
-                        FromUpstream(metrics.clone(), registry.to_string()),
-                    )
-                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-                    .boxed();
-                    return Ok(Reply::Streamed {
-                        sha256,
-                        length,
-                        body,
-                    });
-                }
-                // Joined another request's fetch, or this one had nothing to stream.
-                None => job.await,
+        let owner = registry.to_string();
+        let counted = self.core.fetcher.metrics().clone();
+        let how = Streaming {
+            whole,
+            listed_length: None,
+            // Every blob: a client of a registry reads a short body as a failed pull.
+            from_length: 0,
+            observer: FromUpstream(metrics.clone(), registry.to_string()),
+            settled: move |landed: &Result<_, RegistryError>| {
+                let outcome = match landed {
+                    Ok(_) => "upstream",
+                    Err(RegistryError::DigestMismatch { .. }) => "mismatch",
+                    Err(_) => "failed",
+                };
+                count::pull(&counted, &owner, outcome);
             },
-            landed = &mut job => landed,
         };
-        let landed = landed
-            .map_err(|e| RegistryError::Internal(format!("the blob fetch stopped: {e}")))??;
+        let landed = match self.core.fetch_streaming(landing, url, sha256, how).await? {
+            Fetched::Streaming(reply) => return Ok(reply),
+            Fetched::Landed(landed) => landed,
+        };
         let object = lookup(store, landed).await.ok_or_else(|| {
             RegistryError::Cache("the blob left the store as it landed; pull again".into())
         })?;

@@ -16,7 +16,7 @@ use crate::registry::error::RegistryError;
 use std::sync::Arc;
 
 use crate::registry::core::RegistryCore;
-use crate::registry::core::artifact::sha256_expected;
+use crate::registry::core::artifact::{Serving, sha256_expected};
 use crate::registry::kind::KindInfo;
 use crate::registry::own_keys::OwnKeys;
 use crate::registry::protocol::{Handled, KindFront, KindRow, KindSettings, NoOwnKeys};
@@ -396,7 +396,14 @@ impl Pypi<'_> {
                 let expected = sha256_expected(&sha256);
                 let url = record.url.clone();
                 self.core
-                    .artifact(front, &expected, || Ok(url), &project, &filename)
+                    .artifact(
+                        front,
+                        &expected,
+                        || Ok(url),
+                        &project,
+                        &filename,
+                        Serving::LANDED,
+                    )
                     .await
             }
             Request::Metadata {
@@ -418,6 +425,7 @@ impl Pypi<'_> {
                         || Ok(url),
                         &project,
                         &format!("{filename}.metadata"),
+                        Serving::LANDED,
                     )
                     .await
             }
@@ -426,7 +434,14 @@ impl Pypi<'_> {
                 let (project, record) = self.listed_file(front, &project, &sha256, &filename)?;
                 let expected = sha256_expected(&sha256);
                 self.core
-                    .artifact(front, &expected, || Ok(record.url), &project, &filename)
+                    .artifact(
+                        front,
+                        &expected,
+                        || Ok(record.url),
+                        &project,
+                        &filename,
+                        Serving::LANDED,
+                    )
                     .await
             }
             Request::Other => Err(RegistryError::NotServed(ask.path.to_string())),

@@ -166,6 +166,18 @@ impl AptRepo {
     /// Builds `name` `version` with `dpkg-deb` and returns its bytes (written to the 1.0
     /// pool path only when `version` is 1.0).
     fn build_deb(&self, name: &str, version: &str, depends: Option<&str>, what: &str) -> Vec<u8> {
+        self.build_deb_with(name, version, depends, what, &[])
+    }
+
+    /// [`AptRepo::build_deb`] with `payload` as one more file of the package.
+    fn build_deb_with(
+        &self,
+        name: &str,
+        version: &str,
+        depends: Option<&str>,
+        what: &str,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let work = tempfile::tempdir().unwrap();
         let pkg = work.path().join("pkg");
         std::fs::create_dir_all(pkg.join("DEBIAN")).unwrap();
@@ -175,6 +187,9 @@ impl AptRepo {
             format!("{name} {version}\n"),
         )
         .unwrap();
+        if !payload.is_empty() {
+            std::fs::write(pkg.join(format!("usr/share/{name}/payload")), payload).unwrap();
+        }
         let depends = depends
             .map(|d| format!("Depends: {d}\n"))
             .unwrap_or_default();
@@ -284,6 +299,24 @@ impl AptRepo {
     /// Re-signs with a new key that is not in [`AptRepo::keyring`].
     pub fn resign_with_other_key(&mut self) {
         self.fingerprint = self.new_key("someone else <other@test>");
+        self.sign(None);
+    }
+
+    /// Adds `name` 1.0 carrying `size` bytes that do not compress (so its `.deb` is about as
+    /// large), then indexes and signs the repository again.
+    pub fn add_large_deb(&self, name: &str, size: usize) {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let payload: Vec<u8> = (0..size)
+            .map(|_| {
+                // xorshift64: repeatable bytes no compressor shrinks.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        self.build_deb_with(name, "1.0", None, "a large package", &payload);
+        self.index();
         self.sign(None);
     }
 
