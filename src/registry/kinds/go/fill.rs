@@ -256,7 +256,9 @@ impl Fill {
                     .put_verified(sha256, &body, from, Some(label))
                     .map_err(|e| e.to_string())?;
             }
-            aliases.set_alias(&index_key, &sha256)
+            aliases
+                .set_alias(&index_key, &sha256)
+                .map_err(|e| e.to_string())
         })
         .await
         .map_err(|e| RegistryError::Internal(e.to_string()))?

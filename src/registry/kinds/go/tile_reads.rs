@@ -108,7 +108,9 @@ impl TileReads {
                         .put_verified(sha, &bytes, Provenance::Local, Some(label))
                         .map_err(|e| e.to_string())?;
                 }
-                aliases.set_alias(&tile_key(&db, &tile), &sha)?;
+                aliases
+                    .set_alias(&tile_key(&db, &tile), &sha)
+                    .map_err(|e| e.to_string())?;
             }
             Ok::<(), String>(())
         })
