@@ -217,7 +217,8 @@ fn rm(store: &Arc<Store>, args: &[String], json: bool) -> Result<ExitCode, CliEr
         .iter()
         .map(|a| resolve(store, a).map(|d| (a, d)))
         .collect::<Result<Vec<_>, _>>()?;
-    let aliases = crate::registry::aliases::Aliases::open(&store.root().join("registry.redb"))?;
+    let aliases = crate::registry::aliases::Aliases::open(&store.root().join("registry.redb"))
+        .map_err(|e| e.to_string())?;
     let mut results = Vec::new();
     let mut all_removed = true;
     for (arg, d) in digests {
@@ -237,7 +238,11 @@ fn rm(store: &Arc<Store>, args: &[String], json: bool) -> Result<ExitCode, CliEr
             ),
             None => (false, Some("no such entry")),
         };
-        let forgotten = if removed { aliases.forget(&d)? } else { 0 };
+        let forgotten = if removed {
+            aliases.forget(&d).map_err(|e| e.to_string())?
+        } else {
+            0
+        };
         all_removed &= removed;
         results.push(json!({
             "sha256": d.hex(), "removed": removed, "reason": why, "aliases_removed": forgotten,
@@ -278,7 +283,8 @@ fn rm(store: &Arc<Store>, args: &[String], json: bool) -> Result<ExitCode, CliEr
 fn stats(config: &Config, store: &Arc<Store>, entries: bool) -> Result<Value, String> {
     let mut v = json!({ "cache": store.root().display().to_string(), "stats": store.stats() });
     let aliases = crate::registry::aliases::Aliases::open(&store.root().join("registry.redb"))
-        .and_then(|a| a.all_aliases())?;
+        .and_then(|a| a.all_aliases())
+        .map_err(|e| e.to_string())?;
     v["stats"]["registry_aliases"] = json!(aliases.len());
     if config.shared.is_some() {
         let tier = with_tier(config, store, |tier, store| async move {

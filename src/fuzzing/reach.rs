@@ -30,7 +30,8 @@ pub(super) use crate::registry::kinds::go::tile::{Tile, hash_from_tile};
 pub(super) use crate::registry::kinds::go::zip_rules::check_zip;
 pub(super) use crate::registry::kinds::npm::dists::DistIndex;
 pub(super) use crate::registry::kinds::npm::{
-    Request as NpmRequest, file_of as npm_file_of, parse_path as npm_path, rewrite_packument,
+    Request as NpmRequest, ScanError as NpmScanError, file_of as npm_file_of,
+    parse_path as npm_path, rewrite_packument,
 };
 pub(super) use crate::registry::kinds::oci::accept::{
     AcceptList, MAX_ACCEPT_VALUES, ManifestAccept,

@@ -12,7 +12,7 @@
 //! redb runs one write transaction at a time, across every process that opens the file, so
 //! two proofs that read the same state cannot both replace it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -51,15 +51,45 @@ pub(crate) struct Aliases {
     db: Database,
 }
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
+/// Why the alias database failed: it could not be opened, redb failed, or a stored record
+/// did not read (or write) as JSON.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AliasesError {
+    /// The database file could not be opened or created.
+    #[error("cannot open {}: {source}", .path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        source: redb::DatabaseError,
+    },
+    /// A transaction, table or commit failed.
+    #[error(transparent)]
+    Db(#[from] redb::Error),
+    /// A file record is not the JSON it was written as.
+    #[error(transparent)]
+    Record(#[from] serde_json::Error),
+}
+
+impl From<AliasesError> for crate::registry::error::RegistryError {
+    /// A cache failure, saying what the database said.
+    fn from(e: AliasesError) -> Self {
+        Self::Cache(e.to_string())
+    }
+}
+
+/// redb's error `e`, as the database's failure (its text is redb's own).
+fn err(e: impl Into<redb::Error>) -> AliasesError {
+    AliasesError::Db(e.into())
 }
 
 impl Aliases {
     /// Opens (or creates) the database at `path`.
-    pub(crate) fn open(path: &Path) -> Result<Self, String> {
-        let db = crate::store::index::open_shared(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    pub(crate) fn open(path: &Path) -> Result<Self, AliasesError> {
+        let db = crate::store::index::open_shared(path).map_err(|source| AliasesError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(ALIASES).map_err(err)?;
         txn.open_table(FILES).map_err(err)?;
@@ -70,7 +100,7 @@ impl Aliases {
     }
 
     /// The SHA-256 stored under an alias key (`sha512:<hex>`).
-    pub(crate) fn alias(&self, key: &str) -> Result<Option<Digest>, String> {
+    pub(crate) fn alias(&self, key: &str) -> Result<Option<Digest>, AliasesError> {
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(ALIASES).map_err(err)?;
         Ok(table
@@ -80,7 +110,7 @@ impl Aliases {
     }
 
     /// Records that alias `key` names the stored `sha256`.
-    pub(crate) fn set_alias(&self, key: &str, sha256: &Digest) -> Result<(), String> {
+    pub(crate) fn set_alias(&self, key: &str, sha256: &Digest) -> Result<(), AliasesError> {
         let txn = self.db.begin_write().map_err(err)?;
         {
             let mut table = txn.open_table(ALIASES).map_err(err)?;
@@ -90,7 +120,7 @@ impl Aliases {
     }
 
     /// The SHA-256 a registry's metadata tied to an upstream URL (normalised), if any.
-    pub(crate) fn url(&self, url: &str) -> Result<Option<Digest>, String> {
+    pub(crate) fn url(&self, url: &str) -> Result<Option<Digest>, AliasesError> {
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(URLS).map_err(err)?;
         Ok(table
@@ -106,7 +136,7 @@ impl Aliases {
         alias: Option<&str>,
         url: &str,
         sha256: &Digest,
-    ) -> Result<(), String> {
+    ) -> Result<(), AliasesError> {
         let hex = sha256.hex();
         let txn = self.db.begin_write().map_err(err)?;
         {
@@ -122,7 +152,7 @@ impl Aliases {
 
     /// Forgets every alias and verified URL that names `sha256` (its entry was removed, so
     /// they would point at nothing); the number forgotten.
-    pub(crate) fn forget(&self, sha256: &Digest) -> Result<usize, String> {
+    pub(crate) fn forget(&self, sha256: &Digest) -> Result<usize, AliasesError> {
         use redb::ReadableTable;
         let hex = sha256.hex();
         let txn = self.db.begin_write().map_err(err)?;
@@ -147,7 +177,7 @@ impl Aliases {
     }
 
     /// What was last proved under `key` (a kind's own key and text).
-    pub(crate) fn proved(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn proved(&self, key: &str) -> Result<Option<String>, AliasesError> {
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(PROVED).map_err(err)?;
         Ok(table.get(key).map_err(err)?.map(|v| v.value().to_string()))
@@ -161,7 +191,7 @@ impl Aliases {
         key: &str,
         expected: Option<&str>,
         new: &str,
-    ) -> Result<Result<(), Option<String>>, String> {
+    ) -> Result<Result<(), Option<String>>, AliasesError> {
         use redb::ReadableTable;
         let txn = self.db.begin_write().map_err(err)?;
         {
@@ -177,7 +207,7 @@ impl Aliases {
     }
 
     /// Every alias, for `cache stats`.
-    pub(crate) fn all_aliases(&self) -> Result<Vec<(String, String)>, String> {
+    pub(crate) fn all_aliases(&self) -> Result<Vec<(String, String)>, AliasesError> {
         use redb::ReadableTable;
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(ALIASES).map_err(err)?;
@@ -192,11 +222,11 @@ impl Aliases {
     }
 
     /// The file record under `key` ([`file_key`]).
-    pub(crate) fn file(&self, key: &str) -> Result<Option<FileRecord>, String> {
+    pub(crate) fn file(&self, key: &str) -> Result<Option<FileRecord>, AliasesError> {
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(FILES).map_err(err)?;
         match table.get(key).map_err(err)? {
-            Some(v) => serde_json::from_str(v.value()).map(Some).map_err(err),
+            Some(v) => Ok(Some(serde_json::from_str(v.value())?)),
             None => Ok(None),
         }
     }
@@ -207,7 +237,7 @@ impl Aliases {
         &self,
         registry: &str,
         sha256: &Digest,
-    ) -> Result<Vec<(String, FileRecord)>, String> {
+    ) -> Result<Vec<(String, FileRecord)>, AliasesError> {
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(FILES).map_err(err)?;
         let (from, to) = (format!("{registry}:"), format!("{registry};"));
@@ -218,7 +248,7 @@ impl Aliases {
             let Some(project) = k.value()[from.len()..].strip_suffix(tail.as_str()) else {
                 continue;
             };
-            let record = serde_json::from_str(v.value()).map_err(err)?;
+            let record = serde_json::from_str(v.value())?;
             out.push((project.to_string(), record));
         }
         Ok(out)
@@ -227,11 +257,11 @@ impl Aliases {
     /// Records the files a page named, each under its [`file_key`]; when every record is
     /// already there as given, nothing is written (a page read from the metadata cache costs
     /// one read transaction).
-    pub(crate) fn set_files(&self, records: &[(String, FileRecord)]) -> Result<(), String> {
+    pub(crate) fn set_files(&self, records: &[(String, FileRecord)]) -> Result<(), AliasesError> {
         let mut changed = Vec::new();
         for (key, record) in records {
             if self.file(key)?.as_ref() != Some(record) {
-                changed.push((key, serde_json::to_string(record).map_err(err)?));
+                changed.push((key, serde_json::to_string(record)?));
             }
         }
         if changed.is_empty() {

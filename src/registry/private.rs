@@ -4,7 +4,7 @@
 //! them.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -19,15 +19,38 @@ pub(crate) struct Credentialed {
     known: RwLock<HashSet<Digest>>,
 }
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
+/// Why the credentialed-digest database failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CredentialedError {
+    /// The database file could not be opened or created.
+    #[error("cannot open {}: {source}", .path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        source: redb::DatabaseError,
+    },
+    /// A transaction, table or commit failed.
+    #[error(transparent)]
+    Db(#[from] redb::Error),
+    /// The blocking thread that wrote a mark failed.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// redb's error `e`, as the database's failure (its text is redb's own).
+fn err(e: impl Into<redb::Error>) -> CredentialedError {
+    CredentialedError::Db(e.into())
 }
 
 impl Credentialed {
     /// Opens (or creates) the database at `path` and reads what it holds.
-    pub(crate) fn open(path: &Path) -> Result<Self, String> {
-        let db = crate::store::index::open_shared(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    pub(crate) fn open(path: &Path) -> Result<Self, CredentialedError> {
+        let db =
+            crate::store::index::open_shared(path).map_err(|source| CredentialedError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(PRIVATE).map_err(err)?;
         txn.commit().map_err(err)?;
@@ -60,7 +83,7 @@ impl Credentialed {
             return;
         }
         let db = self.db.clone();
-        let written = tokio::task::spawn_blocking(move || -> Result<(), String> {
+        let written = tokio::task::spawn_blocking(move || -> Result<(), CredentialedError> {
             let txn = db.begin_write().map_err(err)?;
             {
                 let mut table = txn.open_table(PRIVATE).map_err(err)?;
@@ -69,7 +92,7 @@ impl Credentialed {
             txn.commit().map_err(err)
         })
         .await
-        .map_err(err)
+        .map_err(CredentialedError::from)
         .and_then(|r| r);
         if let Err(e) = written {
             tracing::warn!(error = %e, sha256 = %digest, "a credentialed digest was not recorded on disk; it is withheld from web origins until restart");

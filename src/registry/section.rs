@@ -5,7 +5,7 @@
 //! naming its kind.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -196,7 +196,7 @@ fn from_section(
         None => None,
         Some(f) => Some(
             read_credential(kind, &base.join(f.get_ref()))
-                .map_err(|why| src.error_at(f.span(), why))?,
+                .map_err(|why| src.error_at(f.span(), why.to_string()))?,
         ),
     };
     let settings = RegistrySettings {
@@ -323,19 +323,50 @@ fn metadata_bytes(value: Option<&Spanned<u64>>, src: &TomlSource<'_>) -> Result<
     }
 }
 
+/// Why a `credentials_file` gave no credential.
+#[derive(Debug, thiserror::Error)]
+enum CredentialError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Nothing but blank and comment lines.
+    #[error("{} holds no credential", .path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The credential cannot be sent as an HTTP header value.
+    #[error("{}: the credential is not a valid header value", .path.display())]
+    NotHeader {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: http::header::InvalidHeaderValue,
+    },
+}
+
 /// Reads the first non-comment line of a credentials file. A line that already names its
 /// scheme (`Bearer ...`, `Basic ...`) is sent as it is; `user:password` becomes Basic; any
 /// other token is sent with the kind's `bare_token_scheme` (`Bearer` for npm and PyPI), or
 /// bare as cargo sends registry tokens.
-fn read_credential(kind: Kind, path: &Path) -> Result<http::HeaderValue, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+fn read_credential(kind: Kind, path: &Path) -> Result<http::HeaderValue, CredentialError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CredentialError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let Some(line) = text
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with('#'))
     else {
-        return Err(format!("{} holds no credential", path.display()));
+        return Err(CredentialError::Empty {
+            path: path.to_path_buf(),
+        });
     };
     let has_scheme = ["bearer ", "basic "]
         .iter()
@@ -354,12 +385,11 @@ fn read_credential(kind: Kind, path: &Path) -> Result<http::HeaderValue, String>
             Some(scheme) => format!("{scheme} {line}"),
         }
     };
-    let mut v = http::HeaderValue::from_str(&value).map_err(|_| {
-        format!(
-            "{}: the credential is not a valid header value",
-            path.display()
-        )
-    })?;
+    let mut v =
+        http::HeaderValue::from_str(&value).map_err(|source| CredentialError::NotHeader {
+            path: path.to_path_buf(),
+            source,
+        })?;
     v.set_sensitive(true);
     Ok(v)
 }

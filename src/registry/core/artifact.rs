@@ -112,7 +112,7 @@ impl Landing {
                 })
                 .await
                 .map_err(|e| RegistryError::Internal(e.to_string()))?
-                .map_err(RegistryError::Cache)?;
+                .map_err(RegistryError::from)?;
                 Ok(sha256)
             }
             Err(ExpectedError::Mismatch { expected, received }) => {
@@ -199,7 +199,7 @@ impl RegistryCore {
         let landing = self.landing(front, expected, package, version);
         let known = match &landing.alias {
             None => Digest::parse(&hex::encode(&expected.bytes)).ok(),
-            Some(key) => self.aliases.alias(key).map_err(RegistryError::Cache)?,
+            Some(key) => self.aliases.alias(key).map_err(RegistryError::from)?,
         };
         if let Some(sha256) = known
             && self.serves(front, &sha256, landing.voucher()).await

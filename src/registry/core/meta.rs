@@ -173,7 +173,7 @@ impl RegistryCore {
     /// The document `rewrite` makes of `entry` for this client-visible `variant`: made once
     /// per entry (off the async workers, within the metadata memory budget, charged `cost`)
     /// and kept.
-    pub(crate) async fn rewritten<F>(
+    pub(crate) async fn rewritten<F, E>(
         &self,
         front: &Front,
         variant: &str,
@@ -182,20 +182,21 @@ impl RegistryCore {
         rewrite: F,
     ) -> Result<Bytes, RegistryError>
     where
-        F: FnOnce(&[u8]) -> Result<Bytes, String> + Send + 'static,
+        F: FnOnce(&[u8]) -> Result<Bytes, E> + Send + 'static,
+        E: std::error::Error + Send + 'static,
     {
         let variant = format!("{}\0{variant}", front.settings.name);
         self.metadata
             .work
             .rewritten(variant, entry, cost, rewrite)
             .await
-            .map_err(RegistryError::BadMetadata)
+            .map_err(|e| RegistryError::BadMetadata(e.to_string()))
     }
 
     /// What `make` makes of `entry` (and the memory it takes), kept under this registry's
     /// `key` once per entry generation, charged `cost`; see
     /// [`Work::derived`](crate::registry::metadata::work::Work::derived).
-    pub(crate) async fn derived<T, F>(
+    pub(crate) async fn derived<T, F, E>(
         &self,
         front: &Front,
         key: &str,
@@ -205,14 +206,15 @@ impl RegistryCore {
     ) -> Result<Arc<T>, RegistryError>
     where
         T: std::any::Any + Send + Sync,
-        F: FnOnce(&[u8]) -> Result<(T, usize), String> + Send + 'static,
+        F: FnOnce(&[u8]) -> Result<(T, usize), E> + Send + 'static,
+        E: std::error::Error + Send + 'static,
     {
         let key = format!("{}\0{key}", front.settings.name);
         self.metadata
             .work
             .derived(key, entry, cost, make)
             .await
-            .map_err(RegistryError::BadMetadata)
+            .map_err(|e| RegistryError::BadMetadata(e.to_string()))
     }
 
     /// Runs `job` (a parse of metadata `size` bytes long) off the async workers, within the
@@ -220,14 +222,13 @@ impl RegistryCore {
     pub(crate) async fn parsed<T, F>(&self, size: usize, job: F) -> Result<T, RegistryError>
     where
         T: Send + 'static,
-        F: FnOnce() -> Result<T, String> + Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
     {
         self.metadata
             .work
             .run(size, job)
             .await
-            .and_then(|r| r)
-            .map_err(RegistryError::BadMetadata)
+            .map_err(|e| RegistryError::BadMetadata(e.to_string()))
     }
 }
 

@@ -62,6 +62,22 @@ impl Cost {
         usize::try_from(self.bytes(size).saturating_sub(size as u64)).unwrap_or(usize::MAX)
     }
 }
+
+/// Why a metadata job gave nothing: the budget was closed, the job's thread failed (it
+/// panicked), or the job itself refused its document (`E`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WorkError<E = std::convert::Infallible> {
+    /// The budget's semaphore was closed.
+    #[error("the metadata work budget is closed: {0}")]
+    Closed(#[source] tokio::sync::AcquireError),
+    /// The blocking thread running the job failed.
+    #[error("a metadata job failed: {0}")]
+    Failed(#[source] tokio::task::JoinError),
+    /// The job's own error.
+    #[error(transparent)]
+    Job(E),
+}
+
 /// Bytes of rewritten documents (and other things made of entries) kept in memory.
 const REWRITTEN_BYTES: u64 = 64 << 20;
 /// The budget is counted in units of this many bytes (a semaphore counts in `u32`).
@@ -106,7 +122,7 @@ impl Work {
 
     /// Runs `job`, which parses a document of `size` bytes into a tree ([`Cost::TREE`]), on a
     /// blocking thread once its share of the budget is free.
-    pub(crate) async fn run<T, F>(&self, size: usize, job: F) -> Result<T, String>
+    pub(crate) async fn run<T, F>(&self, size: usize, job: F) -> Result<T, WorkError>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
@@ -116,7 +132,11 @@ impl Work {
     }
 
     /// Waits for what a job of `cost` over `size` bytes is charged (at most the whole budget).
-    async fn reserve(&self, cost: Cost, size: usize) -> Result<OwnedSemaphorePermit, String> {
+    async fn reserve<E>(
+        &self,
+        cost: Cost,
+        size: usize,
+    ) -> Result<OwnedSemaphorePermit, WorkError<E>> {
         let need = cost
             .bytes(size)
             .div_ceil(UNIT)
@@ -126,11 +146,11 @@ impl Work {
             .clone()
             .acquire_many_owned(need)
             .await
-            .map_err(|e| format!("the metadata work budget is closed: {e}"))
+            .map_err(WorkError::Closed)
     }
 
     /// Runs `job` on a blocking thread (its share of the budget already held).
-    async fn spawn<T, F>(&self, job: F) -> Result<T, String>
+    async fn spawn<T, F, E>(&self, job: F) -> Result<T, WorkError<E>>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
@@ -138,21 +158,22 @@ impl Work {
         self.runs.fetch_add(1, Ordering::Relaxed);
         tokio::task::spawn_blocking(job)
             .await
-            .map_err(|e| format!("a metadata job failed: {e}"))
+            .map_err(WorkError::Failed)
     }
 
     /// The document `rewrite` makes of `entry`, for the variant `variant` (the client-visible
     /// base and representation): kept once per entry generation, made on a blocking thread
     /// within the budget (charged `cost`) when not kept.
-    pub(crate) async fn rewritten<F>(
+    pub(crate) async fn rewritten<F, E>(
         &self,
         variant: String,
         entry: &Arc<Entry>,
         cost: Cost,
         rewrite: F,
-    ) -> Result<Bytes, String>
+    ) -> Result<Bytes, WorkError<E>>
     where
-        F: FnOnce(&[u8]) -> Result<Bytes, String> + Send + 'static,
+        F: FnOnce(&[u8]) -> Result<Bytes, E> + Send + 'static,
+        E: Send + 'static,
     {
         let kept = self
             .derived(variant, entry, cost, move |body| {
@@ -169,16 +190,17 @@ impl Work {
     /// when not kept. `key` names what is made as well as the entry, so one key is only ever
     /// one type. A request that waited for the budget while another made the same thing takes
     /// what that one made rather than making it again.
-    pub(crate) async fn derived<T, F>(
+    pub(crate) async fn derived<T, F, E>(
         &self,
         key: String,
         entry: &Arc<Entry>,
         cost: Cost,
         make: F,
-    ) -> Result<Arc<T>, String>
+    ) -> Result<Arc<T>, WorkError<E>>
     where
         T: Any + Send + Sync,
-        F: FnOnce(&[u8]) -> Result<(T, usize), String> + Send + 'static,
+        F: FnOnce(&[u8]) -> Result<(T, usize), E> + Send + 'static,
+        E: Send + 'static,
     {
         if let Some(value) = self.kept_for(&key, entry) {
             return Ok(value);
@@ -188,7 +210,10 @@ impl Work {
             return Ok(value);
         }
         let source = entry.clone();
-        let (value, weight) = self.spawn(move || make(&source.body)).await??;
+        let (value, weight) = self
+            .spawn(move || make(&source.body))
+            .await?
+            .map_err(WorkError::Job)?;
         let value = Arc::new(value);
         self.kept.insert(
             key,
@@ -231,7 +256,7 @@ mod tests {
         })
     }
 
-    fn upper(b: &[u8]) -> Result<Bytes, String> {
+    fn upper(b: &[u8]) -> Result<Bytes, std::convert::Infallible> {
         Ok(Bytes::from(b.to_ascii_uppercase()))
     }
 

@@ -52,7 +52,7 @@ pub(crate) fn verify_inrelease(
     // What the signature covers is the dash-unescaped, CRLF-normalised text; hand back that
     // same text with LF line endings, as apt does after splitting the file.
     let covered = msg.signed_text();
-    let declared = armour_hashes(text).map_err(invalid)?;
+    let declared = armour_hashes(text).map_err(|e| invalid(e.to_string()))?;
     let signer = pick_signer(
         msg.signatures(),
         covered.as_bytes(),
@@ -96,15 +96,26 @@ pub(crate) fn verify_detached(
     })
 }
 
+/// Why the armour of a cleartext-signed file is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum ArmourError {
+    /// No `-----BEGIN PGP SIGNED MESSAGE-----` line.
+    #[error("no BEGIN PGP SIGNED MESSAGE line")]
+    NoBegin,
+    /// A `Hash:` header names a digest gpg does not know.
+    #[error("the armour header `Hash:` names {0:?}, which gpg does not know; apt refuses the file")]
+    UnknownHash(String),
+}
+
 /// The digests the `Hash:` armour headers of a cleartext-signed `text` declare, read as gpg
 /// reads them: comma-separated GnuPG names, case as written (`SHA256`, `SHA512`); none
 /// declared means MD5 (RFC 4880 §7). A name gpg does not know refuses the file, as gpg does.
-fn armour_hashes(text: &str) -> Result<Vec<HashAlgorithm>, String> {
+fn armour_hashes(text: &str) -> Result<Vec<HashAlgorithm>, ArmourError> {
     let mut lines = text.lines().map(|l| l.trim_end_matches([' ', '\t', '\r']));
     lines
         .by_ref()
         .find(|l| *l == "-----BEGIN PGP SIGNED MESSAGE-----")
-        .ok_or("no BEGIN PGP SIGNED MESSAGE line")?;
+        .ok_or(ArmourError::NoBegin)?;
     let mut declared = Vec::new();
     for line in lines.take_while(|l| !l.is_empty()) {
         let Some(names) = line.strip_prefix("Hash:") else {
@@ -120,9 +131,7 @@ fn armour_hashes(text: &str) -> Result<Vec<HashAlgorithm>, String> {
                 "SHA384" => HashAlgorithm::Sha384,
                 "SHA512" => HashAlgorithm::Sha512,
                 other => {
-                    return Err(format!(
-                        "the armour header `Hash:` names {other:?}, which gpg does not know; apt refuses the file"
-                    ));
+                    return Err(ArmourError::UnknownHash(other.to_string()));
                 }
             });
         }

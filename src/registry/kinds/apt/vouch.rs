@@ -196,7 +196,7 @@ impl Apt<'_> {
             let (kind, path) = (group.kind, f.path.clone());
             let read = self
                 .core
-                .parsed(bytes.len(), move || Ok(read_index(&bytes, kind, &path)))
+                .parsed(bytes.len(), move || read_index(&bytes, kind, &path))
                 .await;
             let Ok(mut v) = suite.index.lock() else {
                 continue;

@@ -116,14 +116,24 @@ pub(crate) fn config_json(base: &str) -> Bytes {
     )
 }
 
+/// Why an upstream's `config.json` gives no `dl` template.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigError {
+    /// It is not JSON.
+    #[error("config.json is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// It has no string `dl`.
+    #[error("config.json has no dl")]
+    NoDl,
+}
+
 /// The upstream's `dl` template, from its `config.json`.
-pub(crate) fn upstream_dl(config: &[u8]) -> Result<String, String> {
-    let v: Value =
-        serde_json::from_slice(config).map_err(|e| format!("config.json is not JSON: {e}"))?;
+pub(crate) fn upstream_dl(config: &[u8]) -> Result<String, ConfigError> {
+    let v: Value = serde_json::from_slice(config).map_err(ConfigError::NotJson)?;
     v.get("dl")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .ok_or_else(|| "config.json has no dl".into())
+        .ok_or(ConfigError::NoDl)
 }
 
 /// The download URL for one crate version, from a `dl` template (markers, or none: then
@@ -287,7 +297,8 @@ impl Cargo<'_> {
                     .core
                     .meta(front, "config.json", "config.json", "application/json")
                     .await?;
-                let dl = upstream_dl(&config.body).map_err(RegistryError::BadMetadata)?;
+                let dl = upstream_dl(&config.body)
+                    .map_err(|e| RegistryError::BadMetadata(e.to_string()))?;
                 let url = download_url(&dl, &name, &version, &sha256);
                 let upstream = front.settings.upstream.clone();
                 self.core

@@ -12,15 +12,20 @@ use sha2::{Digest, Sha256};
 
 use super::zip_rules::{MAX_ZIP_BYTES, ZipRuleError, entry_name, open};
 
+/// A file name `Hash1` refuses: it holds a newline, so the summary's lines would be ambiguous.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("file name {0:?} has a newline")]
+pub(crate) struct NewlineInName(pub(crate) String);
+
 /// The `h1:` hash of named files: `(name, content)` in any order. Refuses a name with a
 /// newline, as `Hash1` does (the summary's lines would be ambiguous).
 pub(crate) fn hash_files<'a>(
     files: impl IntoIterator<Item = (&'a str, &'a [u8])>,
-) -> Result<String, String> {
+) -> Result<String, NewlineInName> {
     let mut lines = Vec::new();
     for (name, content) in files {
         if name.contains('\n') {
-            return Err(format!("file name {name:?} has a newline"));
+            return Err(NewlineInName(name.to_string()));
         }
         lines.push(summary_line(name, &Sha256::digest(content)));
     }

@@ -7,6 +7,7 @@
 use icu_properties::CodePointMapData;
 use icu_properties::props::{GeneralCategory, GeneralCategoryGroup};
 
+use super::path_rule::{EscapeRule, PathRule};
 use crate::errors::Origin;
 
 /// Why a module path, file path, version or escaped form was refused.
@@ -87,59 +88,57 @@ fn file_char_ok(c: char) -> bool {
 }
 
 /// Checks one `/`-separated element (module.go's `checkElem`).
-fn check_elem(elem: &str, kind: PathKind) -> Result<(), String> {
+fn check_elem(elem: &str, kind: PathKind) -> Result<(), PathRule> {
     if elem.is_empty() {
-        return Err("empty path element".into());
+        return Err(PathRule::EmptyElement);
     }
     if elem.bytes().all(|b| b == b'.') {
-        return Err(format!("invalid path element {elem:?}"));
+        return Err(PathRule::DotsElement(elem.to_string()));
     }
     if elem.starts_with('.') && kind == PathKind::Module {
-        return Err("leading dot in path element".into());
+        return Err(PathRule::LeadingDot);
     }
     if elem.ends_with('.') {
-        return Err("trailing dot in path element".into());
+        return Err(PathRule::TrailingDot);
     }
     let ok = match kind {
         PathKind::Module => module_char_ok,
         PathKind::File => file_char_ok,
     };
     if let Some(c) = elem.chars().find(|c| !ok(*c)) {
-        return Err(format!("invalid char {c:?}"));
+        return Err(PathRule::InvalidChar(c));
     }
     let short = elem.split('.').next().unwrap_or(elem);
     if WINDOWS_RESERVED
         .iter()
         .any(|bad| bad.eq_ignore_ascii_case(short))
     {
-        return Err(format!(
-            "{short:?} disallowed as path element component on Windows"
-        ));
+        return Err(PathRule::WindowsReserved(short.to_string()));
     }
     if kind == PathKind::Module
         && let Some(tilde) = short.rfind('~')
         && tilde + 1 < short.len()
         && short[tilde + 1..].bytes().all(|b| b.is_ascii_digit())
     {
-        return Err("trailing tilde and digits in path element".into());
+        return Err(PathRule::TildeDigits);
     }
     Ok(())
 }
 
 /// Checks a whole path, element by element (module.go's `checkPath`). Rust strings are UTF-8
 /// already, so the invalid-UTF-8 rule holds by construction.
-fn check_any_path(path: &str, kind: PathKind) -> Result<(), String> {
+fn check_any_path(path: &str, kind: PathKind) -> Result<(), PathRule> {
     if path.is_empty() {
-        return Err("empty string".into());
+        return Err(PathRule::Empty);
     }
     if path.starts_with('-') && kind != PathKind::File {
-        return Err("leading dash".into());
+        return Err(PathRule::LeadingDash);
     }
     if path.contains("//") {
-        return Err("double slash".into());
+        return Err(PathRule::DoubleSlash);
     }
     if path.ends_with('/') {
-        return Err("trailing slash".into());
+        return Err(PathRule::TrailingSlash);
     }
     path.split('/').try_for_each(|elem| check_elem(elem, kind))
 }
@@ -149,7 +148,7 @@ fn check_any_path(path: &str, kind: PathKind) -> Result<(), String> {
 /// a well-formed major version suffix (`/vN` with N ≥ 2, or gopkg.in's `.vN`).
 pub(crate) fn check_module_path(path: &str) -> Result<(), PathError> {
     let fail = |reason: String| PathError::new("module path", path, reason);
-    check_any_path(path, PathKind::Module).map_err(fail)?;
+    check_any_path(path, PathKind::Module).map_err(|r| fail(r.to_string()))?;
     let first = path.split('/').next().unwrap_or(path);
     if first.is_empty() {
         return Err(fail("leading slash".into()));
@@ -174,16 +173,17 @@ pub(crate) fn check_module_path(path: &str) -> Result<(), PathError> {
 
 /// Checks a file path inside a module zip as `module.CheckFilePath` does.
 pub(crate) fn check_file_path(path: &str) -> Result<(), PathError> {
-    check_any_path(path, PathKind::File).map_err(|r| PathError::new("file path", path, r))
+    check_any_path(path, PathKind::File)
+        .map_err(|r| PathError::new("file path", path, r.to_string()))
 }
 
 /// Writes each upper-case ASCII letter as `!` and its lower-case form; refuses `!` and
 /// non-ASCII, as Go's `escapeString` does (its escaped form could not be read back).
-fn escape_string(s: &str) -> Result<String, String> {
+fn escape_string(s: &str) -> Result<String, EscapeRule> {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if c == '!' || !c.is_ascii() {
-            return Err(format!("{c:?} cannot be escaped"));
+            return Err(EscapeRule::Unescapable(c));
         }
         if c.is_ascii_uppercase() {
             out.push('!');
@@ -196,32 +196,32 @@ fn escape_string(s: &str) -> Result<String, String> {
 }
 
 /// Reverses [`escape_string`], refusing what it could not have written.
-fn unescape_string(escaped: &str) -> Result<String, String> {
+fn unescape_string(escaped: &str) -> Result<String, EscapeRule> {
     let mut out = String::with_capacity(escaped.len());
     let mut bang = false;
     for c in escaped.chars() {
         if !c.is_ascii() {
-            return Err(format!("non-ASCII character {c:?}"));
+            return Err(EscapeRule::NonAscii(c));
         }
         if bang {
             bang = false;
             if !c.is_ascii_lowercase() {
-                return Err(format!("'!' followed by {c:?}, not a lower-case letter"));
+                return Err(EscapeRule::BangBefore(c));
             }
             out.push(c.to_ascii_uppercase());
         } else if c == '!' {
             bang = true;
         } else if c.is_ascii_uppercase() {
-            return Err(format!(
-                "upper-case {c:?} (escaped as '!{}')",
-                c.to_ascii_lowercase()
-            ));
+            return Err(EscapeRule::UpperCase {
+                upper: c,
+                lower: c.to_ascii_lowercase(),
+            });
         } else {
             out.push(c);
         }
     }
     if bang {
-        return Err("trailing '!'".into());
+        return Err(EscapeRule::TrailingBang);
     }
     Ok(out)
 }
@@ -230,13 +230,13 @@ fn unescape_string(escaped: &str) -> Result<String, String> {
 /// database's lookup path.
 pub(crate) fn escape_path(path: &str) -> Result<String, PathError> {
     check_module_path(path)?;
-    escape_string(path).map_err(|r| PathError::new("module path", path, r))
+    escape_string(path).map_err(|r| PathError::new("module path", path, r.to_string()))
 }
 
 /// The module path an escaped form names, refused unless valid.
 pub(crate) fn unescape_path(escaped: &str) -> Result<String, PathError> {
-    let path =
-        unescape_string(escaped).map_err(|r| PathError::new("escaped module path", escaped, r))?;
+    let path = unescape_string(escaped)
+        .map_err(|r| PathError::new("escaped module path", escaped, r.to_string()))?;
     check_module_path(&path)?;
     Ok(path)
 }
@@ -246,15 +246,17 @@ pub(crate) fn escape_version(version: &str) -> Result<String, PathError> {
     if version.contains('!') {
         return Err(PathError::new("version", version, "contains '!'"));
     }
-    check_elem(version, PathKind::File).map_err(|r| PathError::new("version", version, r))?;
-    escape_string(version).map_err(|r| PathError::new("version", version, r))
+    check_elem(version, PathKind::File)
+        .map_err(|r| PathError::new("version", version, r.to_string()))?;
+    escape_string(version).map_err(|r| PathError::new("version", version, r.to_string()))
 }
 
 /// The version an escaped form names (one file path element).
 pub(crate) fn unescape_version(escaped: &str) -> Result<String, PathError> {
-    let version =
-        unescape_string(escaped).map_err(|r| PathError::new("escaped version", escaped, r))?;
-    check_elem(&version, PathKind::File).map_err(|r| PathError::new("version", &version, r))?;
+    let version = unescape_string(escaped)
+        .map_err(|r| PathError::new("escaped version", escaped, r.to_string()))?;
+    check_elem(&version, PathKind::File)
+        .map_err(|r| PathError::new("version", &version, r.to_string()))?;
     Ok(version)
 }
 

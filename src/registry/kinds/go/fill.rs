@@ -254,13 +254,14 @@ impl Fill {
             } else {
                 store
                     .put_verified(sha256, &body, from, Some(label))
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| RegistryError::Cache(e.to_string()))?;
             }
-            aliases.set_alias(&index_key, &sha256)
+            aliases
+                .set_alias(&index_key, &sha256)
+                .map_err(RegistryError::from)
         })
         .await
-        .map_err(|e| RegistryError::Internal(e.to_string()))?
-        .map_err(RegistryError::Cache)?;
+        .map_err(|e| RegistryError::Internal(e.to_string()))??;
         count(self.fetcher.metrics(), &self.registry, "miss");
         self.fetcher.metrics().fill(crate::metrics::route::REGISTRY);
         Ok(sha256)

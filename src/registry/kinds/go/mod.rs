@@ -14,6 +14,7 @@ pub(crate) mod exchange;
 pub(crate) mod fill;
 pub(crate) mod front;
 pub(crate) mod note;
+mod path_rule;
 pub(crate) mod paths;
 mod proved;
 pub(crate) mod settings;

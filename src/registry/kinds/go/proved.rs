@@ -54,7 +54,7 @@ impl Go<'_> {
         let text = tokio::task::spawn_blocking(move || aliases.proved(&key))
             .await
             .map_err(|e| RegistryError::Internal(e.to_string()))?
-            .map_err(RegistryError::Cache)?;
+            .map_err(RegistryError::from)?;
         parse(db, text)
     }
 
@@ -73,7 +73,7 @@ impl Go<'_> {
             tokio::task::spawn_blocking(move || aliases.swap_proved(&key, seen.as_deref(), &new))
                 .await
                 .map_err(|e| RegistryError::Internal(e.to_string()))?
-                .map_err(RegistryError::Cache)?;
+                .map_err(RegistryError::from)?;
         match swapped {
             Ok(()) => Ok(Ok(())),
             Err(now) => Ok(Err(parse(db, now)?)),

@@ -78,7 +78,9 @@ impl GoSettings {
                 }
             })?;
             let url = match keys.sumdb_url {
-                Some(u) => parse_url(u.get_ref()).map_err(|why| src.error_at(u.span(), why))?,
+                Some(u) => {
+                    parse_url(u.get_ref()).map_err(|why| src.error_at(u.span(), why.to_string()))?
+                }
                 // Go's rule: a key without a URL is served at https://<name>/.
                 None => parse_url(&format!("https://{}/", verifier.name)).map_err(|why| {
                     src.error_at(
@@ -93,7 +95,10 @@ impl GoSettings {
             .private
             .iter()
             .flatten()
-            .map(|p| PrivatePattern::new(p.get_ref()).map_err(|why| src.error_at(p.span(), why)))
+            .map(|p| {
+                PrivatePattern::new(p.get_ref())
+                    .map_err(|why| src.error_at(p.span(), why.to_string()))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         if sumdb.is_none()
             && let Some(p) = keys.private.as_ref().and_then(|v| v.first())
@@ -115,23 +120,56 @@ impl GoSettings {
     }
 }
 
+/// Why a checksum database URL is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum UrlError {
+    /// Not a URL at all.
+    #[error("not an absolute URL: {0}")]
+    NotAbsolute(#[source] url::ParseError),
+    /// Neither http nor https.
+    #[error("the checksum database must be http or https")]
+    Scheme,
+    /// A user name or password in it.
+    #[error("credentials do not belong in the URL")]
+    Credentials,
+    /// A query or fragment in it.
+    #[error("the database URL takes no query or fragment")]
+    QueryOrFragment,
+}
+
 /// An http(s) base URL without credentials, query or fragment, ending in `/`.
-fn parse_url(text: &str) -> Result<url::Url, String> {
-    let mut url = url::Url::parse(text).map_err(|e| format!("not an absolute URL: {e}"))?;
+fn parse_url(text: &str) -> Result<url::Url, UrlError> {
+    let mut url = url::Url::parse(text).map_err(UrlError::NotAbsolute)?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err("the checksum database must be http or https".into());
+        return Err(UrlError::Scheme);
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err("credentials do not belong in the URL".into());
+        return Err(UrlError::Credentials);
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err("the database URL takes no query or fragment".into());
+        return Err(UrlError::QueryOrFragment);
     }
     if !url.path().ends_with('/') {
         let path = format!("{}/", url.path());
         url.set_path(&path);
     }
     Ok(url)
+}
+
+/// Why a `private` pattern is refused.
+#[derive(Clone, Debug, thiserror::Error)]
+pub(crate) enum PatternError {
+    /// Nothing but `/` and spaces.
+    #[error("an empty pattern matches nothing")]
+    Empty,
+    /// An element that is not a `path.Match` pattern.
+    #[error("`{element}` is not a path.Match pattern: {source}")]
+    Element {
+        /// The element as written.
+        element: String,
+        /// Why globset refused it.
+        source: globset::Error,
+    },
 }
 
 /// One `private` pattern, matched as Go's `module.MatchPrefixPatterns`: the pattern's
@@ -148,10 +186,10 @@ pub(crate) struct PrivatePattern {
 
 impl PrivatePattern {
     /// Parses one pattern.
-    pub(crate) fn new(text: &str) -> Result<Self, String> {
+    pub(crate) fn new(text: &str) -> Result<Self, PatternError> {
         let trimmed = text.trim().trim_end_matches('/');
         if trimmed.is_empty() {
-            return Err("an empty pattern matches nothing".into());
+            return Err(PatternError::Empty);
         }
         let elements = trimmed
             .split('/')
@@ -161,7 +199,10 @@ impl PrivatePattern {
                     .backslash_escape(true)
                     .build()
                     .map(|g| g.compile_matcher())
-                    .map_err(|err| format!("`{e}` is not a path.Match pattern: {err}"))
+                    .map_err(|source| PatternError::Element {
+                        element: e.to_string(),
+                        source,
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {

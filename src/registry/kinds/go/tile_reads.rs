@@ -103,17 +103,21 @@ impl TileReads {
             for (tile, bytes) in tiles {
                 let sha = Digest::of(&bytes);
                 let label = format!("go-sumdb:{}/{}", db.verifier.name, tile.path());
-                if !store.contains(&sha) {
-                    store
+                if !store.contains(&sha)
+                    && store
                         .put_verified(sha, &bytes, Provenance::Local, Some(label))
-                        .map_err(|e| e.to_string())?;
+                        .is_err()
+                {
+                    return false;
                 }
-                aliases.set_alias(&tile_key(&db, &tile), &sha)?;
+                if aliases.set_alias(&tile_key(&db, &tile), &sha).is_err() {
+                    return false;
+                }
             }
-            Ok::<(), String>(())
+            true
         })
         .await;
-        if !matches!(kept, Ok(Ok(()))) {
+        if !matches!(kept, Ok(true)) {
             tracing::warn!(sumdb = %db.verifier.name, "checked tiles were not kept");
         }
     }

@@ -19,16 +19,31 @@ fn is_prerelease(s: &str) -> bool {
     })
 }
 
+/// Why a version is not canonical.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NotCanonical {
+    /// No leading `v`.
+    #[error("does not start with 'v'")]
+    NoV,
+    /// Not three plain decimal numbers.
+    #[error("not vMAJOR.MINOR.PATCH with plain decimal numbers")]
+    NotSemver,
+    /// A pre-release that is not dot-separated identifiers.
+    #[error("malformed pre-release {0:?}")]
+    Prerelease(String),
+    /// Build metadata other than `+incompatible`.
+    #[error("build metadata {0:?} (only +incompatible is canonical)")]
+    Build(String),
+}
+
 /// The major version (`v2`) of a canonical version, or the reason it is not canonical.
-pub(crate) fn canonical_major(version: &str) -> Result<&str, String> {
-    let rest = version
-        .strip_prefix('v')
-        .ok_or_else(|| "does not start with 'v'".to_string())?;
+pub(crate) fn canonical_major(version: &str) -> Result<&str, NotCanonical> {
+    let rest = version.strip_prefix('v').ok_or(NotCanonical::NoV)?;
     let core_end = rest.find(['-', '+']).unwrap_or(rest.len());
     let (core, tail) = rest.split_at(core_end);
     let numbers: Vec<&str> = core.split('.').collect();
     if numbers.len() != 3 || !numbers.iter().all(|n| is_number(n)) {
-        return Err("not vMAJOR.MINOR.PATCH with plain decimal numbers".into());
+        return Err(NotCanonical::NotSemver);
     }
     let (pre, build) = match tail.find('+') {
         Some(i) => (&tail[..i], &tail[i..]),
@@ -37,12 +52,10 @@ pub(crate) fn canonical_major(version: &str) -> Result<&str, String> {
     if let Some(pre) = pre.strip_prefix('-')
         && !is_prerelease(pre)
     {
-        return Err(format!("malformed pre-release {pre:?}"));
+        return Err(NotCanonical::Prerelease(pre.to_string()));
     }
     if !build.is_empty() && build != "+incompatible" {
-        return Err(format!(
-            "build metadata {build:?} (only +incompatible is canonical)"
-        ));
+        return Err(NotCanonical::Build(build.to_string()));
     }
     Ok(&version[..1 + numbers[0].len()])
 }
@@ -52,7 +65,7 @@ pub(crate) fn canonical_major(version: &str) -> Result<&str, String> {
 pub(crate) fn check_module_version(path: &str, version: &str) -> Result<(), PathError> {
     check_module_path(path)?;
     let fail = |reason: String| PathError::new("version", version, reason);
-    let major = canonical_major(version).map_err(fail)?;
+    let major = canonical_major(version).map_err(|r| fail(r.to_string()))?;
     let (_, mut path_major) =
         split_path_major(path).ok_or_else(|| fail("module path has a malformed suffix".into()))?;
     if path_major.starts_with(".v") {

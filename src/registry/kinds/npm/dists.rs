@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry as Slot;
 use std::sync::Arc;
 
-use super::scan::{Member, Visit, scan};
+use super::scan::{Member, ScanError, Visit, scan};
 use super::{Dist, Npm, file_of};
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Entry;
@@ -27,13 +27,13 @@ impl DistIndex {
     /// Reads `body` (a packument) in one pass, building no tree of it; the index and the
     /// bytes of memory it takes. An index that would take more than [`Cost::STREAMED`] lets a
     /// job keep ([`Cost::kept`]) refuses the packument.
-    pub(crate) fn of(body: &[u8]) -> Result<(Self, usize), String> {
+    pub(crate) fn of(body: &[u8]) -> Result<(Self, usize), IndexError> {
         let mut reader = Reader {
             limit: Cost::STREAMED.kept(body.len()),
             ..Reader::default()
         };
         scan(body, &mut reader)?;
-        reader.commit()?;
+        reader.commit().map_err(ScanError::Refused)?;
         Ok(reader.finish())
     }
 
@@ -46,6 +46,17 @@ impl DistIndex {
     pub(crate) fn len(&self) -> usize {
         self.by_file.len()
     }
+}
+
+/// Why a packument was not indexed: it is not JSON, or its index is too large.
+pub(crate) type IndexError = ScanError<IndexTooLarge>;
+
+/// The index would take more memory than its job may keep ([`Cost::kept`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the packument's tarball index would take more than {limit} bytes")]
+pub(crate) struct IndexTooLarge {
+    /// The most bytes the index may take.
+    limit: usize,
 }
 
 /// The `dist` members the index keeps, as the scan has read them for one version so far.
@@ -89,7 +100,7 @@ struct Reader {
 impl Reader {
     /// Records the version being read, now that the scan is past it: a version whose last
     /// `dist` has no usable tarball has none, whatever an earlier member said.
-    fn commit(&mut self) -> Result<(), String> {
+    fn commit(&mut self) -> Result<(), IndexTooLarge> {
         let Some((version, fields)) = self.current.take() else {
             return Ok(());
         };
@@ -127,10 +138,7 @@ impl Reader {
         };
         self.weight -= replaced.map_or(0, |s| s.weight);
         if self.weight > self.limit {
-            return Err(format!(
-                "the packument's tarball index would take more than {} bytes",
-                self.limit
-            ));
+            return Err(IndexTooLarge { limit: self.limit });
         }
         Ok(())
     }
@@ -170,7 +178,9 @@ fn weigh(dist: &Dist) -> usize {
 }
 
 impl Visit for Reader {
-    fn versions(&mut self) -> Result<(), String> {
+    type Refusal = IndexTooLarge;
+
+    fn versions(&mut self) -> Result<(), IndexTooLarge> {
         // A later `versions` replaces the earlier one whole.
         self.current = None;
         self.seen.clear();
@@ -178,13 +188,13 @@ impl Visit for Reader {
         Ok(())
     }
 
-    fn version(&mut self, version: &str) -> Result<(), String> {
+    fn version(&mut self, version: &str) -> Result<(), IndexTooLarge> {
         self.commit()?;
         self.current = Some((version.to_string(), Fields::default()));
         Ok(())
     }
 
-    fn dist(&mut self) -> Result<(), String> {
+    fn dist(&mut self) -> Result<(), IndexTooLarge> {
         // A later `dist` replaces the earlier one whole.
         if let Some((_, fields)) = &mut self.current {
             *fields = Fields::default();
@@ -192,7 +202,7 @@ impl Visit for Reader {
         Ok(())
     }
 
-    fn member(&mut self, key: &str, value: Member<'_>) -> Result<(), String> {
+    fn member(&mut self, key: &str, value: Member<'_>) -> Result<(), IndexTooLarge> {
         let Some((_, fields)) = &mut self.current else {
             return Ok(());
         };
@@ -384,7 +394,10 @@ mod tests {
             .collect();
         let doc = format!(r#"{{"versions":{{{}}}}}"#, versions.join(","));
         let e = DistIndex::of(doc.as_bytes()).unwrap_err();
-        assert!(e.contains("tarball index would take more than"), "{e}");
+        assert!(
+            e.to_string().contains("tarball index would take more than"),
+            "{e}"
+        );
         // A packument as registries write them is indexed within it.
         let body = packument(
             &(0..2_000)

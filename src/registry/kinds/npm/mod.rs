@@ -22,6 +22,7 @@ use crate::registry::settings::Front;
 use crate::toml_file::FileError;
 
 pub(crate) use rewrite::rewrite_packument;
+pub(crate) use scan::ScanError;
 
 /// The abbreviated-metadata media type.
 pub(crate) const ABBREVIATED: &str = "application/vnd.npm.install-v1+json";
@@ -310,7 +311,7 @@ mod tests {
     use serde_json::Value;
 
     /// The version whose upstream tarball's file name is `file`, as the kept index finds it.
-    fn find_dist(body: &[u8], file: &str) -> Result<Option<Dist>, String> {
+    fn find_dist(body: &[u8], file: &str) -> Result<Option<Dist>, super::dists::IndexError> {
         let (index, _) = super::dists::DistIndex::of(body)?;
         Ok(index.get(file).cloned())
     }

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use super::file_of;
-use super::scan::{Member, Visit, scan};
+use super::scan::{Member, ScanError, Visit, scan};
 use crate::registry::metadata::work::Cost;
 
 /// The packument with every `versions.*.dist.tarball` rewritten to `<base><name>/-/<file>`.
@@ -15,7 +15,11 @@ use crate::registry::metadata::work::Cost;
 /// Every `tarball` member of every `dist` on that path is rewritten from its own value, so
 /// where names repeat, the member `JSON.parse` keeps is the rewrite of the one it would have
 /// kept upstream: the one the tarball index ([`super::dists::DistIndex`]) records.
-pub(crate) fn rewrite_packument(body: &[u8], name: &str, base: &str) -> Result<Bytes, String> {
+pub(crate) fn rewrite_packument(
+    body: &[u8],
+    name: &str,
+    base: &str,
+) -> Result<Bytes, RewriteError> {
     let limit = usize::try_from(Cost::STREAMED.bytes(body.len())).unwrap_or(usize::MAX);
     let mut rewrite = Rewrite {
         body,
@@ -26,9 +30,22 @@ pub(crate) fn rewrite_packument(body: &[u8], name: &str, base: &str) -> Result<B
         url: String::new(),
     };
     scan(body, &mut rewrite)?;
-    rewrite.push_body(body.len())?;
+    rewrite.push_body(body.len()).map_err(ScanError::Refused)?;
     rewrite.out.shrink_to_fit();
     Ok(Bytes::from(rewrite.out))
+}
+
+/// Why a packument was not rewritten: it is not JSON, or its rewrite is too large.
+pub(crate) type RewriteError = ScanError<TooLarge>;
+
+/// The rewritten packument would be larger than its job may write ([`Cost::STREAMED`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the rewritten packument would be more than {limit} bytes (for {upstream} upstream)")]
+pub(crate) struct TooLarge {
+    /// The most bytes the rewrite may write.
+    limit: usize,
+    /// The upstream packument's length.
+    upstream: usize,
 }
 
 /// The rewrite's state as the scan goes.
@@ -49,7 +66,7 @@ struct Rewrite<'a> {
 
 impl Rewrite<'_> {
     /// Copies `body` up to `end` (from where the last copy stopped).
-    fn push_body(&mut self, end: usize) -> Result<(), String> {
+    fn push_body(&mut self, end: usize) -> Result<(), TooLarge> {
         let body = self.body;
         let part = body.get(self.copied..end).unwrap_or_default();
         self.copied = end.max(self.copied);
@@ -58,16 +75,15 @@ impl Rewrite<'_> {
 
     /// Appends `bytes`, growing the output by at most an eighth of the input at a time and
     /// never past `limit`.
-    fn push(&mut self, bytes: &[u8]) -> Result<(), String> {
+    fn push(&mut self, bytes: &[u8]) -> Result<(), TooLarge> {
         let len = self.out.len() + bytes.len();
         // What is left of the input is still to be copied: the output cannot be smaller.
         let least = len + self.body.len().saturating_sub(self.copied);
         if least > self.limit {
-            return Err(format!(
-                "the rewritten packument would be more than {} bytes (for {} upstream)",
-                self.limit,
-                self.body.len()
-            ));
+            return Err(TooLarge {
+                limit: self.limit,
+                upstream: self.body.len(),
+            });
         }
         if len > self.out.capacity() {
             let grown = self.out.capacity() + self.body.len() / 8;
@@ -80,19 +96,21 @@ impl Rewrite<'_> {
 }
 
 impl Visit for Rewrite<'_> {
-    fn versions(&mut self) -> Result<(), String> {
+    type Refusal = TooLarge;
+
+    fn versions(&mut self) -> Result<(), TooLarge> {
         Ok(())
     }
 
-    fn version(&mut self, _: &str) -> Result<(), String> {
+    fn version(&mut self, _: &str) -> Result<(), TooLarge> {
         Ok(())
     }
 
-    fn dist(&mut self) -> Result<(), String> {
+    fn dist(&mut self) -> Result<(), TooLarge> {
         Ok(())
     }
 
-    fn member(&mut self, key: &str, value: Member<'_>) -> Result<(), String> {
+    fn member(&mut self, key: &str, value: Member<'_>) -> Result<(), TooLarge> {
         let Member::Text { text, span } = value else {
             return Ok(());
         };

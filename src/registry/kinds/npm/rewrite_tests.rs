@@ -198,12 +198,16 @@ fn what_is_not_json_is_refused_with_a_reason() {
         "{\"versions\":{\"1\":{\"dist\":{\"tarball\":\"https://r/x-1.tgz\",}}}}",
         "{\"a\":\"\\ud800\"}",
     ] {
-        let e = rewrite_packument(doc.as_bytes(), "x", BASE).unwrap_err();
+        let e = rewrite_packument(doc.as_bytes(), "x", BASE)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("the packument is not JSON: "), "{doc:?}: {e}");
         assert!(e.contains(" at byte "), "{e}");
         assert!(DistIndex::of(doc.as_bytes()).is_err(), "{doc:?}");
     }
-    let e = rewrite_packument(b"{\"a\":\"\xc3\"}", "x", BASE).unwrap_err();
+    let e = rewrite_packument(b"{\"a\":\"\xc3\"}", "x", BASE)
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
         "the packument is not JSON: a byte sequence that is not UTF-8 at byte 6"
@@ -216,7 +220,9 @@ fn a_rewrite_that_would_outgrow_its_charge_is_refused() {
     let name = format!("@{}/{}", "s".repeat(100), "p".repeat(100));
     let tarballs = r#""tarball":"https://registry.example/x/-/a","#.repeat(40_000);
     let doc = format!(r#"{{"versions":{{"1":{{"dist":{{{tarballs}"x":0}}}}}}}}"#);
-    let e = rewrite_packument(doc.as_bytes(), &name, BASE).unwrap_err();
+    let e = rewrite_packument(doc.as_bytes(), &name, BASE)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("the rewritten packument would be more than "),
         "{e}"

@@ -33,20 +33,43 @@ pub(crate) enum Member<'a> {
 /// What a reader of [`scan`] is told, in document order. Each report may refuse the document
 /// with a reason (such as its reader's memory bound), which ends the scan with that error.
 pub(crate) trait Visit {
+    /// Why the reader refuses a document.
+    type Refusal;
     /// A member named `versions` of the top-level object begins, whatever its value: it
     /// replaces whatever an earlier one said.
-    fn versions(&mut self) -> Result<(), String>;
+    fn versions(&mut self) -> Result<(), Self::Refusal>;
     /// A member `version` of the current `versions` object begins, whatever its value.
-    fn version(&mut self, version: &str) -> Result<(), String>;
+    fn version(&mut self, version: &str) -> Result<(), Self::Refusal>;
     /// A member named `dist` of the current version's object begins, whatever its value.
-    fn dist(&mut self) -> Result<(), String>;
+    fn dist(&mut self) -> Result<(), Self::Refusal>;
     /// A member `key` of the current `dist` object, with its value.
-    fn member(&mut self, key: &str, value: Member<'_>) -> Result<(), String>;
+    fn member(&mut self, key: &str, value: Member<'_>) -> Result<(), Self::Refusal>;
+}
+
+/// Why a packument's bytes are not JSON: what was found, and at which byte.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the packument is not JSON: {what} at byte {at}")]
+pub(crate) struct NotJson {
+    /// The byte where it was found.
+    pub(crate) at: usize,
+    /// What was found there.
+    pub(crate) what: &'static str,
+}
+
+/// Why a [`scan`] ended early: the document is not JSON, or its reader refused it (`R`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ScanError<R> {
+    /// The bytes are not JSON.
+    #[error(transparent)]
+    NotJson(#[from] NotJson),
+    /// The reader refused the document.
+    #[error(transparent)]
+    Refused(R),
 }
 
 /// Reads `doc` whole, telling `visit` what lies on the path `versions.*.dist.*`; an error
 /// says why `doc` is not JSON (and where) or why `visit` refused it.
-pub(crate) fn scan(doc: &[u8], visit: &mut impl Visit) -> Result<(), String> {
+pub(crate) fn scan<V: Visit>(doc: &[u8], visit: &mut V) -> Result<(), ScanError<V::Refusal>> {
     let text = std::str::from_utf8(doc)
         .map_err(|e| not_json(e.valid_up_to(), "a byte sequence that is not UTF-8"))?;
     Scanner {
@@ -58,8 +81,8 @@ pub(crate) fn scan(doc: &[u8], visit: &mut impl Visit) -> Result<(), String> {
 }
 
 /// The error for bytes that are not JSON: `what` was found at byte `at`.
-fn not_json(at: usize, what: &str) -> String {
-    format!("the packument is not JSON: {what} at byte {at}")
+fn not_json(at: usize, what: &'static str) -> NotJson {
+    NotJson { at, what }
 }
 
 /// Where a value lies, as far as the scan cares.
@@ -116,7 +139,7 @@ struct Scanner<'a> {
 
 impl<'a> Scanner<'a> {
     /// Reads the one value of the document, and nothing but whitespace after it.
-    fn document(mut self, visit: &mut impl Visit) -> Result<(), String> {
+    fn document<V: Visit>(mut self, visit: &mut V) -> Result<(), ScanError<V::Refusal>> {
         let mut slot = Slot::at(Place::Top);
         loop {
             self.skip_space();
@@ -124,7 +147,9 @@ impl<'a> Scanner<'a> {
             if self.peek() != Some(b'"')
                 && let Some(key) = &slot.member
             {
-                visit.member(key, Member::Other)?;
+                visit
+                    .member(key, Member::Other)
+                    .map_err(ScanError::Refused)?;
             }
             match self.peek() {
                 Some(open @ (b'{' | b'[')) => {
@@ -147,11 +172,17 @@ impl<'a> Scanner<'a> {
                     let text = self.string(slot.member.is_some())?;
                     if let Some(key) = &slot.member {
                         let span = start..self.at;
-                        visit.member(key, Member::Text { text: &text, span })?;
+                        visit
+                            .member(key, Member::Text { text: &text, span })
+                            .map_err(ScanError::Refused)?;
                     }
                 }
                 Some(_) => self.scalar()?,
-                None => return Err(self.fail("the end of the document where a value belongs")),
+                None => {
+                    return Err(self
+                        .fail("the end of the document where a value belongs")
+                        .into());
+                }
             }
             // A value is complete: close what it completes, then find where the next one goes.
             slot = loop {
@@ -160,7 +191,7 @@ impl<'a> Scanner<'a> {
                     if self.at == self.text.len() {
                         return Ok(());
                     }
-                    return Err(self.fail("more after the document's value"));
+                    return Err(self.fail("more after the document's value").into());
                 };
                 match (self.peek(), frame.object) {
                     (Some(b','), true) => {
@@ -175,16 +206,22 @@ impl<'a> Scanner<'a> {
                         self.at += 1;
                         self.stack.pop();
                     }
-                    (None, _) => return Err(self.fail("the end of the document inside a value")),
-                    (Some(_), true) => return Err(self.fail("no `,` or `}` after a member")),
-                    (Some(_), false) => return Err(self.fail("no `,` or `]` after an element")),
+                    (None, _) => {
+                        return Err(self.fail("the end of the document inside a value").into());
+                    }
+                    (Some(_), true) => {
+                        return Err(self.fail("no `,` or `}` after a member").into());
+                    }
+                    (Some(_), false) => {
+                        return Err(self.fail("no `,` or `]` after an element").into());
+                    }
                 }
             };
         }
     }
 
     /// Opens an object or array at `place` (its opening byte is at `at`).
-    fn open(&mut self, object: bool, place: Place) -> Result<(), String> {
+    fn open(&mut self, object: bool, place: Place) -> Result<(), NotJson> {
         if self.stack.len() >= MAX_DEPTH {
             return Err(self.fail("objects and arrays nested too deep"));
         }
@@ -195,28 +232,32 @@ impl<'a> Scanner<'a> {
 
     /// Reads a member name and its `:` in an object at `parent`, tells `visit` when it is on
     /// the path, and says where the member's value goes.
-    fn key(&mut self, parent: Place, visit: &mut impl Visit) -> Result<Slot<'a>, String> {
+    fn key<V: Visit>(
+        &mut self,
+        parent: Place,
+        visit: &mut V,
+    ) -> Result<Slot<'a>, ScanError<V::Refusal>> {
         self.skip_space();
         if self.peek() != Some(b'"') {
-            return Err(self.fail("no member name where one belongs"));
+            return Err(self.fail("no member name where one belongs").into());
         }
         let key = self.string(parent != Place::Other)?;
         self.skip_space();
         if self.peek() != Some(b':') {
-            return Err(self.fail("no `:` after a member name"));
+            return Err(self.fail("no `:` after a member name").into());
         }
         self.at += 1;
         Ok(match parent {
             Place::Top if key == "versions" => {
-                visit.versions()?;
+                visit.versions().map_err(ScanError::Refused)?;
                 Slot::at(Place::Versions)
             }
             Place::Versions => {
-                visit.version(&key)?;
+                visit.version(&key).map_err(ScanError::Refused)?;
                 Slot::at(Place::Version)
             }
             Place::Version if key == "dist" => {
-                visit.dist()?;
+                visit.dist().map_err(ScanError::Refused)?;
                 Slot::at(Place::Dist)
             }
             Place::Dist => Slot {
@@ -229,7 +270,7 @@ impl<'a> Scanner<'a> {
 
     /// Reads a string (its opening quote is at `at`); its decoded text when `decode`, else
     /// only checked (and the text returned is empty).
-    fn string(&mut self, decode: bool) -> Result<Cow<'a, str>, String> {
+    fn string(&mut self, decode: bool) -> Result<Cow<'a, str>, NotJson> {
         let bytes = self.text.as_bytes();
         let open = self.at;
         self.at += 1;
@@ -274,7 +315,7 @@ impl<'a> Scanner<'a> {
 
     /// Reads one escape (its `\` is at `at`) and the character it stands for; a `\u` escape
     /// of a leading surrogate must be followed by one of a trailing surrogate.
-    fn escape(&mut self) -> Result<char, String> {
+    fn escape(&mut self) -> Result<char, NotJson> {
         let start = self.at;
         let found = self.text.as_bytes().get(start + 1).copied();
         self.at += 2;
@@ -312,7 +353,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Reads four hexadecimal digits at `at` (of the escape at `escape`).
-    fn hex4(&mut self, escape: usize) -> Result<u32, String> {
+    fn hex4(&mut self, escape: usize) -> Result<u32, NotJson> {
         let digits = self.text.get(self.at..self.at + 4);
         self.at += 4;
         digits
@@ -322,7 +363,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Reads `true`, `false`, `null` or a number (RFC 8259 section 6) at `at`.
-    fn scalar(&mut self) -> Result<(), String> {
+    fn scalar(&mut self) -> Result<(), NotJson> {
         let rest = self.text.as_bytes().get(self.at..).unwrap_or_default();
         for literal in ["true", "false", "null"] {
             if rest.starts_with(literal.as_bytes()) {
@@ -381,7 +422,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// The text in `range` (whose ends are next to ASCII bytes, so on character boundaries).
-    fn slice(&self, range: Range<usize>) -> Result<&'a str, String> {
+    fn slice(&self, range: Range<usize>) -> Result<&'a str, NotJson> {
         let at = range.start;
         self.text
             .get(range)
@@ -389,7 +430,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// The error for `what`, found at `at`.
-    fn fail(&self, what: &str) -> String {
+    fn fail(&self, what: &'static str) -> NotJson {
         not_json(self.at, what)
     }
 }

@@ -8,19 +8,20 @@ use super::*;
 struct Record(Vec<String>, String);
 
 impl Visit for Record {
-    fn versions(&mut self) -> Result<(), String> {
+    type Refusal = std::convert::Infallible;
+    fn versions(&mut self) -> Result<(), Self::Refusal> {
         self.0.push("versions".into());
         Ok(())
     }
-    fn version(&mut self, version: &str) -> Result<(), String> {
+    fn version(&mut self, version: &str) -> Result<(), Self::Refusal> {
         self.0.push(format!("version {version}"));
         Ok(())
     }
-    fn dist(&mut self) -> Result<(), String> {
+    fn dist(&mut self) -> Result<(), Self::Refusal> {
         self.0.push("dist".into());
         Ok(())
     }
-    fn member(&mut self, key: &str, value: Member<'_>) -> Result<(), String> {
+    fn member(&mut self, key: &str, value: Member<'_>) -> Result<(), Self::Refusal> {
         self.0.push(match value {
             Member::Text { text, span } => format!("{key}={text:?} from {}", &self.1[span]),
             Member::Other => format!("{key}=other"),
@@ -29,7 +30,7 @@ impl Visit for Record {
     }
 }
 
-fn reports(doc: &str) -> Result<Vec<String>, String> {
+fn reports(doc: &str) -> Result<Vec<String>, ScanError<std::convert::Infallible>> {
     let mut record = Record(Vec::new(), doc.to_string());
     scan(doc.as_bytes(), &mut record)?;
     Ok(record.0)
@@ -148,7 +149,9 @@ fn what_is_not_json_is_refused_saying_what_and_where() {
         (b"\xef\xbb\xbf{}", "no value where one belongs at byte 0"),
     ];
     for (doc, why) in bad {
-        let e = scan(doc, &mut Record::default()).err();
+        let e = scan(doc, &mut Record::default())
+            .err()
+            .map(|e| e.to_string());
         assert_eq!(
             e.as_deref(),
             Some(format!("the packument is not JSON: {why}").as_str()),
@@ -157,32 +160,41 @@ fn what_is_not_json_is_refused_saying_what_and_where() {
         );
     }
     let deep = "[".repeat(MAX_DEPTH + 1);
-    assert!(reports(&deep).unwrap_err().contains("nested too deep"));
+    assert!(
+        reports(&deep)
+            .unwrap_err()
+            .to_string()
+            .contains("nested too deep")
+    );
     let fine = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
     assert!(reports(&fine).is_ok());
 }
 
 #[test]
 fn a_readers_refusal_ends_the_scan_with_its_reason() {
+    /// The reader's one reason.
+    #[derive(Debug, PartialEq, Eq, thiserror::Error)]
+    #[error("no thanks")]
+    struct NoThanks;
     struct Refuse;
     impl Visit for Refuse {
-        fn versions(&mut self) -> Result<(), String> {
-            Err("no thanks".into())
+        type Refusal = NoThanks;
+        fn versions(&mut self) -> Result<(), NoThanks> {
+            Err(NoThanks)
         }
-        fn version(&mut self, _: &str) -> Result<(), String> {
+        fn version(&mut self, _: &str) -> Result<(), NoThanks> {
             Ok(())
         }
-        fn dist(&mut self) -> Result<(), String> {
+        fn dist(&mut self) -> Result<(), NoThanks> {
             Ok(())
         }
-        fn member(&mut self, _: &str, _: Member<'_>) -> Result<(), String> {
+        fn member(&mut self, _: &str, _: Member<'_>) -> Result<(), NoThanks> {
             Ok(())
         }
     }
-    assert_eq!(
-        scan(br#"{"versions":{}}"#, &mut Refuse),
-        Err("no thanks".into())
-    );
+    let refused = scan(br#"{"versions":{}}"#, &mut Refuse);
+    assert_eq!(refused, Err(ScanError::Refused(NoThanks)));
+    assert_eq!(refused.unwrap_err().to_string(), "no thanks");
 }
 
 proptest! {

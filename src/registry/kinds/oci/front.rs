@@ -239,9 +239,9 @@ impl Oci<'_> {
             .host_str()
             .is_some_and(is_docker_hub);
         match spellings_judged(&front.settings.names, name, hub)? {
-            Ok(full) => Ok(full),
+            Spelling::Admitted(full) => Ok(full),
             // Judged once more by the shared path, for its error and its counter.
-            Err(refused) => self.core.judge(front, &refused),
+            Spelling::Refused(refused) => self.core.judge(front, &refused),
         }
     }
 
@@ -322,14 +322,23 @@ pub(super) fn media_type(
     }))
 }
 
-/// `name` as the upstream names it, if `rules` let it through, else the spelling they refused
-/// (`Err`). On Docker Hub (`hub`) both `alpine` and `library/alpine` are judged: a deny of
+/// How a repository name's spellings were judged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Spelling {
+    /// Let through, under the name the upstream uses.
+    Admitted(String),
+    /// Refused: the spelling the rules refused.
+    Refused(String),
+}
+
+/// `name` as the upstream names it, if `rules` let it through, else the spelling they
+/// refused. On Docker Hub (`hub`) both `alpine` and `library/alpine` are judged: a deny of
 /// either refuses, an allow of either admits.
 fn spellings_judged(
     rules: &NameRules,
     name: RepositoryName,
     hub: bool,
-) -> Result<Result<String, String>, RegistryError> {
+) -> Result<Spelling, RegistryError> {
     let short = name.as_str().to_string();
     let full = name.normalised(hub).map_err(RegistryError::kind)?;
     let full = full.as_str().to_string();
@@ -342,12 +351,12 @@ fn spellings_judged(
         .iter()
         .find(|(_, v)| matches!(v, Err(Refusal::Denied(_))))
     {
-        return Ok(Err(spelling.to_string()));
+        return Ok(Spelling::Refused(spelling.to_string()));
     }
     if verdicts.iter().any(|(_, v)| v.is_ok()) {
-        return Ok(Ok(full));
+        return Ok(Spelling::Admitted(full));
     }
-    Ok(Err(full))
+    Ok(Spelling::Refused(full))
 }
 
 /// The store's digest for an OCI `sha256:<hex>` digest.

@@ -12,7 +12,7 @@ fn rules(allow: &[&str], deny: &[&str]) -> NameRules {
     }
 }
 
-fn judged(r: &NameRules, name: &str, hub: bool) -> Result<String, String> {
+fn judged(r: &NameRules, name: &str, hub: bool) -> Spelling {
     spellings_judged(r, RepositoryName::parse(name).unwrap(), hub).unwrap()
 }
 
@@ -21,25 +21,40 @@ fn on_docker_hub_alpine_and_library_alpine_are_one_name() {
     let deny_short = rules(&[], &["alpine"]);
     let deny_full = rules(&[], &["library/alpine"]);
     for r in [&deny_short, &deny_full] {
-        assert!(judged(r, "alpine", true).is_err());
-        assert!(judged(r, "library/alpine", true).is_err());
+        assert!(matches!(judged(r, "alpine", true), Spelling::Refused(_)));
+        assert!(matches!(
+            judged(r, "library/alpine", true),
+            Spelling::Refused(_)
+        ));
     }
     let allow_short = rules(&["alpine"], &[]);
     assert_eq!(
         judged(&allow_short, "library/alpine", true),
-        Ok("library/alpine".into())
+        Spelling::Admitted("library/alpine".into())
     );
     assert_eq!(
         judged(&allow_short, "alpine", true),
-        Ok("library/alpine".into())
+        Spelling::Admitted("library/alpine".into())
     );
-    assert!(judged(&allow_short, "busybox", true).is_err());
+    assert!(matches!(
+        judged(&allow_short, "busybox", true),
+        Spelling::Refused(_)
+    ));
     // The twin: elsewhere they are two repositories.
-    assert_eq!(judged(&deny_full, "alpine", false), Ok("alpine".into()));
-    assert!(judged(&allow_short, "library/alpine", false).is_err());
+    assert_eq!(
+        judged(&deny_full, "alpine", false),
+        Spelling::Admitted("alpine".into())
+    );
+    assert!(matches!(
+        judged(&allow_short, "library/alpine", false),
+        Spelling::Refused(_)
+    ));
     // A deny of either spelling wins over an allow of the other.
     let both = rules(&["library/*"], &["alpine"]);
-    assert!(judged(&both, "library/alpine", true).is_err());
+    assert!(matches!(
+        judged(&both, "library/alpine", true),
+        Spelling::Refused(_)
+    ));
 }
 
 #[test]

@@ -303,7 +303,7 @@ mod tests {
         for bad in ["n=-1", "n=ten", "n=99999999999", "last=a/b", "n=1&n=2"] {
             let e = parse("GET", "/v2/alpine/tags/list", Some(bad)).unwrap_err();
             assert!(
-                matches!(e.code(), "oci_query_invalid" | "oci_tag_invalid"),
+                matches!(e, OciError::InvalidQuery { .. } | OciError::InvalidTag(_)),
                 "{bad}: {e}"
             );
             assert_eq!(e.status(), 400);

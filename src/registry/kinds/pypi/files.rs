@@ -51,7 +51,7 @@ impl Pypi<'_> {
         let listed = tokio::task::spawn_blocking(move || aliases.listings(&name, &d))
             .await
             .map_err(|e| RegistryError::Internal(e.to_string()))?
-            .map_err(RegistryError::Cache)?;
+            .map_err(RegistryError::from)?;
         let upstream = front.settings.upstream.as_str();
         let mut projects = listed
             .into_iter()
@@ -79,7 +79,7 @@ impl Pypi<'_> {
         let upstream = front.settings.upstream.as_str();
         self.core.aliases
             .file(&key)
-            .map_err(RegistryError::Cache)?
+            .map_err(RegistryError::from)?
             .filter(|r| r.upstream == upstream && r.label == format!("{project}/{filename}"))
             .map(|record| (project.clone(), record))
             .ok_or_else(|| {

@@ -26,7 +26,7 @@ use crate::toml_file::FileError;
 use bytes::Bytes;
 pub(crate) use html::render_html;
 use serde_json::{Map, Value};
-use upstream::{UPSTREAM_ACCEPT, UPSTREAM_FORM, not_a_page};
+use upstream::{PageError, UPSTREAM_ACCEPT, UPSTREAM_FORM, not_a_page};
 
 use crate::store::Digest;
 
@@ -212,9 +212,9 @@ pub(crate) fn read_page(
     page_url: &url::Url,
     base: &str,
     project: &str,
-) -> Result<Page, String> {
+) -> Result<Page, PageError> {
     let mut doc: Value =
-        serde_json::from_slice(body).map_err(|e| not_a_page(body, page_url, Some(&e)))?;
+        serde_json::from_slice(body).map_err(|e| not_a_page(body, page_url, Some(e)))?;
     let Some(files) = doc.get_mut("files").and_then(Value::as_array_mut) else {
         return Err(not_a_page(body, page_url, None));
     };

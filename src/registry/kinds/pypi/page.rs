@@ -8,13 +8,33 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 
 use super::files::file_records;
-use super::upstream::read_upstream_page;
+use super::upstream::{PageError, read_upstream_page};
 use super::{HTML, JSON, Pypi, render_html, render_json, wants_json};
+use crate::registry::aliases::AliasesError;
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Entry;
 use crate::registry::metadata::work::Cost;
 use crate::registry::request::Ask;
 use crate::registry::settings::Front;
+
+/// Why a cached upstream answer was not made into a page to serve.
+#[derive(Debug, thiserror::Error)]
+enum RenderError {
+    /// The page's URL below the upstream does not resolve.
+    #[error("{path}: {source}")]
+    Url {
+        /// The path below the upstream.
+        path: String,
+        /// Why it does not resolve.
+        source: url::ParseError,
+    },
+    /// The answer is not a page fetchgate reads.
+    #[error(transparent)]
+    Page(#[from] PageError),
+    /// The files it lists could not be recorded.
+    #[error(transparent)]
+    Record(#[from] AliasesError),
+}
 
 impl Pypi<'_> {
     /// The media type and body of `project`'s (canonical) page held in `entry` (fetched from
@@ -42,14 +62,17 @@ impl Pypi<'_> {
         let (base, project) = (ask.base.to_string(), project.to_string());
         let upstream_form = entry.content_type.clone();
         let rewrite = move |body: &[u8]| {
-            let page_url = upstream.join(&path).map_err(|e| format!("{path}: {e}"))?;
+            let page_url = upstream.join(&path).map_err(|source| RenderError::Url {
+                path: path.clone(),
+                source,
+            })?;
             let page =
                 read_upstream_page(body, upstream_form.as_deref(), &page_url, &base, &project)?;
             let records = file_records(&registry, upstream.as_str(), &project, &page);
             aliases.set_files(&records).inspect_err(|why| {
-                let _ = failed.set(why.clone());
+                let _ = failed.set(why.to_string());
             })?;
-            Ok(if json {
+            Ok::<_, RenderError>(if json {
                 render_json(&page)
             } else {
                 render_html(&page)

@@ -35,7 +35,7 @@ pub(super) fn read_upstream_page(
     page_url: &url::Url,
     base: &str,
     project: &str,
-) -> Result<Page, String> {
+) -> Result<Page, PageError> {
     if is_html(content_type) {
         read_html_page(body, page_url, base, project)
     } else {
@@ -58,21 +58,60 @@ fn is_html(content_type: Option<&str>) -> bool {
     )
 }
 
+/// Why an upstream answer is not a project page fetchgate can read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PageError {
+    /// Not a PEP 691 JSON project page (and not read as HTML).
+    #[error(
+        "the upstream answered {answer} for {page_url}, not a PEP 691 JSON project page; {form}",
+        form = UPSTREAM_FORM
+    )]
+    NotAPage {
+        /// What it answered instead.
+        answer: Answer,
+        /// The page's URL.
+        page_url: url::Url,
+    },
+    /// A PEP 503 page whose `<base>` repeats an attribute: its links mean two things.
+    #[error(
+        "the upstream page {page_url} has a <base> tag with a repeated attribute, so its links cannot be told apart; fix the upstream page"
+    )]
+    RepeatedBase {
+        /// The page's URL.
+        page_url: url::Url,
+    },
+}
+
+/// What an upstream answered in place of a PEP 691 JSON project page.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Answer {
+    /// HTML (a site root, or a PEP 503 page not labelled as one).
+    #[error("HTML")]
+    Html,
+    /// Something that is not JSON at all.
+    #[error("no JSON ({0})")]
+    NoJson(#[source] serde_json::Error),
+    /// JSON without a `files` list.
+    #[error("JSON without a \"files\" list")]
+    NoFiles,
+}
+
 /// The error for an upstream answer at `page_url` that is not a PEP 691 project page:
 /// HTML, not JSON at all (`parse` holds why), or JSON without a `files` list.
 pub(super) fn not_a_page(
     body: &[u8],
     page_url: &url::Url,
-    parse: Option<&serde_json::Error>,
-) -> String {
-    let what = match parse {
-        None => "JSON without a \"files\" list".to_string(),
-        Some(_) if body.trim_ascii_start().starts_with(b"<") => "HTML".to_string(),
-        Some(e) => format!("no JSON ({e})"),
+    parse: Option<serde_json::Error>,
+) -> PageError {
+    let answer = match parse {
+        None => Answer::NoFiles,
+        Some(_) if body.trim_ascii_start().starts_with(b"<") => Answer::Html,
+        Some(e) => Answer::NoJson(e),
     };
-    format!(
-        "the upstream answered {what} for {page_url}, not a PEP 691 JSON project page; {UPSTREAM_FORM}"
-    )
+    PageError::NotAPage {
+        answer,
+        page_url: page_url.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -94,7 +133,9 @@ mod tests {
             ),
             (b"Welcome", "no JSON"),
         ] {
-            let err = read_page(body, &page_url, "http://fg/", "demo").unwrap_err();
+            let err = read_page(body, &page_url, "http://fg/", "demo")
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(what), "{err}");
             assert!(err.contains("http://up.test/demo/"), "{err}");
             assert!(err.contains("https://pypi.org/simple/"), "{err}");
@@ -122,7 +163,8 @@ mod tests {
         // The twin: the same bytes said to be JSON (or of no type) are the wrong form.
         for form in [Some("application/vnd.pypi.simple.v1+json"), None] {
             let err = read_upstream_page(html.as_bytes(), form, &page_url, "http://fg/", "demo")
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("HTML"), "{err}");
         }
         assert!(UPSTREAM_ACCEPT.starts_with("application/vnd.pypi.simple.v1+json,"));

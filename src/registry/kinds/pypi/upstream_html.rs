@@ -18,6 +18,7 @@ use html5gum::{DefaultEmitter, Error as HtmlError, StartTag, Token, Tokenizer};
 use percent_encoding::percent_decode_str;
 use serde_json::{Value, json};
 
+use super::upstream::PageError;
 use super::{FileRecord, Page, file_url, valid_filename};
 use crate::store::Digest;
 
@@ -36,7 +37,7 @@ pub(crate) fn read_html_page(
     page_url: &url::Url,
     base: &str,
     project: &str,
-) -> Result<Page, String> {
+) -> Result<Page, PageError> {
     let (base_href, anchors) = scan(body, page_url)?;
     let base_url = base_href
         .and_then(|href| page_url.join(&href).ok())
@@ -75,7 +76,7 @@ pub(crate) fn read_html_page(
 
 /// The first `<base href>` and every `<a>` with an href, in document order. A `<base>` whose
 /// attributes repeat makes every link's meaning uncertain: the page is refused.
-fn scan(body: &[u8], page_url: &url::Url) -> Result<(Option<String>, Vec<Anchor>), String> {
+fn scan(body: &[u8], page_url: &url::Url) -> Result<(Option<String>, Vec<Anchor>), PageError> {
     let mut emitter = DefaultEmitter::default();
     emitter.naively_switch_states(true);
     let mut repeated = false;
@@ -96,9 +97,9 @@ fn scan(body: &[u8], page_url: &url::Url) -> Result<(Option<String>, Vec<Anchor>
         let twice = std::mem::take(&mut repeated);
         if tag.name == b"base" && base_href.is_none() {
             if twice {
-                return Err(format!(
-                    "the upstream page {page_url} has a <base> tag with a repeated attribute, so its links cannot be told apart; fix the upstream page"
-                ));
+                return Err(PageError::RepeatedBase {
+                    page_url: page_url.clone(),
+                });
             }
             base_href = attribute(&tag, "href").filter(|h| !h.is_empty());
         } else if tag.name == b"a" && !twice {

@@ -139,7 +139,8 @@ fn a_base_href_moves_relative_links_and_only_the_first_counts() {
         "demo",
     )
     .err()
-    .unwrap();
+    .unwrap()
+    .to_string();
     assert!(
         err.contains("<base>") && err.contains("http://up.test/simple/demo/"),
         "{err}"
