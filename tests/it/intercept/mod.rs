@@ -7,6 +7,7 @@
 
 mod cargo;
 mod curl;
+mod go;
 mod npm_pip;
 
 use crate::support;

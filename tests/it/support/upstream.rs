@@ -86,6 +86,15 @@ impl Upstream {
     /// Plain HTTP answering each path from `routes` (changeable while running); other paths
     /// get 404.
     pub async fn router(bind: &str, routes: Routes) -> Self {
+        Self::router_over(bind, routes, None).await
+    }
+
+    /// [`Upstream::router`] over HTTPS with `tls` when given.
+    pub async fn router_over(
+        bind: &str,
+        routes: Routes,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Self {
         Self::start_with(
             bind,
             Arc::new(move |path: &str| {
@@ -95,7 +104,7 @@ impl Upstream {
                     body: Bytes::from_static(b"not found"),
                 })
             }),
-            None,
+            tls,
         )
         .await
     }
