@@ -9,6 +9,7 @@ mod cargo;
 mod curl;
 mod go;
 mod npm_pip;
+mod oci;
 
 use crate::support;
 
