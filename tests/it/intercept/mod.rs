@@ -5,6 +5,7 @@
 //! is on loopback, its names served by the test's DNS server, its certificate from a test CA
 //! fetchgate trusts through `[tls] extra_roots`.
 
+mod apt;
 mod cargo;
 mod curl;
 mod go;
