@@ -11,6 +11,7 @@ mod curl;
 mod go;
 mod npm_pip;
 mod oci;
+mod reload;
 
 use crate::support;
 
