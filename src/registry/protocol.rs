@@ -54,6 +54,13 @@ pub(crate) trait KindSettings: std::fmt::Debug + Send + Sync {
     fn other_upstreams(&self) -> Vec<(&'static str, url::Url)> {
         Vec::new()
     }
+
+    /// The path below the mount that a request for `url` is, when `url` lies under one of
+    /// [`KindSettings::other_upstreams`]: inside an intercepted tunnel to that place the
+    /// request is served as that path, verified as through the mount. `None` otherwise.
+    fn below_other_upstream(&self, _url: &url::Url) -> Option<String> {
+        None
+    }
 }
 
 /// A configured registry: the settings every kind has, and its kind's own.

@@ -141,7 +141,9 @@ impl Registries {
 
     /// The registry whose upstream `url` is under (the longest upstream path first, then by
     /// name), the path below it and the upstream's own path: every kind's, for a request
-    /// inside an intercepted tunnel, which is a request for the upstream itself.
+    /// inside an intercepted tunnel, which is a request for the upstream itself. A URL under
+    /// no upstream but under a place a registry also reads from (a go registry's
+    /// `sumdb_url`) is that registry's, as the path its mount serves that place under.
     pub(crate) fn under_upstream(&self, url: &url::Url) -> Option<(String, String, String)> {
         let mut all: Vec<&Mounted> = self.mounts.values().collect();
         all.sort_by(|a, b| {
@@ -152,10 +154,19 @@ impl Registries {
                 .cmp(&a.upstream.path().len())
                 .then_with(|| a.name.cmp(&b.name))
         });
-        all.into_iter().find_map(|m| {
+        let under = all.iter().find_map(|m| {
             let s = &m.front.settings;
             let below = s.below_upstream(url)?;
             Some((s.name.clone(), below, s.upstream.path().to_string()))
+        });
+        // Then the other places a registry reads from (a go registry's `sumdb_url`), served
+        // as the paths its mount serves them under; what it serves there names no URL of
+        // its own, so the client's mount is that host's root.
+        under.or_else(|| {
+            all.iter().find_map(|m| {
+                let below = m.own.below_other_upstream(url)?;
+                Some((m.front.settings.name.clone(), below, "/".to_string()))
+            })
         })
     }
 

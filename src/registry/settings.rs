@@ -45,17 +45,22 @@ impl RegistrySettings {
     /// The path of `url` below this registry's upstream (starting with `/`), when `url` is on
     /// the upstream's origin (scheme, host in any ASCII case, port) and under its path.
     pub(crate) fn below_upstream(&self, url: &url::Url) -> Option<String> {
-        let up = &self.upstream;
-        let same_origin = up.scheme() == url.scheme()
-            && up.host_str().map(str::to_ascii_lowercase)
-                == url.host_str().map(str::to_ascii_lowercase)
-            && up.port_or_known_default() == url.port_or_known_default();
-        if !same_origin {
-            return None;
-        }
-        let rest = url.path().strip_prefix(up.path())?;
-        Some(format!("/{rest}"))
+        below_base(&self.upstream, url)
     }
+}
+
+/// The path of `url` below `base` (starting with `/`), when `url` is on `base`'s origin
+/// (scheme, host in any ASCII case, port) and under its path.
+pub(crate) fn below_base(base: &url::Url, url: &url::Url) -> Option<String> {
+    let same_origin = base.scheme() == url.scheme()
+        && base.host_str().map(str::to_ascii_lowercase)
+            == url.host_str().map(str::to_ascii_lowercase)
+        && base.port_or_known_default() == url.port_or_known_default();
+    if !same_origin {
+        return None;
+    }
+    let rest = url.path().strip_prefix(base.path())?;
+    Some(format!("/{rest}"))
 }
 
 /// One mounted registry with what it needs at run time: its settings and the credential

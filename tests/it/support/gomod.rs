@@ -283,6 +283,17 @@ pub struct GoRun {
 /// `home`, GOENV off, GOTOOLCHAIN local, no GONOSUMDB/GOPRIVATE/GONOPROXY/GOINSECURE, no HTTP
 /// proxy variables, and so nothing but these two loopback servers is ever asked.
 pub async fn go(dir: &Path, home: &Path, goproxy: &str, gosumdb: &str, args: &[&str]) -> GoRun {
+    go_env(dir, home, (goproxy, gosumdb), &[], args).await
+}
+
+/// [`go`] with `env` set as well (an `HTTPS_PROXY` and an `SSL_CERT_FILE`, say).
+pub async fn go_env(
+    dir: &Path,
+    home: &Path,
+    (goproxy, gosumdb): (&str, &str),
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> GoRun {
     require_go();
     let mut cmd = tokio::process::Command::new("go");
     cmd.args(args)
@@ -308,6 +319,7 @@ pub async fn go(dir: &Path, home: &Path, goproxy: &str, gosumdb: &str, args: &[&
         .env_remove("GOPRIVATE")
         .env_remove("GONOPROXY")
         .env_remove("GOINSECURE")
+        .envs(env.iter().copied())
         .kill_on_drop(true)
         .stdin(Stdio::null());
     // Bounded so a hung run fails the test instead of the suite (not a timing assertion).
@@ -388,15 +400,24 @@ pub async fn download_and_build(
     goproxy: &str,
     gosumdb: &str,
 ) -> (GoRun, Option<GoRun>, tempfile::TempDir) {
+    download_and_build_env(goproxy, gosumdb, &[]).await
+}
+
+/// [`download_and_build`] with `env` set for both runs.
+pub async fn download_and_build_env(
+    goproxy: &str,
+    gosumdb: &str,
+    env: &[(&str, &str)],
+) -> (GoRun, Option<GoRun>, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
     let dir = home.path().join("work");
     std::fs::create_dir(&dir).unwrap();
     write_main_module(&dir);
-    let download = go(
+    let download = go_env(
         &dir,
         home.path(),
-        goproxy,
-        gosumdb,
+        (goproxy, gosumdb),
+        env,
         &["mod", "download", "all"],
     )
     .await;
@@ -404,11 +425,11 @@ pub async fn download_and_build(
         return (download, None, home);
     }
     let bin = home.path().join("app-bin");
-    let build = go(
+    let build = go_env(
         &dir,
         home.path(),
-        goproxy,
-        gosumdb,
+        (goproxy, gosumdb),
+        env,
         &["build", "-o", bin.to_str().unwrap(), "example.com/app"],
     )
     .await;

@@ -182,6 +182,11 @@ impl Skopeo {
 
     /// Runs `skopeo <args>` with the client's settings.
     pub fn run(&self, args: &[&str]) -> SkopeoRun {
+        self.run_env(args, &[])
+    }
+
+    /// [`Skopeo::run`] with `env` set too (an `HTTPS_PROXY` and an `SSL_CERT_FILE`, say).
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> SkopeoRun {
         let mut cmd = Command::new("skopeo");
         // skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF; its hidden `--registries-conf` is
         // what keeps /etc/containers/registries.conf out.
@@ -207,6 +212,7 @@ impl Skopeo {
         }
         let out: Output = cmd
             .args(args)
+            .envs(env.iter().copied())
             .env("REGISTRY_AUTH_FILE", self.dir.path().join("auth.json"))
             .env("XDG_RUNTIME_DIR", self.dir.path())
             .stdin(Stdio::null())

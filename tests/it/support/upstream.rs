@@ -86,6 +86,15 @@ impl Upstream {
     /// Plain HTTP answering each path from `routes` (changeable while running); other paths
     /// get 404.
     pub async fn router(bind: &str, routes: Routes) -> Self {
+        Self::router_over(bind, routes, None).await
+    }
+
+    /// [`Upstream::router`] over HTTPS with `tls` when given.
+    pub async fn router_over(
+        bind: &str,
+        routes: Routes,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Self {
         Self::start_with(
             bind,
             Arc::new(move |path: &str| {
@@ -95,7 +104,7 @@ impl Upstream {
                     body: Bytes::from_static(b"not found"),
                 })
             }),
-            None,
+            tls,
         )
         .await
     }
@@ -290,6 +299,38 @@ pub async fn echo(bind: &str) -> SocketAddr {
 /// A CA and a server certificate for `names`, made with rcgen. Returns the server TLS
 /// config and the CA certificate in PEM (for `[tls] extra_roots`).
 pub fn tls_for(names: &[&str]) -> (Arc<rustls::ServerConfig>, String) {
+    let pems = pems_for(names);
+    (server_config(&pems), pems.ca)
+}
+
+/// A server certificate, its key and the CA that signed it, in PEM (for a server that reads
+/// files, such as `docker-registry`).
+pub struct Pems {
+    /// The server certificate.
+    pub cert: String,
+    /// Its private key (PKCS#8).
+    pub key: String,
+    /// The CA certificate.
+    pub ca: String,
+}
+
+/// A rustls server configuration presenting `pems`' certificate.
+pub fn server_config(pems: &Pems) -> Arc<rustls::ServerConfig> {
+    use rustls_pki_types::pem::PemObject;
+    let cert = rustls_pki_types::CertificateDer::from_pem_slice(pems.cert.as_bytes()).unwrap();
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(pems.key.as_bytes()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .unwrap();
+    Arc::new(config)
+}
+
+/// A CA and a server certificate for `names`, made with rcgen, in PEM.
+pub fn pems_for(names: &[&str]) -> Pems {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -304,16 +345,11 @@ pub fn tls_for(names: &[&str]) -> (Arc<rustls::ServerConfig>, String) {
     let leaf_params =
         CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
     let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
-
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let key = rustls_pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone()], key)
-        .unwrap();
-    (Arc::new(config), ca_cert.pem())
+    Pems {
+        cert: leaf.pem(),
+        key: leaf_key.serialize_pem(),
+        ca: ca_cert.pem(),
+    }
 }
 
 /// A server that accepts connections and never says a word (but keeps them open).

@@ -87,6 +87,15 @@ impl KindSettings for GoSettings {
             .map(|db| ("sumdb_url", db.url.clone()))
             .collect()
     }
+
+    /// A request under `sumdb_url` (`go` with `GOSUMDB="<key> <url>"` reads the database
+    /// there itself) is `/sumdb/<name>/<rest>` below the mount: the same checked, cached
+    /// database a mount's client reads through its GOPROXY.
+    fn below_other_upstream(&self, url: &url::Url) -> Option<String> {
+        let db = self.sumdb.as_ref()?;
+        let rest = crate::registry::settings::below_base(&db.url, url)?;
+        Some(format!("/sumdb/{}{rest}", db.verifier.name))
+    }
 }
 
 impl KindFront for GoFront {

@@ -247,4 +247,40 @@ mod tests {
         assert!(!mid.matches("a.test/b/x/c"));
         assert!(PrivatePattern::new(" / ").is_err());
     }
+
+    #[test]
+    fn a_url_under_sumdb_url_is_the_mounts_sumdb_path_and_nothing_else_is() {
+        use crate::registry::protocol::KindSettings;
+        let go = GoSettings {
+            sumdb: Some(SumDb {
+                verifier: Verifier::parse(DEFAULT_SUMDB).unwrap(),
+                url: parse_url("https://Sum.Example.test:8443/db").unwrap(),
+            }),
+            private: Vec::new(),
+        };
+        let below = |u: &str| go.below_other_upstream(&url::Url::parse(u).unwrap());
+        assert_eq!(
+            below("https://sum.example.test:8443/db/lookup/a.test/m@v1.0.0").as_deref(),
+            Some("/sumdb/sum.golang.org/lookup/a.test/m@v1.0.0")
+        );
+        assert_eq!(
+            below("https://sum.example.test:8443/db/tile/8/0/000").as_deref(),
+            Some("/sumdb/sum.golang.org/tile/8/0/000")
+        );
+        // The twins: another port, scheme, host or path are not the database's.
+        for other in [
+            "https://sum.example.test/db/latest",
+            "http://sum.example.test:8443/db/latest",
+            "https://other.example.test:8443/db/latest",
+            "https://sum.example.test:8443/dbx/latest",
+        ] {
+            assert_eq!(below(other), None, "{other}");
+        }
+        let off = GoSettings {
+            sumdb: None,
+            private: Vec::new(),
+        };
+        let url = url::Url::parse("https://sum.golang.org/latest").unwrap();
+        assert_eq!(off.below_other_upstream(&url), None);
+    }
 }

@@ -12,6 +12,8 @@ use super::{APP, AptRepo, COMPONENT, DEP, SUITE, require_tools};
 pub struct AptClient {
     dir: TempDir,
     proxy: Option<String>,
+    /// `Acquire::https::Proxy` and `Acquire::https::CaInfo`, when set.
+    https: Option<(String, PathBuf)>,
 }
 
 impl AptClient {
@@ -50,13 +52,25 @@ impl AptClient {
             format!("Dir \"{d}/\";\nDir::Etc \"{d}/etc/apt/\";\nDir::Etc::parts \"{d}/etc/apt/apt.conf.d/\";\nDir::Etc::main \"{d}/etc/apt/apt.conf\";\n"),
         )
         .unwrap();
-        Self { dir, proxy: None }
+        Self {
+            dir,
+            proxy: None,
+            https: None,
+        }
     }
 
     /// Sends every request through the HTTP proxy at `proxy` (`http://127.0.0.1:PORT/`),
     /// as `Acquire::http::Proxy` does; without it apt connects directly.
     pub fn with_proxy(mut self, proxy: &str) -> Self {
         self.proxy = Some(proxy.to_string());
+        self
+    }
+
+    /// Sends every `https://` request through the HTTP proxy at `proxy` (a CONNECT), as
+    /// `Acquire::https::Proxy` does, trusting only the CA certificates in `ca`
+    /// (`Acquire::https::CaInfo`).
+    pub fn with_https_proxy(mut self, proxy: &str, ca: &Path) -> Self {
+        self.https = Some((proxy.to_string(), ca.to_path_buf()));
         self
     }
 
@@ -118,6 +132,10 @@ impl AptClient {
             "Acquire::Retries=0".to_string(),
         ] {
             c.args(["-o", &opt]);
+        }
+        if let Some((proxy, ca)) = &self.https {
+            c.args(["-o", &format!("Acquire::https::Proxy={proxy}")]);
+            c.args(["-o", &o("Acquire::https::CaInfo", ca)]);
         }
         c.args(["-q", "-y"]).args(args);
         c.output()

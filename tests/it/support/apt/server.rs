@@ -1,4 +1,4 @@
-//! The repository's HTTP server on 127.0.0.1, with its knobs: corrupt, stale and re-signed
+//! The repository's HTTP (or HTTPS) server on 127.0.0.1, with its knobs: corrupt, stale and re-signed
 //! files, expired Releases, request counts, stop and resume.
 
 use std::collections::HashMap;
@@ -23,11 +23,23 @@ pub struct AptServer {
     hold: Option<super::ports::Hold>,
     /// While false, every request is counted, then held unanswered until it turns true.
     open: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Served over HTTPS: the name in its base URL and the server's TLS.
+    tls: Option<(String, Arc<rustls::ServerConfig>)>,
 }
 
 impl AptServer {
     /// Serves `root` on an ephemeral 127.0.0.1 port.
     pub fn start(root: &Path) -> Self {
+        Self::start_over(root, None)
+    }
+
+    /// Serves `root` over HTTPS with `tls.1` on an ephemeral 127.0.0.1 port, its base URL
+    /// naming the host `tls.0`.
+    pub fn start_tls(root: &Path, tls: (&str, Arc<rustls::ServerConfig>)) -> Self {
+        Self::start_over(root, Some((tls.0.to_string(), tls.1)))
+    }
+
+    fn start_over(root: &Path, tls: Option<(String, Arc<rustls::ServerConfig>)>) -> Self {
         let mut s = Self {
             addr: "127.0.0.1:0".parse().unwrap(),
             root: root.to_path_buf(),
@@ -35,6 +47,7 @@ impl AptServer {
             running: None,
             hold: None,
             open: Arc::new(tokio::sync::watch::channel(true).0),
+            tls,
         };
         s.resume();
         s
@@ -50,9 +63,12 @@ impl AptServer {
         self.open.send_replace(true);
     }
 
-    /// `http://<addr>/`, the repository base.
+    /// `http://<addr>/`, the repository base (`https://<name>:<port>/` over TLS).
     pub fn base_url(&self) -> String {
-        format!("http://{}/", self.addr)
+        match &self.tls {
+            Some((name, _)) => format!("https://{name}:{}/", self.addr.port()),
+            None => format!("http://{}/", self.addr),
+        }
     }
 
     /// How many requests asked for `path` (for example `/dists/stable/InRelease`).
@@ -114,12 +130,13 @@ impl AptServer {
         self.addr = std_listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let (root, counts, open) = (self.root.clone(), self.counts.clone(), self.open.clone());
+        let tls = self.tls.as_ref().map(|(_, t)| t.clone());
         let join = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .unwrap();
-            rt.block_on(serve_dir(std_listener, root, counts, open, rx));
+            rt.block_on(serve_dir(std_listener, (root, tls), counts, open, rx));
         });
         self.running = Some((tx, join));
     }
@@ -133,7 +150,7 @@ impl Drop for AptServer {
 
 async fn serve_dir(
     listener: std::net::TcpListener,
-    root: PathBuf,
+    (root, tls): (PathBuf, Option<Arc<rustls::ServerConfig>>),
     counts: Arc<Mutex<HashMap<String, usize>>>,
     open: Arc<tokio::sync::watch::Sender<bool>>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
@@ -149,6 +166,7 @@ async fn serve_dir(
         };
         let Ok((stream, _)) = accepted else { continue };
         let (root, counts, open) = (root.clone(), counts.clone(), open.clone());
+        let tls = tls.clone();
         conns.spawn(async move {
             let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let path = req.uri().path().to_string();
@@ -180,9 +198,21 @@ async fn serve_dir(
                     Ok::<_, std::convert::Infallible>(resp)
                 }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                .await;
+            let http = hyper::server::conn::http1::Builder::new();
+            let _ = match tls {
+                None => {
+                    http.serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await
+                }
+                Some(tls) => {
+                    let Ok(stream) = tokio_rustls::TlsAcceptor::from(tls).accept(stream).await
+                    else {
+                        return;
+                    };
+                    http.serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await
+                }
+            };
         });
     }
     conns.abort_all();

@@ -2,6 +2,7 @@
 //! zip, a dropped record, a forged record, notes signed by another key.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -36,6 +37,8 @@ pub struct GoWorld {
     proxy_routes: Routes,
     sumdb_routes: Routes,
     state: std::sync::Mutex<State>,
+    /// The names the two servers are reached by over HTTPS (proxy, database), if they are.
+    names: Option<(String, String)>,
 }
 
 impl GoWorld {
@@ -47,6 +50,30 @@ impl GoWorld {
 
     /// Serves `modules` with `before` filler records logged before them and `after` after.
     pub async fn start_ordered(modules: Vec<GoModule>, before: usize, after: usize) -> Self {
+        Self::start_over(modules, (before, after), None).await
+    }
+
+    /// [`GoWorld::start`] over HTTPS: both servers on `tls.0` (a loopback address), each
+    /// presenting `tls.1`'s certificate, and [`GoWorld::goproxy`] and [`GoWorld::gosumdb`]
+    /// naming them `https://<proxy name>:<port>` and `https://<sumdb name>:<port>`.
+    pub async fn start_tls(
+        modules: Vec<GoModule>,
+        filler: usize,
+        tls: (&str, Arc<rustls::ServerConfig>),
+        names: (&str, &str),
+    ) -> Self {
+        let mut w = Self::start_over(modules, (filler, 0), Some(tls)).await;
+        w.names = Some((names.0.to_string(), names.1.to_string()));
+        w
+    }
+
+    /// Serves `modules` with `filler.0` records before them and `filler.1` after, over plain
+    /// HTTP on 127.0.0.1 or with TLS on the address `tls` gives.
+    async fn start_over(
+        modules: Vec<GoModule>,
+        (before, after): (usize, usize),
+        tls: Option<(&str, Arc<rustls::ServerConfig>)>,
+    ) -> Self {
         let key = SumKey::generate("sumdb.fetchgate.test");
         let filler = |i: usize| {
             GoModule::new(
@@ -61,8 +88,12 @@ impl GoWorld {
         records.extend((before..before + after).map(filler));
         let proxy_routes: Routes = Default::default();
         let sumdb_routes: Routes = Default::default();
-        let proxy = Upstream::router("127.0.0.1:0", proxy_routes.clone()).await;
-        let sumdb = Upstream::router("127.0.0.1:0", sumdb_routes.clone()).await;
+        let (bind, tls) = match tls {
+            Some((ip, tls)) => (format!("{ip}:0"), Some(tls)),
+            None => ("127.0.0.1:0".to_string(), None),
+        };
+        let proxy = Upstream::router_over(&bind, proxy_routes.clone(), tls.clone()).await;
+        let sumdb = Upstream::router_over(&bind, sumdb_routes.clone(), tls).await;
         let state = State {
             modules,
             records,
@@ -79,6 +110,7 @@ impl GoWorld {
             proxy_routes,
             sumdb_routes,
             state: std::sync::Mutex::new(state),
+            names: None,
         };
         world.publish();
         world
@@ -86,12 +118,23 @@ impl GoWorld {
 
     /// `GOPROXY` for this world.
     pub fn goproxy(&self) -> String {
-        format!("http://{}", self.proxy.addr)
+        match &self.names {
+            Some((proxy, _)) => format!("https://{proxy}:{}", self.proxy.addr.port()),
+            None => format!("http://{}", self.proxy.addr),
+        }
+    }
+
+    /// The database's URL.
+    pub fn sumdb_url(&self) -> String {
+        match &self.names {
+            Some((_, sumdb)) => format!("https://{sumdb}:{}", self.sumdb.addr.port()),
+            None => format!("http://{}", self.sumdb.addr),
+        }
     }
 
     /// `GOSUMDB` for this world: the verifier key and the database's URL.
     pub fn gosumdb(&self) -> String {
-        format!("{} http://{}", self.key.verifier_key(), self.sumdb.addr)
+        format!("{} {}", self.key.verifier_key(), self.sumdb_url())
     }
 
     /// Rewrites every route from the current state.

@@ -58,6 +58,8 @@ pub struct Options {
     pub auth: Option<TokenAuth>,
     /// `proxy: remoteurl:` (distribution's pull-through mode) pointing at another registry.
     pub proxy_remote: Option<String>,
+    /// HTTPS with this certificate and key (PEM), instead of plain HTTP.
+    pub tls: Option<(String, String)>,
 }
 
 impl Default for Options {
@@ -66,6 +68,7 @@ impl Default for Options {
             storage: Storage::Filesystem,
             auth: None,
             proxy_remote: None,
+            tls: None,
         }
     }
 }
@@ -116,6 +119,10 @@ impl DockerRegistry {
         if let Some(a) = &options.auth {
             std::fs::write(dir.path().join("token-roots.pem"), &a.root_cert_pem)
                 .expect("token root bundle");
+        }
+        if let Some((cert, key)) = &options.tls {
+            std::fs::write(dir.path().join("tls.pem"), cert).expect("TLS certificate");
+            std::fs::write(dir.path().join("tls.key"), key).expect("TLS key");
         }
         let mut r = Self {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -298,19 +305,29 @@ fn config_yaml(o: &Options, addr: SocketAddr, dir: &std::path::Path) -> String {
         None => String::new(),
         Some(u) => format!("proxy:\n  remoteurl: {u}\n"),
     };
+    let tls = match &o.tls {
+        None => String::new(),
+        Some(_) => format!(
+            "  tls:\n    certificate: {}\n    key: {}\n",
+            dir.join("tls.pem").display(),
+            dir.join("tls.key").display()
+        ),
+    };
     format!(
         "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\n\
          storage:\n{storage}  maintenance:\n    uploadpurging:\n      enabled: false\n\
-         http:\n  addr: {addr}\n  secret: fetchgate-test-secret\n{auth}{proxy}"
+         http:\n  addr: {addr}\n  secret: fetchgate-test-secret\n{tls}{auth}{proxy}"
     )
 }
 
-/// The address in distribution's `listening on 127.0.0.1:<port>` line (the port it bound),
+/// The address in distribution's `listening on 127.0.0.1:<port>[, tls]` line (the port it bound),
 /// if `log` has one.
 fn listening_on(log: &str) -> Option<SocketAddr> {
     log.lines().find_map(|l| {
         let rest = &l[l.find("msg=\"listening on ")? + "msg=\"listening on ".len()..];
-        rest[..rest.find('"')?].parse().ok()
+        // Served over TLS, the line reads `listening on 127.0.0.1:<port>, tls`.
+        let quoted = &rest[..rest.find('"')?];
+        quoted.split(',').next()?.parse().ok()
     })
 }
 
