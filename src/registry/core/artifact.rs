@@ -17,7 +17,7 @@ use crate::fetch::integrity::{Algorithm, Expected};
 use crate::fetch::tap::TapSlot;
 use crate::registry::aliases::Aliases;
 use crate::registry::error::RegistryError;
-use crate::registry::request::Reply;
+use crate::registry::request::{Ask, Reply};
 use crate::registry::settings::Front;
 use crate::store::{Digest, Source, Voucher};
 
@@ -255,6 +255,15 @@ impl Serving {
         whole: false,
         listed_length: None,
     };
+
+    /// What `ask` allows: streamed while it verifies when it is a plain `GET` of the whole
+    /// body.
+    pub(crate) fn for_ask(ask: &Ask<'_>) -> Serving {
+        Serving {
+            whole: !ask.head && !ask.range,
+            listed_length: None,
+        }
+    }
 }
 
 /// The alias-index key for an artifact's published digest (`None` for SHA-256, which names

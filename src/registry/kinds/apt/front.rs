@@ -107,11 +107,6 @@ impl KindFront for AptFront {
     }
 }
 
-/// A plain `GET` of a whole file: one that may stream while it verifies.
-fn whole(ask: &Ask<'_>) -> bool {
-    !ask.head && !ask.range
-}
-
 /// The label pool and index files carry in the store and in mismatch reports.
 const VOUCHED_BY: &str = "signed-index";
 
@@ -137,11 +132,13 @@ impl Apt<'_> {
                     .index
                     .expected(&request)
                     .map_err(RegistryError::kind)?;
-                self.apt_artifact(front, raw, &expected, whole(ask)).await
+                self.apt_artifact(front, raw, &expected, Serving::for_ask(ask).whole)
+                    .await
             }
             AptRequest::Pool { path } => {
                 let expected = self.apt_vouched(front, source, &request).await?;
-                self.apt_artifact(front, path, &expected, whole(ask)).await
+                self.apt_artifact(front, path, &expected, Serving::for_ask(ask).whole)
+                    .await
             }
         }
     }

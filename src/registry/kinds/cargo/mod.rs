@@ -313,7 +313,7 @@ impl Cargo<'_> {
                         },
                         &name,
                         &version,
-                        Serving::LANDED,
+                        Serving::for_ask(ask),
                     )
                     .await
             }

@@ -402,7 +402,7 @@ impl Pypi<'_> {
                         || Ok(url),
                         &project,
                         &filename,
-                        Serving::LANDED,
+                        Serving::for_ask(ask),
                     )
                     .await
             }
@@ -425,7 +425,7 @@ impl Pypi<'_> {
                         || Ok(url),
                         &project,
                         &format!("{filename}.metadata"),
-                        Serving::LANDED,
+                        Serving::for_ask(ask),
                     )
                     .await
             }
@@ -440,7 +440,7 @@ impl Pypi<'_> {
                         || Ok(record.url),
                         &project,
                         &filename,
-                        Serving::LANDED,
+                        Serving::for_ask(ask),
                     )
                     .await
             }
