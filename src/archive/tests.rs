@@ -135,3 +135,20 @@ fn member_path_rules() {
     assert!(member_path(b"././x", false, None).is_err());
     assert!(member_path(b"./package/x", false, Some("package")).is_err());
 }
+
+#[test]
+fn member_path_refusals_say_why_in_words() {
+    let why = |raw: &[u8], dir: bool| {
+        member_path(raw, dir, Some("package"))
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(why(b"package/../x", false), "the path has a `..` segment");
+    assert_eq!(why(b"package/./x", false), "the path has a `.` segment");
+    assert_eq!(
+        why(b"other/x", false),
+        "every member must be under package/"
+    );
+    assert_eq!(why(b"package", false), "`package` must be a directory");
+    assert_eq!(why(b"/etc/passwd", false), "the path is absolute");
+}

@@ -119,3 +119,23 @@ fn mistakes_name_the_field_and_the_next_step() {
     assert_eq!(e.field.as_deref(), Some("shared.access_key_id"));
     assert!(e.message.contains("AWS_ACCESS_KEY_ID"), "{}", e.message);
 }
+
+#[test]
+fn value_refusals_say_what_to_write() {
+    assert_eq!(
+        bucket_and_prefix("https://b/p").unwrap_err().to_string(),
+        "`https://b/p` is not an s3:// URL; write it as s3://bucket/prefix"
+    );
+    assert_eq!(
+        endpoint("ftp://h", false).unwrap_err().to_string(),
+        "the scheme `ftp` is not http or https"
+    );
+    let e = ca_pem(Path::new("/nonexistent/ca.pem"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("cannot read /nonexistent/ca.pem: ")
+            && e.ends_with("; point ca_file at the PEM file of the store's CA"),
+        "{e}"
+    );
+}
