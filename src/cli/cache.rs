@@ -368,7 +368,8 @@ where
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(async {
-        let tier = SharedTier::open(settings, store, Arc::new(Metrics::new()))?;
+        let tier = SharedTier::open(settings, store, Arc::new(Metrics::new()))
+            .map_err(|e| e.to_string())?;
         Ok(f(tier, store.clone()).await)
     })
 }

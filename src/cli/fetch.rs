@@ -53,7 +53,9 @@ pub async fn run(
     // With [shared], the bucket is tried before the mirrors, and what is fetched is uploaded
     // before the command exits (waiting at most the time-outs of a few tries).
     let tier = match &config.shared {
-        Some(settings) => Some(SharedTier::open(settings, &store, metrics.clone())?),
+        Some(settings) => {
+            Some(SharedTier::open(settings, &store, metrics.clone()).map_err(|e| e.to_string())?)
+        }
         None => None,
     };
     let fetcher = Arc::new(

@@ -8,9 +8,11 @@
 
 pub(crate) mod classify;
 pub(crate) mod decision;
+pub(crate) mod host_pattern;
 pub(crate) mod locator;
 pub(crate) mod names;
 pub(crate) mod narrow;
+pub(crate) mod operator_rules;
 pub(crate) mod policy;
 pub mod profile;
 pub(crate) mod reason;
@@ -23,7 +25,8 @@ pub use decision::{Decision, Lookup, Pending, Permit, Refusal, Step, begin};
 pub use locator::{
     Host, LocatorError, RequestKind, Target, parse_authority, parse_fetch_url, parse_url,
 };
-pub use policy::{EgressSection, Policy, Precheck};
+pub use operator_rules::EgressSection;
+pub use policy::{Policy, Precheck};
 pub(crate) use profile::Profile;
 pub use reason::Reason;
 pub(crate) use rule::RuleId;

@@ -9,8 +9,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::decision::{Decision, Refusal};
+use super::host_pattern::HostPattern;
 use super::locator::Host;
-use super::policy::HostPattern;
 use super::reason::Reason;
 use super::verdict::Verdict;
 
@@ -42,7 +42,9 @@ impl PolicyHost {
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return Ok(PolicyHost::Address(ip));
         }
-        HostPattern::parse(text).map(PolicyHost::Name)
+        HostPattern::parse(text)
+            .map(PolicyHost::Name)
+            .map_err(|e| e.to_string())
     }
 
     fn matches(&self, host: &Host) -> bool {

@@ -5,6 +5,8 @@
 //! <prefix>/sha256/<2 hex>/<64 hex>     an object; metadata `size` and `label`
 //! <prefix>/alias/sha512/<128 hex>      the sha256 hex of the object those bytes are
 //! ```
+//!
+//! Objects' metadata is `object_meta`; large uploads in parts are `multipart`.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,41 +17,30 @@ use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{
     Attribute, AttributeValue, Attributes, BackoffConfig, Certificate, ClientOptions, GetOptions,
-    ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, RetryConfig,
-    WriteMultipart,
+    ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
 };
-use std::io::Read;
+
+pub(crate) mod multipart;
+mod object_meta;
+
+use object_meta::{ObjectMeta, attributes};
 
 use super::parts_turn::PartsTurns;
 use super::settings::SharedSettings;
-use crate::store::{Digest, Source, sources_from_text, sources_to_text};
+use crate::store::{Digest, Source};
 
 /// A stream of body chunks from the bucket.
 pub(crate) type Chunks =
     Pin<Box<dyn futures_core::Stream<Item = object_store::Result<Bytes>> + Send + 'static>>;
 
-/// Metadata key holding an object's size.
-const META_SIZE: &str = "size";
-/// Metadata key holding an object's package label.
-const META_LABEL: &str = "label";
-/// Longest label kept in metadata.
-const MAX_LABEL: usize = 200;
-/// Metadata key naming who vouched for an object ([`crate::store::Source`]s, as text).
-const META_SOURCES: &str = "sources";
-/// Longest sources text kept in metadata (S3 allows 2 KiB of metadata in all): past it the
-/// oldest are left out, so an instance reading the object fetches through those again.
-const MAX_SOURCES_TEXT: usize = 1024;
-/// Objects larger than this are uploaded in parts from their file instead of from memory.
-pub(crate) const SINGLE_PUT_MAX: u64 = 64 << 20;
-/// The size of one part of a multipart upload.
-const PART: usize = 8 << 20;
-
 /// Why a bucket operation failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum BucketError {
     /// No answer within `[shared] timeout_ms`.
+    #[error("no answer within [shared] timeout_ms")]
     Timeout,
     /// The store answered with an error, or the connection failed.
+    #[error("{0}")]
     Failed(String),
 }
 
@@ -59,15 +50,6 @@ impl BucketError {
         match self {
             BucketError::Timeout => "timeout",
             BucketError::Failed(_) => "error",
-        }
-    }
-}
-
-impl std::fmt::Display for BucketError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BucketError::Timeout => f.write_str("no answer within [shared] timeout_ms"),
-            BucketError::Failed(e) => f.write_str(e),
         }
     }
 }
@@ -229,21 +211,12 @@ impl Bucket {
             Ok(Err(e)) => return Err(BucketError::Failed(e.to_string())),
             Ok(Ok(got)) => got,
         };
-        let meta = |k: &'static str| {
-            got.attributes
-                .get(&Attribute::Metadata(k.into()))
-                .map(|v| v.as_ref().to_string())
-        };
-        let claimed_size = meta(META_SIZE).and_then(|s| s.parse().ok());
-        let label = meta(META_LABEL).and_then(clean_label);
-        let sources = meta(META_SOURCES)
-            .map(|t| sources_from_text(&t))
-            .unwrap_or_default();
+        let meta = ObjectMeta::read(&got.attributes);
         Ok(Some(Found {
             size: got.meta.size,
-            claimed_size,
-            label,
-            sources,
+            claimed_size: meta.claimed_size,
+            label: meta.label,
+            sources: meta.sources,
             chunks: got.into_stream(),
         }))
     }
@@ -385,83 +358,6 @@ impl Bucket {
         }
     }
 
-    /// Writes the `size` bytes of `file` to `key` in parts of [`PART`], holding at most two
-    /// parts in memory, unless an object is already there. A multipart upload cannot be
-    /// conditional, but it is still whole or absent (the object appears only when the upload
-    /// completes), and two instances racing on one key write the same bytes: the last
-    /// complete wins and nothing is torn; within this instance, writers of one key take
-    /// turns, so the second finds the first's object. Each part waits at most `timeout_ms`.
-    pub(crate) async fn put_new_from_file(
-        &self,
-        key: &Path,
-        file: std::fs::File,
-        size: u64,
-        label: Option<&str>,
-        sources: &[Source],
-    ) -> Result<Put, BucketError> {
-        let _turn = self.parts_turns.take(key.as_ref()).await;
-        if self.exists(key).await? {
-            return Ok(Put::Existed);
-        }
-        let options = PutMultipartOptions {
-            attributes: attributes(size, label, sources),
-            ..PutMultipartOptions::default()
-        };
-        let upload =
-            match tokio::time::timeout(self.timeout, self.store.put_multipart_opts(key, options))
-                .await
-            {
-                Err(_) => return Err(BucketError::Timeout),
-                Ok(r) => r.map_err(|e| BucketError::Failed(e.to_string()))?,
-            };
-        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
-        match self.send_parts(&mut writer, file, size).await {
-            Ok(()) => match tokio::time::timeout(self.timeout, writer.finish()).await {
-                Err(_) => Err(BucketError::Timeout),
-                Ok(r) => r
-                    .map(|_| Put::Created)
-                    .map_err(|e| BucketError::Failed(e.to_string())),
-            },
-            Err(e) => {
-                let _ = tokio::time::timeout(self.timeout, writer.abort()).await;
-                Err(e)
-            }
-        }
-    }
-
-    /// Reads `file` a part at a time (off the async workers) into `writer`.
-    async fn send_parts(
-        &self,
-        writer: &mut WriteMultipart,
-        file: std::fs::File,
-        size: u64,
-    ) -> Result<(), BucketError> {
-        let mut file = Some(file);
-        let mut left = size;
-        while left > 0 {
-            let want = usize::try_from(left.min(PART as u64)).unwrap_or(PART);
-            let Some(mut f) = file.take() else {
-                return Err(BucketError::Failed("the local file was lost".into()));
-            };
-            let read = tokio::task::spawn_blocking(move || {
-                let mut buf = vec![0u8; want];
-                f.read_exact(&mut buf).map(|()| (f, buf))
-            })
-            .await
-            .map_err(|e| BucketError::Failed(e.to_string()))?;
-            let (f, chunk) =
-                read.map_err(|e| BucketError::Failed(format!("cannot read the local entry: {e}")))?;
-            file = Some(f);
-            match tokio::time::timeout(self.timeout, writer.wait_for_capacity(2)).await {
-                Err(_) => return Err(BucketError::Timeout),
-                Ok(r) => r.map_err(|e| BucketError::Failed(e.to_string()))?,
-            }
-            writer.put(Bytes::from(chunk));
-            left -= want as u64;
-        }
-        Ok(())
-    }
-
     /// Objects and bytes under the objects prefix, counting at most `cap` objects.
     pub(crate) async fn census(&self, cap: usize) -> Result<(u64, u64, bool), BucketError> {
         let prefix = self.objects_prefix();
@@ -483,45 +379,4 @@ impl Bucket {
             }
         }
     }
-}
-
-/// The metadata every object carries: its size, its label if printable, who vouched for it,
-/// and its type.
-fn attributes(size: u64, label: Option<&str>, sources: &[Source]) -> Attributes {
-    let mut attributes = Attributes::new();
-    attributes.insert(
-        Attribute::Metadata(META_SIZE.into()),
-        AttributeValue::from(size.to_string()),
-    );
-    if let Some(label) = label.and_then(|l| clean_label(l.to_string())) {
-        attributes.insert(
-            Attribute::Metadata(META_LABEL.into()),
-            AttributeValue::from(label),
-        );
-    }
-    let mut kept = sources;
-    let mut text = sources_to_text(kept);
-    while text.len() > MAX_SOURCES_TEXT && !kept.is_empty() {
-        kept = &kept[1..];
-        text = sources_to_text(kept);
-    }
-    if !text.is_empty() {
-        attributes.insert(
-            Attribute::Metadata(META_SOURCES.into()),
-            AttributeValue::from(text),
-        );
-    }
-    attributes.insert(
-        Attribute::ContentType,
-        AttributeValue::from("application/octet-stream"),
-    );
-    attributes
-}
-
-/// A label fit for object metadata (printable ASCII, bounded), or `None`.
-fn clean_label(label: String) -> Option<String> {
-    let ok = !label.is_empty()
-        && label.len() <= MAX_LABEL
-        && label.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
-    ok.then_some(label)
 }

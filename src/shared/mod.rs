@@ -17,10 +17,14 @@
 //! writes, time limits), `breaker` the circuit breaker, `upload` the write path, `flight`
 //! single flight for bucket-only reads, `first_read` a plain read served while it is
 //! verified, `lease` the fleet-wide single flight, `fleet_meta` the sealed metadata the fleet
-//! shares and `fleet` how the rest asks for both. This file is the filling read path and the
-//! wiring.
+//! shares and `fleet` how the rest asks for both, `aliases` npm's integrity aliases and
+//! `cache_commands` what `cache stats` and `cache push` ask of the bucket. This file is the
+//! filling read path and the wiring.
 
+mod aliases;
 pub(crate) mod breaker;
+mod bucket_address;
+mod cache_commands;
 pub(crate) mod client;
 mod first_read;
 pub(crate) mod fleet;
@@ -34,8 +38,6 @@ pub(crate) mod upload;
 
 use std::sync::Arc;
 use std::time::Instant;
-
-use serde::Serialize;
 
 pub(crate) use first_read::FirstRead;
 pub(crate) use settings::{SharedSection, SharedSettings};
@@ -76,38 +78,6 @@ impl std::fmt::Debug for SharedTier {
     }
 }
 
-/// The shared tier's state, for `cache stats`.
-#[derive(Clone, Debug, Serialize)]
-pub(crate) struct TierStats {
-    /// `s3://bucket/prefix`.
-    pub(crate) url: String,
-    /// The endpoint, if not AWS itself.
-    pub(crate) endpoint: Option<String>,
-    /// Whether the bucket answered a listing.
-    pub(crate) reachable: bool,
-    /// Objects under the prefix (counted up to a cap).
-    pub(crate) objects: u64,
-    /// Their bytes.
-    pub(crate) bytes: u64,
-    /// True if counting stopped at the cap.
-    pub(crate) truncated: bool,
-    /// Local entries the bucket lacks (what `cache push` would upload).
-    pub(crate) local_missing: Option<u64>,
-    /// Why the bucket could not be read, if it could not.
-    pub(crate) error: Option<String>,
-}
-
-/// What `cache push` did.
-#[derive(Clone, Debug, Default, Serialize)]
-pub(crate) struct PushReport {
-    /// Objects uploaded.
-    pub(crate) uploaded: u64,
-    /// Objects the bucket already had.
-    pub(crate) present: u64,
-    /// Objects that could not be uploaded.
-    pub(crate) failed: u64,
-}
-
 /// Creates at zero the series of bucket reads, writes and uploads by outcome.
 pub(crate) fn preset_metrics(m: &Metrics) {
     let gets = [
@@ -130,9 +100,6 @@ pub(crate) fn preset_metrics(m: &Metrics) {
     Metrics::preset(&m.fleet_metadata, "source", &["fleet", "upstream"]);
 }
 
-/// Most objects `cache stats` counts in the bucket.
-const CENSUS_CAP: usize = 100_000;
-
 impl SharedTier {
     /// Opens the bucket `settings` name for `store`: starts the upload worker and has every
     /// new publication in `store` queued for upload (except bytes that came from the bucket).
@@ -141,12 +108,10 @@ impl SharedTier {
         settings: &SharedSettings,
         store: &Arc<Store>,
         metrics: Arc<Metrics>,
-    ) -> Result<Arc<Self>, String> {
-        let bucket = Arc::new(Bucket::open(settings).map_err(|e| {
-            format!(
-                "cannot open the shared tier {}: {e}; check [shared] url and endpoint",
-                settings.url()
-            )
+    ) -> Result<Arc<Self>, OpenError> {
+        let bucket = Arc::new(Bucket::open(settings).map_err(|source| OpenError {
+            url: settings.url(),
+            source,
         })?);
         let breaker = Arc::new(Breaker::new(settings.breaker_cooldown));
         let uploads = Uploads::start(
@@ -383,150 +348,17 @@ impl SharedTier {
         }
         true
     }
+}
 
-    /// Queues the alias `<algorithm>/<hex> → sha256` for upload (npm's integrity digests).
-    pub(crate) fn offer_alias(&self, algorithm: &'static str, hex: &str, sha256: Digest) {
-        self.uploads.offer(Job::Alias {
-            algorithm,
-            hex: hex.to_string(),
-            sha256,
-        });
-    }
-
-    /// Counts and logs an alias (for `<algorithm>/<hex>`) whose object did not hash to the
-    /// registry's digest; it is not read again for `miss_ttl_ms`.
-    pub(crate) fn alias_refused(&self, algorithm: &str, hex: &str, sha256: &Digest) {
-        let key = self.bucket.alias_key(algorithm, hex);
-        self.refused_aliases
-            .note(Digest::of(key.as_ref().as_bytes()));
-        self.count("alias", "mismatch");
-        self.metrics.shared_verify_failures.inc();
-        self.metrics
-            .integrity_failure(crate::metrics::check::SHARED_BUCKET);
-        tracing::warn!(
-            alias = %key,
-            %sha256,
-            "a shared tier alias names bytes that do not match the registry's digest; not served"
-        );
-    }
-
-    /// The sha256 the bucket's alias for `<algorithm>/<hex>` names, if any. Untrusted: the
-    /// caller verifies the bytes it names against the registry's digest before serving them.
-    pub(crate) async fn alias(&self, algorithm: &str, hex: &str) -> Option<Digest> {
-        if !self.breaker.allow(Instant::now()) {
-            self.count("alias", "skipped");
-            return None;
-        }
-        let key = self.bucket.alias_key(algorithm, hex);
-        if self
-            .refused_aliases
-            .recent(&Digest::of(key.as_ref().as_bytes()))
-        {
-            self.count("alias", "refused_recently");
-            return None;
-        }
-        let found = match self.bucket.get(&key).await {
-            Ok(Some(found)) if found.size == 64 => found,
-            Ok(_) => {
-                self.breaker.success();
-                self.count("alias", "miss");
-                return None;
-            }
-            Err(e) => {
-                self.failed("alias", &key, &e);
-                return None;
-            }
-        };
-        let mut body = Vec::with_capacity(64);
-        let mut chunks = found.chunks;
-        loop {
-            let next = std::future::poll_fn(|cx| chunks.as_mut().poll_next(cx));
-            match tokio::time::timeout(self.settings.timeout, next).await {
-                Ok(Some(Ok(b))) if body.len() + b.len() <= 64 => body.extend_from_slice(&b),
-                Ok(None) => break,
-                Ok(Some(Ok(_))) => {
-                    // Longer than a hex digest: an answer, but not an alias.
-                    self.breaker.success();
-                    return None;
-                }
-                Ok(Some(Err(e))) => {
-                    self.failed("alias", &key, &BucketError::Failed(e.to_string()));
-                    return None;
-                }
-                Err(_) => {
-                    self.failed("alias", &key, &BucketError::Timeout);
-                    return None;
-                }
-            }
-        }
-        self.breaker.success();
-        self.count("alias", "hit");
-        std::str::from_utf8(&body)
-            .ok()
-            .and_then(|hex| Digest::parse(hex).ok())
-    }
-
-    /// Uploads every local entry the bucket lacks, now (`fetchgate cache push`), calling
-    /// `each` as it takes up every entry (the command draws its progress bar from it).
-    pub(crate) async fn push_with(&self, store: &Arc<Store>, each: &mut dyn FnMut()) -> PushReport {
-        let mut report = PushReport::default();
-        for entry in store.list() {
-            each();
-            let Ok(digest) = Digest::parse(&entry.sha256) else {
-                continue;
-            };
-            let label = entry.record.label.clone();
-            match upload::push_one(&self.bucket, store, digest, label).await {
-                Ok(client::Put::Created) => report.uploaded += 1,
-                Ok(client::Put::Existed) => report.present += 1,
-                Err(e) => {
-                    report.failed += 1;
-                    tracing::warn!(sha256 = %digest, error = %e, "cache push: upload failed");
-                }
-            }
-        }
-        report
-    }
-
-    /// The bucket's state as seen from here, with the local entries it lacks.
-    pub(crate) async fn stats(&self, store: &Arc<Store>) -> TierStats {
-        let mut stats = TierStats {
-            url: self.settings.url(),
-            endpoint: self.settings.endpoint.clone(),
-            reachable: false,
-            objects: 0,
-            bytes: 0,
-            truncated: false,
-            local_missing: None,
-            error: None,
-        };
-        match self.bucket.census(CENSUS_CAP).await {
-            Ok((objects, bytes, truncated)) => {
-                stats.reachable = true;
-                (stats.objects, stats.bytes, stats.truncated) = (objects, bytes, truncated);
-            }
-            Err(e) => {
-                stats.error = Some(e.to_string());
-                return stats;
-            }
-        }
-        let mut missing = 0;
-        for entry in store.list() {
-            let Ok(digest) = Digest::parse(&entry.sha256) else {
-                continue;
-            };
-            match self.bucket.exists(&self.bucket.object_key(&digest)).await {
-                Ok(true) => {}
-                Ok(false) => missing += 1,
-                Err(e) => {
-                    stats.error = Some(e.to_string());
-                    return stats;
-                }
-            }
-        }
-        stats.local_missing = Some(missing);
-        stats
-    }
+/// Why the shared tier could not be opened: the bucket's client would not build.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open the shared tier {url}: {source}; check [shared] url and endpoint")]
+pub(crate) struct OpenError {
+    /// The tier's `s3://bucket/prefix`.
+    url: String,
+    /// What the client said.
+    #[source]
+    source: BucketError,
 }
 
 /// Why streaming an object into a fill stopped.

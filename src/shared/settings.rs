@@ -2,15 +2,16 @@
 //! ([`SharedSettings`]), every error naming the field and a safe next step.
 //!
 //! The bucket's endpoint is an operator destination: it is named here and nowhere else, and
-//! nothing in the environment (no `AWS_ENDPOINT`, no instance metadata) can move it.
+//! nothing in the environment (no `AWS_ENDPOINT`, no instance metadata) can move it. The
+//! checks of the URL, endpoint and CA file themselves are `bucket_address`.
 
 use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
-use url::Url;
 
+use super::bucket_address::{bucket_and_prefix, ca_pem, endpoint};
 use super::fleet_meta::FleetKey;
 use crate::toml_file::{FileError, TomlSource};
 
@@ -150,19 +151,21 @@ impl SharedSettings {
                 "[shared] needs url = \"s3://bucket/prefix\"; add it, or remove the [shared] table",
             ));
         };
-        let (bucket, prefix) =
-            bucket_and_prefix(url.get_ref()).map_err(|why| src.error_at(url.span(), why))?;
+        let (bucket, prefix) = bucket_and_prefix(url.get_ref())
+            .map_err(|why| src.error_at(url.span(), why.to_string()))?;
         let allow_http = section.allow_http.as_ref().is_some_and(|v| *v.get_ref());
         let endpoint = match &section.endpoint {
             None => None,
-            Some(e) => {
-                Some(endpoint(e.get_ref(), allow_http).map_err(|why| src.error_at(e.span(), why))?)
-            }
+            Some(e) => Some(
+                endpoint(e.get_ref(), allow_http)
+                    .map_err(|why| src.error_at(e.span(), why.to_string()))?,
+            ),
         };
         let ca_pem = match &section.ca_file {
             None => None,
             Some(file) => Some(
-                ca_pem(&base.join(file.get_ref())).map_err(|why| src.error_at(file.span(), why))?,
+                ca_pem(&base.join(file.get_ref()))
+                    .map_err(|why| src.error_at(file.span(), why.to_string()))?,
             ),
         };
         let region = match &section.region {
@@ -283,85 +286,6 @@ fn credentials(
     })
 }
 
-/// The PEM certificates in `path`: at least one, each parseable.
-fn ca_pem(path: &Path) -> Result<Vec<u8>, String> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
-    let pem = std::fs::read(path).map_err(|e| {
-        format!(
-            "cannot read {}: {e}; point ca_file at the PEM file of the store's CA",
-            path.display()
-        )
-    })?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: not PEM certificates: {e}", path.display()))?;
-    if certs.is_empty() {
-        return Err(format!("{} holds no PEM certificate", path.display()));
-    }
-    Ok(pem)
-}
-
-/// The bucket and prefix of `s3://bucket/prefix`.
-fn bucket_and_prefix(raw: &str) -> Result<(String, String), String> {
-    let example = "write it as s3://bucket/prefix";
-    let rest = raw
-        .strip_prefix("s3://")
-        .ok_or_else(|| format!("`{raw}` is not an s3:// URL; {example}"))?;
-    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    let valid_bucket = (3..=63).contains(&bucket.len())
-        && bucket
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
-    if !valid_bucket {
-        return Err(format!(
-            "`{bucket}` is not a bucket name (3 to 63 of a-z, 0-9, `.` and `-`); {example}"
-        ));
-    }
-    let prefix = prefix.trim_matches('/');
-    let valid_prefix = prefix.split('/').all(|part| {
-        !part.is_empty()
-            && part != "."
-            && part != ".."
-            && part
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-    });
-    if !prefix.is_empty() && !valid_prefix {
-        return Err(format!(
-            "the prefix `{prefix}` may hold only a-z, A-Z, 0-9, `.`, `-` and `_` between single slashes; {example}"
-        ));
-    }
-    Ok((bucket.to_string(), prefix.to_string()))
-}
-
-/// The endpoint, checked: `https`, or `http` with `allow_http`; no credentials, query or
-/// fragment.
-fn endpoint(raw: &str, allow_http: bool) -> Result<String, String> {
-    let url = Url::parse(raw)
-        .map_err(|e| format!("`{raw}` is not a URL ({e}); write it as https://host:port"))?;
-    match url.scheme() {
-        "https" => {}
-        "http" if allow_http => {}
-        "http" => {
-            return Err(
-                "an http:// endpoint sends objects and signatures unencrypted; use https://, or set allow_http = true for a store on a trusted network".into(),
-            );
-        }
-        other => return Err(format!("the scheme `{other}` is not http or https")),
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(
-            "credentials do not belong in the endpoint; use access_key_id and secret_access_key_file"
-                .into(),
-        );
-    }
-    if url.query().is_some() || url.fragment().is_some() || url.path() != "/" {
-        return Err("the endpoint is a scheme, host and port only (no path or query)".into());
-    }
-    Ok(url.as_str().trim_end_matches('/').to_string())
-}
-
 /// How leases are timed (`[shared] lease_ttl_ms`, `lease_wait_ms`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LeaseTimes {
@@ -385,123 +309,5 @@ impl LeaseTimes {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn check(text: &str, env: &[(&str, &str)]) -> Result<Option<SharedSettings>, FileError> {
-        #[derive(Deserialize)]
-        struct File {
-            shared: Option<SharedSection>,
-        }
-        let src = TomlSource::new("t.toml", text);
-        let file: File = src.parse()?;
-        let env: Vec<(String, String)> = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let lookup = move |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        SharedSettings::from_section(file.shared.as_ref(), Path::new("."), &src, &lookup)
-    }
-
-    const KEYS: &[(&str, &str)] = &[("AWS_ACCESS_KEY_ID", "id"), ("AWS_SECRET_ACCESS_KEY", "s")];
-
-    #[test]
-    fn a_full_table_is_read_and_the_environment_supplies_the_keys() {
-        let s = check(
-            "[shared]\nurl = \"s3://fleet-cache/ci/x\"\nendpoint = \"http://127.0.0.1:8333\"\nallow_http = true\ntimeout_ms = 250\nupload_queue = 3\n",
-            KEYS,
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(
-            (s.bucket.as_str(), s.prefix.as_str()),
-            ("fleet-cache", "ci/x")
-        );
-        assert_eq!(s.endpoint.as_deref(), Some("http://127.0.0.1:8333"));
-        assert_eq!(s.timeout, Duration::from_millis(250));
-        assert_eq!(s.upload_queue, 3);
-        assert_eq!(s.credentials.access_key_id, "id");
-        assert!(
-            !format!("{s:?}").contains("\"s\""),
-            "the secret never shows"
-        );
-        assert!(check("", KEYS).unwrap().is_none());
-    }
-
-    #[test]
-    fn only_the_config_names_the_endpoint() {
-        let env = [
-            ("AWS_ACCESS_KEY_ID", "id"),
-            ("AWS_SECRET_ACCESS_KEY", "s"),
-            ("AWS_ENDPOINT", "http://169.254.169.254"),
-            ("AWS_ENDPOINT_URL", "http://169.254.169.254"),
-            ("AWS_ALLOW_HTTP", "true"),
-        ];
-        let s = check("[shared]\nurl = \"s3://bucket\"\n", &env)
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            s.endpoint, None,
-            "AWS S3 itself, not the environment's endpoint"
-        );
-        assert!(!s.allow_http);
-        let s = check(
-            "[shared]\nurl = \"s3://bucket\"\nendpoint = \"https://s3.corp.example\"\n",
-            &env,
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(s.endpoint.as_deref(), Some("https://s3.corp.example"));
-    }
-
-    #[test]
-    fn mistakes_name_the_field_and_the_next_step() {
-        let cases: &[(&str, &str, &str)] = &[
-            ("[shared]\n", "shared.url", "s3://bucket/prefix"),
-            ("[shared]\nurl = \"https://b/p\"\n", "shared.url", "s3://"),
-            (
-                "[shared]\nurl = \"s3://B_/p\"\n",
-                "shared.url",
-                "bucket name",
-            ),
-            (
-                "[shared]\nurl = \"s3://bucket/a//b\"\n",
-                "shared.url",
-                "prefix",
-            ),
-            (
-                "[shared]\nurl = \"s3://bucket\"\nendpoint = \"http://127.0.0.1:1\"\n",
-                "shared.endpoint",
-                "allow_http = true",
-            ),
-            (
-                "[shared]\nurl = \"s3://bucket\"\nendpoint = \"https://u:p@h\"\n",
-                "shared.endpoint",
-                "secret_access_key_file",
-            ),
-            (
-                "[shared]\nurl = \"s3://bucket\"\nca_file = \"/nonexistent/ca.pem\"\n",
-                "shared.ca_file",
-                "PEM file of the store's CA",
-            ),
-            (
-                "[shared]\nurl = \"s3://bucket\"\ntimeout_ms = 0\n",
-                "shared.timeout_ms",
-                "at least 1",
-            ),
-            (
-                "[shared]\nurl = \"s3://bucket\"\nbucket = \"x\"\n",
-                "shared.bucket",
-                "unknown field",
-            ),
-        ];
-        for (text, field, hint) in cases {
-            let e = check(text, KEYS).unwrap_err();
-            assert_eq!(e.field.as_deref(), Some(*field), "{text}: {e:?}");
-            assert!(e.message.contains(hint), "{text}: {}", e.message);
-        }
-        let e = check("[shared]\nurl = \"s3://bucket\"\n", &[]).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("shared.access_key_id"));
-        assert!(e.message.contains("AWS_ACCESS_KEY_ID"), "{}", e.message);
-    }
-}
+#[path = "settings_tests.rs"]
+mod tests;

@@ -11,7 +11,8 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::breaker::{Breaker, State};
-use super::client::{Bucket, BucketError, Put, SINGLE_PUT_MAX};
+use super::client::multipart::SINGLE_PUT_MAX;
+use super::client::{Bucket, BucketError, Put};
 use crate::metrics::Metrics;
 use crate::store::{Digest, Store, read_exactly};
 
