@@ -5,13 +5,12 @@
 //! and asking again is refused without another download. Smaller files are still answered
 //! once verified, with a `424` when they do not match (`refusals.rs`).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use crate::support;
 
 use support::apt::{AptClient, AptRepo, AptServer, output_text};
+use support::proxy::get_until_closed;
 
 use super::{Gate, blocking, deb_bytes};
 
@@ -21,37 +20,6 @@ const BIG: &str = "fgbig";
 const BIG_OK: &str = "fgbigok";
 /// Their payload: past the size from which artifacts stream.
 const PAYLOAD: usize = 3 << 20;
-
-/// `GET path` on a fresh connection, read until the server closes it (a body cut short ends
-/// the connection, possibly with a reset): the status, the announced length and the bytes.
-fn get_until_closed(addr: SocketAddr, path: &str) -> (u16, Option<usize>, Vec<u8>) {
-    let mut s = TcpStream::connect(addr).expect("connect to fetchgate");
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 64 * 1024];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => raw.extend_from_slice(&buf[..n]),
-        }
-    }
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("GET {path}: no HTTP head in {} bytes", raw.len()));
-    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let length = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok());
-    (status, length, raw[end + 4..].to_vec())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_deb_streams_while_verified_and_one_with_a_flipped_byte_is_cut_short_and_never_kept()

@@ -4,8 +4,8 @@
 use crate::support;
 
 use support::registry::{
-    Doc, FakeRegistry, Gatekeeper, Workspace, pip, publish_pypi, python_value, sha256_hex, shown,
-    wheel,
+    Doc, FakeRegistry, Gatekeeper, Workspace, padded_wheel, pip, publish_pypi, python_value,
+    sha256_hex, shown, wheel,
 };
 
 use super::{pip_install, pypi_registry};
@@ -164,4 +164,60 @@ async fn pip_install_of_a_tampered_wheel_fails_with_digest_mismatch() {
         .get(&format!("/sha256/{}", sha256_hex(&evil.1)), &[])
         .await;
     assert_eq!(got.status, 404, "the tampered bytes were stored");
+}
+
+/// A wheel of a few MiB streams to pip while fetchgate verifies it (PyPI publishes its SHA-256
+/// before the file is asked for): pip installs it whole and fetchgate keeps it. The same
+/// wheel with one byte flipped upstream is answered `200` and cut short before its last byte,
+/// so pip fails and nothing of it is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_wheel_streams_to_pip_while_verified_and_a_flipped_one_is_cut_short() {
+    const PAD: usize = 3 << 20;
+    let reg = FakeRegistry::start().await;
+    let honest = padded_wheel("fg-big-ok", "1.0.0", &[], PAD);
+    publish_pypi(&reg, "fg-big-ok", std::slice::from_ref(&honest));
+    let good = padded_wheel("fg-big", "1.0.0", &[], PAD);
+    publish_pypi(&reg, "fg-big", std::slice::from_ref(&good));
+    let mut evil = good.1.clone();
+    let middle = evil.len() / 2;
+    evil[middle] ^= 1;
+    reg.put(&format!("/files/{}", good.0), Doc::bytes(evil.clone()));
+    let fg = Gatekeeper::start(&reg, &pypi_registry(&reg)).await;
+
+    let json = [("accept", "application/vnd.pypi.simple.v1+json")];
+    let page = fg.get("/registry/pypi/fg-big/", &json).await;
+    assert_eq!(page.status, 200, "{}", String::from_utf8_lossy(&page.body));
+    let url = page.json()["files"][0]["url"]
+        .as_str()
+        .expect("a file URL")
+        .to_string();
+    let path = url
+        .strip_prefix(&format!("http://{}", fg.proxy))
+        .unwrap_or(&url)
+        .to_string();
+    let proxy = fg.proxy;
+    let (status, length, body) =
+        tokio::task::spawn_blocking(move || support::proxy::get_until_closed(proxy, &path))
+            .await
+            .unwrap();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(length, Some(evil.len()));
+    assert!(
+        body.len() < evil.len(),
+        "the flipped wheel was served whole"
+    );
+    let stored = |bytes: &[u8]| format!("/sha256/{}", sha256_hex(bytes));
+    assert_eq!(fg.get(&stored(&evil), &[]).await.status, 404);
+    assert_eq!(fg.get(&stored(&good.1), &[]).await.status, 404);
+    let ws = Workspace::new();
+    let t = ws.path().join("t");
+    let out = pip_install(&ws, &fg.url("pypi"), &t, "fg-big").await;
+    assert!(!out.status.success(), "{}", shown(&out));
+    assert_eq!(fg.get(&stored(&evil), &[]).await.status, 404);
+
+    // The twin, served as published: pip installs it, and fetchgate keeps it.
+    let out = pip_install(&ws, &fg.url("pypi"), &t, "fg-big-ok").await;
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_eq!(python_value(&t, "fg_big_ok").await, "fg-big-ok@1.0.0");
+    assert_eq!(fg.get(&stored(&honest.1), &[]).await.status, 200);
 }

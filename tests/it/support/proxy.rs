@@ -1,5 +1,6 @@
 //! Running the real proxy in the test process, and clients that talk to it.
 
+use std::io::{Read as _, Write as _};
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -241,4 +242,36 @@ pub async fn read_head<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
         }
     }
     String::from_utf8_lossy(&head).into_owned()
+}
+
+/// `GET path` on a fresh connection, read until the server closes it (a body cut short ends
+/// the connection, possibly with a reset): the status, the announced length and the bytes.
+pub fn get_until_closed(addr: SocketAddr, path: &str) -> (u16, Option<usize>, Vec<u8>) {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to fetchgate");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+    }
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("GET {path}: no HTTP head in {} bytes", raw.len()));
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok());
+    (status, length, raw[end + 4..].to_vec())
 }

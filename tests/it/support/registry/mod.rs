@@ -19,7 +19,7 @@ pub use npm::{
     publish_npm_at,
 };
 #[allow(unused_imports)]
-pub use pypi::{Wheel, pip, publish_pypi, publish_pypi_html, python_value, wheel};
+pub use pypi::{Wheel, padded_wheel, pip, publish_pypi, publish_pypi_html, python_value, wheel};
 
 use std::collections::HashMap;
 use std::io::Write;

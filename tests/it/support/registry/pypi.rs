@@ -15,6 +15,17 @@ use super::{Doc, FakeRegistry, client, sha256_hex, shown};
 /// its module prints nothing and holds `VALUE = "<name>@<version>"`. Returns the file name,
 /// the wheel bytes and its METADATA (the PEP 658 sidecar).
 pub fn wheel(name: &str, version: &str, deps: &[&str]) -> (String, Vec<u8>, Vec<u8>) {
+    padded_wheel(name, version, deps, 0)
+}
+
+/// [`wheel`] carrying `pad` more bytes that do not compress, in a data file of its package
+/// (stored, so the wheel is about that much larger).
+pub fn padded_wheel(
+    name: &str,
+    version: &str,
+    deps: &[&str],
+    pad: usize,
+) -> (String, Vec<u8>, Vec<u8>) {
     use zip::write::SimpleFileOptions;
     let module = name.replace('-', "_");
     let dist = format!("{module}-{version}.dist-info");
@@ -35,6 +46,10 @@ pub fn wheel(name: &str, version: &str, deps: &[&str]) -> (String, Vec<u8>, Vec<
             b"Wheel-Version: 1.0\nGenerator: fetchgate-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec(),
         ),
     ];
+    let mut files = files;
+    if pad > 0 {
+        files.push((format!("{module}/data.bin"), incompressible(pad)));
+    }
     let mut record = String::new();
     for (path, data) in &files {
         let hash = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(data));
@@ -84,6 +99,19 @@ pub fn publish_pypi(reg: &FakeRegistry, name: &str, wheels: &[(String, Vec<u8>, 
             "application/vnd.pypi.simple.v1+json",
         ),
     );
+}
+
+/// `n` repeatable bytes no compressor shrinks (xorshift64).
+fn incompressible(n: usize) -> Vec<u8> {
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
 }
 
 /// A wheel as [`wheel`] makes it: file name, bytes, METADATA.
