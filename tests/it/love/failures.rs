@@ -277,7 +277,10 @@ async fn mirror_count_and_in_memory_bytes_are_bounded() {
 
     let big = tgz(&{
         let mut m = good(NAME, VERSION);
-        m.push(Member::file("package/noise.bin", pattern(200_000)));
+        m.push(Member::file(
+            "package/noise.bin",
+            crate::support::noise(200_000),
+        ));
         m
     });
     assert!(big.len() > 65536, "the fixture is larger than the budget");
@@ -298,17 +301,4 @@ async fn mirror_count_and_in_memory_bytes_are_bounded() {
         !asked.iter().any(|u| u == "/big.tgz" || u == "/m1.tgz"),
         "refused before fetching: {asked:?}"
     );
-}
-
-/// Incompressible bytes, so the tarball really is as large as its content.
-fn pattern(n: usize) -> Vec<u8> {
-    let mut x: u32 = 0x9e37_79b9;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }

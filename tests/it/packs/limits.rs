@@ -7,19 +7,7 @@ use support::config::Toml;
 use support::proxy::{Client, start_proxy};
 
 use super::{Site, body, integrity_for, lgflow_files, lgflow_tgz};
-
-/// Bytes no compressor shrinks (a fixed xorshift stream).
-fn noise(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+use crate::support::noise;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pack_fetches_draw_on_loves_inflight_budget_and_an_archive_over_it_is_refused_by_name() {

@@ -24,3 +24,17 @@ pub mod upstream;
 pub fn require_tool(program: &str, arg: &str, hint: &str) {
     process::require(program, arg, hint);
 }
+
+/// `n` repeatable bytes no compressor shrinks (a fixed xorshift64 stream), so an archive or a
+/// package holding them is really as large as they are.
+pub fn noise(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

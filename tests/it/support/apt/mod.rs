@@ -305,16 +305,7 @@ impl AptRepo {
     /// Adds `name` 1.0 carrying `size` bytes that do not compress (so its `.deb` is about as
     /// large), then indexes and signs the repository again.
     pub fn add_large_deb(&self, name: &str, size: usize) {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let payload: Vec<u8> = (0..size)
-            .map(|_| {
-                // xorshift64: repeatable bytes no compressor shrinks.
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
+        let payload = super::noise(size);
         self.build_deb_with(name, "1.0", None, "a large package", &payload);
         self.index();
         self.sign(None);

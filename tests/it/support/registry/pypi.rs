@@ -48,7 +48,7 @@ pub fn padded_wheel(
     ];
     let mut files = files;
     if pad > 0 {
-        files.push((format!("{module}/data.bin"), incompressible(pad)));
+        files.push((format!("{module}/data.bin"), super::super::noise(pad)));
     }
     let mut record = String::new();
     for (path, data) in &files {
@@ -99,19 +99,6 @@ pub fn publish_pypi(reg: &FakeRegistry, name: &str, wheels: &[(String, Vec<u8>, 
             "application/vnd.pypi.simple.v1+json",
         ),
     );
-}
-
-/// `n` repeatable bytes no compressor shrinks (xorshift64).
-fn incompressible(n: usize) -> Vec<u8> {
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
 }
 
 /// A wheel as [`wheel`] makes it: file name, bytes, METADATA.
