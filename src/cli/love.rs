@@ -39,8 +39,8 @@ pub async fn run(
         LoveAction::Conflicts => super::cache::open_existing(config, file)?,
         _ => super::cache::open(config)?,
     };
-    crate::pack::love::schema::check_embedded()?;
-    let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
+    crate::pack::love::schema::check_embedded().map_err(|e| e.to_string())?;
+    let seen = Arc::new(Seen::open(&store.root().join("love.redb")).map_err(|e| e.to_string())?);
     let fetcher = Arc::new(config.fetcher(store, Arc::new(Metrics::new())));
     let budget = Budget::new(config.love.max_inflight_bytes);
     let packs = Packs::new(fetcher, seen, &config.love, config.packs.clone(), budget);
