@@ -75,7 +75,7 @@ pub async fn run(
                 opts.pin = Some(Digest::parse(&p).map_err(|e| format!("--pin: {e}"))?);
             }
             let mut lockfile = match &lock {
-                Some(path) => Some(LockFile::read(path)?),
+                Some(path) => Some(LockFile::read(path).map_err(|e| e.to_string())?),
                 None => None,
             };
             if let Some(l) = &lockfile {
@@ -86,7 +86,7 @@ pub async fn run(
                     if let (Some(l), Some(path)) = (lockfile.as_mut(), lock.as_deref()) {
                         l.packages
                             .insert(manifest_url.clone(), lock_entry(&manifest_url, &result));
-                        l.write(path)?;
+                        l.write(path).map_err(|e| e.to_string())?;
                     }
                     print(json, &serde_json::to_value(&result).unwrap_or_default());
                     Ok(ExitCode::SUCCESS)
