@@ -12,7 +12,7 @@ pub(crate) enum OriginError {
     #[error(
         "`{raw}` is not an origin ({source}); write scheme://host[:port], such as https://ci.example.com"
     )]
-    NotUrl {
+    Unparsed {
         /// The entry.
         raw: String,
         /// Why it does not parse.
@@ -22,12 +22,12 @@ pub(crate) enum OriginError {
     #[error(
         "`{0}` is not an http or https origin; write scheme://host[:port], such as https://ci.example.com"
     )]
-    NotHttp(String),
+    Scheme(String),
     /// A URL that is not exactly the origin browsers send.
     #[error(
         "`{raw}` is not exactly an origin as browsers send it; write `{canonical}` (no path, default port or upper case)"
     )]
-    NotExact {
+    Inexact {
         /// The entry.
         raw: String,
         /// The origin it should be written as.
@@ -37,16 +37,16 @@ pub(crate) enum OriginError {
 
 /// One `[access] origins` entry: exactly an origin as browsers send it in `Origin`.
 pub(super) fn origin(raw: &str) -> Result<String, OriginError> {
-    let url = url::Url::parse(raw).map_err(|source| OriginError::NotUrl {
+    let url = url::Url::parse(raw).map_err(|source| OriginError::Unparsed {
         raw: raw.to_string(),
         source,
     })?;
     let canonical = url.origin().ascii_serialization();
     if !matches!(url.scheme(), "http" | "https") || canonical == "null" {
-        return Err(OriginError::NotHttp(raw.to_string()));
+        return Err(OriginError::Scheme(raw.to_string()));
     }
     if canonical != raw {
-        return Err(OriginError::NotExact {
+        return Err(OriginError::Inexact {
             raw: raw.to_string(),
             canonical,
         });
