@@ -158,16 +158,21 @@ mod tests {
         }
     }
 
+    /// The failure a test body ends with instead of its end.
+    #[derive(Debug, thiserror::Error)]
+    #[error("cut")]
+    struct Cut;
+
     /// A body of frames handed out in order, never pending.
-    struct Frames(std::collections::VecDeque<Result<Frame<Bytes>, String>>);
+    struct Frames(std::collections::VecDeque<Result<Frame<Bytes>, Cut>>);
 
     impl Body for Frames {
         type Data = Bytes;
-        type Error = String;
+        type Error = Cut;
         fn poll_frame(
             mut self: Pin<&mut Self>,
             _: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, String>>> {
+        ) -> Poll<Option<Result<Frame<Bytes>, Cut>>> {
             Poll::Ready(self.0.pop_front())
         }
     }
@@ -179,7 +184,7 @@ mod tests {
             Ok(Frame::data(Bytes::from_static(b"de"))),
         ]);
         if fail {
-            frames.push_back(Err("cut".into()));
+            frames.push_back(Err(Cut));
         }
         Frames(frames)
     }

@@ -69,13 +69,18 @@ impl<'a> TomlSource<'a> {
     }
 
     /// An error at `span` (a byte range of the text), naming the line and field path there.
-    pub(crate) fn error_at(&self, span: Range<usize>, message: impl Into<String>) -> FileError {
+    /// `message` is any text or typed reason; its `Display` is the message.
+    pub(crate) fn error_at(
+        &self,
+        span: Range<usize>,
+        message: impl std::fmt::Display,
+    ) -> FileError {
         let (line, field) = self.locate(span.start);
         FileError {
             file: self.file.to_string(),
             line: Some(line),
             field,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 

@@ -78,15 +78,41 @@ impl HostKey {
     }
 }
 
+/// Why text is not one `host[:port]` (the text as sent in each).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HostSyntaxError {
+    /// Characters no host name or address has.
+    #[error("{0:?} is not a host name or address (letters, digits, `.`, `-`, or an address)")]
+    Characters(String),
+    /// The WHATWG host parser refused it.
+    #[error("{raw:?}: {source}")]
+    Parse {
+        /// The host.
+        raw: String,
+        /// The parser's reason.
+        source: url::ParseError,
+    },
+    /// A domain that is empty or ends in two dots.
+    #[error("{0:?} is not a host name")]
+    NotName(String),
+    /// `[` without `]`.
+    #[error("{0:?}: an IPv6 address without its closing `]`")]
+    Unclosed(String),
+    /// A port that is not a number from 0 to 65535.
+    #[error("{0:?}: the port is not a number from 0 to 65535")]
+    Port(String),
+    /// Text after the host that is not a port.
+    #[error("{0:?}: stray text after the host")]
+    Stray(String),
+}
+
 /// Reads one host (no port) as the WHATWG host parser does. `[access] hosts` entries go
 /// through here too, so a configured name and a request's `Host` compare alike.
-pub(crate) fn host_key(raw: &str) -> Result<HostKey, String> {
+pub(crate) fn host_key(raw: &str) -> Result<HostKey, HostSyntaxError> {
     let allowed =
         |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']');
     if raw.is_empty() || !raw.bytes().all(allowed) {
-        return Err(format!(
-            "{raw:?} is not a host name or address (letters, digits, `.`, `-`, or an address)"
-        ));
+        return Err(HostSyntaxError::Characters(raw.to_string()));
     }
     // The two forms nearly every request carries, read as the WHATWG parser reads them: a
     // dotted quad that Rust's strict parser accepts (four decimal octets, no leading zeros)
@@ -97,11 +123,15 @@ pub(crate) fn host_key(raw: &str) -> Result<HostKey, String> {
     if raw.eq_ignore_ascii_case("localhost") {
         return Ok(HostKey::Name("localhost".into()));
     }
-    match url::Host::parse(raw).map_err(|e| format!("{raw:?}: {e}"))? {
+    let parsed = url::Host::parse(raw).map_err(|source| HostSyntaxError::Parse {
+        raw: raw.to_string(),
+        source,
+    })?;
+    match parsed {
         url::Host::Domain(d) => {
             let d = d.strip_suffix('.').unwrap_or(&d).to_string();
             if d.is_empty() || d.ends_with('.') {
-                return Err(format!("{raw:?} is not a host name"));
+                return Err(HostSyntaxError::NotName(raw.to_string()));
             }
             Ok(HostKey::Name(d))
         }
@@ -113,11 +143,11 @@ pub(crate) fn host_key(raw: &str) -> Result<HostKey, String> {
 }
 
 /// Splits `host[:port]` (`[v6][:port]`), checking the port's form.
-fn split_port(raw: &str) -> Result<&str, String> {
+fn split_port(raw: &str) -> Result<&str, HostSyntaxError> {
     let (host, rest) = if raw.starts_with('[') {
         let end = raw
             .find(']')
-            .ok_or_else(|| format!("{raw:?}: an IPv6 address without its closing `]`"))?;
+            .ok_or_else(|| HostSyntaxError::Unclosed(raw.to_string()))?;
         raw.split_at(end + 1)
     } else {
         match raw.find(':') {
@@ -128,10 +158,10 @@ fn split_port(raw: &str) -> Result<&str, String> {
     if let Some(port) = rest.strip_prefix(':') {
         let fits = port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
         if !fits || (!port.is_empty() && port.parse::<u16>().is_err()) {
-            return Err(format!("{raw:?}: the port is not a number from 0 to 65535"));
+            return Err(HostSyntaxError::Port(raw.to_string()));
         }
     } else if !rest.is_empty() {
-        return Err(format!("{raw:?}: stray text after the host"));
+        return Err(HostSyntaxError::Stray(raw.to_string()));
     }
     Ok(host)
 }
@@ -179,8 +209,8 @@ pub(crate) fn check_target(
 
 /// Judges one `host[:port]` as [`check_host`] describes.
 fn judge(raw: &str, local: SocketAddr, names: &[HostKey]) -> Result<(), HostRefused> {
-    let host = split_port(raw).map_err(HostRefused::Malformed)?;
-    let key = host_key(host).map_err(HostRefused::Malformed)?;
+    let host = split_port(raw).map_err(|e| HostRefused::Malformed(e.to_string()))?;
+    let key = host_key(host).map_err(|e| HostRefused::Malformed(e.to_string()))?;
     let local_ip = match local.ip() {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(local.ip(), IpAddr::V4),
         v4 => v4,

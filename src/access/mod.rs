@@ -7,6 +7,7 @@
 //! every configured token.
 
 pub(crate) mod host;
+mod lists;
 pub(crate) mod own;
 pub(crate) mod policy;
 
@@ -26,6 +27,7 @@ use crate::decide::profile::parse_cidr;
 use crate::errors::Origin;
 use crate::toml_file::{FileError, TomlSource};
 use host::{HostKey, host_key};
+use lists::{origin, tokens};
 
 /// The `[access]` table of the config file, as written.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -186,13 +188,13 @@ impl Access {
             access.tokens = Some(tokens);
         }
         if let Some(a) = &section.anonymous {
-            access.policies.anonymous =
-                policy::Anonymous::parse(a.get_ref()).map_err(|why| src.error_at(a.span(), why))?;
+            access.policies.anonymous = policy::Anonymous::parse(a.get_ref())
+                .map_err(|why| src.error_at(a.span(), why.to_string()))?;
         }
         for o in section.origins.iter().flatten() {
             access
                 .origins
-                .push(origin(o.get_ref()).map_err(|why| src.error_at(o.span(), why))?);
+                .push(origin(o.get_ref()).map_err(|why| src.error_at(o.span(), why.to_string()))?);
         }
         for h in section.hosts.iter().flatten() {
             let key = host_key(h.get_ref()).map_err(|why| {
@@ -296,75 +298,6 @@ impl Access {
     }
 }
 
-/// One `[access] origins` entry: exactly an origin as browsers send it in `Origin`.
-fn origin(raw: &str) -> Result<String, String> {
-    let url = url::Url::parse(raw).map_err(|e| {
-        format!("`{raw}` is not an origin ({e}); write scheme://host[:port], such as https://ci.example.com")
-    })?;
-    let canonical = url.origin().ascii_serialization();
-    if !matches!(url.scheme(), "http" | "https") || canonical == "null" {
-        return Err(format!(
-            "`{raw}` is not an http or https origin; write scheme://host[:port], such as https://ci.example.com"
-        ));
-    }
-    if canonical != raw {
-        return Err(format!(
-            "`{raw}` is not exactly an origin as browsers send it; write `{canonical}` (no path, default port or upper case)"
-        ));
-    }
-    Ok(canonical)
-}
-
-/// The tokens of a tokens file: one per line, optionally after a name and whitespace
-/// (`ci tok-...`); blank lines and `#` comments skipped. One secret on two lines is refused,
-/// naming both: otherwise the later line's name would win, and an unnamed duplicate would
-/// silently take the named token's policy away. Errors name the line, never a token.
-fn tokens(text: &str) -> Result<Vec<Token>, String> {
-    let mut out = Vec::new();
-    let mut lines: Vec<usize> = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut words = line.split_whitespace();
-        let (name, secret) = match (words.next(), words.next(), words.next()) {
-            (Some(secret), None, _) => (None, secret),
-            (Some(name), Some(secret), None) => {
-                if !policy::is_name(name) {
-                    return Err(format!(
-                        "line {}: a token's name is letters, digits, `.`, `_` and `-`",
-                        i + 1
-                    ));
-                }
-                (Some(Arc::from(name)), secret)
-            }
-            _ => {
-                return Err(format!(
-                    "line {}: write a token, or a name and a token, separated by a space",
-                    i + 1
-                ));
-            }
-        };
-        if let Some(first) = out
-            .iter()
-            .position(|t: &Token| t.secret == secret.as_bytes())
-        {
-            return Err(format!(
-                "lines {} and {} hold the same token; a token selects one name (and its policy), so give each line its own token",
-                lines[first],
-                i + 1
-            ));
-        }
-        out.push(Token {
-            secret: secret.as_bytes().to_vec(),
-            name,
-        });
-        lines.push(i + 1);
-    }
-    Ok(out)
-}
-
 fn presented_token(value: &str) -> Option<Vec<u8>> {
     let (scheme, rest) = value.trim().split_once(' ')?;
     let rest = rest.trim();
@@ -426,68 +359,6 @@ mod tests {
             a.check_token(&headers("Digest x")),
             Err(Denied::MissingToken)
         );
-    }
-
-    #[test]
-    fn token_lines_may_carry_a_name_and_errors_never_echo_a_token() {
-        let t = tokens("# c\n\n  plain-token \nci   named-token\n").unwrap();
-        assert_eq!(t.len(), 2);
-        assert_eq!(
-            (t[0].secret.as_slice(), t[0].name.as_deref()),
-            (&b"plain-token"[..], None)
-        );
-        assert_eq!(
-            (t[1].secret.as_slice(), t[1].name.as_deref()),
-            (&b"named-token"[..], Some("ci"))
-        );
-        let e = tokens("ok\na b secret-three\n").unwrap_err();
-        assert!(e.starts_with("line 2:") && !e.contains("secret"), "{e}");
-        let e = tokens("c/i secret-four\n").unwrap_err();
-        assert!(e.contains("line 1") && !e.contains("secret"), "{e}");
-    }
-
-    #[test]
-    fn one_token_on_two_lines_is_refused_naming_both_lines() {
-        for text in [
-            "ci tok-dup\n# c\ntok-dup\n",
-            "tok-dup\nci tok-dup\n",
-            "a tok-dup\nb tok-dup\n",
-        ] {
-            let e = tokens(text).unwrap_err();
-            assert!(e.starts_with("lines 1 and "), "{text:?}: {e}");
-            assert!(!e.contains("tok-dup"), "never echoes the token: {e}");
-        }
-        assert!(
-            tokens("ci tok-dup\n\ntok-dup\n")
-                .unwrap_err()
-                .starts_with("lines 1 and 3 ")
-        );
-        // The twin: distinct tokens load, two tokens may share a name (a rotation).
-        let t = tokens("ci tok-a\nci tok-b\ntok-c\n").unwrap();
-        assert_eq!(t.len(), 3);
-    }
-
-    #[test]
-    fn origins_are_exact() {
-        assert_eq!(
-            origin("https://ci.example.com").unwrap(),
-            "https://ci.example.com"
-        );
-        assert_eq!(
-            origin("http://127.0.0.1:8080").unwrap(),
-            "http://127.0.0.1:8080"
-        );
-        for bad in [
-            "https://ci.example.com/",
-            "https://CI.example.com",
-            "https://ci.example.com:443",
-            "null",
-            "*",
-            "file:///tmp",
-            "https://ci.example.com/app",
-        ] {
-            assert!(origin(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]

@@ -55,15 +55,20 @@ pub(crate) enum Anonymous {
     Global,
 }
 
+/// An `[access] anonymous` value that is neither choice (as written).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "anonymous is `every_policy` (a client without a certificate or token is held to every [[access.policy]] at once, the default) or `global` (it gets the global policy), not `{0}`"
+)]
+pub(crate) struct UnknownAnonymous(String);
+
 impl Anonymous {
     /// Reads `[access] anonymous`.
-    pub(crate) fn parse(raw: &str) -> Result<Self, String> {
+    pub(crate) fn parse(raw: &str) -> Result<Self, UnknownAnonymous> {
         match raw {
             "every_policy" => Ok(Self::EveryPolicy),
             "global" => Ok(Self::Global),
-            other => Err(format!(
-                "anonymous is `every_policy` (a client without a certificate or token is held to every [[access.policy]] at once, the default) or `global` (it gets the global policy), not `{other}`"
-            )),
+            other => Err(UnknownAnonymous(other.to_string())),
         }
     }
 }
@@ -350,7 +355,7 @@ mod tests {
         assert_eq!(Anonymous::default(), Anonymous::EveryPolicy);
         assert_eq!(Anonymous::parse("every_policy"), Ok(Anonymous::EveryPolicy));
         assert_eq!(Anonymous::parse("global"), Ok(Anonymous::Global));
-        let e = Anonymous::parse("Global").unwrap_err();
+        let e = Anonymous::parse("Global").unwrap_err().to_string();
         assert!(
             e.contains("`every_policy`") && e.contains("`Global`"),
             "{e}"

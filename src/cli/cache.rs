@@ -77,7 +77,7 @@ pub fn run(
     let dir = store.root().display().to_string();
     match action {
         CacheAction::Stats { entries } => {
-            let v = stats(config, &store, *entries)?;
+            let v = stats(config, &store, *entries).map_err(|e| e.to_string())?;
             emit(json, &v, stats_text);
             Ok(ExitCode::SUCCESS)
         }
@@ -154,7 +154,8 @@ pub fn run(
                 let report = tier.push_with(&store, &mut each).await;
                 bar.finish();
                 report
-            })?;
+            })
+            .map_err(|e| e.to_string())?;
             let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
             v["cache"] = json!(dir);
             emit(json, &v, |v| {
@@ -279,21 +280,42 @@ fn rm(store: &Arc<Store>, args: &[String], json: bool) -> Result<ExitCode, CliEr
     })
 }
 
+/// Why `cache stats` or `cache push` could not run. The alias database and the shared tier
+/// keep their own error types; each is held whole as its cause.
+#[derive(Debug, thiserror::Error)]
+enum CacheCmdError {
+    /// The npm alias database could not be opened or read.
+    #[error(transparent)]
+    Aliases(Box<dyn std::error::Error + Send + Sync>),
+    /// The command needs `[shared]` and the config has none.
+    #[error("no [shared] table in the config")]
+    NoShared,
+    /// No Tokio runtime for the shared tier.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The shared tier could not be opened.
+    #[error(transparent)]
+    Shared(Box<dyn std::error::Error + Send + Sync>),
+    /// A report could not be turned into JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 /// `cache stats` as one JSON object: totals, aliases, the shared tier, and entries if asked.
-fn stats(config: &Config, store: &Arc<Store>, entries: bool) -> Result<Value, String> {
+fn stats(config: &Config, store: &Arc<Store>, entries: bool) -> Result<Value, CacheCmdError> {
     let mut v = json!({ "cache": store.root().display().to_string(), "stats": store.stats() });
     let aliases = crate::registry::aliases::Aliases::open(&store.root().join("registry.redb"))
         .and_then(|a| a.all_aliases())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| CacheCmdError::Aliases(e.into()))?;
     v["stats"]["registry_aliases"] = json!(aliases.len());
     if config.shared.is_some() {
         let tier = with_tier(config, store, |tier, store| async move {
             tier.stats(&store).await
         })?;
-        v["shared"] = serde_json::to_value(tier).map_err(|e| e.to_string())?;
+        v["shared"] = serde_json::to_value(tier)?;
     }
     if entries {
-        v["entries"] = serde_json::to_value(store.list()).map_err(|e| e.to_string())?;
+        v["entries"] = serde_json::to_value(store.list())?;
         v["aliases"] = aliases
             .iter()
             .map(|(alias, sha256)| json!({ "alias": alias, "sha256": sha256 }))
@@ -355,21 +377,21 @@ fn stats_text(v: &Value) -> String {
 }
 
 /// Runs `f` with the configured shared tier over `store`, on a runtime of its own.
-fn with_tier<T, F, Fut>(config: &Config, store: &Arc<Store>, f: F) -> Result<T, String>
+fn with_tier<T, F, Fut>(config: &Config, store: &Arc<Store>, f: F) -> Result<T, CacheCmdError>
 where
     F: FnOnce(Arc<SharedTier>, Arc<Store>) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
     let Some(settings) = &config.shared else {
-        return Err("no [shared] table in the config".into());
+        return Err(CacheCmdError::NoShared);
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        .map_err(CacheCmdError::Runtime)?;
     rt.block_on(async {
         let tier = SharedTier::open(settings, store, Arc::new(Metrics::new()))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| CacheCmdError::Shared(e.into()))?;
         Ok(f(tier, store.clone()).await)
     })
 }

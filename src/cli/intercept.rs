@@ -17,7 +17,7 @@ pub fn run(dir: &Path, hosts: &[String], days: u32, json: bool) -> Result<ExitCo
     if !(1..=3650).contains(&days) {
         return Err(CliError::argument("--days must be from 1 to 3650"));
     }
-    let (cert, key) = new_ca(hosts, days).map_err(CliError::argument)?;
+    let (cert, key) = new_ca(hosts, days).map_err(|e| CliError::argument(e.to_string()))?;
     let cert_path = dir.join("intercept-ca.pem");
     let key_path = dir.join("intercept-ca.key");
     for p in [&cert_path, &key_path] {

@@ -39,8 +39,8 @@ pub async fn run(
         LoveAction::Conflicts => super::cache::open_existing(config, file)?,
         _ => super::cache::open(config)?,
     };
-    crate::pack::love::schema::check_embedded()?;
-    let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
+    crate::pack::love::schema::check_embedded().map_err(|e| e.to_string())?;
+    let seen = Arc::new(Seen::open(&store.root().join("love.redb")).map_err(|e| e.to_string())?);
     let fetcher = Arc::new(config.fetcher(store, Arc::new(Metrics::new())));
     let budget = Budget::new(config.love.max_inflight_bytes);
     let packs = Packs::new(fetcher, seen, &config.love, config.packs.clone(), budget);
@@ -75,7 +75,7 @@ pub async fn run(
                 opts.pin = Some(Digest::parse(&p).map_err(|e| format!("--pin: {e}"))?);
             }
             let mut lockfile = match &lock {
-                Some(path) => Some(LockFile::read(path)?),
+                Some(path) => Some(LockFile::read(path).map_err(|e| e.to_string())?),
                 None => None,
             };
             if let Some(l) = &lockfile {
@@ -86,7 +86,7 @@ pub async fn run(
                     if let (Some(l), Some(path)) = (lockfile.as_mut(), lock.as_deref()) {
                         l.packages
                             .insert(manifest_url.clone(), lock_entry(&manifest_url, &result));
-                        l.write(path)?;
+                        l.write(path).map_err(|e| e.to_string())?;
                     }
                     print(json, &serde_json::to_value(&result).unwrap_or_default());
                     Ok(ExitCode::SUCCESS)

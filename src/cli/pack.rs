@@ -24,7 +24,7 @@ pub async fn run(
         PackAction::Conflicts => super::cache::open_existing(config, file)?,
         PackAction::Fetch { .. } => super::cache::open(config)?,
     };
-    let seen = Arc::new(Seen::open(&store.root().join("love.redb"))?);
+    let seen = Arc::new(Seen::open(&store.root().join("love.redb")).map_err(|e| e.to_string())?);
     let fetcher = Arc::new(config.fetcher(store, Arc::new(Metrics::new())));
     let budget = crate::pack::budget::Budget::new(config.love.max_inflight_bytes);
     let packs = Packs::new(fetcher, seen, &config.love, config.packs.clone(), budget);

@@ -10,7 +10,7 @@ use crate::decide::{
     Decision, Lookup, Policy, Reason, Step, Target, begin, parse_authority, parse_fetch_url,
 };
 
-use super::resolve::Resolver;
+use super::resolve::{Resolver, ResolverError};
 
 /// The policy in force and the resolver it judges answers from. One per process (or per
 /// reload); cheap to clone.
@@ -19,7 +19,7 @@ pub struct Egress {
     /// The policy.
     pub(crate) policy: Arc<Policy>,
     resolver: Option<Resolver>,
-    resolver_error: Option<String>,
+    resolver_error: Option<Arc<ResolverError>>,
     /// Where refusals are counted (handed in, so connect reaches no global).
     metrics: Arc<Metrics>,
 }
@@ -29,12 +29,12 @@ impl Egress {
     /// are still decided and every name is refused with `dns_failure` naming `resolver_error`.
     pub(crate) fn new(
         policy: Arc<Policy>,
-        resolver: Result<Resolver, String>,
+        resolver: Result<Resolver, ResolverError>,
         metrics: Arc<Metrics>,
     ) -> Self {
         let (resolver, resolver_error) = match resolver {
             Ok(r) => (Some(r), None),
-            Err(e) => (None, Some(e)),
+            Err(e) => (None, Some(Arc::new(e))),
         };
         Self {
             policy,
@@ -73,7 +73,7 @@ impl Egress {
         let lookup = match &self.resolver {
             None => Lookup::Failed {
                 reason: Reason::DnsFailure,
-                detail: self.resolver_error.clone(),
+                detail: self.resolver_error.as_ref().map(ToString::to_string),
             },
             Some(resolver) => match resolver.lookup(pending.name()).await {
                 Ok(answers) => Lookup::Answers(answers),

@@ -130,7 +130,10 @@ pub(crate) async fn handshake(
     config: Arc<ClientConfig>,
     timeout: Duration,
 ) -> Result<TlsStream<TcpStream>, DialError> {
-    let name = server_name(host).map_err(|error| DialError::Tls { addr, error })?;
+    let name = server_name(host).map_err(|e| DialError::Tls {
+        addr,
+        error: e.to_string(),
+    })?;
     let connector = TlsConnector::from(config);
     match tokio::time::timeout(timeout, connector.connect(name, stream)).await {
         Ok(Ok(tls)) => Ok(tls),

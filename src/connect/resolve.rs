@@ -103,6 +103,17 @@ pub(crate) struct LookupFailure {
     pub(crate) detail: String,
 }
 
+/// Why no resolver could be built.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ResolverError {
+    /// The system's resolver configuration could not be read (no name servers were set).
+    #[error("cannot read the system resolver configuration: {0}; set [resolver] nameservers")]
+    SystemConfig(#[source] NetError),
+    /// hickory refused the settings.
+    #[error("cannot build the resolver: {0}")]
+    Build(#[source] NetError),
+}
+
 /// A resolver whose every answer goes back to the policy.
 #[derive(Clone)]
 pub(crate) struct Resolver {
@@ -121,13 +132,9 @@ impl std::fmt::Debug for Resolver {
 impl Resolver {
     /// Builds a resolver from checked settings. Reads the system configuration when no name
     /// servers are given.
-    pub(crate) fn new(settings: &ResolverSettings) -> Result<Self, String> {
+    pub(crate) fn new(settings: &ResolverSettings) -> Result<Self, ResolverError> {
         let builder = if settings.nameservers.is_empty() {
-            HickoryResolver::builder_tokio().map_err(|e| {
-                format!(
-                    "cannot read the system resolver configuration: {e}; set [resolver] nameservers"
-                )
-            })?
+            HickoryResolver::builder_tokio().map_err(ResolverError::SystemConfig)?
         } else {
             let servers = settings
                 .nameservers
@@ -154,7 +161,7 @@ impl Resolver {
         let inner = builder
             .with_options(opts)
             .build()
-            .map_err(|e| format!("cannot build the resolver: {e}"))?;
+            .map_err(ResolverError::Build)?;
         // A hard ceiling over hickory's own retries, so no lookup can hang a request.
         let per_attempt = settings.timeout + Duration::from_millis(250);
         let deadline = per_attempt * u32::try_from(settings.attempts.max(1)).unwrap_or(10) * 2;

@@ -32,7 +32,7 @@ pub(crate) fn client_config(
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for file in &section.extra_roots {
         let path: PathBuf = base.join(file.get_ref());
-        let certs = pem_certs(&path).map_err(|why| src.error_at(file.span(), why))?;
+        let certs = pem_certs(&path).map_err(|why| src.error_at(file.span(), why.to_string()))?;
         for cert in certs {
             roots.add(cert).map_err(|e| {
                 src.error_at(
@@ -52,21 +52,58 @@ pub(crate) fn client_config(
     Ok(Arc::new(config))
 }
 
+/// Why a PEM file gave no certificates (each names the file).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PemCertsError {
+    /// The file could not be read or is not PEM.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: rustls_pki_types::pem::Error,
+    },
+    /// The file holds no certificate.
+    #[error("{} holds no PEM certificate", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
 /// The certificates of a PEM file, at least one; the error names the file.
-pub(crate) fn pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, PemCertsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|source| PemCertsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if certs.is_empty() {
-        return Err(format!("{} holds no PEM certificate", path.display()));
+        return Err(PemCertsError::Empty {
+            path: path.to_path_buf(),
+        });
     }
     Ok(certs)
 }
 
+/// A host name TLS cannot verify (as the request wrote it).
+#[derive(Debug, thiserror::Error)]
+#[error("`{name}`: {source}")]
+pub(crate) struct BadServerName {
+    /// The host name.
+    name: String,
+    /// rustls's reason.
+    source: rustls_pki_types::InvalidDnsNameError,
+}
+
 /// The name TLS verifies: the host name the request used, or the literal address.
-pub(crate) fn server_name(host: &Host) -> Result<ServerName<'static>, String> {
+pub(crate) fn server_name(host: &Host) -> Result<ServerName<'static>, BadServerName> {
     match host {
-        Host::Name(n) => ServerName::try_from(n.clone()).map_err(|e| format!("`{n}`: {e}")),
+        Host::Name(n) => ServerName::try_from(n.clone()).map_err(|source| BadServerName {
+            name: n.clone(),
+            source,
+        }),
         Host::Ip(ip) => Ok(ServerName::IpAddress((*ip).into())),
     }
 }

@@ -88,19 +88,22 @@ impl Form {
     }
 }
 
+/// A transition form the profile names that fetchgate does not know; its message lists the
+/// forms it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown transition form; known forms: {}",
+    Form::ALL.map(|f| f.code()).join(", ")
+)]
+pub(crate) struct UnknownForm;
+
 impl FromStr for Form {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownForm;
+    fn from_str(s: &str) -> Result<Self, UnknownForm> {
         Form::ALL
             .into_iter()
             .find(|f| f.code() == s)
-            .ok_or_else(|| {
-                Form::ALL
-                    .iter()
-                    .map(|f| f.code())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
+            .ok_or(UnknownForm)
     }
 }
 

@@ -147,7 +147,7 @@ pub fn parse_fetch_url(raw: &str) -> Result<(Target, Url), LocatorError> {
     }
     let host = match url.host() {
         Some(url::Host::Domain(d)) => {
-            Host::Name(normalise_name(d).map_err(|why| err(Reason::InvalidHost, why))?)
+            Host::Name(normalise_name(d).map_err(|why| err(Reason::InvalidHost, why.to_string()))?)
         }
         Some(url::Host::Ipv4(v4)) => Host::Ip(IpAddr::V4(v4)),
         Some(url::Host::Ipv6(v6)) => Host::Ip(IpAddr::V6(v6)),
@@ -193,7 +193,7 @@ pub fn parse_authority(raw: &str) -> Result<Target, LocatorError> {
     };
     let host = match url::Host::parse(host_text).map_err(|e| host_error(host_text, &e))? {
         url::Host::Domain(d) => {
-            Host::Name(normalise_name(&d).map_err(|why| err(Reason::InvalidHost, why))?)
+            Host::Name(normalise_name(&d).map_err(|why| err(Reason::InvalidHost, why.to_string()))?)
         }
         url::Host::Ipv4(v4) => Host::Ip(IpAddr::V4(v4)),
         url::Host::Ipv6(v6) => Host::Ip(IpAddr::V6(v6)),

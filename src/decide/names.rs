@@ -54,29 +54,49 @@ pub(crate) fn name_matches(name: &str, pattern: &str, suffix: bool) -> bool {
             && name.as_bytes()[name.len() - pattern.len() - 1] == b'.')
 }
 
+/// Why a name is not a usable DNS name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NameError {
+    /// Nothing (or only a dot).
+    #[error("the name is empty")]
+    Empty,
+    /// More than [`MAX_NAME_LEN`] bytes.
+    #[error("the name is longer than {MAX_NAME_LEN} bytes")]
+    TooLong,
+    /// Two dots in a row, or a leading dot.
+    #[error("the name has an empty label")]
+    EmptyLabel,
+    /// A label of more than [`MAX_LABEL_LEN`] bytes.
+    #[error("a label is longer than {MAX_LABEL_LEN} bytes")]
+    LongLabel,
+    /// A character DNS names cannot hold.
+    #[error("the name contains {0:?}, which DNS names cannot")]
+    Character(char),
+}
+
 /// Lowercases `name`, drops one trailing dot and checks it is a usable DNS name: labels of 1
 /// to 63 bytes from `a-z 0-9 - _`, 253 bytes at most. Expects ASCII (punycode) input.
-pub(crate) fn normalise_name(name: &str) -> Result<String, String> {
+pub(crate) fn normalise_name(name: &str) -> Result<String, NameError> {
     let lower = name.to_ascii_lowercase();
     let trimmed = lower.strip_suffix('.').unwrap_or(&lower);
     if trimmed.is_empty() {
-        return Err("the name is empty".into());
+        return Err(NameError::Empty);
     }
     if trimmed.len() > MAX_NAME_LEN {
-        return Err(format!("the name is longer than {MAX_NAME_LEN} bytes"));
+        return Err(NameError::TooLong);
     }
     for label in trimmed.split('.') {
         if label.is_empty() {
-            return Err("the name has an empty label".into());
+            return Err(NameError::EmptyLabel);
         }
         if label.len() > MAX_LABEL_LEN {
-            return Err(format!("a label is longer than {MAX_LABEL_LEN} bytes"));
+            return Err(NameError::LongLabel);
         }
         if let Some(c) = label
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
         {
-            return Err(format!("the name contains {c:?}, which DNS names cannot"));
+            return Err(NameError::Character(c));
         }
     }
     Ok(trimmed.to_string())

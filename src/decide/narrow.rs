@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::decision::{Decision, Refusal};
-use super::host_pattern::HostPattern;
+use super::host_pattern::{HostPattern, HostPatternError};
 use super::locator::Host;
 use super::reason::Reason;
 use super::verdict::Verdict;
@@ -34,7 +34,7 @@ impl PolicyHost {
     }
 
     /// Reads one `hosts` entry.
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, HostPatternError> {
         let bare = text
             .strip_prefix('[')
             .and_then(|t| t.strip_suffix(']'))
@@ -42,9 +42,7 @@ impl PolicyHost {
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return Ok(PolicyHost::Address(ip));
         }
-        HostPattern::parse(text)
-            .map(PolicyHost::Name)
-            .map_err(|e| e.to_string())
+        HostPattern::parse(text).map(PolicyHost::Name)
     }
 
     fn matches(&self, host: &Host) -> bool {

@@ -9,7 +9,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::classify::{Classifier, Form, TableEntry, Transition};
+use super::classify::{Classifier, Form, TableEntry, Transition, UnknownForm};
 use super::names::{NameRule, NameRules, normalise_name};
 use super::reason::Reason;
 use super::rule::{Rule, RuleId, RuleKind};
@@ -144,12 +144,11 @@ impl Profile {
 
         let mut transitions = Vec::new();
         for t in &raw.transition {
-            let form: Form = t.form.get_ref().parse().map_err(|known: String| {
-                src.error_at(
-                    t.form.span(),
-                    format!("unknown transition form; known forms: {known}"),
-                )
-            })?;
+            let form: Form = t
+                .form
+                .get_ref()
+                .parse()
+                .map_err(|unknown: UnknownForm| src.error_at(t.form.span(), unknown))?;
             let net = b.net(&t.cidr)?;
             if net != IpNet::V6(form.prefix()) {
                 return Err(src.error_at(
@@ -266,25 +265,37 @@ impl Builder<'_> {
     }
 }
 
+/// Why text is not a CIDR block as fetchgate reads one (the text as written in each).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CidrError {
+    /// Neither a CIDR nor an address.
+    #[error("`{0}` is not a CIDR such as 192.0.2.0/24 or 2001:db8::/32")]
+    NotCidr(String),
+    /// A CIDR written with host bits set.
+    #[error("`{text}` has host bits set; write the network as {network}")]
+    HostBits {
+        /// The text.
+        text: String,
+        /// The network it names.
+        network: IpNet,
+    },
+}
+
 /// Parses a CIDR that must be written as its network address (`10.0.0.0/8`, not `10.1.2.3/8`);
 /// a bare address means a single-address block.
-pub(crate) fn parse_cidr(text: &str) -> Result<IpNet, String> {
+pub(crate) fn parse_cidr(text: &str) -> Result<IpNet, CidrError> {
     let net: IpNet = match text.parse() {
         Ok(n) => n,
         Err(_) => match text.parse::<IpAddr>() {
             Ok(ip) => IpNet::from(ip),
-            Err(_) => {
-                return Err(format!(
-                    "`{text}` is not a CIDR such as 192.0.2.0/24 or 2001:db8::/32"
-                ));
-            }
+            Err(_) => return Err(CidrError::NotCidr(text.to_string())),
         },
     };
     if net.network() != net.addr() {
-        return Err(format!(
-            "`{text}` has host bits set; write the network as {}",
-            net.trunc()
-        ));
+        return Err(CidrError::HostBits {
+            text: text.to_string(),
+            network: net.trunc(),
+        });
     }
     Ok(net)
 }

@@ -34,10 +34,21 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// A response header whose coding or framing fetchgate refuses, with its values as sent
+/// (each cut to 64 characters).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{header}: {}", values.join(", "))]
+pub(crate) struct CodingRefused {
+    /// `Content-Encoding` or `Transfer-Encoding`.
+    header: HeaderName,
+    /// Its values.
+    values: Vec<String>,
+}
+
 /// Checks a response's framing and coding: `Content-Encoding` absent or the single token
 /// `identity` (any case); `Transfer-Encoding` absent or the single token `chunked`. Returns
 /// the offending header and value otherwise.
-pub(crate) fn check_identity(headers: &HeaderMap) -> Result<(), String> {
+pub(crate) fn check_identity(headers: &HeaderMap) -> Result<(), CodingRefused> {
     single_token_or_absent(headers, header::CONTENT_ENCODING, "identity")?;
     single_token_or_absent(headers, header::TRANSFER_ENCODING, "chunked")
 }
@@ -46,7 +57,7 @@ fn single_token_or_absent(
     headers: &HeaderMap,
     name: HeaderName,
     allowed: &str,
-) -> Result<(), String> {
+) -> Result<(), CodingRefused> {
     let values: Vec<&HeaderValue> = headers.get_all(&name).iter().collect();
     match values.as_slice() {
         [] => Ok(()),
@@ -58,7 +69,7 @@ fn single_token_or_absent(
             Ok(())
         }
         _ => {
-            let shown: Vec<String> = values
+            let values: Vec<String> = values
                 .iter()
                 .map(|v| {
                     String::from_utf8_lossy(v.as_bytes())
@@ -67,7 +78,10 @@ fn single_token_or_absent(
                         .collect()
                 })
                 .collect();
-            Err(format!("{name}: {}", shown.join(", ")))
+            Err(CodingRefused {
+                header: name,
+                values,
+            })
         }
     }
 }

@@ -104,7 +104,7 @@ impl Fetcher {
             }
             let body = empty();
             let up = upstream_request(req.method.clone(), &permit, headers, body)
-                .map_err(|e| fail(hop_name, FetchCode::InvalidLocator, e))?;
+                .map_err(|e| fail(hop_name, FetchCode::InvalidLocator, e.to_string()))?;
             // A fresh connection per hop: nothing is pooled across decisions.
             let pool = Pool::new(1, Duration::from_secs(1));
             let timeouts = self.limits.timeouts;

@@ -101,6 +101,17 @@ pub(crate) struct Exchange {
     pub(crate) peer: SocketAddr,
 }
 
+/// Why no upstream request could be built for a permit.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RequestBuildError {
+    /// The URL's path and query are not a request target.
+    #[error("path: {0}")]
+    Path(#[source] http::uri::InvalidUri),
+    /// The host and port are not a `Host` value.
+    #[error("host: {0}")]
+    Host(#[source] http::header::InvalidHeaderValue),
+}
+
 /// The upstream request for `permit`: origin-form, `Host` from the URL, client headers minus
 /// hop-by-hop ones, `Accept-Encoding: identity`, a `Via` entry.
 pub(crate) fn upstream_request(
@@ -108,14 +119,14 @@ pub(crate) fn upstream_request(
     permit: &Permit,
     mut headers: HeaderMap,
     body: UpstreamBody,
-) -> Result<Request<UpstreamBody>, String> {
+) -> Result<Request<UpstreamBody>, RequestBuildError> {
     let url = permit.url();
     let mut path = url.path().to_string();
     if let Some(q) = url.query() {
         path.push('?');
         path.push_str(q);
     }
-    let uri: Uri = path.parse().map_err(|e| format!("path: {e}"))?;
+    let uri: Uri = path.parse().map_err(RequestBuildError::Path)?;
     strip_hop_by_hop(&mut headers);
     headers.remove(header::HOST);
     let default_port = if permit.tls() { 443 } else { 80 };
@@ -128,7 +139,7 @@ pub(crate) fn upstream_request(
     };
     headers.insert(
         header::HOST,
-        HeaderValue::from_str(&host).map_err(|e| format!("host: {e}"))?,
+        HeaderValue::from_str(&host).map_err(RequestBuildError::Host)?,
     );
     headers.insert(
         header::ACCEPT_ENCODING,
@@ -179,7 +190,7 @@ pub(crate) async fn exchange(
     };
     if let Err(h) = check_identity(response.headers()) {
         // The connection carries an unread body; drop it rather than reuse it.
-        return Err(UpstreamError::ContentCoding(h));
+        return Err(UpstreamError::ContentCoding(h.to_string()));
     }
     pool.checkin(key, sender);
     Ok(Exchange { response, peer })

@@ -162,13 +162,27 @@ pub(super) fn check_rewrite(body: &[u8], name: &str, base: &str) {
     assert_eq!(before, after, "the rewrite changed more than tarball URLs");
 }
 
+/// Why the reference tree rewrite made nothing.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TreeRewriteError {
+    /// The body is not JSON a `Value` holds.
+    #[error("the packument is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// The rewritten tree could not be written.
+    #[error("cannot write the packument: {0}")]
+    Write(#[source] serde_json::Error),
+}
+
 /// The packument rewrite as fetchgate once made it, through a `serde_json::Value` tree (which
 /// keeps the last of repeated names, as `JSON.parse` does): the reference the streamed
 /// [`rewrite_packument`] is held to. Its output sorts keys and rewrites numbers, so only its
 /// parsed value is comparable.
-pub(crate) fn tree_rewrite(body: &[u8], name: &str, base: &str) -> Result<Vec<u8>, String> {
-    let mut doc: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the packument is not JSON: {e}"))?;
+pub(crate) fn tree_rewrite(
+    body: &[u8],
+    name: &str,
+    base: &str,
+) -> Result<Vec<u8>, TreeRewriteError> {
+    let mut doc: Value = serde_json::from_slice(body).map_err(TreeRewriteError::NotJson)?;
     if let Some(versions) = doc.get_mut("versions").and_then(Value::as_object_mut) {
         for meta in versions.values_mut() {
             let Some(dist) = meta.get_mut("dist").and_then(Value::as_object_mut) else {
@@ -187,7 +201,7 @@ pub(crate) fn tree_rewrite(body: &[u8], name: &str, base: &str) -> Result<Vec<u8
             }
         }
     }
-    serde_json::to_vec(&doc).map_err(|e| format!("cannot write the packument: {e}"))
+    serde_json::to_vec(&doc).map_err(TreeRewriteError::Write)
 }
 
 /// A request path below an npm mount. Property: a packument or tarball request, written back

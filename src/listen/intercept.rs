@@ -23,6 +23,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::intercept_error::{CaError, LeafError, PemError};
 use crate::toml_file::{FileError, TomlSource};
 
 /// Default life of a minted leaf: short, so a leaf copied off a client is soon worthless.
@@ -97,18 +98,21 @@ fn unlistable(host: &str) -> Option<&'static str> {
 }
 
 /// Reads a PEM file of at most [`MAX_PEM_BYTES`].
-fn read_pem(path: &Path, what: &str) -> Result<String, String> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| format!("cannot read the intercept {what} {}: {e}", path.display()))?;
+fn read_pem(path: &Path, what: &'static str) -> Result<String, PemError> {
+    let unreadable = |source| PemError::Read {
+        what,
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
     if meta.len() > MAX_PEM_BYTES {
-        return Err(format!(
-            "the intercept {what} {} is {} bytes, more than a PEM file holds",
-            path.display(),
-            meta.len()
-        ));
+        return Err(PemError::TooLarge {
+            what,
+            path: path.to_path_buf(),
+            len: meta.len(),
+        });
     }
-    std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the intercept {what} {}: {e}", path.display()))
+    std::fs::read_to_string(path).map_err(unreadable)
 }
 
 impl Intercept {
@@ -171,7 +175,8 @@ impl Intercept {
                 ),
             ));
         }
-        let key_pem = read_pem(&key_path, "CA key").map_err(|why| src.error_at(key.span(), why))?;
+        let key_pem = read_pem(&key_path, "CA key")
+            .map_err(|why| src.error_at(key.span(), why.to_string()))?;
         let signing = KeyPair::from_pem(&key_pem).map_err(|e| {
             src.error_at(
                 key.span(),
@@ -179,8 +184,8 @@ impl Intercept {
             )
         })?;
         let cert_path = base.join(cert.get_ref());
-        let cert_pem =
-            read_pem(&cert_path, "CA certificate").map_err(|why| src.error_at(cert.span(), why))?;
+        let cert_pem = read_pem(&cert_path, "CA certificate")
+            .map_err(|why| src.error_at(cert.span(), why.to_string()))?;
         let ca_der = rustls_pki_types::pem::PemObject::from_pem_slice(cert_pem.as_bytes())
             .map_err(|e| {
                 src.error_at(
@@ -214,9 +219,9 @@ impl Intercept {
 
     /// The server side of a handshake presenting a leaf for `host` (minted now, or kept from
     /// a recent mint, which `minted` says), HTTP/1.1 by ALPN. Refused for a host not listed.
-    pub(crate) fn server_config(&self, host: &str) -> Result<(Arc<ServerConfig>, bool), String> {
+    pub(crate) fn server_config(&self, host: &str) -> Result<(Arc<ServerConfig>, bool), LeafError> {
         if !self.listed(host) {
-            return Err(format!("`{host}` is not in [intercept] hosts"));
+            return Err(LeafError::NotListed(host.to_string()));
         }
         let host = folded(host);
         if let Some(kept) = self.leaves.get(&host) {
@@ -229,12 +234,12 @@ impl Intercept {
 
     /// A leaf for `host` alone (its only SAN, never a wildcard), signed by the intercept CA,
     /// valid from a minute ago for `leaf_lifetime`, as a server configuration.
-    fn mint(&self, host: &str) -> Result<ServerConfig, String> {
-        let mut params = CertificateParams::new(Vec::<String>::new())
-            .map_err(|e| format!("cannot make a leaf: {e}"))?;
-        let name = host
-            .try_into()
-            .map_err(|e| format!("`{host}` is not a DNS name: {e}"))?;
+    fn mint(&self, host: &str) -> Result<ServerConfig, LeafError> {
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(LeafError::Params)?;
+        let name = host.try_into().map_err(|source| LeafError::DnsName {
+            host: host.to_string(),
+            source,
+        })?;
         params.subject_alt_names = vec![SanType::DnsName(name)];
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, host);
@@ -245,19 +250,25 @@ impl Intercept {
         let now = time::OffsetDateTime::now_utc();
         params.not_before = now - time::Duration::minutes(1);
         params.not_after = now + self.leaf_lifetime;
-        let key = KeyPair::generate().map_err(|e| format!("cannot make a leaf key: {e}"))?;
+        let key = KeyPair::generate().map_err(LeafError::Key)?;
         let leaf = params
             .signed_by(&key, &self.issuer)
-            .map_err(|e| format!("cannot sign a leaf for `{host}`: {e}"))?;
+            .map_err(|source| LeafError::Sign {
+                host: host.to_string(),
+                source,
+            })?;
         let chain = vec![leaf.der().clone(), self.ca_der.clone()];
         let private = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("cannot configure TLS: {e}"))?
+            .map_err(LeafError::Tls)?
             .with_no_client_auth()
             .with_single_cert(chain, private)
-            .map_err(|e| format!("cannot use the leaf for `{host}`: {e}"))?;
+            .map_err(|source| LeafError::UseLeaf {
+                host: host.to_string(),
+                source,
+            })?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(config)
     }
@@ -266,20 +277,22 @@ impl Intercept {
 /// A new intercept CA for `hosts`: its certificate (PEM) and its key (PEM), the CA limited by
 /// name constraints (RFC 5280 §4.2.1.10) to exactly those names, so a client that trusts it
 /// accepts none of its leaves for any other name, even if the key leaked.
-pub(crate) fn new_ca(hosts: &[String], days: u32) -> Result<(String, String), String> {
+pub(crate) fn new_ca(hosts: &[String], days: u32) -> Result<(String, String), CaError> {
     let mut listed = Vec::new();
     for h in hosts {
         let name = folded(h);
         if let Some(why) = unlistable(&name) {
-            return Err(format!("`{h}`: {why}"));
+            return Err(CaError::Unlistable {
+                host: h.clone(),
+                why,
+            });
         }
         listed.push(name);
     }
     if listed.is_empty() {
-        return Err("name at least one host to intercept (--host registry.npmjs.org)".into());
+        return Err(CaError::NoHosts);
     }
-    let mut params = CertificateParams::new(Vec::<String>::new())
-        .map_err(|e| format!("cannot make a CA: {e}"))?;
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(CaError::Params)?;
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, "fetchgate intercept CA");
     params.distinguished_name = dn;
@@ -292,10 +305,8 @@ pub(crate) fn new_ca(hosts: &[String], days: u32) -> Result<(String, String), St
     let now = time::OffsetDateTime::now_utc();
     params.not_before = now - time::Duration::minutes(1);
     params.not_after = now + time::Duration::days(i64::from(days));
-    let key = KeyPair::generate().map_err(|e| format!("cannot make a CA key: {e}"))?;
-    let cert = params
-        .self_signed(&key)
-        .map_err(|e| format!("cannot sign the CA: {e}"))?;
+    let key = KeyPair::generate().map_err(CaError::Key)?;
+    let cert = params.self_signed(&key).map_err(CaError::Sign)?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 

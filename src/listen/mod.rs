@@ -3,5 +3,6 @@
 //! ([`tls`]). The listeners themselves run in `serve`; the gate in force carries these.
 
 pub(crate) mod intercept;
+pub(crate) mod intercept_error;
 pub(crate) mod limits;
 pub(crate) mod tls;

@@ -140,7 +140,8 @@ impl ListenerTls {
             ));
         };
         let cert_path = base.join(cert.get_ref());
-        let chain = pem_certs(&cert_path).map_err(|why| src.error_at(cert.span(), why))?;
+        let chain =
+            pem_certs(&cert_path).map_err(|why| src.error_at(cert.span(), why.to_string()))?;
         let key_path = base.join(key.get_ref());
         let key_der = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| {
             src.error_at(
@@ -173,7 +174,9 @@ impl ListenerTls {
             (Some(ca), _) => {
                 let ca_path = base.join(ca.get_ref());
                 let mut roots = RootCertStore::empty();
-                for c in pem_certs(&ca_path).map_err(|why| src.error_at(ca.span(), why))? {
+                for c in
+                    pem_certs(&ca_path).map_err(|why| src.error_at(ca.span(), why.to_string()))?
+                {
                     roots.add(c).map_err(|e| {
                         src.error_at(
                             ca.span(),

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -58,9 +58,58 @@ pub(crate) struct LockedSource {
     pub(crate) path: String,
 }
 
+/// Why a lock file could not be read or written (each names the file).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LockError {
+    /// The file exists but could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The lock file.
+        path: PathBuf,
+        /// The system's reason.
+        source: std::io::Error,
+    },
+    /// The file is not JSON of a lock file's shape.
+    #[error("{}: not a lock file: {source}", path.display())]
+    NotLock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why it does not parse.
+        source: serde_json::Error,
+    },
+    /// The file's `lockfile` member names another format.
+    #[error("{}: lockfile is {found:?}, not {LOCKFILE:?}", path.display())]
+    Format {
+        /// The lock file.
+        path: PathBuf,
+        /// The `lockfile` it holds.
+        found: String,
+    },
+    /// The lock could not be encoded.
+    #[error(transparent)]
+    Encode(serde_json::Error),
+    /// No random name for the temp file.
+    #[error("cannot name a temp file for {}: {reason}", path.display())]
+    TempName {
+        /// The lock file.
+        path: PathBuf,
+        /// The system's reason (`getrandom`'s error is no `std::error::Error` without its
+        /// `std` feature, so it is kept, not chained as a source).
+        reason: getrandom::Error,
+    },
+    /// The temp file could not be written or renamed over the lock.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The lock file.
+        path: PathBuf,
+        /// The system's reason.
+        source: std::io::Error,
+    },
+}
+
 impl LockFile {
     /// Reads `path`; a missing file is an empty lock.
-    pub(crate) fn read(path: &Path) -> Result<Self, String> {
+    pub(crate) fn read(path: &Path) -> Result<Self, LockError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -69,16 +118,22 @@ impl LockFile {
                     packages: BTreeMap::new(),
                 });
             }
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(source) => {
+                return Err(LockError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
         };
-        let lock: Self = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a lock file: {e}", path.display()))?;
+        let lock: Self = serde_json::from_str(&text).map_err(|source| LockError::NotLock {
+            path: path.to_path_buf(),
+            source,
+        })?;
         if lock.lockfile != LOCKFILE {
-            return Err(format!(
-                "{}: lockfile is {:?}, not {LOCKFILE:?}",
-                path.display(),
-                lock.lockfile
-            ));
+            return Err(LockError::Format {
+                path: path.to_path_buf(),
+                found: lock.lockfile,
+            });
         }
         Ok(lock)
     }
@@ -86,8 +141,8 @@ impl LockFile {
     /// Writes `path` through a temp file and a rename, so it is never half-written. The temp
     /// file has an unpredictable name and is created exclusively, so nothing planted beside
     /// the lock (a symbolic link, another process's file) is written through or clobbered.
-    pub(crate) fn write(&self, path: &Path) -> Result<(), String> {
-        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+    pub(crate) fn write(&self, path: &Path) -> Result<(), LockError> {
+        let text = serde_json::to_string_pretty(self).map_err(LockError::Encode)?;
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -97,15 +152,20 @@ impl LockFile {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let mut suffix = [0u8; 16];
-        getrandom::fill(&mut suffix)
-            .map_err(|e| format!("cannot name a temp file for {}: {e}", path.display()))?;
+        getrandom::fill(&mut suffix).map_err(|reason| LockError::TempName {
+            path: path.to_path_buf(),
+            reason,
+        })?;
         let tmp = dir.join(format!(".{name}.{}.tmp", hex::encode(suffix)));
         let result = write_new(&tmp, format!("{text}\n").as_bytes())
             .and_then(|()| std::fs::rename(&tmp, path));
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
-        result.map_err(|e| format!("cannot write {}: {e}", path.display()))
+        result.map_err(|source| LockError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 

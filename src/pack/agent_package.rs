@@ -17,7 +17,7 @@ use super::profile::{Candidate, Judged, Located, Params, Profile, pin, required}
 use super::{PackSettings, Packs, json as strict, secrets};
 use crate::failure::FailureCode;
 use crate::redact::redact_locator;
-use crate::store::Digest;
+use crate::store::{Digest, DigestError};
 
 /// The `agent-package` row of the profile table.
 pub(crate) const PROFILE: Profile = Profile {
@@ -31,9 +31,9 @@ pub(crate) const PROFILE: Profile = Profile {
 
 /// A digest as an Agent Package document writes one: 64 hex characters (any case), optionally
 /// prefixed `sha256:` (the seed says `<digest>` without fixing the spelling).
-fn digest_of(text: &str) -> Result<Digest, String> {
+fn digest_of(text: &str) -> Result<Digest, DigestError> {
     let hex = text.strip_prefix("sha256:").unwrap_or(text);
-    Digest::parse(&hex.to_ascii_lowercase()).map_err(|e| e.0)
+    Digest::parse(&hex.to_ascii_lowercase())
 }
 
 /// The depot's version document: `<depot>/packages/<name>/<version>` (each a single
@@ -56,16 +56,19 @@ fn version_url(depot: &str, name: &str, version: &str) -> Result<url::Url, PackE
     Ok(u)
 }
 
+/// A version document whose `build_record` and `buildRecord` are different records.
+#[derive(Debug, thiserror::Error)]
+#[error("build_record and buildRecord are both present and differ")]
+struct RecordsDiffer;
+
 /// What a version document without a build record carries.
 static NO_RECORD: Value = Value::Null;
 
 /// The build record a version document carries, as `build_record` or `buildRecord` (the seed
 /// names the record, 8.2, not the member holding it); both present must be the same record.
-fn build_record(doc: &Value) -> Result<&Value, String> {
+fn build_record(doc: &Value) -> Result<&Value, RecordsDiffer> {
     match (doc.get("build_record"), doc.get("buildRecord")) {
-        (Some(a), Some(b)) if a != b => {
-            Err("build_record and buildRecord are both present and differ".into())
-        }
+        (Some(a), Some(b)) if a != b => Err(RecordsDiffer),
         (Some(r), _) | (None, Some(r)) => Ok(r),
         (None, None) => Ok(&NO_RECORD),
     }
@@ -93,7 +96,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 return Err(bad(member, format!("the depot's {member} is not {want:?}")));
             }
         }
-        let record = build_record(&doc).map_err(|why| bad("build_record", why))?;
+        let record = build_record(&doc).map_err(|why| bad("build_record", why.to_string()))?;
         let built = record
             .pointer("/package/sha256")
             .or_else(|| record.get("package.sha256"))
@@ -105,7 +108,7 @@ fn locate<'a>(packs: &'a Packs, params: &'a Params) -> Located<'a> {
                 )
                 .locator(shown.clone())
             })?;
-        let built = digest_of(built).map_err(|e| bad("build_record/package/sha256", e))?;
+        let built = digest_of(built).map_err(|e| bad("build_record/package/sha256", e.0))?;
         if let Some(listed) = doc.pointer("/archive/sha256").and_then(Value::as_str)
             && digest_of(listed).ok() != Some(built)
         {

@@ -68,18 +68,29 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
+/// Why bytes are not one strict JSON value.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StrictJsonError {
+    /// The bytes are not UTF-8.
+    #[error("not UTF-8: {0}")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    /// The text starts with a byte-order mark.
+    #[error(
+        "a byte-order mark before the JSON text (JSON.parse and other strict consumers refuse it; save it as UTF-8 without a BOM)"
+    )]
+    ByteOrderMark,
+    /// Not JSON, more than one value, or a member name repeated in one object.
+    #[error(transparent)]
+    Syntax(#[from] serde_json::Error),
+}
+
 /// Parses `bytes` as one JSON value with unique member names; the error says why not.
-pub(crate) fn parse(bytes: &[u8]) -> Result<Value, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+pub(crate) fn parse(bytes: &[u8]) -> Result<Value, StrictJsonError> {
+    let text = std::str::from_utf8(bytes).map_err(StrictJsonError::NotUtf8)?;
     if text.starts_with('\u{feff}') {
-        return Err(
-            "a byte-order mark before the JSON text (JSON.parse and other strict consumers refuse it; save it as UTF-8 without a BOM)"
-                .into(),
-        );
+        return Err(StrictJsonError::ByteOrderMark);
     }
-    serde_json::from_str::<Strict>(text)
-        .map(|s| s.0)
-        .map_err(|e| e.to_string())
+    Ok(serde_json::from_str::<Strict>(text)?.0)
 }
 
 /// Whether the flag `key` is set, read as a careful consumer reads a lifecycle mark: absent,

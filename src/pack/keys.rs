@@ -28,22 +28,35 @@ fn decode(text: &str, lens: &[usize]) -> Option<Vec<u8>> {
         .find_map(|e| e.decode(t).ok().filter(fits))
 }
 
+/// Why text is not an Ed25519 public key, saying what was expected.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum KeyError {
+    /// A PEM block that does not hold an Ed25519 SubjectPublicKeyInfo.
+    #[error("not a PEM PUBLIC KEY block of an Ed25519 key: {0}")]
+    Pem(#[source] ed25519_dalek::pkcs8::spki::Error),
+    /// Neither encoding gives 32 or 44 bytes.
+    #[error(
+        "not the base64 or hex of 32 raw bytes or a 44-byte SubjectPublicKeyInfo, nor a PEM PUBLIC KEY block"
+    )]
+    Encoding,
+    /// 32 bytes that are not a point on the curve.
+    #[error("not an Ed25519 public key: {0}")]
+    Raw(#[source] ed25519_dalek::SignatureError),
+    /// 44 bytes that are not an Ed25519 SubjectPublicKeyInfo.
+    #[error("44 bytes, but not an Ed25519 SubjectPublicKeyInfo (RFC 8410): {0}")]
+    Spki(#[source] ed25519_dalek::pkcs8::spki::Error),
+}
+
 /// An Ed25519 public key from any of the text forms above; `Err` says what was expected.
-pub(crate) fn public_key(text: &str) -> Result<VerifyingKey, String> {
+pub(crate) fn public_key(text: &str) -> Result<VerifyingKey, KeyError> {
     let t = text.trim();
     if t.starts_with("-----BEGIN PUBLIC KEY-----") {
-        return VerifyingKey::from_public_key_pem(t)
-            .map_err(|e| format!("not a PEM PUBLIC KEY block of an Ed25519 key: {e}"));
+        return VerifyingKey::from_public_key_pem(t).map_err(KeyError::Pem);
     }
-    let raw = decode(t, &[32, 44])
-        .ok_or("not the base64 or hex of 32 raw bytes or a 44-byte SubjectPublicKeyInfo, nor a PEM PUBLIC KEY block")?;
+    let raw = decode(t, &[32, 44]).ok_or(KeyError::Encoding)?;
     match <[u8; 32]>::try_from(raw.as_slice()) {
-        Ok(arr) => {
-            VerifyingKey::from_bytes(&arr).map_err(|e| format!("not an Ed25519 public key: {e}"))
-        }
-        Err(_) => VerifyingKey::from_public_key_der(&raw).map_err(|e| {
-            format!("44 bytes, but not an Ed25519 SubjectPublicKeyInfo (RFC 8410): {e}")
-        }),
+        Ok(arr) => VerifyingKey::from_bytes(&arr).map_err(KeyError::Raw),
+        Err(_) => VerifyingKey::from_public_key_der(&raw).map_err(KeyError::Spki),
     }
 }
 
@@ -78,7 +91,9 @@ mod tests {
         let mut x25519 = SPKI_PREFIX.to_vec();
         x25519[8] = 0x6e;
         x25519.extend_from_slice(&pk);
-        let err = public_key(&STANDARD.encode(&x25519)).unwrap_err();
+        let err = public_key(&STANDARD.encode(&x25519))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("SubjectPublicKeyInfo"), "{err}");
         let pem = format!(
             "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
@@ -105,7 +120,7 @@ mod tests {
             STANDARD.encode(&spki),
             pem,
         ] {
-            assert_eq!(public_key(&text).map(|k| k.to_bytes()), Ok(pk), "{text}");
+            assert_eq!(public_key(&text).unwrap().to_bytes(), pk, "{text}");
         }
         assert!(public_key(&STANDARD.encode([1u8; 31])).is_err());
         assert!(public_key("not a key").is_err());

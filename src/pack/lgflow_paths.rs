@@ -30,21 +30,64 @@ fn extension(seg: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Why a member path is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PathRefusal {
+    /// Longer than [`MAX_PATH_CHARS`] UTF-16 code units.
+    #[error(
+        "the path is longer than {MAX_PATH_CHARS} characters (UTF-16 code units, as JavaScript counts them)"
+    )]
+    TooLong,
+    /// More than [`MAX_SEGMENTS`] segments.
+    #[error("the path has more than {MAX_SEGMENTS} segments")]
+    TooManySegments,
+    /// A segment starts with a dot.
+    #[error("{0:?} is a dotfile; dotfiles are refused")]
+    Dotfile(String),
+    /// A segment ends with a space or a dot.
+    #[error("{0:?} ends with a space or a dot, which Windows strips")]
+    TrailingSpaceOrDot(String),
+    /// A segment has a colon.
+    #[error("{0:?} has a colon (a drive letter or a stream)")]
+    Colon(String),
+    /// A `node_modules` segment.
+    #[error("node_modules is refused: dependencies are declared, not shipped")]
+    NodeModules,
+    /// A segment that is a Windows device name.
+    #[error("{0:?} is a reserved Windows device name")]
+    Device(String),
+    /// A directory outside the shapes a package may hold.
+    #[error("no directory of this shape belongs in a package")]
+    DirectoryShape,
+    /// `package.json` or `package-lock.json` (the base name as written).
+    #[error("{0} is refused: it can carry install scripts")]
+    InstallScripts(String),
+    /// A file with an executable extension (the lowercase extension).
+    #[error("a .{0} file is executable; nothing in a package is ever run")]
+    Executable(String),
+    /// An `.svg` file.
+    #[error("an .svg can carry script; assets are images that only display")]
+    Svg,
+    /// A file outside the shapes a package may hold.
+    #[error(
+        "the path matches no shape a package may hold (solution.json, integrity.json, signature.json, README.md, docs/**/*.md, agents/<id>/flow.json, tests/*.test.json, evals/*.eval.json, assets/**)"
+    )]
+    NoShape,
+}
+
 /// Why one segment is refused, if it is.
-fn segment(seg: &str) -> Option<String> {
+fn segment(seg: &str) -> Option<PathRefusal> {
     if seg.starts_with('.') {
-        return Some(format!("{seg:?} is a dotfile; dotfiles are refused"));
+        return Some(PathRefusal::Dotfile(seg.to_string()));
     }
     if seg.ends_with(' ') || seg.ends_with('.') {
-        return Some(format!(
-            "{seg:?} ends with a space or a dot, which Windows strips"
-        ));
+        return Some(PathRefusal::TrailingSpaceOrDot(seg.to_string()));
     }
     if seg.contains(':') {
-        return Some(format!("{seg:?} has a colon (a drive letter or a stream)"));
+        return Some(PathRefusal::Colon(seg.to_string()));
     }
     if seg.eq_ignore_ascii_case("node_modules") {
-        return Some("node_modules is refused: dependencies are declared, not shipped".into());
+        return Some(PathRefusal::NodeModules);
     }
     let stem = seg
         .split('.')
@@ -58,23 +101,21 @@ fn segment(seg: &str) -> Option<String> {
             .chars()
             .all(|c| c.is_ascii_digit() || "¹²³".contains(c));
     if DEVICES.contains(&stem.as_str()) || numbered {
-        return Some(format!("{seg:?} is a reserved Windows device name"));
+        return Some(PathRefusal::Device(seg.to_string()));
     }
     None
 }
 
 /// Checks a member path (a file, or a directory when `dir`); `Err` says why it is refused.
-pub(crate) fn check(path: &str, dir: bool) -> Result<(), String> {
+pub(crate) fn check(path: &str, dir: bool) -> Result<(), PathRefusal> {
     // Counted as the JavaScript reference counts `length`: UTF-16 code units, so a character
     // outside the BMP counts twice.
     if path.encode_utf16().count() > MAX_PATH_CHARS {
-        return Err(format!(
-            "the path is longer than {MAX_PATH_CHARS} characters (UTF-16 code units, as JavaScript counts them)"
-        ));
+        return Err(PathRefusal::TooLong);
     }
     let segs: Vec<&str> = path.split('/').collect();
     if segs.len() > MAX_SEGMENTS {
-        return Err(format!("the path has more than {MAX_SEGMENTS} segments"));
+        return Err(PathRefusal::TooManySegments);
     }
     if let Some(why) = segs.iter().find_map(|s| segment(s)) {
         return Err(why);
@@ -83,21 +124,19 @@ pub(crate) fn check(path: &str, dir: bool) -> Result<(), String> {
     if dir {
         return match (top, segs.len()) {
             ("docs" | "assets", _) | ("agents", 1 | 2) | ("tests" | "evals", 1) => Ok(()),
-            _ => Err("no directory of this shape belongs in a package".into()),
+            _ => Err(PathRefusal::DirectoryShape),
         };
     }
     let base = segs[segs.len() - 1];
     let ext = extension(base);
     if base.eq_ignore_ascii_case("package.json") || base.eq_ignore_ascii_case("package-lock.json") {
-        return Err(format!("{base} is refused: it can carry install scripts"));
+        return Err(PathRefusal::InstallScripts(base.to_string()));
     }
     if EXECUTABLE.contains(&ext.as_str()) {
-        return Err(format!(
-            "a .{ext} file is executable; nothing in a package is ever run"
-        ));
+        return Err(PathRefusal::Executable(ext));
     }
     if ext == "svg" {
-        return Err("an .svg can carry script; assets are images that only display".into());
+        return Err(PathRefusal::Svg);
     }
     let ok = match segs.as_slice() {
         ["solution.json" | "integrity.json" | "signature.json" | "README.md"] => true,
@@ -111,7 +150,7 @@ pub(crate) fn check(path: &str, dir: bool) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err("the path matches no shape a package may hold (solution.json, integrity.json, signature.json, README.md, docs/**/*.md, agents/<id>/flow.json, tests/*.test.json, evals/*.eval.json, assets/**)".into())
+        Err(PathRefusal::NoShape)
     }
 }
 

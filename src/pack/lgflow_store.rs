@@ -3,7 +3,7 @@
 //! `{ keyId, publisher, publicKey, notBefore, notAfter? }` and an optional `revoked.json`
 //! holding `{ revoked: [{ keyId, revokedAt, reason }] }`. Nothing here reaches the network.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -50,67 +50,132 @@ const MAX_FILE_BYTES: u64 = 64 << 10;
 /// Most keys read.
 const MAX_KEYS: usize = 1000;
 
-/// A file's JSON, bounded; `Err` names the file.
-fn document(path: &Path) -> Result<Value, String> {
-    let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(format!("{shown}: larger than {MAX_FILE_BYTES} bytes"));
+/// A trust-store file (or directory) that cannot be read as the seed lays it out.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {reason}", file.display())]
+pub(crate) struct TrustStoreError {
+    /// The file or directory.
+    file: PathBuf,
+    /// What is wrong with it.
+    reason: TrustStoreReason,
+}
+
+/// What is wrong with a trust-store file.
+#[derive(Debug, thiserror::Error)]
+enum TrustStoreReason {
+    /// It could not be read or listed.
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// It is larger than [`MAX_FILE_BYTES`].
+    #[error("larger than {MAX_FILE_BYTES} bytes")]
+    TooLarge,
+    /// Its JSON is not strict JSON.
+    #[error("{0}")]
+    Json(#[source] strict::StrictJsonError),
+    /// `member` is not a string.
+    #[error("{member} must be a string")]
+    NotString {
+        /// The member, with its array index when it has one.
+        member: String,
+    },
+    /// `member` is not an RFC 3339 UTC time.
+    #[error("{member} must be an RFC 3339 UTC time such as 2026-10-12T09:00:00.000Z")]
+    NotUtc {
+        /// The member.
+        member: String,
+    },
+    /// `member` is required and absent.
+    #[error("{member} is required")]
+    Required {
+        /// The member, with its array index when it has one.
+        member: String,
+    },
+    /// A key file's `keyId` is not its name.
+    #[error("keyId {key_id:?} is not the file's name; keys/<keyId>.json")]
+    Misnamed {
+        /// The `keyId` it holds.
+        key_id: String,
+    },
+    /// `publicKey` is not an Ed25519 public key.
+    #[error("publicKey: {0}")]
+    PublicKey(#[source] super::keys::KeyError),
+    /// More than [`MAX_KEYS`] key files.
+    #[error("more than {MAX_KEYS} keys")]
+    TooManyKeys,
+    /// `revoked.json` has no `revoked` array.
+    #[error("revoked must be an array")]
+    RevokedNotArray,
+}
+
+/// The error for `reason` in `file`.
+fn at(file: &Path) -> impl Fn(TrustStoreReason) -> TrustStoreError + '_ {
+    move |reason| TrustStoreError {
+        file: file.to_path_buf(),
+        reason,
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
-    strict::parse(&bytes).map_err(|e| format!("{shown}: {e}"))
+}
+
+/// A file's JSON, bounded; `Err` names the file.
+fn document(path: &Path) -> Result<Value, TrustStoreError> {
+    let meta = std::fs::metadata(path).map_err(|e| at(path)(TrustStoreReason::Io(e)))?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(at(path)(TrustStoreReason::TooLarge));
+    }
+    let bytes = std::fs::read(path).map_err(|e| at(path)(TrustStoreReason::Io(e)))?;
+    strict::parse(&bytes).map_err(|e| at(path)(TrustStoreReason::Json(e)))
 }
 
 /// A UTC time member, checked; `None` when absent or null.
-fn time(doc: &Value, member: &str, file: &str) -> Result<Option<String>, String> {
+fn time(doc: &Value, member: &str) -> Result<Option<String>, TrustStoreReason> {
     match doc.get(member) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(t)) if utc_key(t).is_some() => Ok(Some(t.clone())),
-        Some(_) => Err(format!(
-            "{file}: {member} must be an RFC 3339 UTC time such as 2026-10-12T09:00:00.000Z"
-        )),
+        Some(_) => Err(TrustStoreReason::NotUtc {
+            member: member.to_string(),
+        }),
     }
 }
 
 /// One `keys/<keyId>.json`.
-fn key(path: &Path) -> Result<LgflowKey, String> {
-    let file = path.display().to_string();
+fn key(path: &Path) -> Result<LgflowKey, TrustStoreError> {
     let doc = document(path)?;
+    let fail = at(path);
     let text = |member: &str| {
-        str_at(&doc, member)
-            .map(str::to_string)
-            .ok_or_else(|| format!("{file}: {member} must be a string"))
+        str_at(&doc, member).map(str::to_string).ok_or_else(|| {
+            fail(TrustStoreReason::NotString {
+                member: member.to_string(),
+            })
+        })
     };
     let key_id = text("keyId")?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
     if key_id != stem {
-        return Err(format!(
-            "{file}: keyId {key_id:?} is not the file's name; keys/<keyId>.json"
-        ));
+        return Err(fail(TrustStoreReason::Misnamed { key_id }));
     }
     let public = super::keys::public_key(&text("publicKey")?)
-        .map_err(|why| format!("{file}: publicKey: {why}"))?;
+        .map_err(|why| fail(TrustStoreReason::PublicKey(why)))?;
     Ok(LgflowKey {
         key_id,
         publisher: text("publisher")?,
         key: public,
-        not_before: time(&doc, "notBefore", &file)?
-            .ok_or_else(|| format!("{file}: notBefore is required"))?,
-        not_after: time(&doc, "notAfter", &file)?,
+        not_before: time(&doc, "notBefore").map_err(&fail)?.ok_or_else(|| {
+            fail(TrustStoreReason::Required {
+                member: "notBefore".into(),
+            })
+        })?,
+        not_after: time(&doc, "notAfter").map_err(&fail)?,
         revoked_at: None,
     })
 }
 
 /// Every key under `dir/keys/`, with `dir/revoked.json` applied; `Err` names the file.
-pub(crate) fn read(dir: &Path) -> Result<Vec<LgflowKey>, String> {
+pub(crate) fn read(dir: &Path) -> Result<Vec<LgflowKey>, TrustStoreError> {
     let keys_dir = dir.join("keys");
-    let entries =
-        std::fs::read_dir(&keys_dir).map_err(|e| format!("{}: {e}", keys_dir.display()))?;
+    let in_dir = at(&keys_dir);
+    let entries = std::fs::read_dir(&keys_dir).map_err(|e| in_dir(TrustStoreReason::Io(e)))?;
     let mut keys = Vec::new();
     for entry in entries {
-        let path = entry
-            .map_err(|e| format!("{}: {e}", keys_dir.display()))?
-            .path();
+        let path = entry.map_err(|e| in_dir(TrustStoreReason::Io(e)))?.path();
         let is_json = path.extension().is_some_and(|e| e == "json");
         let hidden = path
             .file_name()
@@ -120,23 +185,29 @@ pub(crate) fn read(dir: &Path) -> Result<Vec<LgflowKey>, String> {
             continue;
         }
         if keys.len() >= MAX_KEYS {
-            return Err(format!("{}: more than {MAX_KEYS} keys", keys_dir.display()));
+            return Err(in_dir(TrustStoreReason::TooManyKeys));
         }
         keys.push(key(&path)?);
     }
     let revoked = dir.join("revoked.json");
     if revoked.exists() {
-        let file = revoked.display().to_string();
+        let fail = at(&revoked);
         let doc = document(&revoked)?;
         let list = doc
             .get("revoked")
             .and_then(Value::as_array)
-            .ok_or_else(|| format!("{file}: revoked must be an array"))?;
+            .ok_or_else(|| fail(TrustStoreReason::RevokedNotArray))?;
         for (i, r) in list.iter().enumerate() {
-            let id = str_at(r, "keyId")
-                .ok_or_else(|| format!("{file}: revoked[{i}].keyId must be a string"))?;
-            let at = time(r, "revokedAt", &file)?
-                .ok_or_else(|| format!("{file}: revoked[{i}].revokedAt is required"))?;
+            let id = str_at(r, "keyId").ok_or_else(|| {
+                fail(TrustStoreReason::NotString {
+                    member: format!("revoked[{i}].keyId"),
+                })
+            })?;
+            let at = time(r, "revokedAt").map_err(&fail)?.ok_or_else(|| {
+                fail(TrustStoreReason::Required {
+                    member: format!("revoked[{i}].revokedAt"),
+                })
+            })?;
             for k in keys.iter_mut().filter(|k| k.key_id == id) {
                 k.revoked_at = Some(at.clone());
             }
@@ -190,6 +261,11 @@ mod tests {
                 r#"{{"keyId":"other","publisher":"p","publicKey":"{pk}","notBefore":"2026-01-01T00:00:00Z"}}"#
             ),
         );
-        assert!(read(dir.path()).unwrap_err().contains("misnamed.json"));
+        assert!(
+            read(dir.path())
+                .unwrap_err()
+                .to_string()
+                .contains("misnamed.json")
+        );
     }
 }

@@ -209,7 +209,9 @@ impl Packs {
 
     /// Every label (any format) seen with more than one digest.
     pub(crate) fn conflicts(&self) -> Result<Vec<Conflict>, PackError> {
-        self.seen.conflicts().map_err(PackError::internal)
+        self.seen
+            .conflicts()
+            .map_err(|e| PackError::internal(e.to_string()))
     }
 
     /// Locates, verifies, inspects and only then publishes a package of `format` for
@@ -328,7 +330,7 @@ impl Packs {
         tokio::task::spawn_blocking(move || seen.first_seen(&hex, now()))
             .await
             .map_err(|e| PackError::internal(e.to_string()))?
-            .map_err(PackError::internal)
+            .map_err(|e| PackError::internal(e.to_string()))
     }
 }
 

@@ -5,7 +5,7 @@
 //! the time fetchgate first saw each digest: a durable record no package can backdate.
 //! Kept in its own redb file beside the cache index.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -50,6 +50,27 @@ pub(crate) struct Conflict {
     pub(crate) seen: Vec<Sighting>,
 }
 
+/// Why the sightings database could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SeenError {
+    /// The database file could not be opened or created.
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// redb's reason.
+        source: redb::DatabaseError,
+    },
+    /// A transaction, table or commit failed.
+    #[error(transparent)]
+    Redb(#[from] redb::Error),
+    /// A list of sightings could not be encoded or decoded.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+crate::store::index::from_redb!(SeenError::Redb);
+
 /// The sightings database.
 pub(crate) struct Seen {
     db: Database,
@@ -61,47 +82,43 @@ fn key(name: &str, version: &str) -> String {
 
 impl Seen {
     /// Opens (or creates) the database at `path`.
-    pub(crate) fn open(path: &Path) -> Result<Self, String> {
-        let db = crate::store::index::open_shared(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        let txn = db.begin_write().map_err(|e| e.to_string())?;
-        txn.open_table(SEEN).map_err(|e| e.to_string())?;
-        txn.open_table(FIRST_SEEN).map_err(|e| e.to_string())?;
-        txn.commit().map_err(|e| e.to_string())?;
+    pub(crate) fn open(path: &Path) -> Result<Self, SeenError> {
+        let db = crate::store::index::open_shared(path).map_err(|source| SeenError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let txn = db.begin_write()?;
+        txn.open_table(SEEN)?;
+        txn.open_table(FIRST_SEEN)?;
+        txn.commit()?;
         Ok(Self { db })
     }
 
     /// When fetchgate first saw `sha256` (hex): recorded as `now` the first time it is asked,
     /// and never changed after.
-    pub(crate) fn first_seen(&self, sha256: &str, now: u64) -> Result<u64, String> {
-        let txn = self.db.begin_write().map_err(|e| e.to_string())?;
+    pub(crate) fn first_seen(&self, sha256: &str, now: u64) -> Result<u64, SeenError> {
+        let txn = self.db.begin_write()?;
         let at = {
-            let mut table = txn.open_table(FIRST_SEEN).map_err(|e| e.to_string())?;
-            let known = table
-                .get(sha256)
-                .map_err(|e| e.to_string())?
-                .map(|v| v.value());
+            let mut table = txn.open_table(FIRST_SEEN)?;
+            let known = table.get(sha256)?.map(|v| v.value());
             match known {
                 Some(at) => at,
                 None => {
-                    table.insert(sha256, now).map_err(|e| e.to_string())?;
+                    table.insert(sha256, now)?;
                     now
                 }
             }
         };
-        txn.commit().map_err(|e| e.to_string())?;
+        txn.commit()?;
         Ok(at)
     }
 
     /// The sightings for a label, oldest first.
-    pub(crate) fn get(&self, name: &str, version: &str) -> Result<Vec<Sighting>, String> {
-        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
-        let table = txn.open_table(SEEN).map_err(|e| e.to_string())?;
-        match table
-            .get(key(name, version).as_str())
-            .map_err(|e| e.to_string())?
-        {
-            Some(v) => serde_json::from_str(v.value()).map_err(|e| e.to_string()),
+    pub(crate) fn get(&self, name: &str, version: &str) -> Result<Vec<Sighting>, SeenError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(SEEN)?;
+        match table.get(key(name, version).as_str())? {
+            Some(v) => Ok(serde_json::from_str(v.value())?),
             None => Ok(Vec::new()),
         }
     }
@@ -113,13 +130,13 @@ impl Seen {
         name: &str,
         version: &str,
         sighting: Sighting,
-    ) -> Result<(), String> {
-        let txn = self.db.begin_write().map_err(|e| e.to_string())?;
+    ) -> Result<(), SeenError> {
+        let txn = self.db.begin_write()?;
         {
-            let mut table = txn.open_table(SEEN).map_err(|e| e.to_string())?;
+            let mut table = txn.open_table(SEEN)?;
             let k = key(name, version);
-            let mut list: Vec<Sighting> = match table.get(k.as_str()).map_err(|e| e.to_string())? {
-                Some(v) => serde_json::from_str(v.value()).map_err(|e| e.to_string())?,
+            let mut list: Vec<Sighting> = match table.get(k.as_str())? {
+                Some(v) => serde_json::from_str(v.value())?,
                 None => Vec::new(),
             };
             if !list
@@ -128,22 +145,20 @@ impl Seen {
             {
                 list.push(sighting);
             }
-            let json = serde_json::to_string(&list).map_err(|e| e.to_string())?;
-            table
-                .insert(k.as_str(), json.as_str())
-                .map_err(|e| e.to_string())?;
+            let json = serde_json::to_string(&list)?;
+            table.insert(k.as_str(), json.as_str())?;
         }
-        txn.commit().map_err(|e| e.to_string())
+        Ok(txn.commit()?)
     }
 
     /// Every label seen with more than one digest.
-    pub(crate) fn conflicts(&self) -> Result<Vec<Conflict>, String> {
-        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
-        let table = txn.open_table(SEEN).map_err(|e| e.to_string())?;
+    pub(crate) fn conflicts(&self) -> Result<Vec<Conflict>, SeenError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(SEEN)?;
         let mut out = Vec::new();
-        for row in table.iter().map_err(|e| e.to_string())? {
-            let (k, v) = row.map_err(|e| e.to_string())?;
-            let seen: Vec<Sighting> = serde_json::from_str(v.value()).map_err(|e| e.to_string())?;
+        for row in table.iter()? {
+            let (k, v) = row?;
+            let seen: Vec<Sighting> = serde_json::from_str(v.value())?;
             if seen.len() > 1 {
                 let (name, version) = k.value().split_once('\u{0}').unwrap_or((k.value(), ""));
                 out.push(Conflict {

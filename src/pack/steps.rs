@@ -156,7 +156,7 @@ impl Packs {
         tokio::task::spawn_blocking(move || seen.record(&name, &version, sighting))
             .await
             .map_err(|e| Failure::internal(e.to_string()))?
-            .map_err(Failure::internal)
+            .map_err(|e| Failure::internal(e.to_string()))
     }
 
     /// Every sighting of `name`@`version` (a read of the durable record, on a blocking
@@ -170,6 +170,6 @@ impl Packs {
         tokio::task::spawn_blocking(move || seen.get(&name, &version))
             .await
             .map_err(|e| Failure::internal(e.to_string()))?
-            .map_err(Failure::internal)
+            .map_err(|e| Failure::internal(e.to_string()))
     }
 }

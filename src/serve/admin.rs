@@ -159,7 +159,7 @@ fn route(handle: &Handle, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 problems.push("policy: no allowed ports".to_string());
             }
             if let Err(e) = handle.store().check_ready() {
-                problems.push(e);
+                problems.push(e.to_string());
             }
             if problems.is_empty() {
                 text(

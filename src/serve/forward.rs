@@ -74,7 +74,9 @@ pub(crate) async fn forward(
     let has_query = permit.url().query().is_some();
     let request_side = RequestSide::of(&parts.headers, has_query);
     let upstream_req = upstream_request(parts.method, &permit, parts.headers, body.boxed())
-        .map_err(|e| Problem::from(RequestError::InvalidRequest(e)).at(log.locator.clone()))?;
+        .map_err(|e| {
+            Problem::from(RequestError::InvalidRequest(e.to_string())).at(log.locator.clone())
+        })?;
     let timeouts = Timeouts {
         connect: gate.limits.connect_timeout,
         response_head: gate.limits.response_head_timeout,

@@ -12,7 +12,7 @@
 //! ```
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use ring::hmac;
@@ -48,35 +48,77 @@ impl PartialEq for FleetKey {
 
 impl Eq for FleetKey {}
 
+/// Why the fleet key file was refused (each names the file).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FleetKeyError {
+    /// The file could not be read.
+    #[error("cannot read the fleet key {}: {source}", path.display())]
+    Read {
+        /// The key file.
+        path: PathBuf,
+        /// The system's reason.
+        source: std::io::Error,
+    },
+    /// Its group or anyone may read it.
+    #[error(
+        "the fleet key {} may be read by its group or by anyone (mode {mode:o}); run chmod 600 on it",
+        path.display()
+    )]
+    Readable {
+        /// The key file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// Larger than a key file.
+    #[error("the fleet key {} is {len} bytes, more than a key file holds", path.display())]
+    TooLarge {
+        /// The key file.
+        path: PathBuf,
+        /// Its size.
+        len: u64,
+    },
+    /// Fewer than [`MIN_KEY_BYTES`] bytes once trimmed.
+    #[error(
+        "the fleet key {} holds {len} bytes; it needs at least {MIN_KEY_BYTES} (for example `head -c 32 /dev/urandom | base64`)",
+        path.display()
+    )]
+    Short {
+        /// The key file.
+        path: PathBuf,
+        /// The key's length.
+        len: usize,
+    },
+}
+
 impl FleetKey {
     /// Reads the key from `path`: the file's bytes (surrounding whitespace trimmed), at least
     /// 32 of them, in a file no one but its owner may read.
-    pub(crate) fn from_file(path: &Path) -> Result<Self, String> {
-        let meta = std::fs::metadata(path)
-            .map_err(|e| format!("cannot read the fleet key {}: {e}", path.display()))?;
+    pub(crate) fn from_file(path: &Path) -> Result<Self, FleetKeyError> {
+        let unreadable = |source| FleetKeyError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(unreadable)?;
         if meta.permissions().mode() & 0o077 != 0 {
-            return Err(format!(
-                "the fleet key {} may be read by its group or by anyone (mode {:o}); run chmod 600 on it",
-                path.display(),
-                meta.permissions().mode() & 0o777
-            ));
+            return Err(FleetKeyError::Readable {
+                path: path.to_path_buf(),
+                mode: meta.permissions().mode() & 0o777,
+            });
         }
         if meta.len() > MAX_KEY_FILE {
-            return Err(format!(
-                "the fleet key {} is {} bytes, more than a key file holds",
-                path.display(),
-                meta.len()
-            ));
+            return Err(FleetKeyError::TooLarge {
+                path: path.to_path_buf(),
+                len: meta.len(),
+            });
         }
-        let bytes = std::fs::read(path)
-            .map_err(|e| format!("cannot read the fleet key {}: {e}", path.display()))?;
+        let bytes = std::fs::read(path).map_err(unreadable)?;
         let key = bytes.trim_ascii();
         if key.len() < MIN_KEY_BYTES {
-            return Err(format!(
-                "the fleet key {} holds {} bytes; it needs at least {MIN_KEY_BYTES} (for example `head -c 32 /dev/urandom | base64`)",
-                path.display(),
-                key.len()
-            ));
+            return Err(FleetKeyError::Short {
+                path: path.to_path_buf(),
+                len: key.len(),
+            });
         }
         Ok(Self(hmac::Key::new(hmac::HMAC_SHA256, key)))
     }
@@ -250,7 +292,7 @@ mod tests {
         let path = dir.path().join("fleet.key");
         std::fs::write(&path, "a".repeat(40)).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
-        let e = FleetKey::from_file(&path).unwrap_err();
+        let e = FleetKey::from_file(&path).unwrap_err().to_string();
         assert!(e.contains("chmod 600"), "{e}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(FleetKey::from_file(&path).is_ok());
@@ -258,6 +300,7 @@ mod tests {
         assert!(
             FleetKey::from_file(&path)
                 .unwrap_err()
+                .to_string()
                 .contains("at least 32")
         );
     }

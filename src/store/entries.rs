@@ -334,7 +334,7 @@ impl Store {
         };
         self.index
             .put(&[(digest, record)])
-            .map_err(StoreError::Index)?;
+            .map_err(StoreError::from)?;
         if let Some(label) = announce {
             self.announce(digest, &from, label.as_deref());
         }
@@ -393,7 +393,7 @@ impl Store {
         let rec = meta.change(change);
         self.index
             .put(&[(*digest, rec)])
-            .map_err(StoreError::Index)?;
+            .map_err(StoreError::from)?;
         Ok(true)
     }
 }

@@ -70,6 +70,35 @@ impl std::fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+impl From<super::index::IndexError> for StoreError {
+    /// The index's failure, as the text `StoreError` keeps so it stays `Clone` and comparable.
+    fn from(e: super::index::IndexError) -> Self {
+        StoreError::Index(e.to_string())
+    }
+}
+
+/// Why the store is not ready to serve ([`Store::check_ready`](super::Store::check_ready)).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotReady {
+    /// `tmp/` is missing or not a directory.
+    #[error("cache not writable: {}: not a directory", tmp.display())]
+    NotDirectory {
+        /// The store's `tmp/`.
+        tmp: PathBuf,
+    },
+    /// The kernel says this process may not create files in `tmp/`.
+    #[error("cache not writable: {}: {source}", tmp.display())]
+    NotWritable {
+        /// The store's `tmp/`.
+        tmp: PathBuf,
+        /// `access(2)`'s answer.
+        source: rustix::io::Errno,
+    },
+    /// The index failed a read.
+    #[error("index not answering: {0}")]
+    Index(#[source] super::index::IndexError),
+}
+
 /// A failed file-system operation `what` on `path`.
 pub(crate) fn io(what: &'static str, path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Io {

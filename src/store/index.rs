@@ -2,7 +2,7 @@
 //! knows (first stored, use counts, pins, locators, labels). Where it and the directories
 //! disagree, the directories win and the index is repaired.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use redb::{
     ConcurrencyMode, Database, ReadableDatabase, ReadableTable, ReadableTableMetadata,
@@ -71,6 +71,63 @@ impl Record {
     }
 }
 
+/// Why the index could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum IndexError {
+    /// A corrupt index could not be renamed out of the way.
+    #[error("cannot move the corrupt index aside: {source} (after: {corrupt})")]
+    MoveAside {
+        /// The rename's failure.
+        source: std::io::Error,
+        /// What redb found corrupt.
+        corrupt: String,
+    },
+    /// No new index could be created in place of a corrupt one.
+    #[error("cannot create the index {}: {source}", path.display())]
+    Create {
+        /// The index file.
+        path: PathBuf,
+        /// redb's reason.
+        source: redb::DatabaseError,
+    },
+    /// The index file could not be opened (and is not corrupt).
+    #[error("cannot open the index {}: {source}", path.display())]
+    Open {
+        /// The index file.
+        path: PathBuf,
+        /// redb's reason.
+        source: redb::DatabaseError,
+    },
+    /// A transaction, table or commit failed.
+    #[error(transparent)]
+    Redb(#[from] redb::Error),
+    /// A record could not be encoded or decoded.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+/// Implements `From` for each redb error kind a transaction meets (transaction, table,
+/// storage, commit) on an error enum whose `$variant` holds a `redb::Error`: redb's own
+/// conversion keeps every message as the kind printed it.
+macro_rules! from_redb {
+    ($ty:ident :: $variant:ident) => {
+        $crate::store::index::from_redb!(@one $ty::$variant, redb::TransactionError);
+        $crate::store::index::from_redb!(@one $ty::$variant, redb::TableError);
+        $crate::store::index::from_redb!(@one $ty::$variant, redb::StorageError);
+        $crate::store::index::from_redb!(@one $ty::$variant, redb::CommitError);
+    };
+    (@one $ty:ident :: $variant:ident, $from:ty) => {
+        impl From<$from> for $ty {
+            fn from(e: $from) -> Self {
+                $ty::$variant(e.into())
+            }
+        }
+    };
+}
+pub(crate) use from_redb;
+
+from_redb!(IndexError::Redb);
+
 /// The index database.
 pub(crate) struct Index {
     db: Database,
@@ -82,19 +139,25 @@ impl Index {
     /// corrupt is moved aside and a new index created: it is a cache, and start-up rebuilds it
     /// from the directories. Any other failure (such as an older fetchgate holding the file
     /// exclusively) is an error, never a rebuild.
-    pub(crate) fn open(path: &Path) -> Result<Self, String> {
+    pub(crate) fn open(path: &Path) -> Result<Self, IndexError> {
         let db = match open_index(path) {
             Ok(db) => db,
             Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(e))) => {
                 let aside = path.with_extension(format!("corrupt-{}", super::now()));
                 tracing::warn!(error = %e, aside = %aside.display(), "index corrupt; rebuilding from the object directories");
-                std::fs::rename(path, &aside).map_err(|e2| {
-                    format!("cannot move the corrupt index aside: {e2} (after: {e})")
-                })?;
-                open_index(path)
-                    .map_err(|e| format!("cannot create the index {}: {e}", path.display()))?
+                std::fs::rename(path, &aside)
+                    .map_err(|source| IndexError::MoveAside { source, corrupt: e })?;
+                open_index(path).map_err(|source| IndexError::Create {
+                    path: path.to_path_buf(),
+                    source,
+                })?
             }
-            Err(e) => return Err(format!("cannot open the index {}: {e}", path.display())),
+            Err(source) => {
+                return Err(IndexError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
         };
         let index = Self { db };
         index.write(|_| Ok(()))?;
@@ -102,31 +165,29 @@ impl Index {
     }
 
     /// One record.
-    pub(crate) fn get(&self, digest: &Digest) -> Result<Option<Record>, String> {
-        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
-        let table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
-        match table.get(digest.0.as_slice()).map_err(|e| e.to_string())? {
-            Some(v) => serde_json::from_str(v.value())
-                .map(Some)
-                .map_err(|e| e.to_string()),
+    pub(crate) fn get(&self, digest: &Digest) -> Result<Option<Record>, IndexError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(ENTRIES)?;
+        match table.get(digest.0.as_slice())? {
+            Some(v) => Ok(Some(serde_json::from_str(v.value())?)),
             None => Ok(None),
         }
     }
 
     /// How many records there are (to size a table before [`Index::each`]).
-    pub(crate) fn len(&self) -> Result<u64, String> {
-        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
-        let table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
-        table.len().map_err(|e| e.to_string())
+    pub(crate) fn len(&self) -> Result<u64, IndexError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(ENTRIES)?;
+        Ok(table.len()?)
     }
 
     /// Calls `each` with every record, streamed from the index: no list of them all is
     /// built. Unreadable records are skipped with a warning.
-    pub(crate) fn each(&self, mut each: impl FnMut(Digest, Record)) -> Result<(), String> {
-        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
-        let table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
-        for row in table.iter().map_err(|e| e.to_string())? {
-            let (k, v) = row.map_err(|e| e.to_string())?;
+    pub(crate) fn each(&self, mut each: impl FnMut(Digest, Record)) -> Result<(), IndexError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(ENTRIES)?;
+        for row in table.iter()? {
+            let (k, v) = row?;
             let Ok(bytes) = <[u8; 32]>::try_from(k.value()) else {
                 continue;
             };
@@ -139,12 +200,11 @@ impl Index {
     }
 
     /// Writes records durably (publication, pins).
-    pub(crate) fn put(&self, records: &[(Digest, Record)]) -> Result<(), String> {
+    pub(crate) fn put(&self, records: &[(Digest, Record)]) -> Result<(), IndexError> {
         self.write(|t| {
             for (d, r) in records {
-                let json = serde_json::to_string(r).map_err(|e| e.to_string())?;
-                t.insert(d.0.as_slice(), json.as_str())
-                    .map_err(|e| e.to_string())?;
+                let json = serde_json::to_string(r)?;
+                t.insert(d.0.as_slice(), json.as_str())?;
             }
             Ok(())
         })
@@ -153,32 +213,28 @@ impl Index {
     /// Writes use times and counts durably, leaving every other field as the index has it:
     /// another process may have pinned or labelled an entry since this one loaded it. A
     /// commit per hit would cost an `fsync` each; callers batch instead (one commit per flush).
-    pub(crate) fn put_usage(&self, usage: &[(Digest, u64, u64)]) -> Result<(), String> {
+    pub(crate) fn put_usage(&self, usage: &[(Digest, u64, u64)]) -> Result<(), IndexError> {
         self.write(|t| {
             for (d, last_used, use_count) in usage {
-                let current = t
-                    .get(d.0.as_slice())
-                    .map_err(|e| e.to_string())?
-                    .map(|v| v.value().to_string());
+                let current = t.get(d.0.as_slice())?.map(|v| v.value().to_string());
                 let Some(current) = current else { continue };
                 let Ok(mut r) = serde_json::from_str::<Record>(&current) else {
                     continue;
                 };
                 r.last_used = r.last_used.max(*last_used);
                 r.use_count = r.use_count.max(*use_count);
-                let json = serde_json::to_string(&r).map_err(|e| e.to_string())?;
-                t.insert(d.0.as_slice(), json.as_str())
-                    .map_err(|e| e.to_string())?;
+                let json = serde_json::to_string(&r)?;
+                t.insert(d.0.as_slice(), json.as_str())?;
             }
             Ok(())
         })
     }
 
     /// Removes records.
-    pub(crate) fn remove(&self, digests: &[Digest]) -> Result<(), String> {
+    pub(crate) fn remove(&self, digests: &[Digest]) -> Result<(), IndexError> {
         self.write(|t| {
             for d in digests {
-                t.remove(d.0.as_slice()).map_err(|e| e.to_string())?;
+                t.remove(d.0.as_slice())?;
             }
             Ok(())
         })
@@ -189,14 +245,14 @@ impl Index {
     /// a commit held in one process's memory would be invisible to the others.
     fn write(
         &self,
-        f: impl FnOnce(&mut redb::Table<'_, &[u8], &str>) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let txn = self.db.begin_write().map_err(|e| e.to_string())?;
+        f: impl FnOnce(&mut redb::Table<'_, &[u8], &str>) -> Result<(), IndexError>,
+    ) -> Result<(), IndexError> {
+        let txn = self.db.begin_write()?;
         {
-            let mut table = txn.open_table(ENTRIES).map_err(|e| e.to_string())?;
+            let mut table = txn.open_table(ENTRIES)?;
             f(&mut table)?;
         }
-        txn.commit().map_err(|e| e.to_string())
+        Ok(txn.commit()?)
     }
 }
 

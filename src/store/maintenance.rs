@@ -13,7 +13,7 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use super::entries::Meta;
-use super::error::io;
+use super::error::{NotReady, io};
 use super::{Digest, Store, StoreError, now};
 
 /// What `cache verify` found.
@@ -87,8 +87,8 @@ impl Store {
                 }
             }
         }
-        self.index.put(&adopted).map_err(StoreError::Index)?;
-        self.index.remove(&dropped).map_err(StoreError::Index)?;
+        self.index.put(&adopted).map_err(StoreError::from)?;
+        self.index.remove(&dropped).map_err(StoreError::from)?;
         Ok((adopted.len(), dropped.len()))
     }
 
@@ -220,20 +220,21 @@ impl Store {
     /// Ready to serve: `tmp/` is a directory this process may create files in (asked of the
     /// kernel with `access(2)`, which also sees a read-only mount, so a probe writes nothing)
     /// and the index answers.
-    pub(crate) fn check_ready(&self) -> Result<(), String> {
-        let not_writable =
-            |why: String| format!("cache not writable: {}: {why}", self.tmp.display());
+    pub(crate) fn check_ready(&self) -> Result<(), NotReady> {
         if !fs::metadata(&self.tmp).is_ok_and(|m| m.is_dir()) {
-            return Err(not_writable("not a directory".into()));
+            return Err(NotReady::NotDirectory {
+                tmp: self.tmp.clone(),
+            });
         }
         rustix::fs::access(
             &self.tmp,
             rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
         )
-        .map_err(|e| not_writable(e.to_string()))?;
-        self.index
-            .get(&Digest([0; 32]))
-            .map_err(|e| format!("index not answering: {e}"))?;
+        .map_err(|source| NotReady::NotWritable {
+            tmp: self.tmp.clone(),
+            source,
+        })?;
+        self.index.get(&Digest([0; 32])).map_err(NotReady::Index)?;
         Ok(())
     }
 }

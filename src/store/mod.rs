@@ -213,8 +213,8 @@ impl Store {
         // Fills that were in progress when their process stopped are not entries. A fill in
         // progress holds a lock on its temp file, so another live process's fills are spared.
         sweep_tmp(&tmp);
-        let index = Index::open(&root.join("index.redb")).map_err(StoreError::Index)?;
-        let rows = index.len().map_err(StoreError::Index)?;
+        let index = Index::open(&root.join("index.redb")).map_err(StoreError::from)?;
+        let rows = index.len().map_err(StoreError::from)?;
         let mut entries = HashMap::with_capacity(usize::try_from(rows).unwrap_or(0));
         let mut used = 0;
         index
@@ -222,7 +222,7 @@ impl Store {
                 used += r.size;
                 entries.insert(d, Arc::new(Meta::from_record(r)));
             })
-            .map_err(StoreError::Index)?;
+            .map_err(StoreError::from)?;
         let memory = MemoryTier::new(settings.memory_bytes, settings.memory_max_object_bytes);
         Ok(Arc::new(Self {
             objects,

@@ -426,8 +426,8 @@ mod tests {
         put(&s, &bytes(1000, 1));
         s.flush_usage();
         assert_eq!(
-            s.index.get(&ds[0]),
-            Ok(None),
+            s.index.get(&ds[0]).unwrap(),
+            None,
             "an evicted entry's record is removed"
         );
         assert!(
@@ -445,6 +445,6 @@ mod tests {
             ..StoreSettings::default()
         })
         .unwrap();
-        assert_eq!(reopened.index.len(), Ok(0));
+        assert_eq!(reopened.index.len().unwrap(), 0);
     }
 }

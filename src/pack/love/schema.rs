@@ -29,28 +29,50 @@ pub(crate) enum Kind {
     WellKnown,
 }
 
-fn compile(text: &str) -> Result<Validator, String> {
-    let schema: Value =
-        serde_json::from_str(text).map_err(|e| format!("schema is not JSON: {e}"))?;
+/// Why an embedded schema cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SchemaError {
+    /// Its text is not JSON.
+    #[error("schema is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// It is JSON but not a schema the validator compiles.
+    #[error("schema does not compile: {0}")]
+    NotCompiled(#[source] jsonschema::ValidationError<'static>),
+}
+
+/// An embedded schema that [`check_embedded`] found broken, with the document it is for.
+#[derive(Debug, thiserror::Error)]
+#[error("the embedded {name} {source}")]
+pub(crate) struct EmbeddedSchemaError {
+    /// `manifest`, `index` or `well-known`.
+    name: &'static str,
+    /// Why it is broken.
+    source: &'static SchemaError,
+}
+
+fn compile(text: &str) -> Result<Validator, SchemaError> {
+    let schema: Value = serde_json::from_str(text).map_err(SchemaError::NotJson)?;
     jsonschema::draft202012::options()
         .should_validate_formats(true)
         .build(&schema)
-        .map_err(|e| format!("schema does not compile: {e}"))
+        .map_err(SchemaError::NotCompiled)
 }
 
-static MANIFEST: LazyLock<Result<Validator, String>> = LazyLock::new(|| compile(MANIFEST_SCHEMA));
-static INDEX: LazyLock<Result<Validator, String>> = LazyLock::new(|| compile(INDEX_SCHEMA));
-static WELL_KNOWN: LazyLock<Result<Validator, String>> =
+static MANIFEST: LazyLock<Result<Validator, SchemaError>> =
+    LazyLock::new(|| compile(MANIFEST_SCHEMA));
+static INDEX: LazyLock<Result<Validator, SchemaError>> = LazyLock::new(|| compile(INDEX_SCHEMA));
+static WELL_KNOWN: LazyLock<Result<Validator, SchemaError>> =
     LazyLock::new(|| compile(WELL_KNOWN_SCHEMA));
 
 /// Checks that every embedded schema compiles (called at start-up).
-pub(crate) fn check_embedded() -> Result<(), String> {
+pub(crate) fn check_embedded() -> Result<(), EmbeddedSchemaError> {
     for (name, v) in [
         ("manifest", &*MANIFEST),
         ("index", &*INDEX),
         ("well-known", &*WELL_KNOWN),
     ] {
-        v.as_ref().map_err(|e| format!("the embedded {name} {e}"))?;
+        v.as_ref()
+            .map_err(|source| EmbeddedSchemaError { name, source })?;
     }
     Ok(())
 }
@@ -70,7 +92,7 @@ pub(crate) fn validate(
     let validator = validator.as_ref().map_err(|e| {
         LoveError::new(
             FailureCode::InternalError,
-            e.clone(),
+            e.to_string(),
             "report this: an embedded schema is broken",
         )
     })?;

@@ -18,10 +18,28 @@ fn major_of(v: &str) -> Option<u64> {
     parts[0].parse().ok()
 }
 
+/// Why an engine range is refused (the range as written in each).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EngineRefusal {
+    /// The range is not `>=X[.Y[.Z]] <N.0.0`.
+    #[error("engines.openwop {0:?} does not match the grammar \">=X[.Y[.Z]] <N.0.0\"")]
+    Grammar(String),
+    /// The range does not admit [`HOST_MAJOR`].
+    #[error(
+        "engines.openwop {range:?}{} does not admit protocol major {HOST_MAJOR}",
+        if *unbounded { " (no upper bound, read as <2.0.0)" } else { "" }
+    )]
+    Major {
+        /// The range.
+        range: String,
+        /// It had no upper bound, so `<2.0.0` was read.
+        unbounded: bool,
+    },
+}
+
 /// Checks `range` against [`HOST_MAJOR`]: `Ok` admits it, `Err` says why not.
-pub(crate) fn admits(range: &str) -> Result<(), String> {
-    let grammar =
-        || format!("engines.openwop {range:?} does not match the grammar \">=X[.Y[.Z]] <N.0.0\"");
+pub(crate) fn admits(range: &str) -> Result<(), EngineRefusal> {
+    let grammar = || EngineRefusal::Grammar(range.to_string());
     let (lower, upper) = match range.split_once(' ') {
         Some((l, u)) => (l, Some(u)),
         None => (range, None),
@@ -42,14 +60,10 @@ pub(crate) fn admits(range: &str) -> Result<(), String> {
     if low <= HOST_MAJOR && HOST_MAJOR < ceiling {
         Ok(())
     } else {
-        let read = if upper.is_none() {
-            " (no upper bound, read as <2.0.0)"
-        } else {
-            ""
-        };
-        Err(format!(
-            "engines.openwop {range:?}{read} does not admit protocol major {HOST_MAJOR}"
-        ))
+        Err(EngineRefusal::Major {
+            range: range.to_string(),
+            unbounded: upper.is_none(),
+        })
     }
 }
 
@@ -76,7 +90,10 @@ mod tests {
             ">=2.0.0.0 <3.0.0",
             ">=a <3.0.0",
         ] {
-            assert!(admits(bad).unwrap_err().contains("grammar"), "{bad}");
+            assert!(
+                admits(bad).unwrap_err().to_string().contains("grammar"),
+                "{bad}"
+            );
         }
     }
 }

@@ -206,7 +206,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         PackError::refused(
             FailureCode::PackSignatureInvalid,
             format!("{}.sig", cand.version),
-            why,
+            why.to_string(),
         )
     })?;
     let strict = settings
@@ -224,7 +224,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
         PackError::refused(
             FailureCode::PackEngineUnsupported,
             format!("{field}#/engines/openwop"),
-            why,
+            why.to_string(),
         )
     })?;
     // A version manifest that restates the range is held to it too: "both checks MUST run at
@@ -234,7 +234,7 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             PackError::refused(
                 FailureCode::PackEngineUnsupported,
                 format!("{}.json#/engines/openwop", cand.version),
-                why,
+                why.to_string(),
             )
         })?;
     }

@@ -24,6 +24,37 @@ pub(crate) fn namespace_admits(namespaces: &[String], name: &str) -> bool {
     })
 }
 
+/// Which signature check failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SignatureRefusal {
+    /// No trusted key has the `keyId`.
+    #[error("keyId {0:?} is not a key this registry is trusted with ([[openwop.registry.key]])")]
+    UnknownKey(String),
+    /// The key's `permittedNamespaces` do not admit the pack name.
+    #[error(
+        "keyId {key_id:?} may sign only {namespaces:?}; {name:?} is outside its permittedNamespaces"
+    )]
+    Namespace {
+        /// The key.
+        key_id: String,
+        /// What it may sign.
+        namespaces: Vec<String>,
+        /// The pack name.
+        name: String,
+    },
+    /// The signature is not 64 bytes (its length).
+    #[error("the signature is {0} bytes, not 64")]
+    Length(usize),
+    /// `pack.json` cannot be canonicalised.
+    #[error("pack.json has no RFC 8785 form: {0}")]
+    Canonical(#[source] serde_json::Error),
+    /// The signature does not verify with the key.
+    #[error(
+        "the signature does not verify over the RFC 8785 bytes of pack.json with keyId {0:?} (a signature over tarball bytes is not a v2 signature)"
+    )]
+    Mismatch(String),
+}
+
 /// Verifies `signature` over the JCS bytes of `pack_json` with the key named `key_id` among
 /// `keys`, for the pack `name`. `Err` says which check failed.
 pub(crate) fn verify(
@@ -32,29 +63,25 @@ pub(crate) fn verify(
     name: &str,
     pack_json: &Value,
     signature: &[u8],
-) -> Result<(), String> {
-    let key = keys.iter().find(|k| k.key_id == key_id).ok_or_else(|| {
-        format!(
-            "keyId {key_id:?} is not a key this registry is trusted with ([[openwop.registry.key]])"
-        )
-    })?;
+) -> Result<(), SignatureRefusal> {
+    let key = keys
+        .iter()
+        .find(|k| k.key_id == key_id)
+        .ok_or_else(|| SignatureRefusal::UnknownKey(key_id.to_string()))?;
     if !namespace_admits(&key.namespaces, name) {
-        return Err(format!(
-            "keyId {key_id:?} may sign only {:?}; {name:?} is outside its permittedNamespaces",
-            key.namespaces
-        ));
+        return Err(SignatureRefusal::Namespace {
+            key_id: key_id.to_string(),
+            namespaces: key.namespaces.clone(),
+            name: name.to_string(),
+        });
     }
-    let sig = <[u8; 64]>::try_from(signature)
-        .map_err(|_| format!("the signature is {} bytes, not 64", signature.len()))?;
-    let canonical = serde_json_canonicalizer::to_vec(pack_json)
-        .map_err(|e| format!("pack.json has no RFC 8785 form: {e}"))?;
+    let sig =
+        <[u8; 64]>::try_from(signature).map_err(|_| SignatureRefusal::Length(signature.len()))?;
+    let canonical =
+        serde_json_canonicalizer::to_vec(pack_json).map_err(SignatureRefusal::Canonical)?;
     key.key
         .verify_strict(&canonical, &Signature::from_bytes(&sig))
-        .map_err(|_| {
-            format!(
-                "the signature does not verify over the RFC 8785 bytes of pack.json with keyId {key_id:?} (a signature over tarball bytes is not a v2 signature)"
-            )
-        })
+        .map_err(|_| SignatureRefusal::Mismatch(key_id.to_string()))
 }
 
 #[cfg(test)]
