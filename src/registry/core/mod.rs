@@ -5,6 +5,7 @@
 
 pub(crate) mod artifact;
 pub(crate) mod fleet;
+pub(crate) mod landing;
 pub(crate) mod meta;
 pub(crate) mod shared_tier;
 pub(crate) mod streamed;

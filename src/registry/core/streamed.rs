@@ -10,7 +10,7 @@
 use http_body_util::BodyExt;
 
 use super::RegistryCore;
-use super::artifact::Landing;
+use super::landing::Landing;
 use crate::body::{Observed, Observer};
 use crate::fetch::tap;
 use crate::registry::error::RegistryError;

@@ -9,6 +9,7 @@
 
 mod files;
 mod html;
+mod page_error;
 mod upstream;
 pub(crate) mod upstream_html;
 
@@ -25,8 +26,9 @@ use crate::registry::settings::Front;
 use crate::toml_file::FileError;
 use bytes::Bytes;
 pub(crate) use html::render_html;
+use page_error::{PageError, UPSTREAM_FORM, not_a_page};
 use serde_json::{Map, Value};
-use upstream::{PageError, UPSTREAM_ACCEPT, UPSTREAM_FORM, not_a_page};
+use upstream::UPSTREAM_ACCEPT;
 
 use crate::store::Digest;
 

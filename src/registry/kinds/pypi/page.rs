@@ -8,7 +8,8 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 
 use super::files::file_records;
-use super::upstream::{PageError, read_upstream_page};
+use super::page_error::PageError;
+use super::upstream::read_upstream_page;
 use super::{HTML, JSON, Pypi, render_html, render_json, wants_json};
 use crate::registry::aliases::AliasesError;
 use crate::registry::error::RegistryError;

@@ -18,7 +18,7 @@ use html5gum::{DefaultEmitter, Error as HtmlError, StartTag, Token, Tokenizer};
 use percent_encoding::percent_decode_str;
 use serde_json::{Value, json};
 
-use super::upstream::PageError;
+use super::page_error::PageError;
 use super::{FileRecord, Page, file_url, valid_filename};
 use crate::store::Digest;
 
