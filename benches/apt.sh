@@ -15,7 +15,8 @@
 #
 # Usage: benches/apt.sh     (PKGS=50 MIN_MIB=1 MAX_MIB=5 ROUNDS=5 by default; override via env;
 #                            FG=/path/to/fetchgate measures another build, else
-#                            target/release/fetchgate is built)
+#                            target/release/fetchgate is built; FG_BEFORE=/path/to/fetchgate
+#                            adds that build as a fourth system, "before", in the same rounds)
 #
 # Pinning: on a machine with two cores or more, the proxy under test runs alone on core 1, and
 # nginx and apt-get on core 0 (benches/lib.sh). PIN=0 turns it off.
@@ -48,6 +49,8 @@ for a in $UP $FGP $FGA $ACNG $SQUID; do
   if (echo >/dev/tcp/${a%:*}/${a#*:}) 2>/dev/null; then echo "apt.sh: $a is in use" >&2; exit 1; fi
 done
 work_dir apt-bench
+# nginx's workers and squid run as other users: they must be able to reach their files in W.
+chmod 755 "$W"
 
 # --- The repository: PKGS packages with random payloads, indexed and signed. ---------------
 repo=$W/repo
@@ -89,7 +92,9 @@ EOF
 upstream_gets() { wc -l <"$W/access.log"; }
 
 # --- The proxies, each started afresh with an empty cache for a cold round. -----------------
-start_fetchgate() {
+start_fetchgate() { start_fetchgate_build "$FG"; }
+start_before() { start_fetchgate_build "$FG_BEFORE"; }
+start_fetchgate_build() {
   rm -rf "$W/fg" && mkdir -p "$W/fg"
   cat >"$W/fg/fetchgate.toml" <<EOF
 [listen]
@@ -106,7 +111,7 @@ kind = "apt"
 upstream = "http://$UP/"
 signed_by = "$W/keyring.gpg"
 EOF
-  "${SUT[@]}" "$FG" serve --config "$W/fg/fetchgate.toml" >"$W/fg/log" 2>&1 &
+  "${SUT[@]}" "$1" serve --config "$W/fg/fetchgate.toml" >"$W/fg/log" 2>&1 &
   SERVER=$!
   PIDS+=("$SERVER")
   wait_port "$FGP"
@@ -115,7 +120,8 @@ start_acng() {
   rm -rf "$W/acng" && mkdir -p "$W/acng/cache" "$W/acng/log"
   "${SUT[@]}" apt-cacher-ng ForeGround=1 "CacheDir=$W/acng/cache" "LogDir=$W/acng/log" \
     "Port=${ACNG#*:}" "BindAddress=${ACNG%:*}" "PidFile=$W/acng/pid" \
-    "SocketPath=$W/acng/socket" "ReportPage=" "ExThreshold=4" >"$W/acng/out" 2>&1 &
+    "SocketPath=$W/acng/socket" "ReportPage=" "ExThreshold=4" \
+    "AllowUserPorts=80 ${UP#*:}" >"$W/acng/out" 2>&1 &
   SERVER=$!
   PIDS+=("$SERVER")
   wait_port "$ACNG"
@@ -170,14 +176,14 @@ server_usage() {
 }
 
 # --- One apt client: a fresh state directory, its source through one proxy. -----------------
-client() { # $1 = fetchgate|acng|squid
+client() { # $1 = fetchgate|before|acng|squid
   local c=$W/client
   rm -rf "$c" && mkdir -p "$c/etc/apt/apt.conf.d" "$c/etc/apt/preferences.d" \
     "$c/etc/apt/trusted.gpg.d" "$c/state/lists/partial" "$c/cache/archives/partial" "$c/log" "$c/dl"
   : >"$c/state/status"; : >"$c/etc/apt/apt.conf"
   local base="http://$UP/" proxy=DIRECT
   case $1 in
-    fetchgate) base="http://$FGP/registry/deb/" ;;
+    fetchgate | before) base="http://$FGP/registry/deb/" ;;
     acng) proxy="http://$ACNG/" ;;
     squid) proxy="http://$SQUID/" ;;
   esac
@@ -193,11 +199,15 @@ apt_() {
   (cd "$CLIENT_DIR/dl" && env -u http_proxy -u HTTP_PROXY APT_CONFIG="$CLIENT_DIR/apt-config" \
     "${LOAD[@]}" apt-get "${APT_ARGS[@]}" "$@" >>"$W/apt.log" 2>&1)
 }
-# Seconds for update plus download of every package; fails if apt does.
+# Seconds for update plus download of every package; fails, showing apt's log, if apt does.
 timed_install() {
   local t0 t1
   t0=$(date +%s.%N)
-  apt_ update && apt_ download "${names[@]}"
+  if ! { apt_ update && apt_ download "${names[@]}"; }; then
+    echo "apt.sh: apt failed; the end of its log:" >&2
+    tail -20 "$W/apt.log" >&2
+    return 1
+  fi
   t1=$(date +%s.%N)
   awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f\n", b - a}' 
 }
@@ -209,12 +219,20 @@ python3 - "$victim" <<'PY'
 import sys
 p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 1; open(p, "wb").write(b)
 PY
-for sys_ in fetchgate acng squid; do
+systems=(fetchgate acng squid)
+if [ -n "${FG_BEFORE:-}" ]; then systems+=(before); fi
+for sys_ in "${systems[@]}"; do
   "start_$sys_"
   client "$sys_"
-  apt_ update || true
-  if apt_ download "${names[0]}"; then verdict="served the tampered file (apt's own check refused it)"
-  else verdict="refused the tampered file"; fi
+  : >"$W/apt.log"
+  apt_ update || { echo "apt.sh: apt-get update failed through $sys_:" >&2; grep -E '^(E|W|Err):' "$W/apt.log" >&2 || true; }
+  apt_ download "${names[0]}" || true
+  if grep -q "Hash Sum mismatch\|Hashes do not match\|File has unexpected size" "$W/apt.log"; then
+    verdict="served the tampered file; apt's own hash check refused it"
+  elif grep -q "digest_mismatch" "$W/apt.log"; then verdict="refused the tampered file (digest_mismatch)"
+  elif grep -q "Remote end closed connection" "$W/apt.log"; then
+    verdict="cut the tampered file short before its last byte (streamed while verified)"
+  else verdict="failed otherwise: $(grep -m1 '^E:' "$W/apt.log" || echo 'apt succeeded')"; fi
   echo "tampered: $sys_ $verdict"
   stop_server
 done
@@ -222,18 +240,18 @@ cp "$W/victim.good" "$victim"
 
 # --- The rounds. ---------------------------------------------------------------------------
 declare -A cold warm cpu rss gets
-systems=(fetchgate acng squid)
+n=${#systems[@]}
 for r in $(seq 1 "$ROUNDS"); do
   # Rotate who goes first, so a drift of the machine's speed is shared out.
-  order=("${systems[@]:$(((r - 1) % 3))}" "${systems[@]:0:$(((r - 1) % 3))}")
+  order=("${systems[@]:$(((r - 1) % n))}" "${systems[@]:0:$(((r - 1) % n))}")
   for s in "${order[@]}"; do
     "start_$s"
     before=$(upstream_gets)
     client "$s"
-    cold[$s,$r]=$(timed_install)
+    cold[$s,$r]=$(timed_install) || exit 1
     gets[$s,$r]=$(($(upstream_gets) - before))
     client "$s"
-    warm[$s,$r]=$(timed_install)
+    warm[$s,$r]=$(timed_install) || exit 1
     read -r c m < <(server_usage)
     cpu[$s,$r]=$c; rss[$s,$r]=$m
     stop_server
@@ -249,6 +267,6 @@ for s in "${systems[@]}"; do
   printf '%-10s %-26s %-26s %-22s %-10s %s\n' "$s" "$(col cold "$s" | stats)" "$(col warm "$s" | stats)" \
     "$(col cpu "$s" | stats)" "$(($(col rss "$s" | sort -n | tail -1) >> 10))" "$(col gets "$s" | sort -n | tr '\n' ' ')"
 done
-for p in acng squid; do
+for p in "${systems[@]:1}"; do
   echo "fetchgate / $p: cold $(ratio cold "$p" | stats), warm $(ratio warm "$p" | stats)"
 done
