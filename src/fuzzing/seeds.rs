@@ -3,6 +3,9 @@
 //! files are committed; a seed's name says what it is). The seeds are written by family:
 //! `archives`, `registries` and `texts`.
 
+// Test code only: `fuzzing/mod.rs` declares `seeds` under #[cfg(test)], so a fixture that
+// cannot be read or written fails the seed writer, which is a test.
+
 use std::path::{Path, PathBuf};
 
 mod archives;

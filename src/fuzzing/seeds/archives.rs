@@ -1,6 +1,9 @@
 //! Seeds for the archive readers: the `.tar.gz` reader (`archive`) and the pack profiles'
 //! targets, with the raw tar headers the refused shapes need.
 
+// Test code only: `fuzzing/mod.rs` declares `seeds` under #[cfg(test)], so a fixture that
+// cannot be read or written fails the seed writer, which is a test.
+
 use serde_json::json;
 
 use super::{with_mode, write};

@@ -1,5 +1,8 @@
 //! Seeds for the registry protocols' readers: Go modules, apt, OCI, npm, PyPI and cargo.
 
+// Test code only: `fuzzing/mod.rs` declares `seeds` under #[cfg(test)], so a fixture that
+// cannot be read or written fails the seed writer, which is a test.
+
 use std::io::{Cursor, Write};
 
 use base64::Engine as _;

@@ -1,6 +1,9 @@
 //! Seeds for the readers of short texts: locators, header lists, route paths, the config
 //! file, LOVE manifests and canonical JSON.
 
+// Test code only: `fuzzing/mod.rs` declares `seeds` under #[cfg(test)], so a fixture that
+// cannot be read or written fails the seed writer, which is a test.
+
 use serde_json::json;
 
 use super::{fixture, write};
