@@ -125,7 +125,7 @@ pub struct Metrics {
     pub(crate) inflight_fetches: Gauge,
     /// Requests waiting on another request's fetch.
     pub(crate) fetch_waiters: Gauge,
-    /// CONNECT tunnels opened.
+    /// Opaque CONNECT tunnels opened (the bytes relayed unread).
     pub(crate) tunnels: Counter,
     /// CONNECT tunnels open now.
     pub(crate) tunnels_open: Gauge,
@@ -312,9 +312,9 @@ impl Metrics {
             cache_full: "cache_full", "Answers of 507: nothing evictable";
             inflight_fetches: "fetches_in_flight", "Shared fetches in flight (fetch-through and registry artifacts)";
             fetch_waiters: "fetch_waiters", "Requests waiting on a shared fetch";
-            tunnels: "tunnels", "CONNECT tunnels opened";
+            tunnels: "tunnels", "Opaque CONNECT tunnels opened: bytes relayed unread (intercepted ones count under tunnels_intercepted)";
             tunnels_open: "tunnels_open", "CONNECT tunnels open now";
-            tunnels_intercepted: "tunnels_intercepted", "CONNECTs to [intercept] hosts ended in fetchgate's TLS and served as requests (the rest of `tunnels` are opaque)";
+            tunnels_intercepted: "tunnels_intercepted", "CONNECTs to [intercept] hosts ended in fetchgate's TLS and served as requests (never counted under tunnels)";
             intercept_leaves: "intercept_leaves_minted", "Leaves minted by the intercept CA";
             intercept_upstream_tls_failures: "intercept_upstream_tls_failures", "Requests inside intercepted tunnels refused because the upstream's certificate did not verify for the name";
             tunnel_seconds: "tunnel_seconds", "CONNECT tunnel lifetime";

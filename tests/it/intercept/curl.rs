@@ -90,6 +90,16 @@ async fn a_listed_host_is_answered_with_an_intercept_leaf_and_an_unlisted_one_st
         Some(60),
         "no leaf is minted for an unlisted host"
     );
+    // Counted apart: the two opaque tunnels under `tunnels`, the one intercepted tunnel whose
+    // client finished its handshake under `tunnels_intercepted`.
+    assert_eq!(
+        support::proxy::metric(proxy, "fetchgate_tunnels_total"),
+        2.0
+    );
+    assert_eq!(
+        support::proxy::metric(proxy, "fetchgate_tunnels_intercepted_total"),
+        1.0
+    );
 
     // A listed host whose upstream presents a certificate for another name: fetchgate's own
     // verification refuses it, and the client gets that error, not the bytes.
