@@ -9,6 +9,7 @@ mod apt;
 mod cargo;
 mod curl;
 mod go;
+mod inside;
 mod npm_pip;
 mod oci;
 mod reload;
