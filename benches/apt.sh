@@ -157,23 +157,6 @@ EOF
   PIDS+=("$SERVER")
   wait_port "$SQUID"
 }
-wait_port() {
-  for _ in $(seq 1 200); do
-    (echo >/dev/tcp/${1%:*}/${1#*:}) 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "apt.sh: nothing listens on $1" >&2
-  exit 1
-}
-stop_server() {
-  kill "$SERVER" 2>/dev/null || true
-  wait "$SERVER" 2>/dev/null || true
-}
-# CPU seconds (user + system) and peak RSS (KiB) of the running server.
-server_usage() {
-  awk '{print ($14 + $15) / 100}' "/proc/$SERVER/stat" | tr '\n' ' '
-  awk '/VmHWM/ {print $2}' "/proc/$SERVER/status"
-}
 
 # --- One apt client: a fresh state directory, its source through one proxy. -----------------
 client() { # $1 = fetchgate|before|acng|squid

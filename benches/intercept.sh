@@ -210,24 +210,6 @@ EOF
   PIDS+=("$SERVER")
   wait_port "$SQUID" "$W/squid/cache.log"
 }
-wait_port() { # ADDR LOG
-  for _ in $(seq 1 200); do
-    (echo >/dev/tcp/${1%:*}/${1#*:}) 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "intercept.sh: nothing listens on $1; the end of $2:" >&2
-  tail -20 "$2" >&2
-  exit 1
-}
-stop_server() {
-  kill "$SERVER" 2>/dev/null || true
-  wait "$SERVER" 2>/dev/null || true
-}
-# CPU seconds (user + system) and peak RSS (KiB) of the running server.
-server_usage() {
-  awk '{print ($14 + $15) / 100}' "/proc/$SERVER/stat" | tr '\n' ' '
-  awk '/VmHWM/ {print $2}' "/proc/$SERVER/status"
-}
 
 # --- One npm client: a fresh project, home and cache, nothing but a proxy and its CA. -------
 client() { # $1 = fetchgate|squid, then the packages to depend on

@@ -48,3 +48,27 @@ page_reporting_note() {
     echo "note: this machine reports free pages to its host ($(($(cat "$reported") >> 20)) GiB so far): a new page-cache page may cost a host fault, so absolute write costs drift; compare within a run" >&2
   fi
 }
+
+# Waits until something listens on ADDR (host:port); otherwise says so, with the end of LOG
+# when one is named, and exits.
+wait_port() {
+  for _ in $(seq 1 200); do
+    (echo >/dev/tcp/${1%:*}/${1#*:}) 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "$(basename "$0"): nothing listens on $1${2:+; the end of $2:}" >&2
+  [ -n "${2:-}" ] && tail -20 "$2" >&2
+  exit 1
+}
+
+# Stops the server under test, SERVER (a PID), and reaps it.
+stop_server() {
+  kill "$SERVER" 2>/dev/null || true
+  wait "$SERVER" 2>/dev/null || true
+}
+
+# CPU seconds (user + system) and peak RSS (KiB) of the server under test, SERVER.
+server_usage() {
+  awk '{print ($14 + $15) / 100}' "/proc/$SERVER/stat" | tr '\n' ' '
+  awk '/VmHWM/ {print $2}' "/proc/$SERVER/status"
+}
