@@ -10,6 +10,9 @@
 use std::io::Read;
 
 use super::ArchiveError;
+
+/// A tar block: entries' data is padded to a whole number of them.
+const BLOCK: u64 = 512;
 use crate::failure::FailureCode;
 
 /// Largest pax header read (timestamps and owners need a few dozen bytes).
@@ -78,7 +81,11 @@ pub(super) fn records(
     Ok(path)
 }
 
-/// A GNU long-name entry's name: its data up to the first NUL, at most `max` bytes.
+/// A GNU long-name entry's name: its data up to the first NUL, at most `max` bytes. Every
+/// writer ends the name with a NUL inside the entry's size (GNU tar, Python, Go). Without one,
+/// readers part: GNU tar and node-tar take the size's bytes, Python's `tarfile` reads the
+/// whole last block up to its first NUL, so padding that is not zero lengthens its name; such
+/// an entry is refused as ambiguous, unless its size fills its last block (nothing to read on).
 pub(super) fn long_name(
     data: &mut dyn Read,
     size: u64,
@@ -93,6 +100,13 @@ pub(super) fn long_name(
         .read_to_end(&mut buf)
         .map_err(|e| ArchiveError::malformed(at, format!("unreadable long name: {e}")))?;
     let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    if end == buf.len() && !size.is_multiple_of(BLOCK) {
+        return Err(ArchiveError::new(
+            FailureCode::ArchiveAmbiguous,
+            at,
+            "a GNU long name without its closing NUL: GNU tar and node-tar read it to its size, Python's tarfile on into the padding, so they may name the member differently",
+        ));
+    }
     buf.truncate(end);
     if buf.is_empty() {
         return Err(ArchiveError::malformed(at, "an empty GNU long name"));
@@ -106,6 +120,17 @@ mod tests {
 
     fn check(text: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
         records(&mut text.as_bytes(), text.len() as u64, "archive:x")
+    }
+
+    #[test]
+    fn a_gnu_long_name_must_end_in_its_nul_unless_it_fills_its_last_block() {
+        let name = |data: &[u8]| long_name(&mut &data[..], data.len() as u64, 1024, "archive:x");
+        assert_eq!(name(b"d/long\0"), Ok(b"d/long".to_vec()));
+        let e = name(b"d/long").unwrap_err();
+        assert_eq!(e.code, FailureCode::ArchiveAmbiguous, "{e:?}");
+        // Filling its last block, the name is read alike by every reader: nothing follows.
+        let full = vec![b'x'; 512];
+        assert_eq!(name(&full), Ok(full.clone()));
     }
 
     #[test]
