@@ -128,6 +128,19 @@ mod tests {
         out
     }
 
+    /// An `.xz` whose footer claims the largest backward size: lzma-rs's index-size sum
+    /// overflows. Refused as corrupt, as the release build always did, never a panic (the
+    /// `apt_decompress` fuzz target's input, minus its first byte, which chose `.xz`).
+    #[test]
+    fn an_xz_footer_whose_index_size_overflows_is_refused_as_corrupt() {
+        let input = include_bytes!(
+            "../../../../fuzz/corpus/apt_decompress/regress-xz-footer-index-size-overflow"
+        );
+        assert_eq!(input[0] % 3, 2, "the fuzz input chose .xz");
+        let got = decompress(&input[1..], Compression::Xz, 1 << 20, "Packages.xz");
+        assert!(got.is_err(), "{got:?}");
+    }
+
     #[test]
     fn reads_gz_xz_and_plain_by_name() {
         let data = b"Package: a\n".repeat(100);
