@@ -132,15 +132,7 @@ start_squid() {
   # index files revalidated.
   cat >"$W/squid/squid.conf" <<EOF
 http_port $SQUID
-pid_filename $W/squid/pid
-cache_effective_user proxy
-coredump_dir $W/squid
-cache_dir aufs $W/squid/cache 4096 16 256
-maximum_object_size 512 MB
-cache_mem 200 MB
-access_log stdio:$W/squid/access.log
-cache_log $W/squid/cache.log
-cache_store_log none
+$(squid_common_conf "$W/squid")
 acl local src 127.0.0.0/8
 http_access allow local
 http_access deny all

@@ -185,15 +185,7 @@ acl step1 at_step SslBump1
 ssl_bump peek step1
 ssl_bump bump all
 tls_outgoing_options cafile=$W/ca/bench.pem
-pid_filename $W/squid/pid
-cache_effective_user proxy
-coredump_dir $W/squid
-cache_dir aufs $W/squid/cache 4096 16 256
-maximum_object_size 512 MB
-cache_mem 200 MB
-access_log stdio:$W/squid/access.log
-cache_log $W/squid/cache.log
-cache_store_log none
+$(squid_common_conf "$W/squid")
 pinger_enable off
 shutdown_lifetime 0 seconds
 dns_nameservers 127.0.0.1

@@ -72,3 +72,19 @@ server_usage() {
   awk '{print ($14 + $15) / 100}' "/proc/$SERVER/stat" | tr '\n' ' '
   awk '/VmHWM/ {print $2}' "/proc/$SERVER/status"
 }
+
+# The squid.conf lines both squid benches share: its files under DIR (pid, logs, a 4 GiB aufs
+# cache), running as the proxy user, objects up to 512 MiB kept, 200 MiB in memory.
+squid_common_conf() {
+  cat <<EOF
+pid_filename $1/pid
+cache_effective_user proxy
+coredump_dir $1
+cache_dir aufs $1/cache 4096 16 256
+maximum_object_size 512 MB
+cache_mem 200 MB
+access_log stdio:$1/access.log
+cache_log $1/cache.log
+cache_store_log none
+EOF
+}
