@@ -354,7 +354,11 @@ fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
         .with_writer(writer);
     match format {
         LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Text => builder
+            .event_format(fetchgate::cli::log_format::TextFormat::new(
+                fetchgate::cli::log_time::LogTime,
+            ))
+            .init(),
     }
     guard
 }

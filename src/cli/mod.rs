@@ -6,6 +6,7 @@ pub mod config_check;
 pub mod failure;
 pub mod fetch;
 pub mod intercept;
+pub mod log_format;
 pub mod log_time;
 pub mod love;
 pub(crate) mod output;
