@@ -101,6 +101,9 @@ pub struct Metrics {
     registry: Registry,
     /// Requests by kind (`forward`, `connect`, `object`, `love`, `pack`, `registry`, `other`) and outcome.
     pub(crate) requests: Family<Labels2, Counter>,
+    /// The `requests` series the serving layer names, resolved once in the order it preset
+    /// them ([`Metrics::preset2_table`]), so that counting a request hashes no labels.
+    pub(crate) requests_table: std::sync::OnceLock<Vec<Counter>>,
     /// Egress refusals by reason code.
     pub(crate) refusals: Family<Labels1, Counter>,
     /// Upstream TCP+TLS connect time, seconds.
@@ -244,6 +247,7 @@ impl Metrics {
         let mut registry = Registry::default();
         let m = Self {
             requests: Family::default(),
+            requests_table: std::sync::OnceLock::new(),
             refusals: Family::default(),
             connect_seconds: latency(),
             response_head_seconds: latency(),
@@ -390,6 +394,22 @@ impl Metrics {
                 let _ = family.get_or_create(&[(name1, a), (name2, b)]);
             }
         }
+    }
+
+    /// [`Metrics::preset2`], and the series as a table: the one for `first[i]` and
+    /// `second[j]` at `i * second.len() + j`.
+    pub(crate) fn preset2_table(
+        family: &Family<Labels2, Counter>,
+        (name1, first): (&'static str, &[&'static str]),
+        (name2, second): (&'static str, &[&'static str]),
+    ) -> Vec<Counter> {
+        let mut table = Vec::with_capacity(first.len() * second.len());
+        for a in first {
+            for b in second {
+                table.push(family.get_or_create(&[(name1, a), (name2, b)]).clone());
+            }
+        }
+        table
     }
 
     /// The sum of a by-route family over every route (what the status page shows).

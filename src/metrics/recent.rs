@@ -40,6 +40,12 @@ pub(crate) struct Recent {
 }
 
 impl Recent {
+    /// True if [`Recent::note`] may keep an answer with these facts: one not `routine`, for a
+    /// registry or of status 400 and above. Others need not be built.
+    pub(crate) fn keeps(&self, for_registry: bool, status: u16, routine: bool) -> bool {
+        !routine && (for_registry || status >= 400)
+    }
+
     /// Remembers one answer: every registry answer for its registry's health, and every
     /// answer of status 400 and above among the refusals unless `routine` (a client's probe
     /// that is expected to miss, such as Go's path-prefix lookups).

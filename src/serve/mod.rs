@@ -322,8 +322,12 @@ impl Handle {
 /// CONNECT tunnel bytes by direction, and the tee's skip and abandon reasons.
 fn preset_metrics(m: &Metrics) {
     let kinds = request_log::Kind::ALL.map(request_log::Kind::as_str);
-    let outcomes = ["refused", "2xx", "3xx", "4xx", "5xx"];
-    Metrics::preset2(&m.requests, ("kind", &kinds), ("outcome", &outcomes));
+    let table = Metrics::preset2_table(
+        &m.requests,
+        ("kind", &kinds),
+        ("outcome", &request_log::OUTCOMES),
+    );
+    let _ = m.requests_table.set(table);
     Metrics::preset(
         &m.tunnel_bytes,
         "direction",

@@ -37,7 +37,8 @@ pub(crate) async fn handle<B>(
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return Err(RequestError::MethodOnObject(req.method().clone()).into());
     }
-    let hex = req.uri().path().trim_start_matches("/sha256/");
+    let path = req.uri().path();
+    let hex = path.strip_prefix("/sha256/").unwrap_or(path);
     let digest = Digest::parse(hex).map_err(|e| RequestError::InvalidDigest {
         field: "sha256",
         detail: e.0,

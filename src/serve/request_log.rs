@@ -35,8 +35,11 @@ pub(crate) enum Kind {
     Other,
 }
 
+/// The `outcome` label values of `fetchgate_requests_total`, in the order of its table.
+pub(crate) const OUTCOMES: [&str; 5] = ["refused", "2xx", "3xx", "4xx", "5xx"];
+
 impl Kind {
-    /// Every kind, for the zeros at start.
+    /// Every kind, for the zeros at start, in declaration order ([`Kind::index`]).
     pub(crate) const ALL: [Kind; 8] = [
         Kind::Forward,
         Kind::Connect,
@@ -47,6 +50,11 @@ impl Kind {
         Kind::Pack,
         Kind::Other,
     ];
+
+    /// The kind's place in [`Kind::ALL`].
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
 
     /// The label and log value.
     pub(crate) fn as_str(self) -> &'static str {
@@ -257,30 +265,43 @@ impl Observer for LogLine {
             m.bytes_in.inc_by(self.bytes);
         }
         let outcome = if l.decision == Decided::Refused {
-            "refused"
+            0
         } else {
             match l.status {
-                200..=299 => "2xx",
-                300..=399 => "3xx",
-                400..=499 => "4xx",
-                _ => "5xx",
+                200..=299 => 1,
+                300..=399 => 2,
+                400..=499 => 3,
+                _ => 4,
             }
         };
-        m.requests
-            .get_or_create(&[("kind", l.kind.as_str()), ("outcome", outcome)])
-            .inc();
-        m.recent.note(
-            Answer {
-                at: crate::store::now(),
-                kind: l.kind.as_str(),
-                registry: l.registry.as_deref().map(str::to_string),
-                code: l.reason,
-                status: l.status,
-                locator: l.locator.clone(),
-                client: l.client,
-            },
-            l.routine,
-        );
+        match m
+            .requests_table
+            .get()
+            .and_then(|t| t.get(l.kind.index() * OUTCOMES.len() + outcome))
+        {
+            Some(counter) => {
+                counter.inc();
+            }
+            None => {
+                m.requests
+                    .get_or_create(&[("kind", l.kind.as_str()), ("outcome", OUTCOMES[outcome])])
+                    .inc();
+            }
+        };
+        if m.recent.keeps(l.registry.is_some(), l.status, l.routine) {
+            m.recent.note(
+                Answer {
+                    at: crate::store::now(),
+                    kind: l.kind.as_str(),
+                    registry: l.registry.as_deref().map(str::to_string),
+                    code: l.reason,
+                    status: l.status,
+                    locator: l.locator.clone(),
+                    client: l.client,
+                },
+                l.routine,
+            );
+        }
         tracing::info!(
             target: "fetchgate::request",
             client = %ClientAddr(l.client),
@@ -361,6 +382,14 @@ mod tests {
         ] {
             let addr: std::net::SocketAddr = a.parse().unwrap();
             assert_eq!(ClientAddr(addr).to_string(), addr.to_string());
+        }
+    }
+
+    /// A kind's index is its place in `Kind::ALL`, which the request counters' table follows.
+    #[test]
+    fn kind_indexes_follow_all() {
+        for (i, kind) in Kind::ALL.into_iter().enumerate() {
+            assert_eq!(kind.index(), i, "{kind:?}");
         }
     }
 
