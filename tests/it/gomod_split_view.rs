@@ -339,3 +339,35 @@ async fn an_honest_growth_proved_at_once_with_its_prefix_is_accepted() {
     let (s, proxy, _dir) = race(false, OVERLAPS[0]).await;
     assert_go(&s, proxy).await;
 }
+
+/// Two proofs in one tree that need the same tile at once read it from the database once:
+/// the library's proof, started while the app's waits on the honest tile, waits on that read
+/// instead of asking again (as `go` itself asks each tile once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proofs_that_need_one_tile_at_once_read_it_once() {
+    const RELEASE: &str = "/release-the-tile";
+    let s = split(false).await;
+    let (lib, _) = lib_and_app();
+    s.db.show(&lib, 0);
+    s.db.hold(HONEST_TILE, RELEASE, Duration::ZERO);
+    let (proxy, _dir) = gate(&s, "").await;
+    let app = tokio::spawn(fetch(proxy, APP_MOD));
+    assert!(s.db.asked(HONEST_TILE).await, "{:#?}", s.db.paths());
+    let zip = tokio::spawn(fetch(proxy, LIB_ZIP));
+    // The library's proof reached the tile: waiting on the read in flight, or asking again.
+    let waiting = || support::proxy::metric(proxy, "fetchgate_fetch_waiters");
+    let deadline = std::time::Instant::now() + SAFETY;
+    while s.db.requests(HONEST_TILE) < 2 && waiting() < 1.0 {
+        assert!(std::time::Instant::now() < deadline, "{:#?}", s.db.paths());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let release = Client::connect(s.db.addr)
+        .await
+        .send("GET", RELEASE, &[("host", "sumdb")])
+        .await;
+    assert_eq!(release.status, 404);
+    let (app, zip) = (app.await.unwrap(), zip.await.unwrap());
+    assert_eq!(app.status, 200, "{:?}", app.body);
+    assert_eq!(zip.status, 200, "{:?}", zip.body);
+    assert_eq!(s.db.requests(HONEST_TILE), 1, "{:#?}", s.db.paths());
+}

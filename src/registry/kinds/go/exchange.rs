@@ -16,8 +16,10 @@ use super::error::GoError;
 use super::settings::SumDb;
 use super::state::Go;
 use super::tile::Tile;
+use crate::fetch::Fetcher;
 use crate::fetch::expected::MetaResponse;
 use crate::fetch::failure::{FetchCode, LocatorFailure};
+use crate::fetch::flight::Ask;
 use crate::registry::error::RegistryError;
 use crate::registry::metadata::Answer;
 use crate::registry::settings::{Front, RegistrySettings};
@@ -111,25 +113,46 @@ impl Go<'_> {
     }
 
     /// A tile as the database serves it, within [`SUMDB_DEADLINE`] (unchecked: the caller
-    /// proves it).
+    /// proves it), read once for every proof of this registry that wants it at the same time
+    /// (proofs of modules asked for together need the same right-edge tiles).
     pub(super) async fn fetch_tile(&self, db: &SumDb, tile: &Tile) -> Result<Bytes, RegistryError> {
-        let path = tile.path();
-        let url = db
-            .url
-            .join(&path)
-            .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))?;
-        let exchange =
-            self.core
-                .fetcher
-                .get_metadata(url.as_str(), HeaderMap::new(), None, MAX_TILE_BYTES);
-        match tokio::time::timeout(SUMDB_DEADLINE, exchange).await {
-            Err(_) => Err(RegistryError::Upstream(timed_out(url.as_str()))),
-            Ok(Ok(MetaResponse::Ok { body, .. })) => Ok(body),
-            Ok(Ok(_)) => Err(RegistryError::kind(GoError::TileUnchecked {
-                path,
-                why: "the database has no such tile".into(),
-            })),
-            Ok(Err(f)) => Err(RegistryError::Upstream(f)),
-        }
+        let ask = Ask {
+            key: format!("{} {}", db.id(), tile.path()),
+            source: db.url.to_string(),
+            hedge: Duration::ZERO,
+            metrics: self.core.fetcher.metrics().clone(),
+        };
+        let (fetcher, db, tile) = (self.core.fetcher.clone(), db.clone(), *tile);
+        let fetch = move || {
+            let (fetcher, db) = (fetcher.clone(), db.clone());
+            async move { fetch_tile_once(&fetcher, &db, &tile).await }
+        };
+        self.state
+            .tiles
+            .fly(ask, fetch, |why| RegistryError::Internal(why.into()))
+            .await
+    }
+}
+
+/// One read of `tile` from the database (see [`Go::fetch_tile`]).
+async fn fetch_tile_once(
+    fetcher: &Fetcher,
+    db: &SumDb,
+    tile: &Tile,
+) -> Result<Bytes, RegistryError> {
+    let path = tile.path();
+    let url = db
+        .url
+        .join(&path)
+        .map_err(|e| RegistryError::NotServed(format!("{path} ({e})")))?;
+    let exchange = fetcher.get_metadata(url.as_str(), HeaderMap::new(), None, MAX_TILE_BYTES);
+    match tokio::time::timeout(SUMDB_DEADLINE, exchange).await {
+        Err(_) => Err(RegistryError::Upstream(timed_out(url.as_str()))),
+        Ok(Ok(MetaResponse::Ok { body, .. })) => Ok(body),
+        Ok(Ok(_)) => Err(RegistryError::kind(GoError::TileUnchecked {
+            path,
+            why: "the database has no such tile".into(),
+        })),
+        Ok(Err(f)) => Err(RegistryError::Upstream(f)),
     }
 }

@@ -65,6 +65,7 @@ impl KindSettings for GoSettings {
         Arc::new(GoFront {
             settings: self.clone(),
             flights: Arc::default(),
+            tiles: Arc::default(),
             proofs: Arc::default(),
         })
     }

@@ -19,12 +19,18 @@ pub(crate) const NAME: &str = "go";
 /// in the same process never joins it.
 pub(crate) type Flights = Table<String, String, Result<Digest, RegistryError>>;
 
+/// Checksum-database tiles being read, by database and tile path: the proofs that want the
+/// same tile at once share one read (each still checks it against its own tree).
+pub(crate) type TileFlights = Table<String, String, Result<bytes::Bytes, RegistryError>>;
+
 /// The go part of one registry: its settings and what it keeps between requests.
 pub(super) struct GoFront {
     /// Its checksum database and private patterns.
     pub(super) settings: GoSettings,
     /// The module files being read upstream, one flight per file.
     pub(super) flights: Arc<Flights>,
+    /// The tiles being read from the checksum database, one flight per tile.
+    pub(super) tiles: Arc<TileFlights>,
     /// Whose turn it is to trust a tree of the database: proofs queue as their database
     /// answers arrive and trust one at a time (`proved::in_turn`).
     pub(super) proofs: Arc<tokio::sync::Mutex<()>>,
