@@ -198,6 +198,8 @@ where
     let mut summary = Summary::default();
     let mut names = Names::default();
     let mut long_name: Option<Vec<u8>> = None;
+    // The last extended header (pax or GNU long name) not yet followed by its member.
+    let mut extended_at: Option<String> = None;
     {
         let entries = archive
             .entries()
@@ -236,6 +238,7 @@ where
                         &at,
                     )?)
                 };
+                extended_at = Some(at.clone());
                 if let Some(n) = name
                     && long_name.replace(n).is_some()
                 {
@@ -247,6 +250,7 @@ where
                 }
                 continue;
             }
+            extended_at = None;
             let member = check_header(entry.header(), limits, root, long_name.take())?;
             if member.path.is_empty() {
                 continue;
@@ -289,6 +293,14 @@ where
         return Err(ArchiveError::malformed(
             "archive",
             "a long name with no member after it",
+        ));
+    }
+    if let Some(at) = extended_at {
+        // Python's `tarfile` refuses the whole archive ("missing or bad subsequent header"),
+        // where tar-rs and node-tar take the end as the end.
+        return Err(ArchiveError::malformed(
+            at,
+            "an extended header with no member after it",
         ));
     }
     let mut reader = archive.into_inner();

@@ -152,3 +152,37 @@ fn member_path_refusals_say_why_in_words() {
     assert_eq!(why(b"package", false), "`package` must be a directory");
     assert_eq!(why(b"/etc/passwd", false), "the path is absolute");
 }
+
+/// Found by the `archive` fuzz target's property: a pax header (here with no records, its
+/// size field `0000` then NULs and junk) followed by the end of the archive was accepted as an
+/// empty archive, where Python's `tarfile` refuses the whole archive ("missing or bad
+/// subsequent header"). Its twin, the same header followed by a member, is that member.
+#[test]
+fn an_extended_header_with_no_member_after_it_is_refused() {
+    let pax = |then_member: bool| {
+        let mut h = [0u8; BLOCK];
+        h[..11].copy_from_slice(b"PaxHeader/x");
+        h[124..136].copy_from_slice(b"0000\0\0/.204\0");
+        h[156] = b'x';
+        h[148..156].fill(b' ');
+        let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
+        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        let mut tar = h.to_vec();
+        if then_member {
+            let mut member = Vec::new();
+            std::io::Read::read_to_end(
+                &mut flate2::read::GzDecoder::new(&one(|_| {})[..]),
+                &mut member,
+            )
+            .unwrap();
+            tar.extend_from_slice(&member);
+        } else {
+            tar.resize(3 * BLOCK, 0);
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &tar).unwrap();
+        gz.finish().unwrap()
+    };
+    assert_eq!(code(&pax(false)), Err("archive_malformed"));
+    assert_eq!(code(&pax(true)), Ok(1));
+}
