@@ -258,7 +258,7 @@ impl Store {
             None => self.adopt(&mut entries, *digest, size),
         };
         drop(entries);
-        let _ = self.index.put(&[(*digest, m.record())]);
+        self.index.put_later(*digest, m.record());
         Some(m)
     }
 
@@ -281,7 +281,7 @@ impl Store {
             self.space.give_back(m.size);
         }
         self.memory.invalidate(digest);
-        let _ = self.index.remove(&[*digest]);
+        self.index.remove_later(*digest);
     }
 
     /// Drops an entry whose file has gone (quarantined or removed behind fetchgate's back).
@@ -332,9 +332,8 @@ impl Store {
                 }
             }
         };
-        self.index
-            .put(&[(digest, record)])
-            .map_err(StoreError::from)?;
+        // The file is durable already; its record is committed with others (`index_later`).
+        self.index.put_later(digest, record);
         if let Some(label) = announce {
             self.announce(digest, &from, label.as_deref());
         }
@@ -391,9 +390,7 @@ impl Store {
             return Ok(false);
         };
         let rec = meta.change(change);
-        self.index
-            .put(&[(*digest, rec)])
-            .map_err(StoreError::from)?;
+        self.index.put_later(*digest, rec);
         Ok(true)
     }
 }

@@ -3,6 +3,7 @@
 //! disagree, the directories win and the index is repaired.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::{
     ConcurrencyMode, Database, ReadableDatabase, ReadableTable, ReadableTableMetadata,
@@ -11,6 +12,7 @@ use redb::{
 use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
+use super::index_later::{LaterWrites, Op};
 use super::source::Source;
 
 const ENTRIES: TableDefinition<&[u8], &str> = TableDefinition::new("entries");
@@ -104,6 +106,9 @@ pub(crate) enum IndexError {
     /// A record could not be encoded or decoded.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// The thread that writes queued records could not be started.
+    #[error("cannot start the index writer thread: {0}")]
+    Thread(#[source] std::io::Error),
 }
 
 /// Implements `From` for each redb error kind a transaction meets (transaction, table,
@@ -128,9 +133,10 @@ pub(crate) use from_redb;
 
 from_redb!(IndexError::Redb);
 
-/// The index database.
+/// The index database, and the records queued for it ([`LaterWrites`]).
 pub(crate) struct Index {
-    db: Database,
+    db: Arc<Database>,
+    later: LaterWrites,
 }
 
 impl Index {
@@ -159,13 +165,27 @@ impl Index {
                 });
             }
         };
-        let index = Self { db };
+        let db = Arc::new(db);
+        let later = LaterWrites::start(db.clone()).map_err(IndexError::Thread)?;
+        let index = Self { db, later };
         index.write(|_| Ok(()))?;
         Ok(index)
     }
 
+    /// Queues `record` for `digest`, committed with others soon after (a publication's or an
+    /// update's record: see [`LaterWrites`]).
+    pub(crate) fn put_later(&self, digest: Digest, record: Record) {
+        self.later.send(Op::Put(digest, record), &self.db);
+    }
+
+    /// Queues the removal of `digest`'s record, committed with others soon after.
+    pub(crate) fn remove_later(&self, digest: Digest) {
+        self.later.send(Op::Remove(digest), &self.db);
+    }
+
     /// One record.
     pub(crate) fn get(&self, digest: &Digest) -> Result<Option<Record>, IndexError> {
+        self.later.flush();
         let txn = self.db.begin_read()?;
         let table = txn.open_table(ENTRIES)?;
         match table.get(digest.0.as_slice())? {
@@ -176,6 +196,7 @@ impl Index {
 
     /// How many records there are (to size a table before [`Index::each`]).
     pub(crate) fn len(&self) -> Result<u64, IndexError> {
+        self.later.flush();
         let txn = self.db.begin_read()?;
         let table = txn.open_table(ENTRIES)?;
         Ok(table.len()?)
@@ -184,6 +205,7 @@ impl Index {
     /// Calls `each` with every record, streamed from the index: no list of them all is
     /// built. Unreadable records are skipped with a warning.
     pub(crate) fn each(&self, mut each: impl FnMut(Digest, Record)) -> Result<(), IndexError> {
+        self.later.flush();
         let txn = self.db.begin_read()?;
         let table = txn.open_table(ENTRIES)?;
         for row in table.iter()? {
@@ -240,20 +262,47 @@ impl Index {
         })
     }
 
-    /// One durable write transaction. Every commit is durable: the index is shared between
-    /// processes (`ConcurrencyMode::MultiWriter`), where redb refuses `Durability::None`, since
-    /// a commit held in one process's memory would be invisible to the others.
+    /// One durable write transaction, after the queued records (so it sees them).
     fn write(
         &self,
         f: impl FnOnce(&mut redb::Table<'_, &[u8], &str>) -> Result<(), IndexError>,
     ) -> Result<(), IndexError> {
-        let txn = self.db.begin_write()?;
-        {
-            let mut table = txn.open_table(ENTRIES)?;
-            f(&mut table)?;
-        }
-        Ok(txn.commit()?)
+        self.later.flush();
+        write_with(&self.db, f)
     }
+}
+
+/// One durable write transaction. Every commit is durable: the index is shared between
+/// processes (`ConcurrencyMode::MultiWriter`), where redb refuses `Durability::None`, since a
+/// commit held in one process's memory would be invisible to the others.
+fn write_with(
+    db: &Database,
+    f: impl FnOnce(&mut redb::Table<'_, &[u8], &str>) -> Result<(), IndexError>,
+) -> Result<(), IndexError> {
+    let txn = db.begin_write()?;
+    {
+        let mut table = txn.open_table(ENTRIES)?;
+        f(&mut table)?;
+    }
+    Ok(txn.commit()?)
+}
+
+/// Applies queued writes in one transaction (the [`LaterWrites`] thread's commit).
+pub(super) fn write_ops(db: &Database, ops: &[Op]) -> Result<(), IndexError> {
+    write_with(db, |t| {
+        for op in ops {
+            match op {
+                Op::Put(d, r) => {
+                    let json = serde_json::to_string(r)?;
+                    t.insert(d.0.as_slice(), json.as_str())?;
+                }
+                Op::Remove(d) => {
+                    t.remove(d.0.as_slice())?;
+                }
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Opens a redb file that several fetchgate processes may read and write at once.

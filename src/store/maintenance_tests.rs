@@ -142,3 +142,28 @@ fn start_up_adopts_only_regular_files_resets_their_modes_and_drops_entries_witho
         "link target untouched"
     );
 }
+
+/// A crash between a publication and its batched record (`index_later`) loses only the
+/// record: the next start adopts the file and hashes it before serving it; its twin, a file
+/// whose bytes changed while no record vouched for them, is never served.
+#[test]
+fn a_publication_whose_record_was_lost_is_adopted_and_hashed_before_it_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let (kept, changed) = (put(&s, &bytes(1200, 3)), put(&s, &bytes(1300, 4)));
+    let changed_path = s.object_path(&changed);
+    drop(s);
+    {
+        let index = super::super::index::Index::open(&dir.path().join("index.redb")).unwrap();
+        index.remove(&[kept, changed]).unwrap();
+    }
+    fs::set_permissions(&changed_path, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(&changed_path, bytes(1300, 5)).unwrap();
+    let s = open(dir.path());
+    assert_eq!(s.reconcile().unwrap().0, 2, "both adopted");
+    assert!(s.contains(&kept) && !s.contains_verified(&kept));
+    assert_eq!(s.get(&kept).expect("hashed, then served").size, 1200);
+    assert!(s.contains_verified(&kept));
+    assert!(s.get(&changed).is_none(), "other bytes under its name");
+    assert!(quarantined(dir.path(), &changed));
+}

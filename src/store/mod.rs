@@ -24,6 +24,7 @@ mod error;
 pub(crate) mod fill;
 mod flusher;
 pub(crate) mod index;
+mod index_later;
 mod lookup;
 mod maintenance;
 mod memory;

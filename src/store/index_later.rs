@@ -1,0 +1,213 @@
+//! Index records written after the fact, in batches: a publication's file is durable (synced,
+//! renamed, its directory synced) before its record is, so the record need not cost its own
+//! commit. Records go to one writer thread, which commits whatever has queued up in one
+//! transaction as soon as it is free: at a low rate each record is committed at once, and
+//! under load the records that arrived during one commit share the next (group commit, no
+//! timer). Another process sharing the index sees a record one commit after it was queued
+//! (it sees the file on disk at once, and adopts it unverified until then).
+//!
+//! A crash loses only queued records: the next start finds their files without records and
+//! adopts them, hashing each before it is served, as it adopts any file it finds. Every
+//! synchronous use of the index ([`LaterWrites::flush`] first) sees what was queued before it.
+
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use redb::Database;
+
+use super::digest::Digest;
+use super::index::{IndexError, Record, write_ops};
+
+/// One write to apply later.
+pub(super) enum Op {
+    /// Writes (or replaces) a record.
+    Put(Digest, Record),
+    /// Removes a record.
+    Remove(Digest),
+}
+
+/// What the writer thread is sent.
+enum Message {
+    Op(Op),
+    /// Answered once everything sent before it is committed (or failed).
+    Flush(SyncSender<()>),
+}
+
+/// The most writes one commit takes (the rest wait for the next).
+const MAX_BATCH: usize = 4096;
+
+/// The queue of later writes and its writer thread.
+pub(super) struct LaterWrites {
+    tx: Mutex<Option<Sender<Message>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl LaterWrites {
+    /// Starts the writer thread (named `fetchgate-index`) over `db`.
+    pub(super) fn start(db: Arc<Database>) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("fetchgate-index".into())
+            .spawn(move || run(&db, &rx))?;
+        Ok(Self {
+            tx: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Queues `op`; written by the thread with whatever else is queued. Applied at once, here,
+    /// if the thread is gone.
+    pub(super) fn send(&self, op: Op, db: &Database) {
+        let unsent = match self
+            .tx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            Some(tx) => match tx.send(Message::Op(op)) {
+                Ok(()) => None,
+                Err(mpsc::SendError(Message::Op(op))) => Some(op),
+                Err(_) => None,
+            },
+            None => Some(op),
+        };
+        if let Some(op) = unsent
+            && let Err(e) = write_ops(db, std::slice::from_ref(&op))
+        {
+            log_lost(&e, 1);
+        }
+    }
+
+    /// Waits until every write queued before this call is committed (or failed, which the
+    /// thread logs).
+    pub(super) fn flush(&self) {
+        let (done, wait) = mpsc::sync_channel(1);
+        let sent = self
+            .tx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|tx| tx.send(Message::Flush(done)).is_ok());
+        if sent {
+            let _ = wait.recv();
+        }
+    }
+}
+
+impl Drop for LaterWrites {
+    /// Writes what is queued and stops the thread.
+    fn drop(&mut self) {
+        drop(
+            self.tx
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        if let Some(thread) = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The writer thread: one commit for everything queued, until the queue is closed.
+fn run(db: &Database, rx: &Receiver<Message>) {
+    while let Ok(first) = rx.recv() {
+        let mut ops = Vec::new();
+        let mut flushed = Vec::new();
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Op(op) => ops.push(op),
+                Message::Flush(done) => flushed.push(done),
+            }
+            if ops.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if !ops.is_empty()
+            && let Err(e) = write_ops(db, &ops)
+        {
+            log_lost(&e, ops.len());
+        }
+        for done in flushed {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// A batch that could not be committed: its records are lost, and the next start adopts their
+/// files (hashing them before they are served).
+fn log_lost(e: &IndexError, records: usize) {
+    tracing::warn!(error = %e, records, "index records not written; the next start adopts and hashes their files");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::index::Index;
+    use super::*;
+
+    fn digest(a: u8, b: u8) -> Digest {
+        let mut d = [0; 32];
+        d[0] = a;
+        d[1] = b;
+        Digest(d)
+    }
+
+    fn record(size: u64) -> Record {
+        Record {
+            size,
+            first_stored: 1,
+            last_used: 1,
+            ..Record::default()
+        }
+    }
+
+    /// Records queued from several threads at once are all there for the next reader, in the
+    /// order each thread queued its writes (a removal after a put removes it).
+    #[test]
+    fn queued_writes_are_read_back_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Arc::new(Index::open(&dir.path().join("index.redb")).unwrap());
+        std::thread::scope(|s| {
+            for t in 0..4u8 {
+                let index = index.clone();
+                s.spawn(move || {
+                    for i in 0..100u8 {
+                        let d = digest(t, i);
+                        index.put_later(d, record(u64::from(i)));
+                        if i % 2 == 1 {
+                            index.remove_later(d);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(index.len().unwrap(), 200);
+        let kept = digest(3, 98);
+        assert_eq!(index.get(&kept).unwrap().unwrap().size, 98);
+        let removed = digest(3, 99);
+        assert_eq!(index.get(&removed).unwrap(), None);
+    }
+
+    /// Closing the index writes what was queued: a reopened index has every record.
+    #[test]
+    fn closing_writes_what_was_queued() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.redb");
+        {
+            let index = Index::open(&path).unwrap();
+            for i in 0..50u8 {
+                index.put_later(Digest([i; 32]), record(u64::from(i)));
+            }
+        }
+        let reopened = Index::open(&path).unwrap();
+        assert_eq!(reopened.len().unwrap(), 50);
+        assert_eq!(reopened.get(&Digest([7; 32])).unwrap().unwrap().size, 7);
+    }
+}
