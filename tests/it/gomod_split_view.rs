@@ -371,3 +371,39 @@ async fn proofs_that_need_one_tile_at_once_read_it_once() {
     assert_eq!(zip.status, 200, "{:?}", zip.body);
     assert_eq!(s.db.requests(HONEST_TILE), 1, "{:#?}", s.db.paths());
 }
+
+/// A proof that starts after another read a tile, but before that proof finished and kept it,
+/// reuses the bytes read moments ago instead of asking the database again: the app's proof
+/// has read the level-1 tile and waits on the honest level-0 tile when the library's starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tile_read_moments_ago_for_another_proof_is_not_read_again() {
+    const RELEASE: &str = "/release-the-honest-tile";
+    const LEVEL_1: &str = "/tile/8/1/000.p/2";
+    let s = split(false).await;
+    let (lib, _) = lib_and_app();
+    s.db.show(&lib, 0);
+    s.db.hold(HONEST_TILE, RELEASE, Duration::ZERO);
+    let (proxy, _dir) = gate(&s, "").await;
+    let app = tokio::spawn(fetch(proxy, APP_MOD));
+    assert!(s.db.asked(HONEST_TILE).await, "{:#?}", s.db.paths());
+    assert_eq!(s.db.requests(LEVEL_1), 1, "{:#?}", s.db.paths());
+    let zip = tokio::spawn(fetch(proxy, LIB_ZIP));
+    // The library's proof reached the honest tile: waiting on the read in flight, or having
+    // asked the database again for either tile.
+    let waiting = || support::proxy::metric(proxy, "fetchgate_fetch_waiters");
+    let deadline = std::time::Instant::now() + SAFETY;
+    while s.db.requests(HONEST_TILE) < 2 && s.db.requests(LEVEL_1) < 2 && waiting() < 1.0 {
+        assert!(std::time::Instant::now() < deadline, "{:#?}", s.db.paths());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let release = Client::connect(s.db.addr)
+        .await
+        .send("GET", RELEASE, &[("host", "sumdb")])
+        .await;
+    assert_eq!(release.status, 404);
+    let (app, zip) = (app.await.unwrap(), zip.await.unwrap());
+    assert_eq!(app.status, 200, "{:?}", app.body);
+    assert_eq!(zip.status, 200, "{:?}", zip.body);
+    assert_eq!(s.db.requests(HONEST_TILE), 1, "{:#?}", s.db.paths());
+    assert_eq!(s.db.requests(LEVEL_1), 1, "{:#?}", s.db.paths());
+}

@@ -115,9 +115,14 @@ impl Go<'_> {
     /// A tile as the database serves it, within [`SUMDB_DEADLINE`] (unchecked: the caller
     /// proves it), read once for every proof of this registry that wants it at the same time
     /// (proofs of modules asked for together need the same right-edge tiles).
+    /// A tile read moments ago for another proof is not read again ([`super::recent_tiles`]).
     pub(super) async fn fetch_tile(&self, db: &SumDb, tile: &Tile) -> Result<Bytes, RegistryError> {
+        let key = format!("{} {}", db.id(), tile.path());
+        if let Some(bytes) = self.state.recent_tiles.get(&key) {
+            return Ok(bytes);
+        }
         let ask = Ask {
-            key: format!("{} {}", db.id(), tile.path()),
+            key: key.clone(),
             source: db.url.to_string(),
             hedge: Duration::ZERO,
             metrics: self.core.fetcher.metrics().clone(),
@@ -127,10 +132,13 @@ impl Go<'_> {
             let (fetcher, db) = (fetcher.clone(), db.clone());
             async move { fetch_tile_once(&fetcher, &db, &tile).await }
         };
-        self.state
+        let bytes = self
+            .state
             .tiles
             .fly(ask, fetch, |why| RegistryError::Internal(why.into()))
-            .await
+            .await?;
+        self.state.recent_tiles.put(key, bytes.clone());
+        Ok(bytes)
     }
 }
 

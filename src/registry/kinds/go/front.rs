@@ -66,6 +66,7 @@ impl KindSettings for GoSettings {
             settings: self.clone(),
             flights: Arc::default(),
             tiles: Arc::default(),
+            recent_tiles: Default::default(),
             proofs: Arc::default(),
         })
     }

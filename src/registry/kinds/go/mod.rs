@@ -17,6 +17,7 @@ pub(crate) mod note;
 mod path_rule;
 pub(crate) mod paths;
 mod proved;
+mod recent_tiles;
 pub(crate) mod settings;
 mod state;
 pub(crate) mod sumdb_client;
