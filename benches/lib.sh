@@ -22,6 +22,7 @@ stop_work() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
   sleep 0.3
+  chmod -R u+w "$W" 2>/dev/null || true # Go's module caches are read-only
   rm -rf "$W"
 }
 
