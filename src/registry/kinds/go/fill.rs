@@ -240,25 +240,22 @@ impl Fill {
             tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module refused; nothing stored");
             return Err(go_err(e));
         }
-        let sha256 = Digest::of(&body);
         let store = self.fetcher.store().clone();
         let aliases = self.aliases.clone();
         let index_key = self.index_key.clone();
         let label = self.label();
         let locator = crate::redact::redact_locator(self.url.as_str());
         let from = Provenance::Registry(Some(locator), Voucher::registry(&self.registry));
-        tokio::task::spawn_blocking(move || {
-            if store.contains_verified(&sha256) {
-                // The same bytes through another registry (or by URL): this one vouches too.
-                store.seen_again(&sha256, from, None);
-            } else {
-                store
-                    .put_verified(sha256, &body, from, Some(label))
-                    .map_err(|e| RegistryError::Cache(e.to_string()))?;
-            }
+        let sha256 = tokio::task::spawn_blocking(move || {
+            // Hashed once, by the store as it writes; the same bytes through another registry
+            // (or by URL) are only noted as vouched for by this one too.
+            let sha256 = store
+                .put_bytes(&body, from, Some(label))
+                .map_err(|e| RegistryError::Cache(e.to_string()))?;
             aliases
                 .set_alias(&index_key, &sha256)
-                .map_err(RegistryError::from)
+                .map_err(RegistryError::from)?;
+            Ok::<_, RegistryError>(sha256)
         })
         .await
         .map_err(|e| RegistryError::Internal(e.to_string()))??;
