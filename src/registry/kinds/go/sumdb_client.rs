@@ -15,7 +15,7 @@ use super::tile::{TILE_HEIGHT, Tile, TileHashReader};
 use super::tile_reads::TileReads;
 use super::tlog::{HashReader, stored_hash_index};
 use super::tree::Tree;
-use super::verify::{Record, VerifyError, open_tree_note, verify_lookup};
+use super::verify::{Record, VerifyError, check_opened_lookup, open_lookup, open_tree_note};
 use super::version::check_module_version;
 use crate::registry::error::RegistryError;
 use crate::registry::settings::Front;
@@ -57,9 +57,12 @@ impl Go<'_> {
         let lookup = self.sumdb_lookup(front, db, module, version).await?;
         let mut reads = TileReads::default();
         let included = async {
+            // Signature first, once; the tile passes below re-run only the proof.
+            let opened = open_lookup(module, version, &lookup, &db.verifier)
+                .map_err(|e| RegistryError::kind(GoError::Verify(e)))?;
             reads
                 .run(self, front, db, |read| {
-                    verify_lookup(module, version, &lookup, &db.verifier, None, read)
+                    check_opened_lookup(&opened, module, version, None, read)
                 })
                 .await?
                 .map_err(|e| RegistryError::kind(GoError::Verify(e)))

@@ -10,7 +10,7 @@ use super::escape::PathError;
 use super::note::{NoteError, Verifier, open};
 use super::tile::{Tile, TileHashReader, check_record_in_tree};
 use super::tlog::TlogError;
-use super::tree::{Tree, check_tree, parse_lookup, prove_tree};
+use super::tree::{Lookup, Tree, check_tree, parse_lookup, prove_tree};
 use super::version::check_module_version;
 use super::zip_rules::{ZipRuleError, check_zip};
 use crate::errors::Origin;
@@ -226,12 +226,45 @@ pub(crate) fn verify_lookup(
     lookup: &[u8],
     verifier: &Verifier,
     trusted: Option<Tree>,
-    mut read_tile: impl FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
+    read_tile: impl FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
 ) -> Result<Record, VerifyError> {
+    let opened = open_lookup(module, version, lookup, verifier)?;
+    check_opened_lookup(&opened, module, version, trusted, read_tile)
+}
+
+/// A lookup answer whose form and signed tree note were checked ([`open_lookup`]): what is
+/// left to prove needs tiles ([`check_opened_lookup`]).
+pub(crate) struct OpenedLookup<'a> {
+    answer: Lookup<'a>,
+    tree: Tree,
+}
+
+/// The part of [`verify_lookup`] that needs no tile: the module and version, the answer's
+/// form, and its tree note's signature. A proof that reads tiles one pass at a time opens the
+/// answer once, not once a pass.
+pub(crate) fn open_lookup<'a>(
+    module: &str,
+    version: &str,
+    lookup: &'a [u8],
+    verifier: &Verifier,
+) -> Result<OpenedLookup<'a>, VerifyError> {
     check_module_version(module, version).map_err(VerifyError::Module)?;
     let answer = parse_lookup(lookup).map_err(VerifyError::Log)?;
     let note = open(answer.note, verifier).map_err(VerifyError::Note)?;
     let tree = Tree::parse(&note.text).map_err(VerifyError::Log)?;
+    Ok(OpenedLookup { answer, tree })
+}
+
+/// The rest of [`verify_lookup`]: the record in its tree (and that tree consistent with
+/// `trusted`), and the two hashes the record names.
+pub(crate) fn check_opened_lookup(
+    opened: &OpenedLookup<'_>,
+    module: &str,
+    version: &str,
+    trusted: Option<Tree>,
+    mut read_tile: impl FnMut(&Tile) -> Result<Vec<u8>, TlogError>,
+) -> Result<Record, VerifyError> {
+    let (answer, tree) = (&opened.answer, opened.tree);
     check_record_in_tree(tree, answer.id, answer.text.as_bytes(), &mut read_tile)
         .map_err(VerifyError::Log)?;
     if let Some(trusted) = trusted {
