@@ -340,6 +340,27 @@ async fn an_honest_growth_proved_at_once_with_its_prefix_is_accepted() {
     assert_go(&s, proxy).await;
 }
 
+/// Waits until the library's proof reached a tile held until `release`: waiting on a read in
+/// flight, or having asked the database again for one of `tiles`; then releases it.
+async fn release_once_the_second_proof_waits(
+    s: &Split,
+    proxy: SocketAddr,
+    tiles: &[&str],
+    release: &str,
+) {
+    let waiting = || support::proxy::metric(proxy, "fetchgate_fetch_waiters");
+    let deadline = std::time::Instant::now() + SAFETY;
+    while tiles.iter().all(|t| s.db.requests(t) < 2) && waiting() < 1.0 {
+        assert!(std::time::Instant::now() < deadline, "{:#?}", s.db.paths());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let released = Client::connect(s.db.addr)
+        .await
+        .send("GET", release, &[("host", "sumdb")])
+        .await;
+    assert_eq!(released.status, 404);
+}
+
 /// Two proofs in one tree that need the same tile at once read it from the database once:
 /// the library's proof, started while the app's waits on the honest tile, waits on that read
 /// instead of asking again (as `go` itself asks each tile once).
@@ -354,18 +375,7 @@ async fn proofs_that_need_one_tile_at_once_read_it_once() {
     let app = tokio::spawn(fetch(proxy, APP_MOD));
     assert!(s.db.asked(HONEST_TILE).await, "{:#?}", s.db.paths());
     let zip = tokio::spawn(fetch(proxy, LIB_ZIP));
-    // The library's proof reached the tile: waiting on the read in flight, or asking again.
-    let waiting = || support::proxy::metric(proxy, "fetchgate_fetch_waiters");
-    let deadline = std::time::Instant::now() + SAFETY;
-    while s.db.requests(HONEST_TILE) < 2 && waiting() < 1.0 {
-        assert!(std::time::Instant::now() < deadline, "{:#?}", s.db.paths());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let release = Client::connect(s.db.addr)
-        .await
-        .send("GET", RELEASE, &[("host", "sumdb")])
-        .await;
-    assert_eq!(release.status, 404);
+    release_once_the_second_proof_waits(&s, proxy, &[HONEST_TILE], RELEASE).await;
     let (app, zip) = (app.await.unwrap(), zip.await.unwrap());
     assert_eq!(app.status, 200, "{:?}", app.body);
     assert_eq!(zip.status, 200, "{:?}", zip.body);
@@ -388,19 +398,7 @@ async fn a_tile_read_moments_ago_for_another_proof_is_not_read_again() {
     assert!(s.db.asked(HONEST_TILE).await, "{:#?}", s.db.paths());
     assert_eq!(s.db.requests(LEVEL_1), 1, "{:#?}", s.db.paths());
     let zip = tokio::spawn(fetch(proxy, LIB_ZIP));
-    // The library's proof reached the honest tile: waiting on the read in flight, or having
-    // asked the database again for either tile.
-    let waiting = || support::proxy::metric(proxy, "fetchgate_fetch_waiters");
-    let deadline = std::time::Instant::now() + SAFETY;
-    while s.db.requests(HONEST_TILE) < 2 && s.db.requests(LEVEL_1) < 2 && waiting() < 1.0 {
-        assert!(std::time::Instant::now() < deadline, "{:#?}", s.db.paths());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let release = Client::connect(s.db.addr)
-        .await
-        .send("GET", RELEASE, &[("host", "sumdb")])
-        .await;
-    assert_eq!(release.status, 404);
+    release_once_the_second_proof_waits(&s, proxy, &[HONEST_TILE, LEVEL_1], RELEASE).await;
     let (app, zip) = (app.await.unwrap(), zip.await.unwrap());
     assert_eq!(app.status, 200, "{:?}", app.body);
     assert_eq!(zip.status, 200, "{:?}", zip.body);
