@@ -12,7 +12,7 @@ use redb::{
 use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
-use super::index_later::{LaterWrites, Op};
+use super::index_later::LaterWrites;
 use super::source::Source;
 
 const ENTRIES: TableDefinition<&[u8], &str> = TableDefinition::new("entries");
@@ -133,10 +133,18 @@ pub(crate) use from_redb;
 
 from_redb!(IndexError::Redb);
 
+/// One write of a record queued for the index writer ([`LaterWrites`]).
+pub(super) enum Op {
+    /// Writes (or replaces) a record.
+    Put(Digest, Record),
+    /// Removes a record.
+    Remove(Digest),
+}
+
 /// The index database, and the records queued for it ([`LaterWrites`]).
 pub(crate) struct Index {
     db: Arc<Database>,
-    later: LaterWrites,
+    later: LaterWrites<Op>,
 }
 
 impl Index {
@@ -166,7 +174,11 @@ impl Index {
             }
         };
         let db = Arc::new(db);
-        let later = LaterWrites::start(db.clone()).map_err(IndexError::Thread)?;
+        let writer = db.clone();
+        let later = LaterWrites::start(Arc::new(move |ops: &[Op]| {
+            write_ops(&writer, ops).map_err(|e| e.to_string())
+        }))
+        .map_err(IndexError::Thread)?;
         let index = Self { db, later };
         index.write(|_| Ok(()))?;
         Ok(index)
@@ -175,12 +187,12 @@ impl Index {
     /// Queues `record` for `digest`, committed with others soon after (a publication's or an
     /// update's record: see [`LaterWrites`]).
     pub(crate) fn put_later(&self, digest: Digest, record: Record) {
-        self.later.send(Op::Put(digest, record), &self.db);
+        self.later.send(Op::Put(digest, record));
     }
 
     /// Queues the removal of `digest`'s record, committed with others soon after.
     pub(crate) fn remove_later(&self, digest: Digest) {
-        self.later.send(Op::Remove(digest), &self.db);
+        self.later.send(Op::Remove(digest));
     }
 
     /// One record.
@@ -288,7 +300,7 @@ fn write_with(
 }
 
 /// Applies queued writes in one transaction (the [`LaterWrites`] thread's commit).
-pub(super) fn write_ops(db: &Database, ops: &[Op]) -> Result<(), IndexError> {
+fn write_ops(db: &Database, ops: &[Op]) -> Result<(), IndexError> {
     write_with(db, |t| {
         for op in ops {
             match op {

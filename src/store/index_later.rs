@@ -14,22 +14,12 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use redb::Database;
-
-use super::digest::Digest;
-use super::index::{IndexError, Record, write_ops};
-
-/// One write to apply later.
-pub(super) enum Op {
-    /// Writes (or replaces) a record.
-    Put(Digest, Record),
-    /// Removes a record.
-    Remove(Digest),
-}
+/// Commits a batch of writes in one transaction; the error's text is logged.
+pub(super) type Commit<T> = Arc<dyn Fn(&[T]) -> Result<(), String> + Send + Sync>;
 
 /// What the writer thread is sent.
-enum Message {
-    Op(Op),
+enum Message<T> {
+    Op(T),
     /// Answered once everything sent before it is committed (or failed).
     Flush(SyncSender<()>),
 }
@@ -37,28 +27,31 @@ enum Message {
 /// The most writes one commit takes (the rest wait for the next).
 const MAX_BATCH: usize = 4096;
 
-/// The queue of later writes and its writer thread.
-pub(super) struct LaterWrites {
-    tx: Mutex<Option<Sender<Message>>>,
+/// The queue of later writes (of type `T`, which `commit` applies) and its writer thread.
+pub(super) struct LaterWrites<T> {
+    tx: Mutex<Option<Sender<Message<T>>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    commit: Commit<T>,
 }
 
-impl LaterWrites {
-    /// Starts the writer thread (named `fetchgate-index`) over `db`.
-    pub(super) fn start(db: Arc<Database>) -> std::io::Result<Self> {
+impl<T: Send + 'static> LaterWrites<T> {
+    /// Starts the writer thread (named `fetchgate-index`), which applies batches with `commit`.
+    pub(super) fn start(commit: Commit<T>) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
+        let thread_commit = commit.clone();
         let thread = std::thread::Builder::new()
             .name("fetchgate-index".into())
-            .spawn(move || run(&db, &rx))?;
+            .spawn(move || run(&*thread_commit, &rx))?;
         Ok(Self {
             tx: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
+            commit,
         })
     }
 
     /// Queues `op`; written by the thread with whatever else is queued. Applied at once, here,
     /// if the thread is gone.
-    pub(super) fn send(&self, op: Op, db: &Database) {
+    pub(super) fn send(&self, op: T) {
         let unsent = match self
             .tx
             .lock()
@@ -73,7 +66,7 @@ impl LaterWrites {
             None => Some(op),
         };
         if let Some(op) = unsent
-            && let Err(e) = write_ops(db, std::slice::from_ref(&op))
+            && let Err(e) = (self.commit)(std::slice::from_ref(&op))
         {
             log_lost(&e, 1);
         }
@@ -95,7 +88,7 @@ impl LaterWrites {
     }
 }
 
-impl Drop for LaterWrites {
+impl<T> Drop for LaterWrites<T> {
     /// Writes what is queued and stops the thread.
     fn drop(&mut self) {
         drop(
@@ -116,7 +109,7 @@ impl Drop for LaterWrites {
 }
 
 /// The writer thread: one commit for everything queued, until the queue is closed.
-fn run(db: &Database, rx: &Receiver<Message>) {
+fn run<T>(commit: &(dyn Fn(&[T]) -> Result<(), String> + Send + Sync), rx: &Receiver<Message<T>>) {
     while let Ok(first) = rx.recv() {
         let mut ops = Vec::new();
         let mut flushed = Vec::new();
@@ -131,7 +124,7 @@ fn run(db: &Database, rx: &Receiver<Message>) {
             }
         }
         if !ops.is_empty()
-            && let Err(e) = write_ops(db, &ops)
+            && let Err(e) = commit(&ops)
         {
             log_lost(&e, ops.len());
         }
@@ -143,14 +136,15 @@ fn run(db: &Database, rx: &Receiver<Message>) {
 
 /// A batch that could not be committed: its records are lost, and the next start adopts their
 /// files (hashing them before they are served).
-fn log_lost(e: &IndexError, records: usize) {
+fn log_lost(e: &str, records: usize) {
     tracing::warn!(error = %e, records, "index records not written; the next start adopts and hashes their files");
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::index::Index;
-    use super::*;
+    use super::super::digest::Digest;
+    use super::super::index::{Index, Record};
+    use std::sync::Arc;
 
     fn digest(a: u8, b: u8) -> Digest {
         let mut d = [0; 32];
