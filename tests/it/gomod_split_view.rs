@@ -340,33 +340,12 @@ async fn an_honest_growth_proved_at_once_with_its_prefix_is_accepted() {
     assert_go(&s, proxy).await;
 }
 
-/// Waits until the library's proof reached a tile held until `release`: waiting on a read in
-/// flight, or having asked the database again for one of `tiles`; then releases it.
-async fn release_once_the_second_proof_waits(
-    s: &Split,
-    proxy: SocketAddr,
-    tiles: &[&str],
-    release: &str,
-) {
-    let waiting = || support::proxy::metric(proxy, "fetchgate_fetch_waiters");
-    let deadline = std::time::Instant::now() + SAFETY;
-    while tiles.iter().all(|t| s.db.requests(t) < 2) && waiting() < 1.0 {
-        assert!(std::time::Instant::now() < deadline, "{:#?}", s.db.paths());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let released = Client::connect(s.db.addr)
-        .await
-        .send("GET", release, &[("host", "sumdb")])
-        .await;
-    assert_eq!(released.status, 404);
-}
-
-/// Two proofs in one tree that need the same tile at once read it from the database once:
-/// the library's proof, started while the app's waits on the honest tile, waits on that read
-/// instead of asking again (as `go` itself asks each tile once).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn proofs_that_need_one_tile_at_once_read_it_once() {
-    const RELEASE: &str = "/release-the-tile";
+/// The app's `.mod` and then the library's zip, both in the honest tree: the app's proof is
+/// held at the honest tile (after reading each of `read_before` once), the library's starts
+/// then, and the tile is released once the library's proof reached one of `watched`: waiting
+/// on a read in flight, or having asked the database again. Both must be served.
+async fn second_proof_while_the_first_waits(read_before: &[&str], watched: &[&str]) -> Split {
+    const RELEASE: &str = "/release-the-honest-tile";
     let s = split(false).await;
     let (lib, _) = lib_and_app();
     s.db.show(&lib, 0);
@@ -374,11 +353,33 @@ async fn proofs_that_need_one_tile_at_once_read_it_once() {
     let (proxy, _dir) = gate(&s, "").await;
     let app = tokio::spawn(fetch(proxy, APP_MOD));
     assert!(s.db.asked(HONEST_TILE).await, "{:#?}", s.db.paths());
+    for tile in read_before {
+        assert_eq!(s.db.requests(tile), 1, "{tile}: {:#?}", s.db.paths());
+    }
     let zip = tokio::spawn(fetch(proxy, LIB_ZIP));
-    release_once_the_second_proof_waits(&s, proxy, &[HONEST_TILE], RELEASE).await;
+    let waiting = || support::proxy::metric(proxy, "fetchgate_fetch_waiters");
+    let deadline = std::time::Instant::now() + SAFETY;
+    while watched.iter().all(|t| s.db.requests(t) < 2) && waiting() < 1.0 {
+        assert!(std::time::Instant::now() < deadline, "{:#?}", s.db.paths());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let released = Client::connect(s.db.addr)
+        .await
+        .send("GET", RELEASE, &[("host", "sumdb")])
+        .await;
+    assert_eq!(released.status, 404);
     let (app, zip) = (app.await.unwrap(), zip.await.unwrap());
     assert_eq!(app.status, 200, "{:?}", app.body);
     assert_eq!(zip.status, 200, "{:?}", zip.body);
+    s
+}
+
+/// Two proofs in one tree that need the same tile at once read it from the database once:
+/// the library's proof, started while the app's waits on the honest tile, waits on that read
+/// instead of asking again (as `go` itself asks each tile once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proofs_that_need_one_tile_at_once_read_it_once() {
+    let s = second_proof_while_the_first_waits(&[], &[HONEST_TILE]).await;
     assert_eq!(s.db.requests(HONEST_TILE), 1, "{:#?}", s.db.paths());
 }
 
@@ -387,21 +388,8 @@ async fn proofs_that_need_one_tile_at_once_read_it_once() {
 /// has read the level-1 tile and waits on the honest level-0 tile when the library's starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tile_read_moments_ago_for_another_proof_is_not_read_again() {
-    const RELEASE: &str = "/release-the-honest-tile";
     const LEVEL_1: &str = "/tile/8/1/000.p/2";
-    let s = split(false).await;
-    let (lib, _) = lib_and_app();
-    s.db.show(&lib, 0);
-    s.db.hold(HONEST_TILE, RELEASE, Duration::ZERO);
-    let (proxy, _dir) = gate(&s, "").await;
-    let app = tokio::spawn(fetch(proxy, APP_MOD));
-    assert!(s.db.asked(HONEST_TILE).await, "{:#?}", s.db.paths());
-    assert_eq!(s.db.requests(LEVEL_1), 1, "{:#?}", s.db.paths());
-    let zip = tokio::spawn(fetch(proxy, LIB_ZIP));
-    release_once_the_second_proof_waits(&s, proxy, &[HONEST_TILE, LEVEL_1], RELEASE).await;
-    let (app, zip) = (app.await.unwrap(), zip.await.unwrap());
-    assert_eq!(app.status, 200, "{:?}", app.body);
-    assert_eq!(zip.status, 200, "{:?}", zip.body);
+    let s = second_proof_while_the_first_waits(&[LEVEL_1], &[HONEST_TILE, LEVEL_1]).await;
     assert_eq!(s.db.requests(HONEST_TILE), 1, "{:#?}", s.db.paths());
     assert_eq!(s.db.requests(LEVEL_1), 1, "{:#?}", s.db.paths());
 }
