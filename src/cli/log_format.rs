@@ -176,18 +176,10 @@ impl Visit for FieldWriter<'_> {
 }
 
 /// Appends `v` in decimal, as its `Debug` writes it.
-fn push_decimal(out: &mut String, mut v: u64) {
+fn push_decimal(out: &mut String, v: u64) {
     let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.push_str(std::str::from_utf8(&digits[i..]).unwrap_or("0"));
+    let n = crate::serve::request_log::decimal(&mut digits, v);
+    out.push_str(std::str::from_utf8(&digits[..n]).unwrap_or("0"));
 }
 
 /// A writer that spells out the control characters a terminal could act on, as the default

@@ -339,18 +339,18 @@ impl std::fmt::Display for ClientAddr {
                 buf[n] = b'.';
                 n += 1;
             }
-            n += decimal(&mut buf[n..], u32::from(octet));
+            n += decimal(&mut buf[n..], u64::from(octet));
         }
         buf[n] = b':';
         n += 1;
-        n += decimal(&mut buf[n..], u32::from(a.port()));
+        n += decimal(&mut buf[n..], u64::from(a.port()));
         f.write_str(std::str::from_utf8(&buf[..n]).unwrap_or_default())
     }
 }
 
-/// Writes `v` in decimal at the start of `out` (room for five digits at least); its length.
-fn decimal(out: &mut [u8], mut v: u32) -> usize {
-    let mut digits = [0u8; 10];
+/// Writes `v` in decimal at the start of `out` (room for its digits, at most 20); its length.
+pub(crate) fn decimal(out: &mut [u8], mut v: u64) -> usize {
+    let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
         i -= 1;
