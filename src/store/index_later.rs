@@ -10,6 +10,7 @@
 //! adopts them, hashing each before it is served, as it adopts any file it finds. Every
 //! synchronous use of the index ([`LaterWrites::flush`] first) sees what was queued before it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -30,6 +31,9 @@ const MAX_BATCH: usize = 4096;
 /// The queue of later writes (of type `T`, which `commit` applies) and its writer thread.
 pub(super) struct LaterWrites<T> {
     tx: Mutex<Option<Sender<Message<T>>>>,
+    /// Writes sent and not yet committed (or failed): a flush with none returns at once, so
+    /// an index read while nothing is queued (eviction's pin checks, say) costs no hand-off.
+    pending: Arc<AtomicUsize>,
     thread: Mutex<Option<JoinHandle<()>>>,
     commit: Commit<T>,
 }
@@ -39,11 +43,14 @@ impl<T: Send + 'static> LaterWrites<T> {
     pub(super) fn start(commit: Commit<T>) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let thread_commit = commit.clone();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let thread_pending = pending.clone();
         let thread = std::thread::Builder::new()
             .name("fetchgate-index".into())
-            .spawn(move || run(&*thread_commit, &rx))?;
+            .spawn(move || run(&*thread_commit, &rx, &thread_pending))?;
         Ok(Self {
             tx: Mutex::new(Some(tx)),
+            pending,
             thread: Mutex::new(Some(thread)),
             commit,
         })
@@ -58,11 +65,17 @@ impl<T: Send + 'static> LaterWrites<T> {
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
         {
-            Some(tx) => match tx.send(Message::Op(op)) {
-                Ok(()) => None,
-                Err(mpsc::SendError(Message::Op(op))) => Some(op),
-                Err(_) => None,
-            },
+            Some(tx) => {
+                self.pending.fetch_add(1, Ordering::AcqRel);
+                match tx.send(Message::Op(op)) {
+                    Ok(()) => None,
+                    Err(mpsc::SendError(Message::Op(op))) => {
+                        self.pending.fetch_sub(1, Ordering::AcqRel);
+                        Some(op)
+                    }
+                    Err(_) => None,
+                }
+            }
             None => Some(op),
         };
         if let Some(op) = unsent
@@ -75,6 +88,9 @@ impl<T: Send + 'static> LaterWrites<T> {
     /// Waits until every write queued before this call is committed (or failed, which the
     /// thread logs).
     pub(super) fn flush(&self) {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let (done, wait) = mpsc::sync_channel(1);
         let sent = self
             .tx
@@ -109,7 +125,11 @@ impl<T> Drop for LaterWrites<T> {
 }
 
 /// The writer thread: one commit for everything queued, until the queue is closed.
-fn run<T>(commit: &(dyn Fn(&[T]) -> Result<(), String> + Send + Sync), rx: &Receiver<Message<T>>) {
+fn run<T>(
+    commit: &(dyn Fn(&[T]) -> Result<(), String> + Send + Sync),
+    rx: &Receiver<Message<T>>,
+    pending: &AtomicUsize,
+) {
     while let Ok(first) = rx.recv() {
         let mut ops = Vec::new();
         let mut flushed = Vec::new();
@@ -128,6 +148,7 @@ fn run<T>(commit: &(dyn Fn(&[T]) -> Result<(), String> + Send + Sync), rx: &Rece
         {
             log_lost(&e, ops.len());
         }
+        pending.fetch_sub(ops.len(), Ordering::AcqRel);
         for done in flushed {
             let _ = done.send(());
         }
