@@ -3,15 +3,17 @@
 # of layers (generated here: incompressible random data, gzip'd tar layers in an OCI layout)
 # directly from Debian's docker-registry (CNCF distribution 2.8), and through distribution's
 # own proxy mode (a second docker-registry with `proxy: remoteurl:` pointing at the first),
-# cold (the proxy's storage empty) and warm (a second pull), and through fetchgate's
-# `kind = "oci"` registry the same way (an empty cache directory each round), with the
-# upstream's request counts from its access log and the ratios of fetchgate's times to the
-# other two.
+# cold (the proxy's storage empty) and warm (a second pull), then CONCURRENT cold pulls at
+# once (8 by default; 0 skips them) on empty storage again, and through fetchgate's
+# `kind = "oci"` registry the same way (an empty cache directory each time). Each round
+# alternates which of the two goes first. Printed: medians and ranges of the times, the
+# server's CPU (cold and warm pull) and peak RSS, the upstream's request counts from its access
+# log, and the ratios of fetchgate's times to the proxy's round by round and to the direct pull.
 #
 # Installs what it needs with apt-get (docker-registry, skopeo), and only ever touches
 # loopback (127.0.0.1). Everything it starts, it stops.
 #
-# Usage: benches/oci.sh          (LAYERS=4 LAYER_MIB=64 ROUNDS=3 by default; override via env;
+# Usage: benches/oci.sh          (LAYERS=4 LAYER_MIB=64 ROUNDS=3 CONCURRENT=8 by default; via env;
 #                                 FG=/path/to/fetchgate measures another build, else
 #                                 target/release/fetchgate is built)
 #
@@ -23,6 +25,7 @@ cd "$(dirname "$0")/.."
 LAYERS=${LAYERS:-4}
 LAYER_MIB=${LAYER_MIB:-64}
 ROUNDS=${ROUNDS:-3}
+CONCURRENT=${CONCURRENT:-8}
 PIN=${PIN:-1}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 pin_cores
@@ -131,22 +134,22 @@ pull() {
   t1=$(date +%s.%N)
   python3 -c "print(f'{$t1-$t0:.2f}')"
 }
-median() { tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# pull_many FROM N: seconds until N skopeo pulls started at once into fresh layouts all ended.
+pull_many() {
+  local t0 t1 i pids=()
+  rm -rf "$W"/out-*
+  t0=$(date +%s.%N)
+  for i in $(seq "$2"); do
+    skopeo_ copy --src-tls-verify=false "docker://$1/bench/image:v1" "oci:$W/out-$i:v1" >/dev/null &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i"; done
+  t1=$(date +%s.%N)
+  rm -rf "$W"/out-*
+  python3 -c "print(f'{$t1-$t0:.2f}')"
+}
 # delta BEFORE AFTER: per-kind differences of two upstream_counts.
 delta() { read -r a b c <<<"$1"; read -r x y z <<<"$2"; echo "$((x-a)) blob GET, $((y-b)) manifest GET, $((z-c)) manifest HEAD"; }
-
-direct=()
-for _ in $(seq "$ROUNDS"); do direct+=("$(pull $UP)"); done
-
-cold=(); warm=(); cold_req=""; warm_req=""
-for r in $(seq "$ROUNDS"); do
-  rm -rf "$W/proxy-data"
-  start_registry proxy $PROXY "$W/proxy-data" "http://$UP"
-  before=$(upstream_counts); cold+=("$(pull $PROXY)"); mid=$(upstream_counts)
-  warm+=("$(pull $PROXY)"); after=$(upstream_counts)
-  [ "$r" = 1 ] && { cold_req=$(delta "$before" "$mid"); warm_req=$(delta "$mid" "$after"); }
-  stop_last
-done
 
 # start_fetchgate CACHE_DIR: fetchgate with one oci registry in front of the upstream.
 start_fetchgate() {
@@ -181,29 +184,67 @@ fg_manifest_counts() {
     END { printf "%d GET, %d HEAD", g, h }'
 }
 
-fcold=(); fwarm=(); fcold_req=""; fwarm_req=""; fg_own=""
-for r in $(seq "$ROUNDS"); do
-  rm -rf "$W/fg-cache"
-  start_fetchgate "$W/fg-cache"
-  before=$(upstream_counts); fcold+=("$(pull $FGM)"); mid=$(upstream_counts)
-  fwarm+=("$(pull $FGM)"); after=$(upstream_counts)
-  [ "$r" = 1 ] && { fcold_req=$(delta "$before" "$mid"); fwarm_req=$(delta "$mid" "$after"); fg_own=$(fg_manifest_counts); }
+# One system's round: a cold pull and a warm one on empty storage, then (with CONCURRENT > 0)
+# CONCURRENT cold pulls at once on empty storage again; times, the server's CPU and peak RSS,
+# and the first round's upstream requests.
+start_proxy() { start_registry proxy $PROXY "$W/proxy-data" "http://$UP"; }
+run_system() {
+  local s=$1 r=$2 addr start before mid after c0 usage
+  case $s in
+    proxy) addr=$PROXY; start=start_proxy; rm -rf "$W/proxy-data" ;;
+    fetchgate) addr=$FGM; start="start_fetchgate $W/fg-cache"; rm -rf "$W/fg-cache" ;;
+  esac
+  $start; SERVER=${PIDS[-1]}
+  before=$(upstream_counts); cold[$s,$r]=$(pull "$addr"); mid=$(upstream_counts)
+  warm[$s,$r]=$(pull "$addr"); after=$(upstream_counts)
+  usage=$(server_usage); cpu[$s,$r]=${usage% *}; rss[$s,$r]=${usage#* }
+  if [ "$r" = 1 ]; then
+    req[$s]="$(delta "$before" "$mid") | $(delta "$mid" "$after")"
+    [ "$s" = fetchgate ] && fg_own=$(fg_manifest_counts)
+  fi
   stop_last
+  if [ "$CONCURRENT" -gt 0 ]; then
+    case $s in proxy) rm -rf "$W/proxy-data" ;; fetchgate) rm -rf "$W/fg-cache" ;; esac
+    $start; SERVER=${PIDS[-1]}
+    before=$(upstream_counts); many[$s,$r]=$(pull_many "$addr" "$CONCURRENT"); after=$(upstream_counts)
+    [ "$r" = 1 ] && req_many[$s]=$(delta "$before" "$after")
+    usage=$(server_usage); (( ${usage#* } > ${rss[$s,$r]} )) && rss[$s,$r]=${usage#* }
+    stop_last
+  fi
+}
+
+declare -A cold warm many cpu rss req req_many
+direct=(); fg_own=""
+systems=(proxy fetchgate)
+for r in $(seq "$ROUNDS"); do
+  direct+=("$(pull $UP)")
+  # Alternate which system goes first, so neither always meets a warmer machine.
+  if ((r % 2)); then order=(proxy fetchgate); else order=(fetchgate proxy); fi
+  for s in "${order[@]}"; do run_system "$s" "$r"; done
 done
 
-printf '\nskopeo pulls of %s MiB in %s layers (%s bytes of blobs), median of %s, pinned: %s\n\n' \
+# col TABLE SYSTEM: that system's figures of every round; stats: "median (min-max)".
+col() { local t=$1 s=$2 r; for r in $(seq "$ROUNDS"); do eval "echo \${$t[$s,$r]}"; done; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+stats() { sort -n | awk '{a[NR]=$1} END {printf "%s (%s-%s)", a[int((NR+1)/2)], a[1], a[NR]}'; }
+# ratios A B: the round-by-round ratios of fetchgate's figures in table A to the proxy's.
+ratios() { local r; for r in $(seq "$ROUNDS"); do eval "awk -v f=\${$1[fetchgate,$r]} -v p=\${$1[proxy,$r]} 'BEGIN {printf \"%.2f\\n\", f / p}'"; done; }
+
+printf '\nskopeo pulls of %s MiB in %s layers (%s bytes of blobs), %s rounds alternating which system goes first, pinned: %s\n\n' \
   "$((LAYERS * LAYER_MIB))" "$LAYERS" "$BYTES" "$ROUNDS" "$([ ${#SUT[@]} -gt 0 ] && echo yes || echo no)"
-printf '%-34s %8s %8s   %s\n' "path" "cold s" "warm s" "upstream requests (cold | warm)"
-d=$(echo "${direct[*]}" | median)
-printf '%-34s %8s %8s   %s\n' "direct from docker-registry" "$d" "$d" "-"
-printf '%-34s %8s %8s   %s | %s\n' "distribution proxy mode" "$(echo "${cold[*]}" | median)" "$(echo "${warm[*]}" | median)" "$cold_req" "$warm_req"
-fc=$(echo "${fcold[*]}" | median); fw=$(echo "${fwarm[*]}" | median)
-printf '%-34s %8s %8s   %s | %s\n' "fetchgate (kind = oci)" "$fc" "$fw" "$fcold_req" "$fwarm_req"
-pc=$(echo "${cold[*]}" | median); pw=$(echo "${warm[*]}" | median)
-python3 - "$fc" "$fw" "$d" "$pc" "$pw" <<'PY'
-import sys
-fc, fw, d, pc, pw = map(float, sys.argv[1:])
-print(f"\nfetchgate / direct: cold {fc / d:.2f}, warm {fw / d:.2f}; "
-      f"fetchgate / proxy mode: cold {fc / pc:.2f}, warm {fw / pw:.2f}")
-PY
+printf '%-24s %-20s %-20s %-22s %-12s %-8s\n' system "cold s" "warm s" "$CONCURRENT at once, cold s" "CPU s c+w" "RSS MiB"
+printf '%-24s %-20s %-20s\n' "direct (docker-registry)" "$(printf '%s\n' "${direct[@]}" | stats)" "-"
+for s in "${systems[@]}"; do
+  printf '%-24s %-20s %-20s %-22s %-12s %-8s\n' "$s" "$(col cold $s | stats)" "$(col warm $s | stats)" \
+    "$([ "$CONCURRENT" -gt 0 ] && col many $s | stats || echo -)" "$(col cpu $s | median)" \
+    "$(($(col rss $s | sort -n | tail -1) >> 10))"
+done
+printf '\nupstream requests, first round (cold | warm; %s at once):\n' "$CONCURRENT"
+for s in "${systems[@]}"; do printf '  %-10s %s; %s\n' "$s" "${req[$s]}" "${req_many[$s]:--}"; done
 printf "fetchgate's own count of upstream manifest requests (first round, cold + warm): %s\n" "$fg_own"
+printf '\nfetchgate / proxy mode, median of the rounds (range): cold %s, warm %s' \
+  "$(ratios cold | stats)" "$(ratios warm | stats)"
+[ "$CONCURRENT" -gt 0 ] && printf ', %s at once %s' "$CONCURRENT" "$(ratios many | stats)"
+printf '\nfetchgate / direct: cold %s, warm %s\n' \
+  "$(awk -v f="$(col cold fetchgate | median)" -v d="$(printf '%s\n' "${direct[@]}" | median)" 'BEGIN {printf "%.2f", f / d}')" \
+  "$(awk -v f="$(col warm fetchgate | median)" -v d="$(printf '%s\n' "${direct[@]}" | median)" 'BEGIN {printf "%.2f", f / d}')"

@@ -14,6 +14,8 @@
 //! - [`expected`] fetches what a registry's metadata names and publishes it only when it
 //!   matches the digest the registry published ([`integrity`]), optionally handing one client
 //!   the bytes as they are hashed ([`tap`]: the last byte only once they matched);
+//! - [`written`] reads a body into memory and a fill at once, for a check that needs all of
+//!   it (a Go module zip's `h1:`) before the caller publishes it;
 //! - [`tampered`] remembers a digest mismatch per URL for a while, so a retry is refused
 //!   without downloading the same wrong bytes again;
 //! - [`settings`] reads the fetcher's keys of `[cache]`;
@@ -36,6 +38,7 @@ pub(crate) mod tap;
 pub(crate) mod through;
 pub(crate) mod tiers;
 pub(crate) mod upstream;
+pub(crate) mod written;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -32,12 +32,14 @@ pub(crate) enum Reply {
         /// The entry.
         object: crate::store::Object,
     },
-    /// An artifact on its way into the store under this digest, streamed to this client as
-    /// the fill verifies it: its last byte goes out only once the SHA-256 matched, and the
-    /// body is cut short otherwise.
+    /// An artifact on its way into the store, streamed to this client as the fill verifies
+    /// it: its last byte goes out only once the check passed (the SHA-256, or the whole
+    /// file's own hash), and the body is cut short otherwise.
     Streamed {
-        /// Its SHA-256.
-        sha256: Digest,
+        /// Its SHA-256 when it was known before the first byte (a registry published it);
+        /// `None` when only the whole file names it (a Go module's `h1:`), so the response
+        /// carries no digest headers.
+        sha256: Option<Digest>,
         /// Its length, as the upstream announced it.
         length: u64,
         /// The bytes.
@@ -57,7 +59,8 @@ impl Reply {
     /// The stored artifact this reply serves, if it serves one.
     pub(crate) fn artifact(&self) -> Option<&Digest> {
         match self {
-            Reply::Artifact { sha256 } | Reply::Streamed { sha256, .. } => Some(sha256),
+            Reply::Artifact { sha256 } => Some(sha256),
+            Reply::Streamed { sha256, .. } => sha256.as_ref(),
             Reply::Stored { object } => Some(&object.digest),
             Reply::WithHeaders { reply, .. } => reply.artifact(),
             Reply::Document { .. } => None,

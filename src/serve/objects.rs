@@ -323,9 +323,21 @@ pub(crate) fn respond(
 /// these are true. The entity-tag and `Repr-Digest` are written into buffers on the stack: a
 /// hit makes no string of them.
 pub(crate) fn entry_headers(digest: &Digest, any_origin: bool) -> HeaderMap {
+    headers_of_entry(Some(digest), any_origin)
+}
+
+/// [`entry_headers`] for a stream whose SHA-256 is known only once its last byte arrived (a
+/// Go module checked by its `h1:`): the same, without `ETag` and `Repr-Digest`.
+pub(crate) fn undigested_entry_headers(any_origin: bool) -> HeaderMap {
+    headers_of_entry(None, any_origin)
+}
+
+/// [`entry_headers`], with the digest's own headers only when `digest` is known.
+fn headers_of_entry(digest: Option<&Digest>, any_origin: bool) -> HeaderMap {
     let mut common = HeaderMap::with_capacity(10);
     let mut etag = [b'"'; 66];
-    if hex::encode_to_slice(digest.0, &mut etag[1..65]).is_ok()
+    if let Some(digest) = digest
+        && hex::encode_to_slice(digest.0, &mut etag[1..65]).is_ok()
         && let Ok(v) = HeaderValue::from_bytes(&etag)
     {
         common.insert(header::ETAG, v);
@@ -334,7 +346,7 @@ pub(crate) fn entry_headers(digest: &Digest, any_origin: bool) -> HeaderMap {
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=31536000, immutable"),
     );
-    if let Some(v) = repr_digest(digest) {
+    if let Some(v) = digest.and_then(repr_digest) {
         common.insert(HeaderName::from_static("repr-digest"), v);
     }
     common.insert(

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response};
 
-use super::objects::{entry_headers, lookup, respond};
+use super::objects::{entry_headers, lookup, respond, undigested_entry_headers};
 use super::problem::Problem;
 use super::request_error::RequestError;
 use super::request_log::{Decided, RequestLog};
@@ -139,7 +139,7 @@ enum Served {
     Stored(crate::store::Object),
     /// An artifact streamed while its fill verifies it.
     Streamed {
-        sha256: crate::store::Digest,
+        sha256: Option<crate::store::Digest>,
         length: u64,
         body: crate::body::ResponseBody,
     },
@@ -197,15 +197,19 @@ fn unwrapped(reply: Reply) -> (Served, HeaderMap) {
 }
 
 /// The `200` for an artifact streamed while its fill verifies it: the headers a stored entry
-/// gets ([`entry_headers`]), its announced length, and the body, which ends before its last
-/// byte unless the SHA-256 matched.
+/// gets ([`entry_headers`]; without `ETag` and `Repr-Digest` when its SHA-256 is not known
+/// yet), its announced length, and the body, which ends before its last byte unless the check
+/// passed.
 fn streamed(
-    sha256: crate::store::Digest,
+    sha256: Option<crate::store::Digest>,
     length: u64,
     body: crate::body::ResponseBody,
 ) -> Response<ResponseBody> {
     let mut resp = Response::new(body);
-    *resp.headers_mut() = entry_headers(&sha256, false);
+    *resp.headers_mut() = match &sha256 {
+        Some(sha256) => entry_headers(sha256, false),
+        None => undigested_entry_headers(false),
+    };
     resp.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     resp.headers_mut().insert(

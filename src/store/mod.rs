@@ -341,22 +341,6 @@ impl Store {
         fill.commit(from, label)
     }
 
-    /// Publishes `bytes` under the SHA-256 the fill computes as it writes them (one pass over
-    /// them; a caller that would hash them only to name them leaves that to the store), or
-    /// notes them seen again when that entry is published already. Returns the digest.
-    pub fn put_bytes(
-        self: &Arc<Self>,
-        bytes: &[u8],
-        from: Provenance,
-        label: Option<String>,
-    ) -> Result<Digest, FillError> {
-        let mut fill = self
-            .begin(None, bytes.len() as u64)
-            .map_err(FillError::Store)?;
-        fill.write(bytes)?;
-        fill.commit(from, label)
-    }
-
     /// Every entry with its record, most recently used first.
     pub fn list(&self) -> Vec<EntryInfo> {
         let Ok(entries) = self.table() else {

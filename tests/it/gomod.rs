@@ -56,7 +56,7 @@ pub(crate) async fn fetch(proxy: SocketAddr, path: &str) -> Got {
 }
 
 /// Whether the store holds `bytes` (a plain `/sha256/` GET).
-async fn stored(proxy: SocketAddr, bytes: &[u8]) -> bool {
+pub(crate) async fn stored(proxy: SocketAddr, bytes: &[u8]) -> bool {
     let hex = hex::encode(Sha256::digest(bytes));
     get(proxy, &format!("/sha256/{hex}")).await.status == 200
 }

@@ -26,6 +26,7 @@ mod gomod;
 mod gomod_documents;
 mod gomod_harness;
 mod gomod_split_view;
+mod gomod_streaming;
 mod intercept;
 mod lifecycle;
 mod love;

@@ -93,7 +93,7 @@ impl RegistryCore {
                         .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
                         .boxed();
                     return Ok(Fetched::Streaming(Reply::Streamed {
-                        sha256,
+                        sha256: Some(sha256),
                         length,
                         body,
                     }));

@@ -1,16 +1,17 @@
 //! A `.mod` or `.zip` miss: one upstream read for every concurrent asker of the same module
 //! version from the same registry (one single flight, [`crate::fetch::flight`]), checked
 //! against the `h1:` the checksum database recorded (or the pinned first one with
-//! `sumdb = "off"`), and stored by SHA-256 only then. The read runs on its flight's own task,
-//! so a client that leaves never cancels it for the others.
+//! `sumdb = "off"`), and published by SHA-256 only then. The bytes are written as they arrive
+//! ([`crate::fetch::written`]), and the request that leads the flight may have them as they
+//! arrive too, all but the last, which waits for the check ([`Fill::fly_streaming`]). The read
+//! runs on its flight's own task, so a client that leaves never cancels it for the others.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderMap;
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use http_body_util::BodyExt;
 
 use super::dirhash::{hash_mod, hash_zip};
 use super::error::{GoError, go_err};
@@ -20,12 +21,15 @@ use super::verify::{VerifyError, check_mod, check_zip_bytes};
 use super::zip_rules::check_zip;
 use super::zip_rules::{MAX_GO_MOD_BYTES, MAX_ZIP_BYTES};
 use crate::fetch::Fetcher;
-use crate::fetch::expected::MetaResponse;
 use crate::fetch::flight::Ask;
 use crate::fetch::hops::Credential;
+use crate::fetch::tap::{self, TapSlot};
+use crate::fetch::written::Written;
 use crate::metrics::route::REGISTRY;
 use crate::registry::aliases::Aliases;
+use crate::registry::core::streamed::STREAM_FROM_BYTES;
 use crate::registry::error::RegistryError;
+use crate::registry::request::Reply;
 use crate::shared::SharedTier;
 use crate::shared::lease::Turn;
 use crate::store::{Digest, Provenance, Voucher};
@@ -54,6 +58,9 @@ pub(super) struct Fill {
     pub(super) want: Option<String>,
     /// Its alias-index key ([`Fill::index_key`]), which is also its flight's key.
     pub(super) index_key: String,
+    /// Where the upstream read, if this request leads its flight, hands the bytes to this
+    /// request's client as they arrive (`None`: the client waits for the stored file).
+    pub(super) tap: Option<TapSlot>,
 }
 
 impl Fill {
@@ -77,6 +84,49 @@ impl Fill {
         flights
             .fly(ask, fetch, |why| RegistryError::Internal(why.into()))
             .await
+    }
+
+    /// [`Fill::fly`], for a client that can take the bytes as they arrive (`stream`: a plain
+    /// `GET` of the whole file from a registry without credentials, whose entry must be marked
+    /// private before its client learns the digest). When this request leads the flight and
+    /// the upstream announces at least [`STREAM_FROM_BYTES`], the reply is the bytes as they
+    /// are written, the last one held back until the `h1:` over the whole file matched;
+    /// otherwise (a joiner, a small or unannounced body, a copy from the fleet) the stored
+    /// file once it landed.
+    pub(super) async fn fly_streaming(
+        mut self,
+        flights: &Arc<Flights>,
+        stream: bool,
+    ) -> Result<Reply, RegistryError> {
+        if !stream {
+            let sha256 = self.fly(flights).await?;
+            return Ok(Reply::Artifact { sha256 });
+        }
+        let (slot, mut tapped) = tap::tap(self.fetcher.body_idle());
+        self.tap = Some(slot);
+        // The flight is waited for on a task of its own: a flight nobody waits for is
+        // abandoned, and this request stops waiting once it streams.
+        let flights = flights.clone();
+        let mut flying = tokio::spawn(async move { self.fly(&flights).await });
+        let fetched = tokio::select! {
+            started = tapped.started() => match started {
+                Some(length) if length >= STREAM_FROM_BYTES => {
+                    let body = tapped
+                        .into_body(length)
+                        .map_err(|e| Box::new(e) as crate::body::BoxError)
+                        .boxed();
+                    return Ok(Reply::Streamed { sha256: None, length, body });
+                }
+                _ => {
+                    drop(tapped);
+                    flying.await
+                }
+            },
+            fetched = &mut flying => fetched,
+        };
+        let sha256 = fetched
+            .map_err(|e| RegistryError::Internal(format!("the module fetch stopped: {e}")))??;
+        Ok(Reply::Artifact { sha256 })
     }
 
     /// The leading request's read of the file: from the fleet when another instance has it
@@ -210,18 +260,14 @@ impl Fill {
             })));
         }
         let max = self.max_bytes();
-        let body = match self
+        let tap = tap::take(self.tap.as_ref());
+        let written = match self
             .fetcher
-            .get_metadata(
-                self.url.as_str(),
-                HeaderMap::new(),
-                self.credential.as_ref(),
-                max,
-            )
+            .fetch_written(url, self.credential.as_ref(), max, tap)
             .await
         {
-            Ok(MetaResponse::Ok { body, .. }) => body,
-            Ok(_) => return Err(RegistryError::NotFound(format!("{module}@{version}.{ext}"))),
+            Ok(Some(written)) => written,
+            Ok(None) => return Err(RegistryError::NotFound(format!("{module}@{version}.{ext}"))),
             Err(f) if f.code.is_over_length() => {
                 return Err(RegistryError::MetadataTooLarge {
                     path: self.url.path().to_string(),
@@ -230,7 +276,9 @@ impl Fill {
             }
             Err(f) => return Err(RegistryError::Upstream(f)),
         };
-        if let Err(e) = self.check(body.clone()).await {
+        // A refusal drops the fill (nothing kept) and the tap (the client's body ends short).
+        let Written { body, fill, tap } = written;
+        if let Err(e) = self.check(body).await {
             if let (Some(want), GoError::Verify(VerifyError::DigestMismatch { computed, .. })) =
                 (&self.want, &e)
             {
@@ -240,17 +288,16 @@ impl Fill {
             tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module refused; nothing stored");
             return Err(go_err(e));
         }
-        let store = self.fetcher.store().clone();
         let aliases = self.aliases.clone();
         let index_key = self.index_key.clone();
         let label = self.label();
         let locator = crate::redact::redact_locator(self.url.as_str());
         let from = Provenance::Registry(Some(locator), Voucher::registry(&self.registry));
-        let sha256 = tokio::task::spawn_blocking(move || {
-            // Hashed once, by the store as it writes; the same bytes through another registry
+        let stored = tokio::task::spawn_blocking(move || {
+            // Hashed once, by the store as it wrote; the same bytes through another registry
             // (or by URL) are only noted as vouched for by this one too.
-            let sha256 = store
-                .put_bytes(&body, from, Some(label))
+            let sha256 = fill
+                .commit(from, Some(label))
                 .map_err(|e| RegistryError::Cache(e.to_string()))?;
             aliases
                 .set_alias(&index_key, &sha256)
@@ -258,7 +305,13 @@ impl Fill {
             Ok::<_, RegistryError>(sha256)
         })
         .await
-        .map_err(|e| RegistryError::Internal(e.to_string()))??;
+        .map_err(|e| RegistryError::Internal(e.to_string()));
+        // The bytes passed their check: the tapped client has its last byte whether or not the
+        // store kept them, and once it has it, a store that could keep them has.
+        if let Some(t) = tap {
+            t.verified().await;
+        }
+        let sha256 = stored??;
         count(self.fetcher.metrics(), &self.registry, "miss");
         self.fetcher.metrics().fill(crate::metrics::route::REGISTRY);
         Ok(sha256)

@@ -164,7 +164,11 @@ impl Go<'_> {
                 module,
                 version,
                 file,
-            } => self.go_file(front, go, &module, &version, file).await,
+            } => {
+                let stream = !ask.head && !ask.range && front.credential.is_none();
+                self.go_file(front, go, (&module, &version, file), stream)
+                    .await
+            }
             Route::SumDb { .. } => unreachable_route(),
         }
     }
@@ -210,14 +214,14 @@ impl Go<'_> {
         Ok(document(content_type, entry.body.clone(), freshness))
     }
 
-    /// A `.mod` or `.zip`: from the store through the index, or fetched and verified.
+    /// A `.mod` or `.zip`: from the store through the index, or fetched and verified (as it
+    /// arrives when `stream` allows, [`Fill::fly_streaming`]).
     async fn go_file(
         &self,
         front: &Front,
         go: &GoSettings,
-        module: &str,
-        version: &str,
-        file: VersionFile,
+        (module, version, file): (&str, &str, VersionFile),
+        stream: bool,
     ) -> Result<Reply, RegistryError> {
         let ext = file.extension();
         let registry = front.settings.name.as_str();
@@ -279,9 +283,9 @@ impl Go<'_> {
             file,
             want,
             index_key,
+            tap: None,
         };
-        let sha256 = fill.fly(&self.state.flights).await?;
-        Ok(Reply::Artifact { sha256 })
+        fill.fly_streaming(&self.state.flights, stream).await
     }
 
     /// `/sumdb/<name>/...`: only for the configured database.
