@@ -17,7 +17,8 @@
 # upstream's requests per cold run (fetchgate's against go's own, by kind, and any path asked
 # more often), each server's CPU seconds and peak RSS, the upstream's CPU seconds and go's.
 # Before the rounds, one module's zip is swapped upstream (a valid zip of other bytes than the
-# database records) to show who serves what: fetchgate must answer 424 and store nothing, and
+# database records) to show who serves what: fetchgate must refuse it (a 424, or a stream cut
+# short before its last byte for a zip of a megabyte or more) and store nothing, and
 # go direct must refuse it itself.
 #
 # Installs what it needs with apt-get (golang-go, nginx, curl), and only ever touches loopback
@@ -188,8 +189,11 @@ cp "$www/$victim" "$W/victim.good"
 cp "$W/world/tamper.zip" "$www/$victim"
 echo "tampered: the upstream serves $victim with other bytes than the database records"
 start_fetchgate
-status=$(curl -s -o "$W/tamper.body" -w '%{http_code}' "http://$FGP/registry/go/$victim")
+# A zip of a megabyte or more streams while it verifies: the swapped one is then a 200 cut
+# short before its last byte (curl: exit 18); a smaller one is a 424.
+read -r status got < <(curl -s -o "$W/tamper.body" -w '%{http_code} %{size_download}\n' "http://$FGP/registry/go/$victim" || true)
 problem=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["code"])' "$W/tamper.body" 2>/dev/null || echo "?")
+[ "$status" = 200 ] && problem="streamed and cut short: $got of $(stat -c %s "$W/world/tamper.zip") bytes"
 kept=$(curl -s -o /dev/null -w '%{http_code}' "http://$FGP/sha256/$(sha256sum "$W/world/tamper.zip" | cut -c1-64)")
 [ "$kept" = 404 ] && kept="not stored (/sha256/ of the swapped zip: 404)" || kept="STORED (/sha256/: $kept)"
 read -r proxy sumdb < <(client_env fetchgate)
