@@ -15,6 +15,12 @@ use super::{Metrics, route};
 pub(super) fn zeros(m: &Metrics) {
     let looked_up = [route::OBJECT, route::REGISTRY, route::PACK];
     Metrics::preset(&m.cache_hits, "route", &looked_up);
+    let _ = m.hits_looked_up.set(
+        looked_up
+            .iter()
+            .map(|r| (*r, m.cache_hits.get_or_create(&[("route", r)]).clone()))
+            .collect(),
+    );
     Metrics::preset(&m.cache_misses, "route", &looked_up);
     let filled = [
         route::FETCH_THROUGH,

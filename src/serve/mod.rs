@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub(crate) mod conn;
+pub(crate) mod entry_headers;
 pub(crate) mod forward;
 pub(crate) mod intercepted;
 pub(crate) mod love_api;

@@ -4,11 +4,12 @@
 use std::io::{Read, Seek, SeekFrom};
 
 use bytes::Bytes;
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 
+use super::entry_headers::entry_headers;
 use super::problem::Problem;
 use super::request_error::RequestError;
 use super::request_log::{Decided, RequestLog};
@@ -257,24 +258,16 @@ pub(crate) fn respond(
     object: Object,
     any_origin: bool,
 ) -> Response<ResponseBody> {
-    // The hex digest for `If-None-Match`, on the stack: a hit makes no string of it.
-    let mut hex_buf = [0u8; 64];
-    let hex = match hex::encode_to_slice(object.digest.0, &mut hex_buf) {
-        Ok(()) => std::str::from_utf8(&hex_buf).unwrap_or_default(),
-        Err(_) => "",
-    };
-    let common = entry_headers(&object.digest, any_origin);
-    let mut base = Response::builder();
-    if let Some(h) = base.headers_mut() {
-        *h = common;
+    let mut resp = Response::new(empty());
+    *resp.headers_mut() = entry_headers(&object.digest, any_origin);
+    if headers.contains_key(header::IF_NONE_MATCH) && if_none_match(headers, &object.digest) {
+        *resp.status_mut() = StatusCode::NOT_MODIFIED;
+        return resp;
     }
-    if if_none_match(headers, hex) {
-        return base
-            .status(StatusCode::NOT_MODIFIED)
-            .body(empty())
-            .unwrap_or_else(|_| Response::new(empty()));
-    }
-    base = base.header(header::CONTENT_TYPE, "application/octet-stream");
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
     let size = object.size;
     let range = headers
         .get(header::RANGE)
@@ -283,10 +276,10 @@ pub(crate) fn respond(
     let (status, start, len) = match range {
         Some(Ok(ranges)) if ranges.len() == 1 => {
             let r = &ranges[0];
-            base = base.header(
-                header::CONTENT_RANGE,
-                format!("bytes {}-{}/{size}", r.start(), r.end()),
-            );
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes {}-{}/{size}", r.start(), r.end()))
+            {
+                resp.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
             (
                 StatusCode::PARTIAL_CONTENT,
                 *r.start(),
@@ -299,7 +292,9 @@ pub(crate) fn respond(
         // No Range, several ranges, or one fetchgate may ignore: the whole entry.
         _ => (StatusCode::OK, 0, size),
     };
-    base = base.status(status).header(header::CONTENT_LENGTH, len);
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     let body = if *method == Method::HEAD {
         empty()
     } else {
@@ -314,72 +309,18 @@ pub(crate) fn respond(
             Body::File(file) => file_body(file, start, len),
         }
     };
-    base.body(body).unwrap_or_else(|_| Response::new(empty()))
+    *resp.body_mut() = body;
+    resp
 }
 
-/// The headers every verified entry is served with: `ETag`, immutable `Cache-Control`,
-/// `Repr-Digest`, `nosniff`, `Accept-Ranges`, and (`any_origin`) `Access-Control-Allow-Origin:
-/// *`. A stream that is still being verified gets them too: its last byte goes out only once
-/// these are true. The entity-tag and `Repr-Digest` are written into buffers on the stack: a
-/// hit makes no string of them.
-pub(crate) fn entry_headers(digest: &Digest, any_origin: bool) -> HeaderMap {
-    headers_of_entry(Some(digest), any_origin)
-}
-
-/// [`entry_headers`] for a stream whose SHA-256 is known only once its last byte arrived (a
-/// Go module checked by its `h1:`): the same, without `ETag` and `Repr-Digest`.
-pub(crate) fn undigested_entry_headers(any_origin: bool) -> HeaderMap {
-    headers_of_entry(None, any_origin)
-}
-
-/// [`entry_headers`], with the digest's own headers only when `digest` is known.
-fn headers_of_entry(digest: Option<&Digest>, any_origin: bool) -> HeaderMap {
-    let mut common = HeaderMap::with_capacity(10);
-    let mut etag = [b'"'; 66];
-    if let Some(digest) = digest
-        && hex::encode_to_slice(digest.0, &mut etag[1..65]).is_ok()
-        && let Ok(v) = HeaderValue::from_bytes(&etag)
-    {
-        common.insert(header::ETAG, v);
-    }
-    common.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=31536000, immutable"),
-    );
-    if let Some(v) = digest.and_then(repr_digest) {
-        common.insert(HeaderName::from_static("repr-digest"), v);
-    }
-    common.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    if any_origin {
-        common.insert(
-            header::ACCESS_CONTROL_ALLOW_ORIGIN,
-            HeaderValue::from_static("*"),
-        );
-    }
-    common.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    common
-}
-
-/// `Repr-Digest: sha-256=:<base64>:` (RFC 9530) for `digest`.
-fn repr_digest(digest: &Digest) -> Option<HeaderValue> {
-    use base64::Engine as _;
-    const PREFIX: &[u8] = b"sha-256=:";
-    // 32 bytes are 44 characters of padded base64.
-    let mut out = [0u8; PREFIX.len() + 44 + 1];
-    out[..PREFIX.len()].copy_from_slice(PREFIX);
-    let n = base64::engine::general_purpose::STANDARD
-        .encode_slice(digest.0, &mut out[PREFIX.len()..])
-        .ok()?;
-    let end = PREFIX.len() + n;
-    out[end] = b':';
-    HeaderValue::from_bytes(&out[..=end]).ok()
-}
-
-/// True if `If-None-Match` names the entry whose hex digest is `hex` (or is `*`).
-fn if_none_match(headers: &HeaderMap, hex: &str) -> bool {
+/// True if `If-None-Match` names the entry `digest` (or is `*`).
+fn if_none_match(headers: &HeaderMap, digest: &Digest) -> bool {
+    // The hex digest on the stack: a conditional request makes no string of it.
+    let mut hex_buf = [0u8; 64];
+    let hex = match hex::encode_to_slice(digest.0, &mut hex_buf) {
+        Ok(()) => std::str::from_utf8(&hex_buf).unwrap_or_default(),
+        Err(_) => "",
+    };
     field_elements(headers.get_all(header::IF_NONE_MATCH))
         .iter()
         .any(|tag| {
@@ -460,14 +401,11 @@ impl<T> futures_core::Stream for ReceiverStream<T> {
 mod tests {
     use super::*;
 
-    /// The stack-written headers say what the string-built ones said.
+    /// The stack-written entity-tag says what a string-built one said, and names the entry
+    /// for `If-None-Match`.
     #[test]
-    fn entity_tag_and_repr_digest_are_the_digest_s_own() {
+    fn the_entity_tag_is_the_digest_s_own() {
         let d = Digest::of(b"some bytes");
-        assert_eq!(
-            repr_digest(&d).unwrap(),
-            format!("sha-256=:{}:", d.base64()).as_str()
-        );
         let object = Object {
             digest: d,
             size: 10,
@@ -494,11 +432,12 @@ mod tests {
 
     #[test]
     fn if_none_match_reads_entity_tags_as_rfc_9110_lists() {
-        let hex = "ab".repeat(32);
+        let digest = Digest([0xab; 32]);
+        let hex = digest.hex();
         let with = |v: &str| {
             let mut h = HeaderMap::new();
             h.insert(header::IF_NONE_MATCH, v.parse().unwrap());
-            if_none_match(&h, &hex)
+            if_none_match(&h, &digest)
         };
         assert!(with(&format!("\"{hex}\"")));
         assert!(with(&format!("\"x\", W/\"{hex}\"")));

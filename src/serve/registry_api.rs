@@ -6,7 +6,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response};
 
-use super::objects::{entry_headers, lookup, respond, undigested_entry_headers};
+use super::entry_headers::{entry_headers, undigested_entry_headers};
+use super::objects::{lookup, respond};
 use super::problem::Problem;
 use super::request_error::RequestError;
 use super::request_log::{Decided, RequestLog};
