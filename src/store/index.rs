@@ -12,7 +12,7 @@ use redb::{
 use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
-use super::index_later::{COMMIT_WINDOW, LaterWrites};
+use super::index_later::LaterWrites;
 use super::source::Source;
 
 const ENTRIES: TableDefinition<&[u8], &str> = TableDefinition::new("entries");
@@ -175,10 +175,9 @@ impl Index {
         };
         let db = Arc::new(db);
         let writer = db.clone();
-        let later = LaterWrites::start(
-            Arc::new(move |ops: &[Op]| write_ops(&writer, ops).map_err(|e| e.to_string())),
-            COMMIT_WINDOW,
-        )
+        let later = LaterWrites::start(Arc::new(move |ops: &[Op]| {
+            write_ops(&writer, ops).map_err(|e| e.to_string())
+        }))
         .map_err(IndexError::Thread)?;
         let index = Self { db, later };
         index.write(|_| Ok(()))?;

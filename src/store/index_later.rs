@@ -1,27 +1,19 @@
 //! Index records written after the fact, in batches: a publication's file is durable (synced,
 //! renamed, its directory synced) before its record is, so the record need not cost its own
-//! commit. Records go to one writer thread, which commits in one transaction whatever queued
-//! within [`COMMIT_WINDOW`] of the first record it holds (and whatever arrived during its
-//! previous commit): publications one after another (a client reading objects in turn) share
-//! a commit, where each would have paid the index's two `fdatasync`s. A flush ends the window
-//! at once. Another process sharing the index sees a record within the window and one commit
-//! after it was queued (it sees the file on disk at once, and adopts it unverified until
-//! then).
+//! commit. Records go to one writer thread, which commits whatever has queued up in one
+//! transaction as soon as it is free: at a low rate each record is committed at once, and
+//! under load the records that arrived during one commit share the next (group commit, no
+//! timer). Another process sharing the index sees a record one commit after it was queued
+//! (it sees the file on disk at once, and adopts it unverified until then).
 //!
 //! A crash loses only queued records: the next start finds their files without records and
 //! adopts them, hashing each before it is served, as it adopts any file it finds. Every
 //! synchronous use of the index ([`LaterWrites::flush`] first) sees what was queued before it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-/// How long the writer holds a record for others to share its commit: about ten publications
-/// of small objects read one after another, and the bound, with one commit, on when another
-/// process sharing the index sees a record.
-pub(super) const COMMIT_WINDOW: Duration = Duration::from_millis(10);
 
 /// Commits a batch of writes in one transaction; the error's text is logged.
 pub(super) type Commit<T> = Arc<dyn Fn(&[T]) -> Result<(), String> + Send + Sync>;
@@ -47,16 +39,15 @@ pub(super) struct LaterWrites<T> {
 }
 
 impl<T: Send + 'static> LaterWrites<T> {
-    /// Starts the writer thread (named `fetchgate-index`), which applies batches with `commit`,
-    /// each holding what queued within `window` of its first write.
-    pub(super) fn start(commit: Commit<T>, window: Duration) -> std::io::Result<Self> {
+    /// Starts the writer thread (named `fetchgate-index`), which applies batches with `commit`.
+    pub(super) fn start(commit: Commit<T>) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let thread_commit = commit.clone();
         let pending = Arc::new(AtomicUsize::new(0));
         let thread_pending = pending.clone();
         let thread = std::thread::Builder::new()
             .name("fetchgate-index".into())
-            .spawn(move || run(&*thread_commit, &rx, &thread_pending, window))?;
+            .spawn(move || run(&*thread_commit, &rx, &thread_pending))?;
         Ok(Self {
             tx: Mutex::new(Some(tx)),
             pending,
@@ -133,36 +124,24 @@ impl<T> Drop for LaterWrites<T> {
     }
 }
 
-/// The writer thread: one commit for everything queued within `window` of the first write
-/// (at once when a flush asks, or the batch is full), until the queue is closed.
+/// The writer thread: one commit for everything queued, until the queue is closed.
 fn run<T>(
     commit: &(dyn Fn(&[T]) -> Result<(), String> + Send + Sync),
     rx: &Receiver<Message<T>>,
     pending: &AtomicUsize,
-    window: Duration,
 ) {
     while let Ok(first) = rx.recv() {
         let mut ops = Vec::new();
         let mut flushed = Vec::new();
-        let deadline = Instant::now() + window;
         let mut next = Some(first);
         while let Some(message) = next.take() {
             match message {
                 Message::Op(op) => ops.push(op),
                 Message::Flush(done) => flushed.push(done),
             }
-            if ops.len() >= MAX_BATCH || !flushed.is_empty() {
-                break;
+            if ops.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
             }
-            next = match rx.try_recv() {
-                Ok(message) => Some(message),
-                Err(TryRecvError::Disconnected) => None,
-                Err(TryRecvError::Empty) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    // The window passed, or the queue closed: commit what is held.
-                    rx.recv_timeout(left).ok()
-                }
-            };
         }
         if !ops.is_empty()
             && let Err(e) = commit(&ops)
@@ -229,44 +208,6 @@ mod tests {
         assert_eq!(index.get(&kept).unwrap().unwrap().size, 98);
         let removed = digest(3, 99);
         assert_eq!(index.get(&removed).unwrap(), None);
-    }
-
-    /// Writes queued one after another within the window share one commit, which a flush
-    /// makes at once (the window here is long, so only the flush can end it); a write with no
-    /// flush after it is still committed once its window passes.
-    #[test]
-    fn writes_within_the_window_share_a_commit_and_a_flush_ends_it() {
-        let batches = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let seen = batches.clone();
-        let commit: super::Commit<u32> = Arc::new(move |ops: &[u32]| {
-            seen.lock().unwrap().push(ops.to_vec());
-            Ok(())
-        });
-        let later = super::LaterWrites::start(commit, std::time::Duration::from_secs(30)).unwrap();
-        for i in 0..10 {
-            later.send(i);
-        }
-        later.flush();
-        assert_eq!(*batches.lock().unwrap(), vec![(0..10).collect::<Vec<_>>()]);
-
-        let batches = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let seen = batches.clone();
-        let commit: super::Commit<u32> = Arc::new(move |ops: &[u32]| {
-            seen.lock().unwrap().push(ops.to_vec());
-            Ok(())
-        });
-        let later =
-            super::LaterWrites::start(commit, std::time::Duration::from_millis(20)).unwrap();
-        later.send(7);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while batches.lock().unwrap().is_empty() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "a lone write was never committed"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert_eq!(*batches.lock().unwrap(), vec![vec![7]]);
     }
 
     /// Closing the index writes what was queued: a reopened index has every record.
