@@ -257,19 +257,8 @@ impl Fill {
         drop(file);
         let target = self.store.object_path(&got);
         let shard = target.parent().map(Path::to_path_buf).unwrap_or_default();
-        // The store made every shard when it opened; one removed since is made again.
-        if let Err(e) = fs::rename(&self.path, &target) {
-            if e.kind() != std::io::ErrorKind::NotFound || !self.path.exists() {
-                return Err(fail("cannot publish", &target, e));
-            }
-            fs::create_dir_all(&shard).map_err(|e| fail("cannot create", &shard, e))?;
-            if let Some(objects) = shard.parent()
-                && let Ok(dir) = File::open(objects)
-            {
-                let _ = dir.sync_all();
-            }
-            fs::rename(&self.path, &target).map_err(|e| fail("cannot publish", &target, e))?;
-        }
+        fs::create_dir_all(&shard).map_err(|e| fail("cannot create", &shard, e))?;
+        fs::rename(&self.path, &target).map_err(|e| fail("cannot publish", &target, e))?;
         if let Ok(dir) = File::open(&shard) {
             let _ = dir.sync_all();
         }

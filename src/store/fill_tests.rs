@@ -246,22 +246,3 @@ fn a_fill_that_hashes_for_itself_ignores_a_caller_s_digest() {
         Ok(Digest::of(&body))
     );
 }
-
-/// A fresh store has every shard directory, so a publication only renames; a shard removed
-/// behind its back is made again by the publication that finds it missing.
-#[test]
-fn every_shard_exists_and_a_removed_one_is_made_again() {
-    let (dir, store) = super::super::testing::store(1 << 20);
-    let objects = dir.path().join("objects").join("sha256");
-    let shards = std::fs::read_dir(&objects).unwrap().count();
-    assert_eq!(shards, 256);
-    let body = b"a shard made again";
-    let digest = Digest::of(body);
-    let shard = objects.join(&digest.hex()[..2]);
-    std::fs::remove_dir(&shard).unwrap();
-    assert_eq!(super::super::testing::put(&store, body), digest);
-    assert_eq!(
-        std::fs::read(shard.join(digest.hex())).unwrap(),
-        body.to_vec()
-    );
-}

@@ -199,31 +199,8 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// Creates the 256 shard directories of `objects` that do not exist yet (and syncs `objects`
-/// when it made any), so a publication only renames into its shard: creating a directory per
-/// shard as its first entry arrived was a quarter of the CPU of a fresh cache's small
-/// publications on a file system that had just deleted many files (ext4 looks past recently
-/// freed inodes for each new one). A shard removed later is created again by the publication
-/// that finds it missing.
-fn create_shards(objects: &Path) -> Result<(), StoreError> {
-    let mut made = false;
-    for byte in 0..=u8::MAX {
-        let shard = objects.join(hex::encode([byte]));
-        match fs::create_dir(&shard) {
-            Ok(()) => made = true,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io("cannot create", &shard, e)),
-        }
-    }
-    if made && let Ok(dir) = fs::File::open(objects) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
-}
-
 impl Store {
-    /// Opens the store: creates the layout (every shard directory too), empties `tmp/`, opens
-    /// the index and loads it.
+    /// Opens the store: creates the layout, empties `tmp/`, opens the index and loads it.
     /// Call [`Store::reconcile`] afterwards (it may run in the background) to repair the index
     /// from the directories.
     pub fn open(settings: &StoreSettings) -> Result<Arc<Self>, StoreError> {
@@ -234,7 +211,6 @@ impl Store {
         for d in [&objects, &tmp, &quarantine] {
             fs::create_dir_all(d).map_err(|e| io("cannot create", d, e))?;
         }
-        create_shards(&objects)?;
         // Fills that were in progress when their process stopped are not entries. A fill in
         // progress holds a lock on its temp file, so another live process's fills are spared.
         sweep_tmp(&tmp);
