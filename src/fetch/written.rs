@@ -71,8 +71,9 @@ impl Fetcher {
                 (Some(t), Some(n)) if t.start(n).await => Some(t),
                 _ => None,
             };
-            let mut body =
-                BytesMut::with_capacity(usize::try_from(limit.min(1 << 26)).unwrap_or(0));
+            // Room for an announced length (at most 64 MiB ahead); an unannounced one grows.
+            let room = length.map_or(0, |n| n.min(1 << 26));
+            let mut body = BytesMut::with_capacity(usize::try_from(room).unwrap_or(0));
             let mut pump =
                 Pump::new(IdleBody::new(response.into_body(), self.body_idle())).tapped(tap);
             while let Some(data) = pump.next().await.map_err(|(code, d)| fail(code, d))? {
