@@ -153,6 +153,11 @@ pub(crate) fn parse(content_type: Option<&str>, bytes: &[u8]) -> Result<Manifest
     // manifest with invalid UTF-8 in an unknown member would pass as JSON.
     let text = std::str::from_utf8(bytes)
         .map_err(|e| bad("manifest", format!("is not UTF-8, so not JSON: {e}")))?;
+    // Then as plain JSON, every member: the typed read skips unknown members without checking
+    // their escapes or the range of their numbers, so a `\u` cut short or a number no double
+    // holds would pass here and fail in a strict reader (Go's decoder refuses the escape).
+    serde_json::from_str::<serde_json::Value>(text)
+        .map_err(|e| bad("manifest", format!("is not JSON every reader accepts: {e}")))?;
     let raw: RawManifest = serde_json::from_str(text)
         .map_err(|e| bad("manifest", format!("is not a manifest JSON object: {e}")))?;
     if raw.schema_version != 2 {
@@ -278,6 +283,30 @@ mod tests {
             parse(None, ok.as_bytes()).is_ok(),
             "the same manifest in UTF-8 reads"
         );
+    }
+
+    /// Found by the `oci_manifest` fuzz target (a manifest the reader parses is JSON to a
+    /// second reader): a member the typed reader skips was not checked for a `\u` escape cut
+    /// short, nor for a number no double holds; both are refused now, and the same manifest
+    /// without them reads.
+    #[test]
+    fn a_manifest_with_a_broken_escape_or_an_endless_number_where_unread_is_refused() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        let with = |extra: &str| {
+            format!(
+                r#"{{"schemaVersion":2,"manifests":[{{"digest":"{d}","size":400,"mediaType":"application/vnd.oci.image.manifest.v1+json","x":{extra}}}]}}"#
+            )
+        };
+        let endless = format!("[7{}]", "0".repeat(400));
+        for extra in [r#""\u12""#, endless.as_str()] {
+            let e = parse(None, with(extra).as_bytes()).unwrap_err();
+            assert!(
+                e.to_string().contains("not JSON every reader"),
+                "{extra}: {e}"
+            );
+        }
+        assert!(parse(None, with(r#""\u0012""#).as_bytes()).is_ok());
+        assert!(parse(None, with("[7e10]").as_bytes()).is_ok());
     }
 
     fn hex(c: char) -> String {
