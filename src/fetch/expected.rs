@@ -11,6 +11,7 @@ use http::{HeaderMap, Method, StatusCode};
 use super::Fetcher;
 use super::failure::{ExpectedError, Failure, FetchCode, LocatorFailure, locator_failure};
 use super::flight::Ask;
+use super::headers::content_length;
 use super::hops::{Credential, GetRequest};
 use super::idle::IdleBody;
 use super::integrity::{Algorithm, Expected};
@@ -281,12 +282,7 @@ impl Fetcher {
                 })?
                 .map_err(|e| locator(Failure::Store(e)))?;
             let mut sink = FillSink::start(fill);
-            let length = response
-                .headers()
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok())
-                .filter(|n| *n > 0);
+            let length = content_length(response.headers()).filter(|n| *n > 0);
             // Only a body of announced length can be held back by its last byte.
             let tap = match (tap, length) {
                 (Some(t), Some(n)) if t.start(n).await => Some(t),

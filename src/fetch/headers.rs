@@ -6,6 +6,14 @@ use http::header::{self, HeaderName, HeaderValue};
 
 use crate::header_list::field_elements;
 
+/// The `Content-Length` a response announces, when it announces one that is a number.
+pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
 /// Headers that belong to one hop and are never forwarded (RFC 9110 §7.6.1), plus the
 /// proxy's own credentials and challenges.
 pub(crate) const HOP_BY_HOP: [&str; 9] = [

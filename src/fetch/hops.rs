@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 
 use super::Fetcher;
 use super::failure::{Failure, FetchCode, locator_failure};
+use super::headers::content_length;
 use super::upstream::{exchange, upstream_request};
 use crate::body::empty;
 use crate::connect::pool::Pool;
@@ -139,12 +140,7 @@ impl Fetcher {
                     format!("HTTP {status}"),
                 ));
             }
-            let length = ex
-                .response
-                .headers()
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
+            let length = content_length(ex.response.headers());
             match (length, req.exact) {
                 (Some(len), Some(want)) if len != want => {
                     return Err(fail(

@@ -9,6 +9,7 @@ use http::{HeaderMap, Method, StatusCode};
 
 use super::Fetcher;
 use super::failure::{Failure, FetchCode, LocatorFailure, locator_failure};
+use super::headers::content_length;
 use super::hops::{Credential, GetRequest};
 use super::idle::IdleBody;
 use super::pump::Pump;
@@ -57,11 +58,7 @@ impl Fetcher {
             let fail = |code: FetchCode, detail: String| {
                 locator_failure(url, hop, code, detail).into_locator()
             };
-            let length = response
-                .headers()
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
+            let length = content_length(response.headers());
             // An announced length (`get` refused one over `max`) bounds the fill: more bytes
             // are refused as they come.
             let limit = length.unwrap_or(max);
@@ -77,12 +74,7 @@ impl Fetcher {
             let mut pump =
                 Pump::new(IdleBody::new(response.into_body(), self.body_idle())).tapped(tap);
             while let Some(data) = pump.next().await.map_err(|(code, d)| fail(code, d))? {
-                if pump.moved() > limit {
-                    return Err(fail(
-                        FetchCode::TooLarge,
-                        format!("the body is longer than {limit} bytes; reading stopped there"),
-                    ));
-                }
+                // The sink refuses the chunk that would pass `limit`, before it is kept.
                 body.extend_from_slice(&data);
                 sink.send(data).await.map_err(|e| sink_failure(&fail, e))?;
             }

@@ -4,6 +4,7 @@
 use http::HeaderMap;
 use http::header;
 
+use crate::fetch::headers::content_length;
 use crate::header_list::{directive, field_elements};
 use crate::metrics::Metrics;
 
@@ -121,11 +122,7 @@ pub(crate) fn admit(
     if varies(response) {
         return Err(Skip::Vary);
     }
-    let length = response
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .ok_or(Skip::NoLength)?;
+    let length = content_length(response).ok_or(Skip::NoLength)?;
     if length > max {
         return Err(Skip::TooLarge);
     }
