@@ -1,7 +1,8 @@
 //! Pooled upstream connections, keyed by the validated address they were dialled to.
 //!
-//! A pool belongs to one client connection, so checking a connection out or in never touches
-//! state shared between clients (no contended lock on the hot path). The key holds the
+//! The forward proxy keeps one pool per client connection, so its checkouts never touch state
+//! shared between clients; the fetcher keeps one for registry and mirror fetches, which any
+//! client's request may lead (its lock is held only to scan a short list). The key holds the
 //! validated address, the port, the host name verified by TLS and whether TLS is on; a request
 //! may only reuse a connection whose address is among its own decision's addresses, so a
 //! pooled connection never outlives the decision that made it.
@@ -36,7 +37,7 @@ struct Idle {
     since: Instant,
 }
 
-/// Idle upstream connections of one client connection.
+/// Idle upstream connections (of one client connection, or of the fetcher).
 pub(crate) struct Pool {
     idle: Mutex<Vec<Idle>>,
     max_idle: usize,

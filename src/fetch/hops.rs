@@ -1,9 +1,8 @@
-//! One GET that follows redirects itself: every hop decided and connected like a first request
-//! (a fresh pinned connection each time, nothing pooled across decisions), relative `Location`s
+//! One GET that follows redirects itself: every hop decided like a first request and sent over
+//! a connection to one of that decision's own addresses (the fetcher's pool offers only those,
+//! [`crate::connect::pool`]; otherwise a new pinned one), relative `Location`s
 //! resolved before they are judged, `https` → `http` refused unless allowed, and a credential
 //! sent only to the one origin it belongs to, never to a hop elsewhere.
-
-use std::time::Duration;
 
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, StatusCode};
@@ -15,7 +14,6 @@ use super::failure::{Failure, FetchCode, locator_failure};
 use super::headers::content_length;
 use super::upstream::{exchange, upstream_request};
 use crate::body::empty;
-use crate::connect::pool::Pool;
 use crate::decide::trust_hint::RefusedDestination;
 use crate::decide::{Decision, Reason};
 use crate::redact::redact_locator;
@@ -106,10 +104,8 @@ impl Fetcher {
             let body = empty();
             let up = upstream_request(req.method.clone(), &permit, headers, body)
                 .map_err(|e| fail(hop_name, FetchCode::InvalidLocator, e.to_string()))?;
-            // A fresh connection per hop: nothing is pooled across decisions.
-            let pool = Pool::new(1, Duration::from_secs(1));
             let timeouts = self.limits.timeouts;
-            let ex = exchange(&pool, &self.tls, timeouts, &permit, up, &self.metrics)
+            let ex = exchange(&self.pool, &self.tls, timeouts, &permit, up, &self.metrics)
                 .await
                 .map_err(|e| fail(hop_name, e.mirror_code(), e.to_string()))?;
             let status = ex.response.status();

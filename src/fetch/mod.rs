@@ -44,6 +44,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connect::Egress;
+use crate::connect::pool::Pool;
 use crate::metrics::Metrics;
 use crate::shared::SharedTier;
 use crate::store::Store;
@@ -55,6 +56,13 @@ use upstream::Timeouts;
 /// Most mirrors one request (a `/sha256/` fetch-through, a manifest) may name: each is a
 /// fetch, so an unbounded list would turn one request into thousands.
 pub(crate) const MAX_MIRRORS: usize = 16;
+
+/// Most idle upstream connections the fetcher keeps for its registries and mirrors.
+const UPSTREAM_POOL_MAX_IDLE: usize = 32;
+/// How long an idle upstream connection is kept: well inside common servers' own keep-alive
+/// time-outs (nginx 75 s, most CDNs 60 s or more), so one closed under us is rare (and
+/// replaced when it happens, [`upstream::exchange`]).
+const UPSTREAM_POOL_IDLE: Duration = Duration::from_secs(30);
 
 /// Default most redirects followed per mirror.
 pub(crate) const DEFAULT_MAX_REDIRECTS: usize = 5;
@@ -78,6 +86,9 @@ pub(crate) struct FetchLimits {
 pub(crate) struct Fetcher {
     egress: Egress,
     tls: Arc<rustls::ClientConfig>,
+    /// Idle upstream connections, reused only by a request whose own decision allowed the
+    /// address (and host, port and TLS) each was made for; one per configuration, like `tls`.
+    pool: Pool,
     limits: FetchLimits,
     allow_redirect_downgrade: bool,
     inflight: Arc<Flights>,
@@ -101,6 +112,7 @@ impl Fetcher {
         Self {
             egress,
             tls,
+            pool: Pool::new(UPSTREAM_POOL_MAX_IDLE, UPSTREAM_POOL_IDLE),
             limits,
             allow_redirect_downgrade: false,
             inflight: Arc::default(),

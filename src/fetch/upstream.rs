@@ -154,7 +154,9 @@ pub(crate) fn upstream_request(
 }
 
 /// Sends `req` over a connection to one of `permit`'s addresses (pooled or new), and checks
-/// the response's coding before anything of its body is read.
+/// the response's coding before anything of its body is read. When a pooled connection turns
+/// out closed (the request came back unsent, or it was a bodiless `GET` or `HEAD` and the
+/// connection closed or was reset without an answer), the request goes once more over a new connection.
 pub(crate) async fn exchange(
     pool: &Pool,
     tls: &Arc<ClientConfig>,
@@ -166,26 +168,36 @@ pub(crate) async fn exchange(
     let use_tls = permit.tls();
     let host = permit.verify_name().to_string();
     let checkout = pool.checkout(use_tls, &host, permit.port(), permit.addresses());
-    let (key, mut sender) = match checkout {
+    let pooled = checkout.is_some();
+    let (mut key, mut sender) = match checkout {
         Some(found) => found,
-        None => {
-            let started = std::time::Instant::now();
-            let conn = connect(tls, timeouts, permit, host).await?;
-            metrics
-                .connect_seconds
-                .observe(started.elapsed().as_secs_f64());
-            conn
-        }
+        None => dial(tls, timeouts, permit, host.clone(), metrics).await?,
     };
+    // A pooled connection may have been closed by the upstream as we took it: a request that
+    // can be sent again exactly (no body) is kept aside to be, once, on a new connection.
+    let replay = pooled.then(|| replayable(&req)).flatten();
+    let mut started = std::time::Instant::now();
+    let mut sent = tokio::time::timeout(timeouts.response_head, sender.try_send_request(req)).await;
+    if pooled
+        && let Ok(Err(failed)) = &mut sent
+        && let Some(again) = failed.take_message().or_else(|| {
+            // Closed or reset without an answer; not an answer we could not read.
+            let e = failed.error();
+            let unanswered = !e.is_parse() && !e.is_user();
+            replay.filter(|_| unanswered).map(Replayable::request)
+        })
+    {
+        (key, sender) = dial(tls, timeouts, permit, host, metrics).await?;
+        started = std::time::Instant::now();
+        sent = tokio::time::timeout(timeouts.response_head, sender.try_send_request(again)).await;
+    }
     let peer = SocketAddr::new(key.addr, key.port);
-    let started = std::time::Instant::now();
-    let sent = tokio::time::timeout(timeouts.response_head, sender.send_request(req)).await;
     metrics
         .response_head_seconds
         .observe(started.elapsed().as_secs_f64());
     let response = match sent {
         Err(_) => return Err(UpstreamError::HeadTimeout(timeouts.response_head)),
-        Ok(Err(e)) => return Err(UpstreamError::Http(e.to_string())),
+        Ok(Err(e)) => return Err(UpstreamError::Http(e.into_error().to_string())),
         Ok(Ok(r)) => r,
     };
     if let Err(h) = check_identity(response.headers()) {
@@ -194,6 +206,52 @@ pub(crate) async fn exchange(
     }
     pool.checkin(key, sender);
     Ok(Exchange { response, peer })
+}
+
+/// A request without a body, `GET` or `HEAD`: sent again as it was when the connection it
+/// went out on closed or was reset before any answer (the upstream's idle time-out crossing
+/// our reuse).
+struct Replayable {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+}
+
+impl Replayable {
+    fn request(self) -> Request<UpstreamBody> {
+        let mut req = Request::new(crate::body::empty());
+        *req.method_mut() = self.method;
+        *req.uri_mut() = self.uri;
+        *req.headers_mut() = self.headers;
+        req
+    }
+}
+
+/// `req` kept aside to be sent again, when it may be: a `GET` or `HEAD` with no body.
+fn replayable(req: &Request<UpstreamBody>) -> Option<Replayable> {
+    use hyper::body::Body;
+    let idempotent = req.method() == Method::GET || req.method() == Method::HEAD;
+    (idempotent && req.body().size_hint().exact() == Some(0)).then(|| Replayable {
+        method: req.method().clone(),
+        uri: req.uri().clone(),
+        headers: req.headers().clone(),
+    })
+}
+
+/// A new connection for `permit`, its set-up time observed.
+async fn dial(
+    tls: &Arc<ClientConfig>,
+    timeouts: Timeouts,
+    permit: &Permit,
+    host: String,
+    metrics: &Metrics,
+) -> Result<(PoolKey, http1::SendRequest<UpstreamBody>), UpstreamError> {
+    let started = std::time::Instant::now();
+    let conn = connect(tls, timeouts, permit, host).await?;
+    metrics
+        .connect_seconds
+        .observe(started.elapsed().as_secs_f64());
+    Ok(conn)
 }
 
 async fn connect(

@@ -10,6 +10,7 @@ mod flights;
 mod stalls;
 mod store;
 mod tee;
+mod upstream_pool;
 
 use crate::support;
 

@@ -141,6 +141,7 @@ impl Upstream {
                 c.fetch_add(1, Ordering::SeqCst);
                 let local = stream.local_addr().unwrap();
                 let (reply, seen, tls, open) = (reply.clone(), s.clone(), tls.clone(), o.clone());
+                let down = d.clone();
                 let reply: Responder = {
                     let d = d.clone();
                     Arc::new(move |path: &str| {
@@ -158,7 +159,7 @@ impl Upstream {
                     match tls {
                         None => {
                             let io = TokioIo::new(stream);
-                            serve(io, reply, seen, None, local, open).await
+                            serve(io, reply, seen, None, local, open, down).await
                         }
                         Some(cfg) => {
                             let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
@@ -166,7 +167,7 @@ impl Upstream {
                                 return;
                             };
                             let sni = tls.get_ref().1.server_name().map(str::to_string);
-                            serve(TokioIo::new(tls), reply, seen, sni, local, open).await
+                            serve(TokioIo::new(tls), reply, seen, sni, local, open, down).await
                         }
                     }
                 });
@@ -213,13 +214,20 @@ async fn serve<I>(
     sni: Option<String>,
     local: SocketAddr,
     open: Arc<tokio::sync::watch::Sender<bool>>,
+    down: Arc<AtomicBool>,
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let svc = service_fn(move |req: Request<Incoming>| {
         let (reply, seen, sni) = (reply.clone(), seen.clone(), sni.clone());
         let mut open = open.subscribe();
+        let down = down.clone();
         async move {
+            // Stopped: a request on a connection that was open before is neither seen nor
+            // answered (the connection closes), as a stopped server's would be.
+            if down.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other("stopped"));
+            }
             seen.lock().unwrap().push(Seen {
                 method: req.method().to_string(),
                 uri: req.uri().to_string(),

@@ -76,7 +76,7 @@ pub struct FakeRegistry {
     docs: Arc<Mutex<HashMap<String, Doc>>>,
     seen: Arc<Mutex<Vec<String>>>,
     down: Arc<AtomicBool>,
-    /// Connections dropped unanswered while down.
+    /// Connections, and requests on connections opened before, dropped unanswered while down.
     pub refused_while_down: Arc<std::sync::atomic::AtomicUsize>,
     /// When set, requests without exactly this `Authorization` get `401`.
     require_auth: Arc<Mutex<Option<String>>>,
@@ -150,6 +150,12 @@ impl FakeRegistry {
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let r = r.clone();
                         async move {
+                            // Down: a request on a connection opened before is not answered
+                            // and the connection closes, as a stopped server's would.
+                            if r.down.load(Ordering::SeqCst) {
+                                r.refused_while_down.fetch_add(1, Ordering::SeqCst);
+                                return Err(std::io::Error::other("down"));
+                            }
                             let path = req.uri().path().to_string();
                             r.seen.lock().unwrap().push(path.clone());
                             let auth = req
@@ -204,7 +210,7 @@ impl FakeRegistry {
                             if let Some(tag) = etag {
                                 resp.headers_mut().insert("etag", tag.parse().unwrap());
                             }
-                            Ok::<_, std::convert::Infallible>(resp)
+                            Ok::<_, std::io::Error>(resp)
                         }
                     });
                     match acceptor {
