@@ -340,15 +340,15 @@ fn file_body(mut f: std::fs::File, start: u64, len: u64) -> ResponseBody {
             let mut left = len;
             while left > 0 {
                 let want = usize::try_from(left.min(FILE_CHUNK as u64)).unwrap_or(FILE_CHUNK);
-                let mut buf = vec![0u8; want];
-                let n = f.read(&mut buf)?;
+                // Read into spare capacity: the chunk is never zeroed first.
+                let mut buf = Vec::with_capacity(want);
+                let n = (&mut f).take(want as u64).read_to_end(&mut buf)?;
                 if n == 0 {
                     return Err(std::io::Error::new(
                         std::io::ErrorKind::UnexpectedEof,
                         "the entry is shorter than recorded",
                     ));
                 }
-                buf.truncate(n);
                 left -= n as u64;
                 if tx.blocking_send(Ok(Frame::data(Bytes::from(buf)))).is_err() {
                     return Ok(()); // the client went away
