@@ -1,8 +1,8 @@
 //! The headers a verified entry is served with, whatever served it (a `/sha256/` read, a
-//! registry artifact, a stream still being verified). They depend only on the digest and on
-//! whether any web origin may read it, so the ones built for the entries read most are kept
-//! (a memo, [`BUILT_ENTRIES`] of them): a hit clones them instead of encoding its digest twice
-//! and checking both values again.
+//! registry artifact, a stream still being verified). They depend only on the digest, its
+//! length and whether any web origin may read it, so the ones built for the entries read most
+//! are kept (a memo, [`BUILT_ENTRIES`] of them): a hit clones them, whole, instead of encoding
+//! its digest twice, checking both values again and growing the map for its last two.
 
 use std::sync::OnceLock;
 
@@ -14,33 +14,35 @@ use crate::store::Digest;
 /// How many entries' headers are kept built (about a kilobyte each).
 const BUILT_ENTRIES: usize = 1024;
 
-/// The headers built so far, by digest and `any_origin`.
-static BUILT: OnceLock<quick_cache::sync::Cache<(Digest, bool), HeaderMap>> = OnceLock::new();
+/// The headers built so far, by digest, `any_origin` and length.
+static BUILT: OnceLock<quick_cache::sync::Cache<(Digest, bool, u64), HeaderMap>> = OnceLock::new();
 
 /// The headers every verified entry is served with: `ETag`, immutable `Cache-Control`,
 /// `Repr-Digest`, `nosniff`, `Accept-Ranges`, and (`any_origin`) `Access-Control-Allow-Origin:
-/// *`. A stream that is still being verified gets them too: its last byte goes out only once
-/// these are true. The entity-tag and `Repr-Digest` are written into buffers on the stack: a
-/// hit makes no string of them.
-pub(crate) fn entry_headers(digest: &Digest, any_origin: bool) -> HeaderMap {
+/// *`), then `Content-Type: application/octet-stream` and `Content-Length: length` (a
+/// response that is not the whole entry replaces or removes those two). A stream that is still
+/// being verified gets them too: its last byte goes out only once these are true. The
+/// entity-tag and `Repr-Digest` are written into buffers on the stack: a hit makes no string
+/// of them.
+pub(crate) fn entry_headers(digest: &Digest, any_origin: bool, length: u64) -> HeaderMap {
     let built = BUILT.get_or_init(|| quick_cache::sync::Cache::new(BUILT_ENTRIES));
-    let key = (*digest, any_origin);
+    let key = (*digest, any_origin, length);
     if let Some(headers) = built.get(&key) {
         return headers;
     }
-    let headers = headers_of_entry(Some(digest), any_origin);
+    let headers = headers_of_entry(Some(digest), any_origin, length);
     built.insert(key, headers.clone());
     headers
 }
 
 /// [`entry_headers`] for a stream whose SHA-256 is known only once its last byte arrived (a
 /// Go module checked by its `h1:`): the same, without `ETag` and `Repr-Digest`.
-pub(crate) fn undigested_entry_headers(any_origin: bool) -> HeaderMap {
-    headers_of_entry(None, any_origin)
+pub(crate) fn undigested_entry_headers(any_origin: bool, length: u64) -> HeaderMap {
+    headers_of_entry(None, any_origin, length)
 }
 
 /// [`entry_headers`], with the digest's own headers only when `digest` is known.
-fn headers_of_entry(digest: Option<&Digest>, any_origin: bool) -> HeaderMap {
+fn headers_of_entry(digest: Option<&Digest>, any_origin: bool, length: u64) -> HeaderMap {
     let mut common = HeaderMap::with_capacity(10);
     let mut etag = [b'"'; 66];
     if let Some(digest) = digest
@@ -67,6 +69,11 @@ fn headers_of_entry(digest: Option<&Digest>, any_origin: bool) -> HeaderMap {
         );
     }
     common.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    common.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    common.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     common
 }
 
@@ -94,20 +101,20 @@ mod tests {
     #[test]
     fn entry_headers_are_the_digest_s_own_and_kept_per_origin_rule() {
         let d = Digest::of(b"some bytes");
-        let first = entry_headers(&d, true);
+        let first = entry_headers(&d, true, 10);
         assert_eq!(
             first[HeaderName::from_static("repr-digest")],
             format!("sha-256=:{}:", d.base64()).as_str()
         );
         assert_eq!(first[header::ETAG], format!("\"{}\"", d.hex()).as_str());
         assert_eq!(first[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
-        assert_eq!(entry_headers(&d, true), first);
-        let private = entry_headers(&d, false);
+        assert_eq!(entry_headers(&d, true, 10), first);
+        let private = entry_headers(&d, false, 10);
         assert!(private.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
         assert_eq!(private[header::ETAG], first[header::ETAG]);
-        let other = entry_headers(&Digest::of(b"other bytes"), true);
+        let other = entry_headers(&Digest::of(b"other bytes"), true, 11);
         assert_ne!(other[header::ETAG], first[header::ETAG]);
-        let undigested = undigested_entry_headers(false);
+        let undigested = undigested_entry_headers(false, 10);
         assert!(undigested.get(header::ETAG).is_none());
         assert!(undigested.get("repr-digest").is_none());
         assert_eq!(

@@ -258,17 +258,16 @@ pub(crate) fn respond(
     object: Object,
     any_origin: bool,
 ) -> Response<ResponseBody> {
+    let size = object.size;
     let mut resp = Response::new(empty());
-    *resp.headers_mut() = entry_headers(&object.digest, any_origin);
+    // The whole entry's headers, `Content-Type` and `Content-Length` included.
+    *resp.headers_mut() = entry_headers(&object.digest, any_origin, size);
     if headers.contains_key(header::IF_NONE_MATCH) && if_none_match(headers, &object.digest) {
         *resp.status_mut() = StatusCode::NOT_MODIFIED;
+        resp.headers_mut().remove(header::CONTENT_TYPE);
+        resp.headers_mut().remove(header::CONTENT_LENGTH);
         return resp;
     }
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    let size = object.size;
     let range = headers
         .get(header::RANGE)
         .and_then(|v| v.to_str().ok())
@@ -293,8 +292,10 @@ pub(crate) fn respond(
         _ => (StatusCode::OK, 0, size),
     };
     *resp.status_mut() = status;
-    resp.headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    if len != size {
+        resp.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
     let body = if *method == Method::HEAD {
         empty()
     } else {

@@ -208,15 +208,9 @@ fn streamed(
 ) -> Response<ResponseBody> {
     let mut resp = Response::new(body);
     *resp.headers_mut() = match &sha256 {
-        Some(sha256) => entry_headers(sha256, false),
-        None => undigested_entry_headers(false),
+        Some(sha256) => entry_headers(sha256, false, length),
+        None => undigested_entry_headers(false, length),
     };
-    resp.headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
     resp
 }
 
