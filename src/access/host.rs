@@ -187,6 +187,38 @@ pub(crate) fn check_host(
     judge(raw, local, names)
 }
 
+/// One client connection's `Host` check ([`check_host`]) that remembers the first value it
+/// accepted by address alone (a loopback address, the address the client connected to, or
+/// `localhost`: a judgement no configuration changes), so the connection's next requests
+/// carrying the very same value are not parsed and judged again.
+#[derive(Debug, Default)]
+pub(crate) struct HostMemo(std::sync::OnceLock<http::HeaderValue>);
+
+impl HostMemo {
+    /// [`check_host`], skipped for the single `Host` value this connection had accepted.
+    pub(crate) fn check(
+        &self,
+        headers: &HeaderMap,
+        local: SocketAddr,
+        names: &[HostKey],
+    ) -> Result<(), HostRefused> {
+        let mut values = headers.get_all(HOST).iter();
+        let (first, more) = (values.next(), values.next());
+        if let (Some(value), None, Some(seen)) = (first, more, self.0.get())
+            && value == seen
+        {
+            return Ok(());
+        }
+        check_host(headers, local, names)?;
+        if let (Some(value), None) = (first, more)
+            && check_host(headers, local, &[]).is_ok()
+        {
+            let _ = self.0.set(value.clone());
+        }
+        Ok(())
+    }
+}
+
 /// [`check_host`] for a listener where fetchgate itself is the server (the admin listener):
 /// an absolute-form target's authority is the request's host (RFC 9112 §3.2.2), so it is
 /// judged as well as `Host`; either one naming another host refuses the request.
@@ -275,6 +307,46 @@ mod tests {
             h.append(HOST, v.parse().unwrap());
         }
         h
+    }
+
+    /// A connection's memo skips only the exact single value it accepted by address: a
+    /// foreign `Host`, the same value twice, and a name only `[access] hosts` allowed (which a
+    /// reload may take away) are judged every time.
+    #[test]
+    fn a_connections_memo_skips_only_the_single_value_it_accepted_by_address() {
+        let local: SocketAddr = "127.0.0.1:9090".parse().unwrap();
+        let names = [host_key("fetchgate.internal").unwrap()];
+        let memo = HostMemo::default();
+        assert!(
+            memo.check(&with_host(&["127.0.0.1:9090"]), local, &names)
+                .is_ok()
+        );
+        assert!(
+            memo.check(&with_host(&["127.0.0.1:9090"]), local, &[])
+                .is_ok()
+        );
+        assert!(matches!(
+            memo.check(&with_host(&["evil.example"]), local, &names),
+            Err(HostRefused::Foreign { .. })
+        ));
+        assert!(matches!(
+            memo.check(
+                &with_host(&["127.0.0.1:9090", "127.0.0.1:9090"]),
+                local,
+                &names
+            ),
+            Err(HostRefused::Malformed(_))
+        ));
+        let by_name = HostMemo::default();
+        assert!(
+            by_name
+                .check(&with_host(&["fetchgate.internal"]), local, &names)
+                .is_ok()
+        );
+        assert!(matches!(
+            by_name.check(&with_host(&["fetchgate.internal"]), local, &[]),
+            Err(HostRefused::Foreign { .. })
+        ));
     }
 
     fn judge(values: &[&str], local: &str) -> Result<(), HostRefused> {

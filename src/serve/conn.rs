@@ -26,4 +26,6 @@ pub(crate) struct ClientConn {
     pub(crate) listeners: Arc<crate::access::own::Listeners>,
     /// True inside an intercepted tunnel: its requests are for one upstream host itself.
     pub(crate) intercepted: bool,
+    /// Its `Host` check, remembering the value it accepted by address.
+    pub(crate) host: crate::access::host::HostMemo,
 }

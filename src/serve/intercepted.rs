@@ -95,6 +95,7 @@ pub(crate) async fn serve<I>(
         cert_names: conn.cert_names.clone(),
         listeners: conn.listeners.clone(),
         intercepted: true,
+        host: Default::default(),
     });
     let tunnel = Arc::new(tunnel);
     let limits = gate.limits.clone();

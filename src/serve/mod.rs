@@ -6,6 +6,7 @@
 // only add noise to every handler.
 #![allow(clippy::result_large_err)]
 
+pub(crate) mod access_line;
 pub mod admin;
 pub(crate) mod conn;
 pub(crate) mod entry_headers;
@@ -400,6 +401,7 @@ async fn serve_client(
         cert_names,
         listeners,
         intercepted: false,
+        host: Default::default(),
     });
     let svc = service_fn(move |req| {
         let gate = gate.load_full();

@@ -137,7 +137,8 @@ async fn route(
     // Origin-form: fetchgate itself is the server, so `Host` must name it (DNS rebinding).
     // An absolute-form request to one of its own listeners had its authority judged instead.
     if !own {
-        crate::access::host::check_host(req.headers(), conn.local, gate.access.hosts())?;
+        conn.host
+            .check(req.headers(), conn.local, gate.access.hosts())?;
     }
     let routed = route_path::normalise(req.uri().path());
     if let Some((name, path, prefix)) = registry_target(gate, mount.as_ref(), &routed) {
