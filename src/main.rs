@@ -347,18 +347,28 @@ fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
         .lossy(false)
         .buffered_lines_limit(LOG_QUEUE_LINES)
         .finish(std::io::stderr());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_timer(fetchgate::cli::log_time::LogTime)
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(writer);
+        .with_ansi(ansi)
+        .with_writer(writer.clone());
     match format {
         LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder
-            .event_format(fetchgate::cli::log_format::TextFormat::new(
-                fetchgate::cli::log_time::LogTime,
-            ))
-            .init(),
+        LogFormat::Text => {
+            builder
+                .event_format(fetchgate::cli::log_format::TextFormat::new(
+                    fetchgate::cli::log_time::LogTime,
+                ))
+                .init();
+            // The access log's lines, the same bytes, put together without an event.
+            if !ansi {
+                fetchgate::cli::log_format::write_access_lines(
+                    fetchgate::cli::log_time::LogTime,
+                    writer,
+                );
+            }
+        }
     }
     guard
 }

@@ -9,9 +9,12 @@ use std::fmt::{self, Write as _};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::FmtContext;
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::{self, Format, FormatEvent, FormatFields, Full, Writer};
 use tracing_subscriber::fmt::time::FormatTime;
 use tracing_subscriber::registry::LookupSpan;
+
+use crate::serve::access_line::{push_debug_str, push_decimal};
 
 /// The target of the access log's lines.
 pub const REQUEST_TARGET: &str = "fetchgate::request";
@@ -80,6 +83,46 @@ where
     }
 }
 
+/// Writes the access log's lines to `writer`, stamped by `timer`, without a `tracing` event:
+/// the bytes [`TextFormat`] writes for a `fetchgate::request` event outside any span, put
+/// together in one reused buffer (`serve::access_line`). For a plain text log without colours
+/// only. False if the access log's lines already go elsewhere.
+pub fn write_access_lines<T, W>(timer: T, writer: W) -> bool
+where
+    T: FormatTime + Send + Sync + 'static,
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    crate::serve::access_line::write_text_lines_to(Box::new(move |fields: &str| {
+        access_line(&timer, fields, |line| {
+            let _ = std::io::Write::write_all(&mut writer.make_writer(), line.as_bytes());
+        });
+    }))
+}
+
+/// The whole access log line for its message and `fields`, stamped by `timer`, handed to
+/// `write` from the reused line buffer.
+fn access_line<T: FormatTime>(timer: &T, fields: &str, write: impl FnOnce(&str)) {
+    LINE.with(|cell| {
+        // Taken only while another line is put together on this thread: this one gets its own.
+        let mut own = String::new();
+        let mut kept = cell.try_borrow_mut();
+        let line = match kept.as_deref_mut() {
+            Ok(line) => line,
+            Err(_) => &mut own,
+        };
+        line.clear();
+        if timer.format_time(&mut Writer::new(&mut *line)).is_err() {
+            line.push_str("<unknown time>");
+        }
+        line.push_str(level_column(&Level::INFO));
+        line.push_str(REQUEST_TARGET);
+        line.push_str(": ");
+        line.push_str(fields);
+        line.push('\n');
+        write(line);
+    });
+}
+
 thread_local! {
     /// The line after its timestamp, put together here and written at once: one call into the
     /// log's writer instead of three or four per field. It keeps its capacity between lines.
@@ -136,18 +179,7 @@ impl Visit for FieldWriter<'_> {
         if !self.start(field) {
             return;
         }
-        // `str`'s `Debug` quotes it and escapes only quotes, backslashes and characters
-        // outside printable ASCII: a string without any is written as it is.
-        if value
-            .bytes()
-            .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
-        {
-            self.out.push('"');
-            self.out.push_str(value);
-            self.out.push('"');
-        } else {
-            self.result = write!(self.out, "{value:?}");
-        }
+        push_debug_str(self.out, value);
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
@@ -173,13 +205,6 @@ impl Visit for FieldWriter<'_> {
             write!(self.out, "{value:?}")
         };
     }
-}
-
-/// Appends `v` in decimal, as its `Debug` writes it.
-fn push_decimal(out: &mut String, v: u64) {
-    let mut digits = [0u8; 20];
-    let n = crate::serve::request_log::decimal(&mut digits, v);
-    out.push_str(std::str::from_utf8(&digits[..n]).unwrap_or("0"));
 }
 
 /// A writer that spells out the control characters a terminal could act on, as the default

@@ -126,3 +126,57 @@ fn other_lines_are_the_default_formatters() {
     assert!(fast.contains("conn{peer=7}"), "{fast}");
     assert_eq!(fast, default);
 }
+
+/// The access log's text lines put together without an event (`write_access_lines`) are
+/// byte for byte the lines the event gives through the text format, for every field, with
+/// strings the fast path hands to `Debug`, an IPv6 client and every other method.
+#[test]
+fn access_lines_written_without_an_event_are_the_events_bytes() {
+    use crate::serve::access_line::AccessLine;
+    use crate::serve::request_log::{Decided, RequestLog};
+    let nasty = [
+        "-",
+        "plain",
+        "",
+        "with \"quotes\"",
+        "back\\slash",
+        "tab\there",
+        "é unicode ✓",
+        "\u{1b}[31mred",
+        "\u{85}next",
+    ];
+    let clients = ["127.0.0.1:4242", "[2001:db8::1]:8080"];
+    let methods = [
+        http::Method::GET,
+        http::Method::HEAD,
+        http::Method::from_bytes(b"PURGE").unwrap(),
+    ];
+    for (i, text) in nasty.into_iter().enumerate() {
+        let mut log = RequestLog::new(
+            clients[i % 2].parse().unwrap(),
+            methods[i % 3].clone(),
+            format!("/registry/npm/{text}"),
+        );
+        log.registry = (i % 2 == 0).then(|| Arc::from(text));
+        log.decision = [Decided::Nothing, Decided::Allowed, Decided::Refused][i % 3];
+        log.reason = "digest_mismatch";
+        log.upstream = (i % 3 != 0).then(|| format!("127.0.0.2:{i}{text}"));
+        log.status = [200, 424, 0][i % 3];
+        log.policy = (i % 2 == 1).then(|| Arc::from(text));
+        log.next = Some(text.to_string());
+        log.trust_rule = (i % 3 == 2).then(|| text.to_string());
+        let line = AccessLine {
+            log: &log,
+            bytes: u64::MAX >> i,
+            complete: i % 2 == 0,
+            duration_ms: i as u64 * 997,
+        };
+        let through_event = written(TextFormat::new(Fixed), || line.event());
+        let mut fields = String::new();
+        line.text(&mut fields);
+        let mut direct = String::new();
+        access_line(&Fixed, &fields, |l| direct.push_str(l));
+        assert!(direct.contains(" locator=/registry/npm/"), "{direct}");
+        assert_eq!(direct, through_event, "for {text:?}");
+    }
+}

@@ -10,6 +10,7 @@ use crate::decide::Refusal;
 use crate::redact::redact_locator;
 use bytes::Bytes;
 
+use super::access_line::AccessLine;
 use crate::body::{Observed, Observer};
 use crate::metrics::Metrics;
 use crate::metrics::recent::Answer;
@@ -302,88 +303,19 @@ impl Observer for LogLine {
                 l.routine,
             );
         }
-        tracing::info!(
-            target: "fetchgate::request",
-            client = %ClientAddr(l.client),
-            method = %l.method,
-            locator = %l.locator,
-            registry = l.registry.as_deref().unwrap_or("-"),
-            decision = l.decision.as_str(),
-            reason = l.reason,
-            upstream = l.upstream.as_deref().unwrap_or("-"),
-            status = l.status,
-            policy = l.policy.as_deref().unwrap_or("-"),
-            next = l.next.as_deref().unwrap_or("-"),
-            trust_rule = l.trust_rule.as_deref().unwrap_or("-"),
-            bytes = self.bytes,
+        AccessLine {
+            log: l,
+            bytes: self.bytes,
             complete,
-            duration_ms = self.started.elapsed().as_millis() as u64,
-            "request"
-        );
-    }
-}
-
-/// A client address as `SocketAddr`'s `Display` writes it; an IPv4 one is put together on
-/// the stack and written at once (the access log writes one per request).
-struct ClientAddr(std::net::SocketAddr);
-
-impl std::fmt::Display for ClientAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let std::net::SocketAddr::V4(a) = self.0 else {
-            return self.0.fmt(f);
-        };
-        let mut buf = [0u8; 21];
-        let mut n = 0;
-        for (i, octet) in a.ip().octets().into_iter().enumerate() {
-            if i > 0 {
-                buf[n] = b'.';
-                n += 1;
-            }
-            n += decimal(&mut buf[n..], u64::from(octet));
+            duration_ms: self.started.elapsed().as_millis() as u64,
         }
-        buf[n] = b':';
-        n += 1;
-        n += decimal(&mut buf[n..], u64::from(a.port()));
-        f.write_str(std::str::from_utf8(&buf[..n]).unwrap_or_default())
+        .write();
     }
-}
-
-/// Writes `v` in decimal at the start of `out` (room for its digits, at most 20); its length.
-pub(crate) fn decimal(out: &mut [u8], mut v: u64) -> usize {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    let len = digits.len() - i;
-    out[..len].copy_from_slice(&digits[i..]);
-    len
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The access log's client address is the one `SocketAddr` writes.
-    #[test]
-    fn client_addresses_are_written_as_socket_addr_writes_them() {
-        for a in [
-            "127.0.0.1:3128",
-            "0.0.0.0:0",
-            "255.255.255.255:65535",
-            "10.20.30.40:9",
-            "[::1]:443",
-            "[2001:db8::1]:8080",
-        ] {
-            let addr: std::net::SocketAddr = a.parse().unwrap();
-            assert_eq!(ClientAddr(addr).to_string(), addr.to_string());
-        }
-    }
 
     /// A kind's index is its place in `Kind::ALL`, which the request counters' table follows.
     #[test]
