@@ -89,6 +89,38 @@ fn a_note_signed_only_by_another_key_is_unsigned() {
     assert_eq!(open(both.as_bytes(), &v).unwrap().text, TEXT);
 }
 
+/// The note that opened last opens again without its signature checked, but only for the very
+/// same bytes under the very same key: a flipped byte in the text or the signature, and the
+/// same bytes under another key of the same name, are refused as before.
+#[test]
+fn a_note_opened_again_is_the_same_note_and_only_its_exact_bytes_skip_the_check() {
+    let v = Verifier::parse(PETER_VKEY).unwrap();
+    for _ in 0..3 {
+        assert_eq!(open(SIGNED.as_bytes(), &v).unwrap().text, TEXT);
+    }
+    let mut sig_flipped = SIGNED.as_bytes().to_vec();
+    let at = SIGNED.rfind('=').unwrap() - 3;
+    sig_flipped[at] = if sig_flipped[at] == b'A' { b'B' } else { b'A' };
+    assert_eq!(
+        open(&sig_flipped, &v).unwrap_err().code(),
+        "go_note_bad_signature"
+    );
+    assert_eq!(open(SIGNED.as_bytes(), &v).unwrap().text, TEXT);
+    let altered = SIGNED.replacen("answer", "Answer", 1);
+    assert_eq!(
+        open(altered.as_bytes(), &v).unwrap_err().code(),
+        "go_note_bad_signature"
+    );
+    // Another key under the same name: its own check, which fails.
+    let impostor = Signer::from_seed("PeterNeumann", [9; 32]);
+    let other = Verifier::parse(&impostor.verifier_key()).unwrap();
+    assert_eq!(open(SIGNED.as_bytes(), &v).unwrap().text, TEXT);
+    assert_eq!(
+        open(SIGNED.as_bytes(), &other).unwrap_err().code(),
+        "go_note_unsigned"
+    );
+}
+
 #[test]
 fn malformed_notes_are_refused() {
     let v = Verifier::parse(PETER_VKEY).unwrap();
