@@ -52,24 +52,28 @@ fn both(emit: impl Fn() + Clone) -> (String, String) {
     )
 }
 
+/// Field values the fast paths must write as the default does: the unset `-`, empty, plain,
+/// and strings that `Debug` escapes (quotes, backslashes, controls, non-ASCII).
+const AWKWARD: [&str; 11] = [
+    "-",
+    "plain",
+    "",
+    "with \"quotes\"",
+    "back\\slash",
+    "tab\there",
+    "new\nline",
+    "é unicode ✓",
+    "\u{1b}[31mred",
+    "\u{85}next",
+    "\u{301}combining",
+];
+
 /// An access-log line is byte for byte the default's, for every kind of field it carries and
 /// for strings the fast path must hand to `Debug` (quotes, backslashes, controls, non-ASCII).
 #[test]
 fn request_lines_are_the_default_formats_bytes() {
     let client: std::net::SocketAddr = "127.0.0.1:4242".parse().unwrap();
-    for text in [
-        "-",
-        "plain",
-        "",
-        "with \"quotes\"",
-        "back\\slash",
-        "tab\there",
-        "new\nline",
-        "é unicode ✓",
-        "\u{1b}[31mred",
-        "\u{85}next",
-        "\u{301}combining",
-    ] {
+    for text in AWKWARD {
         let emit = move || {
             tracing::info!(
                 target: "fetchgate::request",
@@ -134,24 +138,13 @@ fn other_lines_are_the_default_formatters() {
 fn access_lines_written_without_an_event_are_the_events_bytes() {
     use crate::serve::access_line::AccessLine;
     use crate::serve::request_log::{Decided, RequestLog};
-    let nasty = [
-        "-",
-        "plain",
-        "",
-        "with \"quotes\"",
-        "back\\slash",
-        "tab\there",
-        "é unicode ✓",
-        "\u{1b}[31mred",
-        "\u{85}next",
-    ];
     let clients = ["127.0.0.1:4242", "[2001:db8::1]:8080"];
     let methods = [
         http::Method::GET,
         http::Method::HEAD,
         http::Method::from_bytes(b"PURGE").unwrap(),
     ];
-    for (i, text) in nasty.into_iter().enumerate() {
+    for (i, text) in AWKWARD.into_iter().enumerate() {
         let mut log = RequestLog::new(
             clients[i % 2].parse().unwrap(),
             methods[i % 3].clone(),

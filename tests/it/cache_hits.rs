@@ -9,7 +9,7 @@ use std::time::Duration;
 use fetchgate::store::Digest;
 use serde_json::Value;
 use support::config::Toml;
-use support::proxy::{Client, Got, start_proxy};
+use support::proxy::{Client, Got, start_caching_proxy};
 use support::serve::{LISTEN_EPHEMERAL, start};
 use support::upstream::{Reply, Upstream, pattern_bytes};
 
@@ -45,13 +45,7 @@ async fn a_size_other_than_the_cached_entrys_is_refused_on_a_hit() {
     let d = Digest::of(&bytes);
     let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(dir.path(), "")
-            .trust_ports("127.0.0.2", &[up.addr.port()])
-            .build(),
-    )
-    .await;
+    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
     let url = format!("http://127.0.0.2:{}/a.bin", up.addr.port());
     let got = get_path(proxy, &through(&d, 100_000, Some(&url))).await;
     assert_eq!(got.status, 200);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use fetchgate::store::Digest;
 
 use support::config::Toml;
-use support::proxy::{Client, start_proxy, start_proxy_in};
+use support::proxy::{Client, start_caching_proxy, start_proxy, start_proxy_in};
 use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes, tls_for};
 
 use super::{get_path, through};
@@ -22,13 +22,7 @@ async fn fetch_through_returns_exact_bytes_then_hits_without_upstream() {
     for size in [1u64 << 20, 64 << 20] {
         let up = Streaming::start("127.0.0.2:0", size, None, true).await;
         let dir = tempfile::tempdir().unwrap();
-        let proxy = start_proxy(
-            &Toml::new()
-                .cache(dir.path(), "")
-                .trust_ports("127.0.0.2", &[up.addr.port()])
-                .build(),
-        )
-        .await;
+        let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
         let bytes = pattern_bytes(size);
         let d = Digest::of(&bytes);
         let url = format!("http://127.0.0.2:{}/a.tgz", up.addr.port());
@@ -194,13 +188,7 @@ async fn fifty_concurrent_requests_share_one_upstream_fetch() {
     let size = 4u64 << 20;
     let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(2)), true).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(dir.path(), "")
-            .trust_ports("127.0.0.2", &[up.addr.port()])
-            .build(),
-    )
-    .await;
+    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
     let bytes = pattern_bytes(size);
     let d = Digest::of(&bytes);
     let path = through(
@@ -229,13 +217,7 @@ async fn serving_rules_range_head_conditional_and_errors() {
     let d = Digest::of(&bytes);
     let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(dir.path(), "")
-            .trust_ports("127.0.0.2", &[up.addr.port()])
-            .build(),
-    )
-    .await;
+    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
     let got = get_path(
         proxy,
         &through(

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use fetchgate::store::Digest;
 
 use support::config::Toml;
-use support::proxy::start_proxy;
+use support::proxy::{start_caching_proxy, start_proxy};
 use support::upstream::{Reply, Upstream, pattern_bytes};
 
 use super::{get_path, seeded_bytes, through};
@@ -229,13 +229,7 @@ async fn a_published_entry_replaced_by_a_symlink_is_never_served() {
     let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(dir.path(), "")
-            .trust_ports("127.0.0.2", &[up.addr.port()])
-            .build(),
-    )
-    .await;
+    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
     let url = format!("http://127.0.0.2:{}/big", up.addr.port());
     let got = get_path(proxy, &through(&d, 3 << 20, &[url]), &[]).await;
     assert_eq!(got.status, 200);

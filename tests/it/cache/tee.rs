@@ -9,7 +9,7 @@ use std::time::Duration;
 use fetchgate::store::Digest;
 
 use support::config::Toml;
-use support::proxy::{Client, start_proxy};
+use support::proxy::{Client, start_caching_proxy, start_proxy};
 use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes};
 
 use super::get_path;
@@ -20,13 +20,7 @@ async fn a_completed_proxied_get_is_then_served_by_digest() {
     let d = Digest::of(&bytes);
     let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(dir.path(), "")
-            .trust_ports("127.0.0.2", &[up.addr.port()])
-            .build(),
-    )
-    .await;
+    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
     let url = format!("http://127.0.0.2:{}/pkg-1.0.0.tgz", up.addr.port());
     let got = support::proxy::get(proxy, &url).await;
     assert_eq!(got.status, 200);
@@ -278,13 +272,7 @@ async fn a_fast_64_mib_proxied_body_is_kept() {
     let d = Digest::of(&bytes);
     let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(dir.path(), "")
-            .trust_ports("127.0.0.2", &[up.addr.port()])
-            .build(),
-    )
-    .await;
+    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
     let url = format!("http://127.0.0.2:{}/big.bin", up.addr.port());
     let got = support::proxy::get(proxy, &url).await;
     assert_eq!(got.status, 200);

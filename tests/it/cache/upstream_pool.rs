@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use support::config::Toml;
 use support::dns::TestDns;
-use support::proxy::start_proxy;
+use support::proxy::{start_caching_proxy, start_proxy};
 use support::upstream::{Reply, Routes, Upstream, pattern_bytes};
 
 use super::{get_path, through};
@@ -32,13 +32,7 @@ async fn fetches_led_by_different_clients_share_one_upstream_connection() {
     }
     let up = Upstream::router("127.0.0.2:0", routes).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(dir.path(), "")
-            .trust_ports("127.0.0.2", &[up.addr.port()])
-            .build(),
-    )
-    .await;
+    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
     for (i, b) in bodies.iter().enumerate() {
         let url = format!("http://127.0.0.2:{}/f{i}", up.addr.port());
         let got = get_path(proxy, &through(&Digest::of(b), b.len() as u64, &[url]), &[]).await;
@@ -129,13 +123,7 @@ async fn a_connection_the_upstream_closes_under_a_reuse_costs_no_failed_fetch() 
         }
     });
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy(
-        &Toml::new()
-            .cache(dir.path(), "")
-            .trust_ports("127.0.0.2", &[addr.port()])
-            .build(),
-    )
-    .await;
+    let proxy = start_caching_proxy(dir.path(), addr.port()).await;
     for path in ["/one", "/three", "/eleven"] {
         let body = pattern_bytes(path.len() as u64 * 1000);
         let url = format!("http://127.0.0.2:{}{path}", addr.port());

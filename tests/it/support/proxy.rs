@@ -124,6 +124,18 @@ pub async fn start_proxy(config: &str) -> SocketAddr {
     start_proxy_in(config, Path::new(".")).await
 }
 
+/// A fetchgate with its cache in `cache` whose egress trusts `127.0.0.2` on `port` (the test
+/// upstream's), and nothing else beyond the defaults.
+pub async fn start_caching_proxy(cache: &Path, port: u16) -> SocketAddr {
+    start_proxy(
+        &super::config::Toml::new()
+            .cache(cache, "")
+            .trust_ports("127.0.0.2", &[port])
+            .build(),
+    )
+    .await
+}
+
 /// A response as the client saw it.
 pub struct Got {
     pub status: StatusCode,
