@@ -136,7 +136,6 @@ fn other_lines_are_the_default_formatters() {
 /// strings the fast path hands to `Debug`, an IPv6 client and every other method.
 #[test]
 fn access_lines_written_without_an_event_are_the_events_bytes() {
-    use crate::serve::access_line::AccessLine;
     use crate::serve::request_log::{Decided, RequestLog};
     let clients = ["127.0.0.1:4242", "[2001:db8::1]:8080"];
     let methods = [
@@ -158,12 +157,7 @@ fn access_lines_written_without_an_event_are_the_events_bytes() {
         log.policy = (i % 2 == 1).then(|| Arc::from(text));
         log.next = Some(text.to_string());
         log.trust_rule = (i % 3 == 2).then(|| text.to_string());
-        let line = AccessLine {
-            log: &log,
-            bytes: u64::MAX >> i,
-            complete: i % 2 == 0,
-            duration_ms: i as u64 * 997,
-        };
+        let line = log.access_line(u64::MAX >> i, i % 2 == 0, i as u64 * 997);
         let through_event = written(TextFormat::new(Fixed), || line.event());
         let mut fields = String::new();
         line.text(&mut fields);

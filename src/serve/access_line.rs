@@ -9,8 +9,6 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use super::request_log::RequestLog;
-
 /// Takes the message and fields of an access log line as the text log writes them
 /// (`request client=... duration_ms=N`) and writes the whole line: the time stamp, level and
 /// target before them, a newline after.
@@ -30,10 +28,31 @@ thread_local! {
     static FIELDS: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// One finished request's line.
+/// One finished request's line: its fields, borrowed from the request's log
+/// ([`super::request_log`]), `None` for a field not set.
 pub(crate) struct AccessLine<'a> {
-    /// What the request was and how it was answered.
-    pub(crate) log: &'a RequestLog,
+    /// The client's address.
+    pub(crate) client: std::net::SocketAddr,
+    /// The request's method.
+    pub(crate) method: &'a http::Method,
+    /// The redacted locator.
+    pub(crate) locator: &'a str,
+    /// The registry the request was for.
+    pub(crate) registry: Option<&'a str>,
+    /// What was decided about the destination.
+    pub(crate) decision: &'static str,
+    /// Reason or error code.
+    pub(crate) reason: &'static str,
+    /// The validated address used.
+    pub(crate) upstream: Option<&'a str>,
+    /// Response status.
+    pub(crate) status: u16,
+    /// The `[[access.policy]]` in force.
+    pub(crate) policy: Option<&'a str>,
+    /// A failure's safe next action.
+    pub(crate) next: Option<&'a str>,
+    /// The trust rule that would allow what was refused.
+    pub(crate) trust_rule: Option<&'a str>,
     /// Body bytes sent.
     pub(crate) bytes: u64,
     /// Whether the body was sent whole.
@@ -63,20 +82,19 @@ impl AccessLine<'_> {
 
     /// The line as a `tracing` event.
     pub(crate) fn event(&self) {
-        let l = self.log;
         tracing::info!(
             target: "fetchgate::request",
-            client = %ClientAddr(l.client),
-            method = %l.method,
-            locator = %l.locator,
-            registry = l.registry.as_deref().unwrap_or("-"),
-            decision = l.decision.as_str(),
-            reason = l.reason,
-            upstream = l.upstream.as_deref().unwrap_or("-"),
-            status = l.status,
-            policy = l.policy.as_deref().unwrap_or("-"),
-            next = l.next.as_deref().unwrap_or("-"),
-            trust_rule = l.trust_rule.as_deref().unwrap_or("-"),
+            client = %ClientAddr(self.client),
+            method = %self.method,
+            locator = %self.locator,
+            registry = self.registry.unwrap_or("-"),
+            decision = self.decision,
+            reason = self.reason,
+            upstream = self.upstream.unwrap_or("-"),
+            status = self.status,
+            policy = self.policy.unwrap_or("-"),
+            next = self.next.unwrap_or("-"),
+            trust_rule = self.trust_rule.unwrap_or("-"),
             bytes = self.bytes,
             complete = self.complete,
             duration_ms = self.duration_ms,
@@ -87,28 +105,27 @@ impl AccessLine<'_> {
     /// The event's message and fields as the text log writes them: `%` fields as they
     /// display, strings as their `Debug` form, numbers in decimal.
     pub(crate) fn text(&self, out: &mut String) {
-        let l = self.log;
         out.push_str("request client=");
-        ClientAddr(l.client).push_to(out);
+        ClientAddr(self.client).push_to(out);
         out.push_str(" method=");
-        out.push_str(l.method.as_str());
+        out.push_str(self.method.as_str());
         out.push_str(" locator=");
-        out.push_str(&l.locator);
+        out.push_str(self.locator);
         let quoted: [(&str, &str); 4] = [
-            (" registry=", l.registry.as_deref().unwrap_or("-")),
-            (" decision=", l.decision.as_str()),
-            (" reason=", l.reason),
-            (" upstream=", l.upstream.as_deref().unwrap_or("-")),
+            (" registry=", self.registry.unwrap_or("-")),
+            (" decision=", self.decision),
+            (" reason=", self.reason),
+            (" upstream=", self.upstream.unwrap_or("-")),
         ];
         for (name, value) in quoted {
             push_str_field(out, name, value);
         }
         out.push_str(" status=");
-        push_decimal(out, u64::from(l.status));
+        push_decimal(out, u64::from(self.status));
         let quoted: [(&str, &str); 3] = [
-            (" policy=", l.policy.as_deref().unwrap_or("-")),
-            (" next=", l.next.as_deref().unwrap_or("-")),
-            (" trust_rule=", l.trust_rule.as_deref().unwrap_or("-")),
+            (" policy=", self.policy.unwrap_or("-")),
+            (" next=", self.next.unwrap_or("-")),
+            (" trust_rule=", self.trust_rule.unwrap_or("-")),
         ];
         for (name, value) in quoted {
             push_str_field(out, name, value);

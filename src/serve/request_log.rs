@@ -179,6 +179,32 @@ impl RequestLog {
         super::problem::refusal(refused, self.locator.clone())
     }
 
+    /// This request's access log line, once its body sent `bytes` (`complete` if whole) in
+    /// `duration_ms`.
+    pub(crate) fn access_line(
+        &self,
+        bytes: u64,
+        complete: bool,
+        duration_ms: u64,
+    ) -> AccessLine<'_> {
+        AccessLine {
+            client: self.client,
+            method: &self.method,
+            locator: &self.locator,
+            registry: self.registry.as_deref(),
+            decision: self.decision.as_str(),
+            reason: self.reason,
+            upstream: self.upstream.as_deref(),
+            status: self.status,
+            policy: self.policy.as_deref(),
+            next: self.next.as_deref(),
+            trust_rule: self.trust_rule.as_deref(),
+            bytes,
+            complete,
+            duration_ms,
+        }
+    }
+
     /// Notes a problem's code, next action and trust rule (if it carries one) in this line.
     pub(crate) fn problem(&mut self, p: &Problem) {
         if self.reason == "-" {
@@ -303,12 +329,11 @@ impl Observer for LogLine {
                 l.routine,
             );
         }
-        AccessLine {
-            log: l,
-            bytes: self.bytes,
+        l.access_line(
+            self.bytes,
             complete,
-            duration_ms: self.started.elapsed().as_millis() as u64,
-        }
+            self.started.elapsed().as_millis() as u64,
+        )
         .write();
     }
 }
