@@ -16,8 +16,9 @@ use fetchgate::decide::profile::{BUILTIN_TEXT, Profile};
 use fetchgate::serve::Server;
 use fetchgate::serve::admin::Admin;
 
-/// Log lines queued for the writer thread before requests wait (bounds the queue's memory).
-const LOG_QUEUE_LINES: usize = 16_384;
+/// Bytes of log lines queued for the writer thread before a line waits (bounds the queue's
+/// memory: about 16,000 access log lines).
+const LOG_QUEUE_BYTES: usize = 4 << 20;
 
 /// Exit status for usage and config errors (clap uses 2 as well).
 const EXIT_USAGE: u8 = 2;
@@ -117,7 +118,13 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Serve { log_format } => {
             let format = if json { LogFormat::Json } else { log_format };
-            let _log_guard = init_logging(format);
+            let _log_guard = match init_logging(format) {
+                Ok(guard) => guard,
+                Err(e) => {
+                    eprintln!("error: cannot start the log's writer thread: {e}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
             let loaded = Config::load(file)?;
             runtime(true)?.block_on(serve(loaded, cli.config.clone()))
         }
@@ -337,16 +344,14 @@ async fn signals(handle: fetchgate::serve::Handle, path: Option<std::path::PathB
     }
 }
 
-/// Logs go to standard error through a writer thread, so a request never waits on a write
-/// system call; nothing is dropped (the queue applies back-pressure when full). The guard
-/// flushes the queue when `main` returns.
-fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+/// Logs go to standard error through a writer thread (`cli::log_queue`), so a request never
+/// waits on a write system call; nothing is dropped (a line waits while the queue is full).
+/// The guard writes what is queued when `main` returns.
+fn init_logging(format: LogFormat) -> std::io::Result<fetchgate::cli::log_queue::LogQueue> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FETCHGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .buffered_lines_limit(LOG_QUEUE_LINES)
-        .finish(std::io::stderr());
+    let (writer, guard) =
+        fetchgate::cli::log_queue::LogQueue::start(std::io::stderr(), LOG_QUEUE_BYTES)?;
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_timer(fetchgate::cli::log_time::LogTime)
@@ -370,5 +375,5 @@ fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
             }
         }
     }
-    guard
+    Ok(guard)
 }

@@ -7,6 +7,7 @@ pub mod failure;
 pub mod fetch;
 pub mod intercept;
 pub mod log_format;
+pub mod log_queue;
 pub mod log_time;
 pub mod love;
 pub(crate) mod output;
