@@ -134,16 +134,27 @@ pub(crate) struct Summary {
     pub(crate) expanded_bytes: u64,
 }
 
-/// A reader that counts bytes into `count` and fails past `limit`.
+/// A reader that counts bytes into `count` and fails past `limit`; it also notes the byte at
+/// the offset `watch` names once the stream passes it (the first padding byte after a pax
+/// header's records, which the tar reader skips unseen).
 struct Counted<'c, R> {
     inner: R,
     count: &'c Cell<u64>,
     limit: u64,
+    watch: &'c Cell<Option<(u64, Option<u8>)>>,
 }
 
 impl<R: Read> Read for Counted<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
+        let start = self.count.get();
+        if let Some((at, None)) = self.watch.get()
+            && at >= start
+            && at - start < n as u64
+        {
+            let i = usize::try_from(at - start).unwrap_or(0);
+            self.watch.set(Some((at, buf.get(i).copied())));
+        }
         self.count.set(self.count.get() + n as u64);
         if self.count.get() > self.limit {
             return Err(std::io::Error::other("expanded cap exceeded"));
@@ -189,10 +200,13 @@ where
     let expanded_cap = || ArchiveError::cap("max_expanded_bytes", limits.max_expanded_bytes);
     // `bufread` over the slice: the decoder consumes exactly one gzip member, so whatever it
     // leaves in the slice is what follows that member.
+    // The first padding byte after the last pax header's records, once the stream passed it.
+    let pax_padding: Cell<Option<(u64, Option<u8>)>> = Cell::new(None);
     let reader = Counted {
         inner: flate2::bufread::GzDecoder::new(tgz),
         count: &expanded,
         limit: limits.max_expanded_bytes,
+        watch: &pax_padding,
     };
     let mut archive = tar::Archive::new(reader);
     let mut summary = Summary::default();
@@ -218,6 +232,19 @@ where
             if summary.files + summary.directories >= limits.max_members {
                 return Err(ArchiveError::cap("max_members", limits.max_members));
             }
+            // Python's `tarfile` reads a pax header's records from its whole last block, so
+            // padding that does not start with a NUL is read as more records (3.13 then
+            // refuses the archive; older versions take what parses, a `path` included),
+            // where tar-rs and node-tar read only the header's size.
+            if let Some((_, Some(first))) = pax_padding.take()
+                && first != 0
+            {
+                return Err(ArchiveError::new(
+                    FailureCode::ArchiveAmbiguous,
+                    extended_at.clone().unwrap_or_else(|| "archive".into()),
+                    "a pax header whose padding is not zero: Python's tarfile reads records on into it, other readers do not",
+                ));
+            }
             check_fields(entry.header().as_bytes())?;
             // Without a required root (the pack profiles), a pax header carrying a path, times
             // and owners, or a GNU long name, names the member that follows (see `pax`).
@@ -229,6 +256,10 @@ where
                     String::from_utf8_lossy(&entry.header().path_bytes())
                 );
                 let name = if typeflag == b'x' {
+                    let end = entry.raw_file_position().saturating_add(size);
+                    if end % BLOCK as u64 != 0 {
+                        pax_padding.set(Some((end, None)));
+                    }
                     pax::records(&mut entry, size, &at)?
                 } else {
                     Some(pax::long_name(
