@@ -16,14 +16,35 @@ fn one(patch: impl Fn(&mut [u8; BLOCK])) -> Vec<u8> {
     h[156] = b'0';
     h[257..265].copy_from_slice(b"ustar\x0000");
     patch(&mut h);
-    h[148..156].fill(b' ');
-    let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
-    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    seal(&mut h);
     let mut tar = h.to_vec();
     tar.push(b'x');
     tar.resize(4 * BLOCK, 0);
+    gzip(&tar)
+}
+
+/// Writes `h`'s checksum field from its bytes.
+fn seal(h: &mut [u8; BLOCK]) {
+    h[148..156].fill(b' ');
+    let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+}
+
+/// [`one`]'s archive, not gzipped: a member to append after other headers.
+fn one_member_tar() -> Vec<u8> {
+    let mut tar = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&one(|_| {})[..]),
+        &mut tar,
+    )
+    .unwrap();
+    tar
+}
+
+/// `tar`, gzipped.
+fn gzip(tar: &[u8]) -> Vec<u8> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    std::io::Write::write_all(&mut gz, &tar).unwrap();
+    std::io::Write::write_all(&mut gz, tar).unwrap();
     gz.finish().unwrap()
 }
 
@@ -37,9 +58,7 @@ fn an_archive_that_ends_inside_a_members_data_is_refused() {
     let tgz = one(|h| h[124..136].copy_from_slice(b"00000033333\0"));
     std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&tgz[..]), &mut tar).unwrap();
     tar.truncate(BLOCK + 100);
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    std::io::Write::write_all(&mut gz, &tar).unwrap();
-    let cut = gz.finish().unwrap();
+    let cut = gzip(&tar);
     let mut seen = 0;
     let limits = Limits {
         max_compressed_bytes: 1 << 20,
@@ -164,24 +183,14 @@ fn an_extended_header_with_no_member_after_it_is_refused() {
         h[..11].copy_from_slice(b"PaxHeader/x");
         h[124..136].copy_from_slice(b"0000\0\0/.204\0");
         h[156] = b'x';
-        h[148..156].fill(b' ');
-        let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
-        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        seal(&mut h);
         let mut tar = h.to_vec();
         if then_member {
-            let mut member = Vec::new();
-            std::io::Read::read_to_end(
-                &mut flate2::read::GzDecoder::new(&one(|_| {})[..]),
-                &mut member,
-            )
-            .unwrap();
-            tar.extend_from_slice(&member);
+            tar.extend_from_slice(&one_member_tar());
         } else {
             tar.resize(3 * BLOCK, 0);
         }
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        std::io::Write::write_all(&mut gz, &tar).unwrap();
-        gz.finish().unwrap()
+        gzip(&tar)
     };
     assert_eq!(code(&pax(false)), Err("archive_malformed"));
     assert_eq!(code(&pax(true)), Ok(1));
@@ -202,23 +211,13 @@ fn a_pax_header_whose_padding_is_not_zero_is_refused() {
         h[124..136].copy_from_slice(format!("{:011o}\0", records.len()).as_bytes());
         h[156] = b'x';
         h[257..265].copy_from_slice(b"ustar\x0000");
-        h[148..156].fill(b' ');
-        let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
-        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        seal(&mut h);
         let mut tar = h.to_vec();
         tar.extend_from_slice(records);
         tar.extend_from_slice(padding);
         tar.resize(2 * BLOCK, 0);
-        let mut member = Vec::new();
-        std::io::Read::read_to_end(
-            &mut flate2::read::GzDecoder::new(&one(|_| {})[..]),
-            &mut member,
-        )
-        .unwrap();
-        tar.extend_from_slice(&member);
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        std::io::Write::write_all(&mut gz, &tar).unwrap();
-        gz.finish().unwrap()
+        tar.extend_from_slice(&one_member_tar());
+        gzip(&tar)
     };
     assert_eq!(code(&pax(b"")), Ok(1));
     assert_eq!(code(&pax(b"18 path=evil.js\n")), Err("archive_ambiguous"));
