@@ -8,7 +8,9 @@
 # medians and ranges of the whole-command times are printed, with fetchgate's ratio to each
 # peer per round, the upstream's request count, and each server's CPU seconds and peak RSS.
 # Before the cold rounds, one download with a byte flipped in one package checks that each
-# proxy is measured on the same work and says which of them served the tampered file.
+# proxy is measured on the same work and says which of them served the tampered file. A fourth
+# system, "floor", is apt straight at a second nginx alone on the server core (no proxy, no
+# cache): the least any server can make apt wait; warm figures near it are apt's own work.
 #
 # Installs what it needs with apt-get (apt-cacher-ng, squid, nginx, apt-utils, gpg), and only
 # ever touches loopback (127.0.0.1). Everything it starts, it stops.
@@ -45,7 +47,8 @@ FGP=127.0.0.1:15601   # fetchgate's proxy listener (server core)
 FGA=127.0.0.1:15602   # fetchgate's admin listener
 ACNG=127.0.0.1:15603  # apt-cacher-ng (server core)
 SQUID=127.0.0.1:15604 # squid (server core)
-for a in $UP $FGP $FGA $ACNG $SQUID; do
+FLOOR=127.0.0.1:15605 # nginx alone on the server core, the repository straight: apt's floor
+for a in $UP $FGP $FGA $ACNG $SQUID $FLOOR; do
   if (echo >/dev/tcp/${a%:*}/${a#*:}) 2>/dev/null; then echo "apt.sh: $a is in use" >&2; exit 1; fi
 done
 work_dir apt-bench
@@ -90,6 +93,15 @@ http { access_log $W/access.log; sendfile on;
 EOF
 "${LOAD[@]}" nginx -c "$W/nginx.conf" -p "$W"
 upstream_gets() { wc -l <"$W/access.log"; }
+# The floor: the same repository straight from a second nginx alone on the server core (one
+# process, sendfile), no proxy between. No server hands apt its files for less; what is left
+# is apt's own work (hashing, writing, reading its indexes).
+cat >"$W/nginx-floor.conf" <<EOF
+daemon off; master_process off; pid $W/nginx-floor.pid; error_log $W/nginx-floor-error.log;
+events { worker_connections 256; }
+http { access_log off; sendfile on;
+  server { listen $FLOOR; root $repo; } }
+EOF
 
 # --- The proxies, each started afresh with an empty cache for a cold round. -----------------
 start_fetchgate() { start_fetchgate_build "$FG"; }
@@ -115,6 +127,12 @@ EOF
   SERVER=$!
   PIDS+=("$SERVER")
   wait_port "$FGP"
+}
+start_floor() {
+  "${SUT[@]}" nginx -c "$W/nginx-floor.conf" -p "$W" &
+  SERVER=$!
+  PIDS+=("$SERVER")
+  wait_port "$FLOOR"
 }
 start_acng() {
   rm -rf "$W/acng" && mkdir -p "$W/acng/cache" "$W/acng/log"
@@ -159,6 +177,7 @@ client() { # $1 = fetchgate|before|acng|squid
   local base="http://$UP/" proxy=DIRECT
   case $1 in
     fetchgate | before) base="http://$FGP/registry/deb/" ;;
+    floor) base="http://$FLOOR/" ;;
     acng) proxy="http://$ACNG/" ;;
     squid) proxy="http://$SQUID/" ;;
   esac
@@ -212,6 +231,7 @@ for sys_ in "${systems[@]}"; do
   stop_server
 done
 cp "$W/victim.good" "$victim"
+systems+=(floor)
 
 # --- The rounds. ---------------------------------------------------------------------------
 declare -A cold warm cpu rss gets
