@@ -4,7 +4,8 @@
 # directly from Debian's docker-registry (CNCF distribution 2.8), and through distribution's
 # own proxy mode (a second docker-registry with `proxy: remoteurl:` pointing at the first),
 # cold (the proxy's storage empty) and warm (a second pull), then CONCURRENT cold pulls at
-# once (8 by default; 0 skips them) on empty storage again, and through fetchgate's
+# once (8 by default; 0 skips them) on empty storage again and the same pulls warm (the clients'
+# floor: N skopeo processes on one core cost that much whatever serves them), and through fetchgate's
 # `kind = "oci"` registry the same way (an empty cache directory each time). Each round
 # alternates which of the two goes first. Printed: medians and ranges of the times, the
 # server's CPU (cold and warm pull) and peak RSS, the upstream's request counts from its access
@@ -208,12 +209,15 @@ run_system() {
     $start; SERVER=${PIDS[-1]}
     before=$(upstream_counts); many[$s,$r]=$(pull_many "$addr" "$CONCURRENT"); after=$(upstream_counts)
     [ "$r" = 1 ] && req_many[$s]=$(delta "$before" "$after")
+    # The same pulls again, every blob now stored: what the clients cost on their core, the
+    # floor of the cold figure whatever the server does.
+    manywarm[$s,$r]=$(pull_many "$addr" "$CONCURRENT")
     usage=$(server_usage); (( ${usage#* } > ${rss[$s,$r]} )) && rss[$s,$r]=${usage#* }
     stop_last
   fi
 }
 
-declare -A cold warm many cpu rss req req_many
+declare -A cold warm many manywarm cpu rss req req_many
 direct=(); fg_own=""
 systems=(proxy fetchgate)
 for r in $(seq "$ROUNDS"); do
@@ -232,11 +236,13 @@ ratios() { local r; for r in $(seq "$ROUNDS"); do eval "awk -v f=\${$1[fetchgate
 
 printf '\nskopeo pulls of %s MiB in %s layers (%s bytes of blobs), %s rounds alternating which system goes first, pinned: %s\n\n' \
   "$((LAYERS * LAYER_MIB))" "$LAYERS" "$BYTES" "$ROUNDS" "$([ ${#SUT[@]} -gt 0 ] && echo yes || echo no)"
-printf '%-24s %-20s %-20s %-22s %-12s %-8s\n' system "cold s" "warm s" "$CONCURRENT at once, cold s" "CPU s c+w" "RSS MiB"
+printf '%-24s %-20s %-20s %-22s %-22s %-12s %-8s\n' system "cold s" "warm s" "$CONCURRENT at once, cold s" \
+  "$CONCURRENT at once, warm s" "CPU s c+w" "RSS MiB"
 printf '%-24s %-20s %-20s\n' "direct (docker-registry)" "$(printf '%s\n' "${direct[@]}" | stats)" "-"
 for s in "${systems[@]}"; do
-  printf '%-24s %-20s %-20s %-22s %-12s %-8s\n' "$s" "$(col cold $s | stats)" "$(col warm $s | stats)" \
-    "$([ "$CONCURRENT" -gt 0 ] && col many $s | stats || echo -)" "$(col cpu $s | median)" \
+  printf '%-24s %-20s %-20s %-22s %-22s %-12s %-8s\n' "$s" "$(col cold $s | stats)" "$(col warm $s | stats)" \
+    "$([ "$CONCURRENT" -gt 0 ] && col many $s | stats || echo -)" \
+    "$([ "$CONCURRENT" -gt 0 ] && col manywarm $s | stats || echo -)" "$(col cpu $s | median)" \
     "$(($(col rss $s | sort -n | tail -1) >> 10))"
 done
 printf '\nupstream requests, first round (cold | warm; %s at once):\n' "$CONCURRENT"
@@ -245,6 +251,13 @@ printf "fetchgate's own count of upstream manifest requests (first round, cold +
 printf '\nfetchgate / proxy mode, median of the rounds (range): cold %s, warm %s' \
   "$(ratios cold | stats)" "$(ratios warm | stats)"
 [ "$CONCURRENT" -gt 0 ] && printf ', %s at once %s' "$CONCURRENT" "$(ratios many | stats)"
+if [ "$CONCURRENT" -gt 0 ]; then
+  # Each system's cold pulls at once against its own warm ones, round by round: 1.00 is the
+  # clients' floor (the N skopeo processes share one core), whatever the server.
+  floor() { local r; for r in $(seq "$ROUNDS"); do eval "awk -v c=\${many[$1,$r]} -v w=\${manywarm[$1,$r]} 'BEGIN {printf \"%.2f\\n\", c / w}'"; done; }
+  printf '\n%s at once, cold / the same pulls warm (the clients'"'"' floor): proxy %s, fetchgate %s' \
+    "$CONCURRENT" "$(floor proxy | stats)" "$(floor fetchgate | stats)"
+fi
 printf '\nfetchgate / direct: cold %s, warm %s\n' \
   "$(awk -v f="$(col cold fetchgate | median)" -v d="$(printf '%s\n' "${direct[@]}" | median)" 'BEGIN {printf "%.2f", f / d}')" \
   "$(awk -v f="$(col warm fetchgate | median)" -v d="$(printf '%s\n' "${direct[@]}" | median)" 'BEGIN {printf "%.2f", f / d}')"
