@@ -13,11 +13,12 @@
 //! two proofs that read the same state cannot both replace it.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::store::Digest;
+use crate::store::{Digest, LaterWrites};
 
 const ALIASES: TableDefinition<&str, &str> = TableDefinition::new("aliases");
 const FILES: TableDefinition<&str, &str> = TableDefinition::new("files");
@@ -46,9 +47,12 @@ pub(crate) struct FileRecord {
     pub(crate) metadata_sha256: Option<String>,
 }
 
-/// The alias and file-record database.
+/// The alias and file-record database, and the aliases queued for it.
 pub(crate) struct Aliases {
-    db: Database,
+    db: Arc<Database>,
+    /// Aliases written after the fact ([`Aliases::set_alias_later`]); every use of the alias
+    /// table waits for them first.
+    later: LaterWrites<(String, Digest)>,
 }
 
 /// Why the alias database failed: it could not be opened, redb failed, or a stored record
@@ -69,6 +73,9 @@ pub(crate) enum AliasesError {
     /// A file record is not the JSON it was written as.
     #[error(transparent)]
     Record(#[from] serde_json::Error),
+    /// The thread that writes queued aliases could not be started.
+    #[error("cannot start the alias writer thread: {0}")]
+    Thread(String),
 }
 
 impl From<AliasesError> for crate::registry::error::RegistryError {
@@ -96,11 +103,22 @@ impl Aliases {
         txn.open_table(URLS).map_err(err)?;
         txn.open_table(PROVED).map_err(err)?;
         txn.commit().map_err(err)?;
-        Ok(Self { db })
+        let db = Arc::new(db);
+        let writer = db.clone();
+        let later = LaterWrites::start(
+            "fetchgate-aliases",
+            "a later request reads and checks their files again",
+            Arc::new(move |ops: &[(String, Digest)]| {
+                write_aliases(&writer, ops).map_err(|e| e.to_string())
+            }),
+        )
+        .map_err(|e| AliasesError::Thread(e.to_string()))?;
+        Ok(Self { db, later })
     }
 
     /// The SHA-256 stored under an alias key (`sha512:<hex>`).
     pub(crate) fn alias(&self, key: &str) -> Result<Option<Digest>, AliasesError> {
+        self.later.flush();
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(ALIASES).map_err(err)?;
         Ok(table
@@ -109,14 +127,24 @@ impl Aliases {
             .and_then(|v| Digest::parse(v.value()).ok()))
     }
 
-    /// Records that alias `key` names the stored `sha256`.
+    /// Records that alias `key` names the stored `sha256`, durably before it returns.
     pub(crate) fn set_alias(&self, key: &str, sha256: &Digest) -> Result<(), AliasesError> {
+        self.later.flush();
         let txn = self.db.begin_write().map_err(err)?;
         {
             let mut table = txn.open_table(ALIASES).map_err(err)?;
             table.insert(key, sha256.hex().as_str()).map_err(err)?;
         }
         txn.commit().map_err(err)
+    }
+
+    /// Queues the record that alias `key` names the stored `sha256`, committed with others
+    /// soon after by the writer thread, not on the caller's way: for an alias that only saves
+    /// a later request its upstream read (the file it names is stored and durable already,
+    /// and was checked before it was). A crash before the commit costs that read and check
+    /// again, nothing else; every later use of the alias table in this process sees it.
+    pub(crate) fn set_alias_later(&self, key: &str, sha256: &Digest) {
+        self.later.send((key.to_string(), *sha256));
     }
 
     /// The SHA-256 a registry's metadata tied to an upstream URL (normalised), if any.
@@ -137,6 +165,7 @@ impl Aliases {
         url: &str,
         sha256: &Digest,
     ) -> Result<(), AliasesError> {
+        self.later.flush();
         let hex = sha256.hex();
         let txn = self.db.begin_write().map_err(err)?;
         {
@@ -154,6 +183,7 @@ impl Aliases {
     /// they would point at nothing); the number forgotten.
     pub(crate) fn forget(&self, sha256: &Digest) -> Result<usize, AliasesError> {
         use redb::ReadableTable;
+        self.later.flush();
         let hex = sha256.hex();
         let txn = self.db.begin_write().map_err(err)?;
         let mut forgotten = 0;
@@ -209,6 +239,7 @@ impl Aliases {
     /// Every alias, for `cache stats`.
     pub(crate) fn all_aliases(&self) -> Result<Vec<(String, String)>, AliasesError> {
         use redb::ReadableTable;
+        self.later.flush();
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(ALIASES).map_err(err)?;
         table
@@ -278,6 +309,20 @@ impl Aliases {
     }
 }
 
+/// Writes queued aliases in one transaction (the [`LaterWrites`] thread's commit).
+fn write_aliases(db: &Database, ops: &[(String, Digest)]) -> Result<(), AliasesError> {
+    let txn = db.begin_write().map_err(err)?;
+    {
+        let mut table = txn.open_table(ALIASES).map_err(err)?;
+        for (key, sha256) in ops {
+            table
+                .insert(key.as_str(), sha256.hex().as_str())
+                .map_err(err)?;
+        }
+    }
+    txn.commit().map_err(err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,6 +369,46 @@ mod tests {
         a.set_verified(None, "http://up/x.whl", &d).unwrap();
         assert_eq!(a.url("http://up/x.whl").unwrap(), Some(d));
         assert_eq!(a.url("http://up/y.whl").unwrap(), None);
+    }
+
+    /// Aliases queued from several threads are read back at once, in each thread's order
+    /// against a durable write of the same key, by a forget, and after closing and reopening.
+    #[test]
+    fn aliases_written_later_are_seen_by_every_later_use_and_survive_closing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let (one, two) = (Digest::of(b"one"), Digest::of(b"two"));
+        {
+            let a = Arc::new(Aliases::open(&path).unwrap());
+            std::thread::scope(|s| {
+                for t in 0..4 {
+                    let a = a.clone();
+                    s.spawn(move || {
+                        for i in 0..50 {
+                            a.set_alias_later(&format!("k{t}-{i}"), &one);
+                        }
+                    });
+                }
+            });
+            assert_eq!(a.alias("k3-49").unwrap(), Some(one));
+            assert_eq!(a.all_aliases().unwrap().len(), 200);
+            // Queued, then written durably: the durable write is the later one and stays.
+            a.set_alias_later("k0-0", &two);
+            a.set_alias("k0-0", &one).unwrap();
+            assert_eq!(a.alias("k0-0").unwrap(), Some(one));
+            // A forget sees what was queued before it: nothing names the forgotten digest.
+            a.set_alias_later("gone", &two);
+            assert_eq!(a.forget(&two).unwrap(), 1);
+            assert_eq!(a.alias("gone").unwrap(), None);
+            a.set_alias_later("last", &two);
+        }
+        let a = Aliases::open(&path).unwrap();
+        assert_eq!(
+            a.alias("last").unwrap(),
+            Some(two),
+            "closing writes what was queued"
+        );
+        assert_eq!(a.alias("k1-7").unwrap(), Some(one));
     }
 
     #[test]

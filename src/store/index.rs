@@ -175,9 +175,11 @@ impl Index {
         };
         let db = Arc::new(db);
         let writer = db.clone();
-        let later = LaterWrites::start(Arc::new(move |ops: &[Op]| {
-            write_ops(&writer, ops).map_err(|e| e.to_string())
-        }))
+        let later = LaterWrites::start(
+            "fetchgate-index",
+            "the next start adopts and hashes their files",
+            Arc::new(move |ops: &[Op]| write_ops(&writer, ops).map_err(|e| e.to_string())),
+        )
         .map_err(IndexError::Thread)?;
         let index = Self { db, later };
         index.write(|_| Ok(()))?;

@@ -1,14 +1,16 @@
-//! Index records written after the fact, in batches: a publication's file is durable (synced,
-//! renamed, its directory synced) before its record is, so the record need not cost its own
-//! commit. Records go to one writer thread, which commits whatever has queued up in one
-//! transaction as soon as it is free: at a low rate each record is committed at once, and
+//! Records written after the fact, in batches, by one writer thread per database: the index's
+//! records (a publication's file is durable, synced, renamed and its directory synced, before
+//! its record is, so the record need not cost its own commit) and the registry aliases that
+//! only save a later request its upstream read. The thread commits whatever has queued up in
+//! one transaction as soon as it is free: at a low rate each record is committed at once, and
 //! under load the records that arrived during one commit share the next (group commit, no
-//! timer). Another process sharing the index sees a record one commit after it was queued
-//! (it sees the file on disk at once, and adopts it unverified until then).
+//! timer). Another process sharing the database sees a record one commit after it was queued
+//! (for the index: it sees the file on disk at once, and adopts it unverified until then).
 //!
-//! A crash loses only queued records: the next start finds their files without records and
-//! adopts them, hashing each before it is served, as it adopts any file it finds. Every
-//! synchronous use of the index ([`LaterWrites::flush`] first) sees what was queued before it.
+//! A crash loses only queued records: the next start finds the index's files without records
+//! and adopts them, hashing each before it is served, as it adopts any file it finds; a lost
+//! alias is a later miss that reads and checks the file again. Every synchronous use of the
+//! database ([`LaterWrites::flush`] first) sees what was queued before it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -16,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 /// Commits a batch of writes in one transaction; the error's text is logged.
-pub(super) type Commit<T> = Arc<dyn Fn(&[T]) -> Result<(), String> + Send + Sync>;
+pub(crate) type Commit<T> = Arc<dyn Fn(&[T]) -> Result<(), String> + Send + Sync>;
 
 /// What the writer thread is sent.
 enum Message<T> {
@@ -29,36 +31,44 @@ enum Message<T> {
 const MAX_BATCH: usize = 4096;
 
 /// The queue of later writes (of type `T`, which `commit` applies) and its writer thread.
-pub(super) struct LaterWrites<T> {
+pub(crate) struct LaterWrites<T> {
     tx: Mutex<Option<Sender<Message<T>>>>,
     /// Writes sent and not yet committed (or failed): a flush with none returns at once, so
     /// an index read while nothing is queued (eviction's pin checks, say) costs no hand-off.
     pending: Arc<AtomicUsize>,
     thread: Mutex<Option<JoinHandle<()>>>,
     commit: Commit<T>,
+    /// What a failed commit loses, for its log line.
+    lost: &'static str,
 }
 
 impl<T: Send + 'static> LaterWrites<T> {
-    /// Starts the writer thread (named `fetchgate-index`), which applies batches with `commit`.
-    pub(super) fn start(commit: Commit<T>) -> std::io::Result<Self> {
+    /// Starts the writer thread (named `thread`), which applies batches with `commit`; `lost`
+    /// says in a failed commit's log line what the records lost cost.
+    pub(crate) fn start(
+        thread: &str,
+        lost: &'static str,
+        commit: Commit<T>,
+    ) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let thread_commit = commit.clone();
         let pending = Arc::new(AtomicUsize::new(0));
         let thread_pending = pending.clone();
         let thread = std::thread::Builder::new()
-            .name("fetchgate-index".into())
-            .spawn(move || run(&*thread_commit, &rx, &thread_pending))?;
+            .name(thread.into())
+            .spawn(move || run(&*thread_commit, &rx, &thread_pending, lost))?;
         Ok(Self {
             tx: Mutex::new(Some(tx)),
             pending,
             thread: Mutex::new(Some(thread)),
             commit,
+            lost,
         })
     }
 
     /// Queues `op`; written by the thread with whatever else is queued. Applied at once, here,
     /// if the thread is gone.
-    pub(super) fn send(&self, op: T) {
+    pub(crate) fn send(&self, op: T) {
         let unsent = match self
             .tx
             .lock()
@@ -81,13 +91,13 @@ impl<T: Send + 'static> LaterWrites<T> {
         if let Some(op) = unsent
             && let Err(e) = (self.commit)(std::slice::from_ref(&op))
         {
-            log_lost(&e, 1);
+            log_lost(&e, 1, self.lost);
         }
     }
 
     /// Waits until every write queued before this call is committed (or failed, which the
     /// thread logs).
-    pub(super) fn flush(&self) {
+    pub(crate) fn flush(&self) {
         if self.pending.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -129,6 +139,7 @@ fn run<T>(
     commit: &(dyn Fn(&[T]) -> Result<(), String> + Send + Sync),
     rx: &Receiver<Message<T>>,
     pending: &AtomicUsize,
+    lost: &str,
 ) {
     while let Ok(first) = rx.recv() {
         let mut ops = Vec::new();
@@ -146,7 +157,7 @@ fn run<T>(
         if !ops.is_empty()
             && let Err(e) = commit(&ops)
         {
-            log_lost(&e, ops.len());
+            log_lost(&e, ops.len(), lost);
         }
         pending.fetch_sub(ops.len(), Ordering::AcqRel);
         for done in flushed {
@@ -155,10 +166,9 @@ fn run<T>(
     }
 }
 
-/// A batch that could not be committed: its records are lost, and the next start adopts their
-/// files (hashing them before they are served).
-fn log_lost(e: &str, records: usize) {
-    tracing::warn!(error = %e, records, "index records not written; the next start adopts and hashes their files");
+/// A batch that could not be committed: its records are lost, which costs `lost`.
+fn log_lost(e: &str, records: usize, lost: &str) {
+    tracing::warn!(error = %e, records, "records not written; {lost}");
 }
 
 #[cfg(test)]

@@ -198,8 +198,7 @@ impl Fill {
             tracing::warn!(registry = %self.registry, module = %self.module, version = %self.version, error = %e, "a go module file another instance shared does not verify; fetching it from the upstream");
             return None;
         }
-        let (aliases, index_key) = (self.aliases.clone(), self.index_key.clone());
-        let _ = tokio::task::spawn_blocking(move || aliases.set_alias(&index_key, &sha256)).await;
+        self.aliases.set_alias_later(&self.index_key, &sha256);
         count(self.fetcher.metrics(), &self.registry, "shared");
         Some(sha256)
     }
@@ -299,9 +298,8 @@ impl Fill {
             let sha256 = fill
                 .commit(from, Some(label))
                 .map_err(|e| RegistryError::Cache(e.to_string()))?;
-            aliases
-                .set_alias(&index_key, &sha256)
-                .map_err(RegistryError::from)?;
+            // The file is durable; its alias only saves a later request the upstream read.
+            aliases.set_alias_later(&index_key, &sha256);
             Ok::<_, RegistryError>(sha256)
         })
         .await

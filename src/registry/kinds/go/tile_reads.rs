@@ -110,9 +110,7 @@ impl TileReads {
                 {
                     return false;
                 }
-                if aliases.set_alias(&tile_key(&db, &tile), &sha).is_err() {
-                    return false;
-                }
+                aliases.set_alias_later(&tile_key(&db, &tile), &sha);
             }
             true
         })
