@@ -147,6 +147,12 @@ impl Aliases {
         self.later.send((key.to_string(), *sha256));
     }
 
+    /// Waits until every alias queued before this call is committed (a graceful stop's
+    /// last step, so a restart finds them).
+    pub(crate) fn flush(&self) {
+        self.later.flush();
+    }
+
     /// The SHA-256 a registry's metadata tied to an upstream URL (normalised), if any.
     pub(crate) fn url(&self, url: &str) -> Result<Option<Digest>, AliasesError> {
         let txn = self.db.begin_read().map_err(err)?;

@@ -249,9 +249,15 @@ impl Server {
         if !slots.drain(drain).await {
             tracing::warn!("drain time over; closing the remaining connections and tunnels");
         }
-        // The last flush, on the flusher's own thread; waited for, so nothing is left unwritten.
+        // The last flush, on the flusher's own thread, and the aliases still queued; waited
+        // for, so nothing is left unwritten.
         let usage = self.usage;
-        let _ = tokio::task::spawn_blocking(move || usage.stop()).await;
+        let aliases = self.app.lasting().aliases.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            usage.stop();
+            aliases.flush();
+        })
+        .await;
         Ok(())
     }
 }

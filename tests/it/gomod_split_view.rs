@@ -253,6 +253,41 @@ async fn after_a_restart(fork: bool) {
     assert_go(&s, proxy).await;
 }
 
+/// A module file served, fetchgate stopped gracefully (`SIGTERM`) at once and started again
+/// on the same cache: the file is a hit, with no second read of it or of its lookup (its alias
+/// is written after the response, by a writer thread, and committed before the process ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_file_served_just_before_a_graceful_stop_is_a_hit_after_the_restart() {
+    let s = split(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = process_config(&s, dir.path(), support::serve::LISTEN_EPHEMERAL);
+    let mut first = support::serve::start(&config, &[]).await;
+    let app = fetch(first.proxy, APP_MOD).await;
+    assert_eq!(app.status, 200, "{:?}", app.body);
+    let lookup = "/lookup/example.com/app@v1.0.0";
+    assert_eq!((s.world.requests(APP_MOD), s.db.requests(lookup)), (1, 1));
+    let pid = first.child.id().expect("running").to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = tokio::time::timeout(SAFETY, first.child.wait())
+        .await
+        .expect("exited")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let second = support::serve::start(&config, &[]).await;
+    let again = fetch(second.proxy, APP_MOD).await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_eq!(again.body, app.body);
+    assert_eq!(
+        (s.world.requests(APP_MOD), s.db.requests(lookup)),
+        (1, 1),
+        "after the restart the file was read again: its alias was lost at the stop"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_larger_fork_shown_after_a_restart_is_refused() {
     after_a_restart(true).await;
