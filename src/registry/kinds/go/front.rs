@@ -67,6 +67,7 @@ impl KindSettings for GoSettings {
             flights: Arc::default(),
             tiles: Arc::default(),
             recent_tiles: Default::default(),
+            keeping: Default::default(),
             proofs: Arc::default(),
         })
     }

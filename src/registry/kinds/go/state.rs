@@ -33,6 +33,8 @@ pub(super) struct GoFront {
     pub(super) tiles: Arc<TileFlights>,
     /// The tiles read in the last moments, for proofs that start before another kept them.
     pub(super) recent_tiles: super::recent_tiles::RecentTiles,
+    /// The tiles proofs proved, while they are being kept.
+    pub(super) keeping: Arc<super::tile_reads::KeepingTiles>,
     /// Whose turn it is to trust a tree of the database: proofs queue as their database
     /// answers arrive and trust one at a time (`proved::in_turn`).
     pub(super) proofs: Arc<tokio::sync::Mutex<()>>,

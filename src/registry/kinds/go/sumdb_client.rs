@@ -70,7 +70,7 @@ impl Go<'_> {
         let (turn, record) = self.in_turn(included).await?;
         let newest = self.trust(front, db, record.tree, &mut reads).await?;
         drop(turn);
-        reads.keep(self, db).await;
+        reads.keep(self, db);
         Ok((
             Record {
                 tree: newest,
@@ -100,7 +100,7 @@ impl Go<'_> {
         let (turn, tree) = self.in_turn(signed).await?;
         let newest = self.trust(front, db, tree, &mut reads).await?;
         drop(turn);
-        reads.keep(self, db).await;
+        reads.keep(self, db);
         Ok((newest, body))
     }
 
@@ -164,7 +164,7 @@ impl Go<'_> {
             .filter(|c| c.w >= tile.w)
             .and_then(|c| reads.get(&c))
             .ok_or_else(|| unchecked("the proof did not read it"))?;
-        reads.keep(self, db).await;
+        reads.keep(self, db);
         let len = tile.w as usize * 32;
         if bytes.len() < len {
             return Err(unchecked("the checked tile is shorter"));

@@ -83,50 +83,81 @@ impl TileReads {
     }
 
     /// Keeps the tiles read from the database in the store, indexed by path: call only once
-    /// the proof they served, and the trust in its tree, succeeded. A failure only costs a
-    /// later read.
-    pub(super) async fn keep(self, go: &Go<'_>, db: &SumDb) {
-        let tiles: Vec<(Tile, Bytes)> = self
+    /// the proof they served, and the trust in its tree, succeeded. Off the caller's way: the
+    /// tiles are proved already, so until they are stored ([`KeepingTiles`]) a client or a
+    /// proof asking for one has it from memory. A failure only costs a later read.
+    pub(super) fn keep(self, go: &Go<'_>, db: &SumDb) {
+        let tiles: Vec<(String, Tile, Bytes)> = self
             .have
             .into_iter()
             .filter(|(_, (_, kept))| !kept)
-            .map(|(t, (b, _))| (t, b))
+            .map(|(t, (b, _))| (tile_key(db, &t), t, b))
             .collect();
         if tiles.is_empty() {
             return;
         }
+        let keeping = go.state.keeping.clone();
+        keeping.add(tiles.iter().map(|(k, _, b)| (k.clone(), b.clone())));
         let aliases = go.core.aliases.clone();
         let store = go.core.fetcher.store().clone();
-        let owned = db.clone();
-        let kept = tokio::task::spawn_blocking(move || {
-            let db = owned;
-            for (tile, bytes) in tiles {
-                let sha = Digest::of(&bytes);
-                let label = format!("go-sumdb:{}/{}", db.verifier.name, tile.path());
-                if !store.contains(&sha)
-                    && store
-                        .put_verified(sha, &bytes, Provenance::Local, Some(label))
-                        .is_err()
+        let name = db.verifier.name.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut kept = true;
+            for (key, tile, bytes) in &tiles {
+                let sha = Digest::of(bytes);
+                let label = format!("go-sumdb:{name}/{}", tile.path());
+                if store.contains(&sha)
+                    || store
+                        .put_verified(sha, bytes, Provenance::Local, Some(label))
+                        .is_ok()
                 {
-                    return false;
+                    aliases.set_alias_later(key, &sha);
+                } else {
+                    kept = false;
                 }
-                aliases.set_alias_later(&tile_key(&db, &tile), &sha);
             }
-            true
-        })
-        .await;
-        if !matches!(kept, Ok(true)) {
-            tracing::warn!(sumdb = %db.verifier.name, "checked tiles were not kept");
+            keeping.remove(tiles.iter().map(|(k, _, _)| k.as_str()));
+            if !kept {
+                tracing::warn!(sumdb = %name, "checked tiles were not kept");
+            }
+        });
+    }
+}
+
+/// Tiles proved and on their way to the store, by alias key: served from here until they
+/// are kept, so nothing asks the database for a tile a proof already read.
+#[derive(Default)]
+pub(super) struct KeepingTiles(std::sync::Mutex<HashMap<String, Bytes>>);
+
+impl KeepingTiles {
+    fn add(&self, tiles: impl Iterator<Item = (String, Bytes)>) {
+        if let Ok(mut m) = self.0.lock() {
+            m.extend(tiles);
         }
+    }
+
+    fn remove<'k>(&self, keys: impl Iterator<Item = &'k str>) {
+        if let Ok(mut m) = self.0.lock() {
+            for k in keys {
+                m.remove(k);
+            }
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<Bytes> {
+        self.0.lock().ok()?.get(key).cloned()
     }
 }
 
 impl Go<'_> {
-    /// A kept tile, if the store still has it.
+    /// A kept tile (or one proved and on its way to the store), if the store still has it.
     pub(super) async fn kept_tile(&self, db: &SumDb, tile: &Tile) -> Option<Bytes> {
+        let k = tile_key(db, tile);
+        if let Some(bytes) = self.state.keeping.get(&k) {
+            return Some(bytes);
+        }
         let aliases = self.core.aliases.clone();
         let store = self.core.fetcher.store().clone();
-        let k = tile_key(db, tile);
         tokio::task::spawn_blocking(move || {
             let sha = aliases.alias(&k).ok().flatten()?;
             store.read_bytes(&sha, MAX_TILE_BYTES)
