@@ -2,6 +2,13 @@
 //! a JSON header line then the body, written aside and renamed. It has its own bound
 //! (`[cache] metadata_max_bytes`): every file counts at least [`MIN_CHARGE`] bytes (so many
 //! small documents are bounded too), and the least recently used files go first.
+//!
+//! A file is renamed into place without an `fsync` first: the header carries the body's
+//! SHA-256, and a file whose body does not match it (torn by a power loss, say) is read as no
+//! document and removed. A killed process loses nothing (the page cache keeps the file); a
+//! power loss may bring back an older document or none, each read as what it is (its own
+//! fetch time, revalidated as any other), never a torn one. Files written before the digest
+//! was (no `body_sha256`) were synced, and are read as before.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -25,6 +32,9 @@ struct Header {
     etag: Option<String>,
     content_type: Option<String>,
     fetched: u64,
+    /// The body's SHA-256 (hex), checked at every read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body_sha256: Option<String>,
 }
 
 /// What the directory holds, in use order.
@@ -137,8 +147,22 @@ impl Disk {
         let name = Self::name(key);
         let bytes = Bytes::from(std::fs::read(self.dir.join(&name)).ok()?);
         let split = bytes.iter().position(|b| *b == b'\n')?;
-        let header: Header = serde_json::from_slice(&bytes[..split]).ok()?;
+        let Ok(header) = serde_json::from_slice::<Header>(&bytes[..split]) else {
+            self.forget(&name);
+            return None;
+        };
         if header.key != key {
+            return None;
+        }
+        let body = bytes.slice(split + 1..);
+        if let Some(want) = &header.body_sha256
+            && *want != Digest::of(&body).hex()
+        {
+            tracing::warn!(
+                key,
+                "a metadata document on disk does not match its digest (torn by a crash?); dropped, read again from the upstream"
+            );
+            self.forget(&name);
             return None;
         }
         if let Ok(mut files) = self.files.lock() {
@@ -149,7 +173,7 @@ impl Disk {
             etag: header.etag,
             content_type: header.content_type,
             fetched: header.fetched,
-            body: bytes.slice(split + 1..),
+            body,
             generation: 0,
         })
     }
@@ -169,6 +193,7 @@ impl Disk {
             etag: entry.etag.clone(),
             content_type: entry.content_type.clone(),
             fetched: entry.fetched,
+            body_sha256: Some(Digest::of(&entry.body).hex()),
         };
         match write_atomically(&path, &header, &entry.body) {
             Ok(len) => {
@@ -209,15 +234,17 @@ impl Disk {
     }
 }
 
-/// Writes header and body beside `path`, syncs, renames; returns the bytes written.
+/// Writes header and body beside `path` and renames (no `fsync`: the header's digest is
+/// checked at every read, see the module docs); returns the bytes written.
 fn write_atomically(path: &Path, header: &Header, body: &[u8]) -> std::io::Result<u64> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     let head = serde_json::to_vec(header)?;
-    tmp.write_all(&head)?;
-    tmp.write_all(b"\n")?;
-    tmp.write_all(body)?;
-    tmp.as_file().sync_data()?;
+    let mut whole = Vec::with_capacity(head.len() + 1 + body.len());
+    whole.extend_from_slice(&head);
+    whole.push(b'\n');
+    whole.extend_from_slice(body);
+    tmp.write_all(&whole)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok((head.len() + 1 + body.len()) as u64)
 }
@@ -256,6 +283,39 @@ mod tests {
         let again = Disk::open(dir.path(), 4 * MIN_CHARGE).unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
         assert!(again.charged() <= 4 * MIN_CHARGE);
+    }
+
+    /// A file whose body no longer matches its header's digest (a power loss tore it), or
+    /// whose header does not parse, is no document and is removed; one written before the
+    /// digest was (no `body_sha256`) still reads.
+    #[test]
+    fn a_torn_document_is_read_as_none_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Disk::open(dir.path(), 100 * MIN_CHARGE).unwrap();
+        disk.write("k:torn", &entry(b"{\"versions\":{}}"));
+        disk.write("k:garbled", &entry(b"{}"));
+        let torn = dir.path().join(Disk::name("k:torn"));
+        let mut bytes = std::fs::read(&torn).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] = 0;
+        std::fs::write(&torn, &bytes).unwrap();
+        let garbled = dir.path().join(Disk::name("k:garbled"));
+        std::fs::write(&garbled, b"\0\0\0\0\n{}").unwrap();
+        assert!(disk.read("k:torn").is_none());
+        assert!(!torn.exists(), "a torn file is removed");
+        assert!(disk.read("k:garbled").is_none());
+        assert!(!garbled.exists());
+        // The format before the digest: a header without `body_sha256`.
+        let old = dir.path().join(Disk::name("k:old"));
+        std::fs::write(
+            &old,
+            b"{\"key\":\"k:old\",\"status\":200,\"etag\":null,\"content_type\":null,\"fetched\":1}\n{}",
+        )
+        .unwrap();
+        assert_eq!(&disk.read("k:old").unwrap().body[..], b"{}");
+        // And a whole one reads back as written.
+        disk.write("k:whole", &entry(b"[1]"));
+        assert_eq!(&disk.read("k:whole").unwrap().body[..], b"[1]");
     }
 
     #[test]
