@@ -13,6 +13,7 @@ pub(crate) mod escape;
 pub(crate) mod exchange;
 pub(crate) mod fill;
 pub(crate) mod front;
+mod keeping_tiles;
 pub(crate) mod note;
 mod path_rule;
 pub(crate) mod paths;

@@ -34,7 +34,7 @@ pub(super) struct GoFront {
     /// The tiles read in the last moments, for proofs that start before another kept them.
     pub(super) recent_tiles: super::recent_tiles::RecentTiles,
     /// The tiles proofs proved, while they are being kept.
-    pub(super) keeping: Arc<super::tile_reads::KeepingTiles>,
+    pub(super) keeping: Arc<super::keeping_tiles::KeepingTiles>,
     /// Whose turn it is to trust a tree of the database: proofs queue as their database
     /// answers arrive and trust one at a time (`proved::in_turn`).
     pub(super) proofs: Arc<tokio::sync::Mutex<()>>,

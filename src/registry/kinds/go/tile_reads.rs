@@ -84,7 +84,7 @@ impl TileReads {
 
     /// Keeps the tiles read from the database in the store, indexed by path: call only once
     /// the proof they served, and the trust in its tree, succeeded. Off the caller's way: the
-    /// tiles are proved already, so until they are stored ([`KeepingTiles`]) a client or a
+    /// tiles are proved already, so until they are stored ([`super::keeping_tiles`]) a client or a
     /// proof asking for one has it from memory. A failure only costs a later read.
     pub(super) fn keep(self, go: &Go<'_>, db: &SumDb) {
         let tiles: Vec<(String, Tile, Bytes)> = self
@@ -121,31 +121,6 @@ impl TileReads {
                 tracing::warn!(sumdb = %name, "checked tiles were not kept");
             }
         });
-    }
-}
-
-/// Tiles proved and on their way to the store, by alias key: served from here until they
-/// are kept, so nothing asks the database for a tile a proof already read.
-#[derive(Default)]
-pub(super) struct KeepingTiles(std::sync::Mutex<HashMap<String, Bytes>>);
-
-impl KeepingTiles {
-    fn add(&self, tiles: impl Iterator<Item = (String, Bytes)>) {
-        if let Ok(mut m) = self.0.lock() {
-            m.extend(tiles);
-        }
-    }
-
-    fn remove<'k>(&self, keys: impl Iterator<Item = &'k str>) {
-        if let Ok(mut m) = self.0.lock() {
-            for k in keys {
-                m.remove(k);
-            }
-        }
-    }
-
-    fn get(&self, key: &str) -> Option<Bytes> {
-        self.0.lock().ok()?.get(key).cloned()
     }
 }
 
