@@ -182,19 +182,7 @@ async fn use_counts_and_recency_survive_a_graceful_stop_and_eviction_stays_lru()
         let got = get_path(proxy, &format!("/sha256/{}", digests[0].hex())).await;
         assert_eq!(got.status, 200);
     }
-    let pid = s.child.id().expect("running").to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = tokio::time::timeout(Duration::from_secs(30), s.child.wait())
-        .await
-        .expect("exited")
-        .unwrap();
-    assert!(status.success(), "{status:?}");
+    s.stop_gracefully().await;
 
     let counts = use_counts(cfg).await;
     let first = counts

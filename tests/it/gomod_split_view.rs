@@ -266,17 +266,7 @@ async fn a_module_file_served_just_before_a_graceful_stop_is_a_hit_after_the_res
     assert_eq!(app.status, 200, "{:?}", app.body);
     let lookup = "/lookup/example.com/app@v1.0.0";
     assert_eq!((s.world.requests(APP_MOD), s.db.requests(lookup)), (1, 1));
-    let pid = first.child.id().expect("running").to_string();
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let status = tokio::time::timeout(SAFETY, first.child.wait())
-        .await
-        .expect("exited")
-        .unwrap();
-    assert!(status.success(), "{status:?}");
+    first.stop_gracefully().await;
     let second = support::serve::start(&config, &[]).await;
     let again = fetch(second.proxy, APP_MOD).await;
     assert_eq!(again.status, 200, "{:?}", again.body);

@@ -161,6 +161,22 @@ impl Running {
         }
     }
 
+    /// Sends `SIGTERM` (the graceful stop), waits up to 30 s for the child to exit, and
+    /// asserts it exited 0.
+    pub async fn stop_gracefully(&mut self) {
+        let pid = self.child.id().expect("running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("fetchgate serve exited within 30 s of SIGTERM")
+            .expect("wait for fetchgate serve");
+        assert!(status.success(), "{status:?}");
+    }
+
     /// The next log line containing `needle`; lines before it are consumed.
     pub async fn wait_for(&mut self, needle: &str) -> String {
         next_containing(&mut self.lines, needle).await
