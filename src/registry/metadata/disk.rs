@@ -240,11 +240,9 @@ fn write_atomically(path: &Path, header: &Header, body: &[u8]) -> std::io::Resul
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     let head = serde_json::to_vec(header)?;
-    let mut whole = Vec::with_capacity(head.len() + 1 + body.len());
-    whole.extend_from_slice(&head);
-    whole.push(b'\n');
-    whole.extend_from_slice(body);
-    tmp.write_all(&whole)?;
+    tmp.write_all(&head)?;
+    tmp.write_all(b"\n")?;
+    tmp.write_all(body)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok((head.len() + 1 + body.len()) as u64)
 }
