@@ -12,6 +12,7 @@ use redb::{
 use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
+use super::index_journal::{self, Journal};
 use super::index_later::LaterWrites;
 use super::source::Source;
 
@@ -141,10 +142,14 @@ pub(super) enum Op {
     Remove(Digest),
 }
 
-/// The index database, and the records queued for it ([`LaterWrites`]).
+/// The index database, the records queued for it ([`LaterWrites`]) and their journal
+/// ([`Journal`]), which a killed process leaves for the next start.
 pub(crate) struct Index {
     db: Arc<Database>,
     later: LaterWrites<Op>,
+    /// `None` when its files could not be created (a read-only cache, say): then a crash
+    /// loses the queued records, whose files the next start adopts and hashes.
+    journal: Option<Arc<Journal>>,
 }
 
 impl Index {
@@ -173,15 +178,30 @@ impl Index {
                 });
             }
         };
+        let journal_dir = path.with_file_name("index-journal");
+        replay(&db, &journal_dir);
+        let journal = match Journal::create(&journal_dir) {
+            Ok(journal) => Some(Arc::new(journal)),
+            Err(e) => {
+                tracing::warn!(error = %e, dir = %journal_dir.display(), "no index journal; a crash loses the records not committed yet (their files are adopted and hashed at the next start)");
+                None
+            }
+        };
         let db = Arc::new(db);
-        let writer = db.clone();
+        let (writer, journaled) = (db.clone(), journal.clone());
         let later = LaterWrites::start(
             "fetchgate-index",
             "the next start adopts and hashes their files",
-            Arc::new(move |ops: &[Op]| write_ops(&writer, ops).map_err(|e| e.to_string())),
+            Arc::new(move |ops: &[Op]| {
+                let written = write_ops(&writer, ops).map_err(|e| e.to_string());
+                if let Some(journal) = &journaled {
+                    journal.committed(ops.len());
+                }
+                written
+            }),
         )
         .map_err(IndexError::Thread)?;
-        let index = Self { db, later };
+        let index = Self { db, later, journal };
         index.write(|_| Ok(()))?;
         Ok(index)
     }
@@ -189,12 +209,20 @@ impl Index {
     /// Queues `record` for `digest`, committed with others soon after (a publication's or an
     /// update's record: see [`LaterWrites`]).
     pub(crate) fn put_later(&self, digest: Digest, record: Record) {
-        self.later.send(Op::Put(digest, record));
+        self.queue(Op::Put(digest, record));
     }
 
     /// Queues the removal of `digest`'s record, committed with others soon after.
     pub(crate) fn remove_later(&self, digest: Digest) {
-        self.later.send(Op::Remove(digest));
+        self.queue(Op::Remove(digest));
+    }
+
+    /// Journals `op`, then queues it for the writer.
+    fn queue(&self, op: Op) {
+        match &self.journal {
+            Some(journal) => journal.append_then(op, |op| self.later.send(op)),
+            None => self.later.send(op),
+        }
     }
 
     /// One record.
@@ -317,6 +345,37 @@ fn write_ops(db: &Database, ops: &[Op]) -> Result<(), IndexError> {
         }
         Ok(())
     })
+}
+
+/// Merges into the index the records that processes which stopped without committing them
+/// left in their journals in `dir`, then removes those journals; they are kept (for the next
+/// start) if the merge cannot be committed.
+fn replay(db: &Database, dir: &Path) {
+    let (records, dead) = index_journal::dead_records(dir);
+    if !records.is_empty() {
+        let count = records.len();
+        let result = write_with(db, |t| {
+            for (d, journaled) in records {
+                let current = t
+                    .get(d.0.as_slice())?
+                    .and_then(|v| serde_json::from_str::<Record>(v.value()).ok());
+                let json = serde_json::to_string(&index_journal::merged(current, journaled))?;
+                t.insert(d.0.as_slice(), json.as_str())?;
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            tracing::warn!(error = %e, dir = %dir.display(), "journaled index records not replayed; kept for the next start");
+            return;
+        }
+        tracing::info!(
+            records = count,
+            "replayed the index records a stopped process had journaled but not committed"
+        );
+    }
+    for path in dead {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// Opens a redb file that several fetchgate processes may read and write at once.

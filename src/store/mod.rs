@@ -7,6 +7,7 @@
 //! tmp/                              fills in progress (emptied at start-up)
 //! quarantine/                       entries that failed `cache verify`
 //! index.redb                        the index: a cache of objects/, repaired from it
+//! index-journal/<process>.<0|1>     records queued for the index, replayed after a crash
 //! ```
 //!
 //! An entry exists only after its bytes matched the expected size and SHA-256 ([`Fill`]);
@@ -15,8 +16,10 @@
 //! One job per file: `fill` writes and publishes, `entries` is the in-memory table and its
 //! records, `memory` holds small entries' bytes, `space` keeps the total under `max_bytes`
 //! (reservations and eviction), `maintenance` repairs, verifies and cleans up, `index` is the
-//! durable record and `flusher` writes use times to it, `error` says what failed and
-//! `settings` reads the `[cache]` table. This file opens the store and serves from it.
+//! durable record, `index_later` commits records in batches behind the answer and
+//! `index_journal` is their crash cover, `flusher` writes use times to the index, `error` says
+//! what failed and `settings` reads the `[cache]` table. This file opens the store and serves
+//! from it.
 
 mod digest;
 mod entries;
@@ -24,6 +27,7 @@ mod error;
 pub(crate) mod fill;
 mod flusher;
 pub(crate) mod index;
+mod index_journal;
 mod index_later;
 mod lookup;
 mod maintenance;

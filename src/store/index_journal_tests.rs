@@ -1,0 +1,161 @@
+//! Tests of the index journal: what a killed process leaves is replayed and merged, a live
+//! process's journal is left alone, and the files stay empty once everything is committed.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::super::index::Index;
+use super::super::source::{Source, Voucher};
+use super::*;
+
+fn registry(name: &str) -> Source {
+    Source::Registry(Voucher {
+        registry: name.into(),
+        scope: None,
+    })
+}
+
+fn record(size: u64, sources: Vec<Source>) -> Record {
+    Record {
+        size,
+        first_stored: 10,
+        last_used: 10,
+        sources,
+        ..Record::default()
+    }
+}
+
+/// Bytes in the journal files under `dir` (hidden or not), and how many there are.
+fn journal_files(dir: &Path) -> (u64, usize) {
+    let Ok(items) = fs::read_dir(dir) else {
+        return (0, 0);
+    };
+    let lens: Vec<u64> = items
+        .flatten()
+        .map(|i| i.metadata().map(|m| m.len()).unwrap_or(0))
+        .collect();
+    (lens.iter().sum(), lens.len())
+}
+
+/// A process killed before its records were committed left them in its journal: the next
+/// open merges them into the index (the sources added to a record another process had
+/// committed, the pin kept as the index has it), skips its removals and a torn last line,
+/// and removes the dead files; a live process's journal is neither read nor removed.
+#[test]
+fn a_killed_process_journal_is_merged_into_the_index_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.redb");
+    let journal_dir = dir.path().join("index-journal");
+    let (a, b, c, live) = (
+        Digest([1; 32]),
+        Digest([2; 32]),
+        Digest([3; 32]),
+        Digest([4; 32]),
+    );
+    {
+        let index = Index::open(&path).unwrap();
+        let mut pinned = record(7, vec![registry("first")]);
+        pinned.pinned = true;
+        index
+            .put(&[(a, pinned), (c, record(9, Vec::new()))])
+            .unwrap();
+    }
+    assert_eq!(
+        journal_files(&journal_dir),
+        (0, 0),
+        "a clean close leaves none"
+    );
+
+    let dead = Journal::create(&journal_dir).unwrap();
+    let mut later = record(7, vec![registry("second")]);
+    later.last_used = 99;
+    later.locators = vec!["https://example.invalid/a".into()];
+    let sent = std::sync::Mutex::new(0);
+    let send = |_: Op| *sent.lock().unwrap() += 1;
+    dead.append_then(Op::Put(a, later), send);
+    dead.append_then(Op::Put(b, record(5, vec![registry("second")])), send);
+    dead.append_then(Op::Remove(c), send);
+    assert_eq!(*sent.lock().unwrap(), 3, "every op is handed on");
+    let first = dead.paths[0].clone();
+    dead.abandon();
+    // A power loss's torn tail: half a line.
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&first)
+        .unwrap()
+        .write_all(b"{\"n\":4,\"digest\":\"05")
+        .unwrap();
+
+    let alive = Journal::create(&journal_dir).unwrap();
+    alive.append_then(Op::Put(live, record(3, Vec::new())), |_| {});
+
+    let index = Index::open(&path).unwrap();
+    let merged_a = index.get(&a).unwrap().unwrap();
+    assert_eq!(
+        merged_a.sources,
+        vec![registry("first"), registry("second")]
+    );
+    assert!(merged_a.pinned, "the pin stays as the index had it");
+    assert_eq!(merged_a.last_used, 99);
+    assert_eq!(
+        merged_a.locators,
+        vec!["https://example.invalid/a".to_string()]
+    );
+    assert_eq!(
+        index.get(&b).unwrap().unwrap().sources,
+        vec![registry("second")]
+    );
+    assert!(
+        index.get(&c).unwrap().is_some(),
+        "removals are not replayed"
+    );
+    assert!(
+        index.get(&live).unwrap().is_none(),
+        "a live journal is not read"
+    );
+    assert!(!first.exists(), "the dead journal is removed");
+    assert!(
+        alive.paths.iter().all(|p| p.exists()),
+        "the live one is kept"
+    );
+}
+
+/// Records queued well past the rotation size are all committed, and then the journal is
+/// empty; closing the index removes its files.
+#[test]
+fn the_journal_is_emptied_once_its_records_are_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal_dir = dir.path().join("index-journal");
+    let index = Index::open(&dir.path().join("index.redb")).unwrap();
+    let locator = "x".repeat(1000);
+    for i in 0..3000u16 {
+        let mut d = [0; 32];
+        d[..2].copy_from_slice(&i.to_be_bytes());
+        let mut r = record(u64::from(i), vec![registry("r")]);
+        r.locators = vec![locator.clone()];
+        index.put_later(Digest(d), r);
+    }
+    // Reading waits for the queue; the last commit empties the files.
+    assert_eq!(index.len().unwrap(), 3000);
+    assert_eq!(journal_files(&journal_dir), (0, 2));
+    drop(index);
+    assert_eq!(journal_files(&journal_dir), (0, 0));
+}
+
+#[test]
+fn merging_keeps_the_larger_use_and_verified_if_either_is() {
+    let mut current = record(4, vec![registry("a")]);
+    current.use_count = 9;
+    current.unverified = true;
+    current.label = Some("p@1".into());
+    let mut journaled = record(4, vec![registry("a"), Source::Direct]);
+    journaled.use_count = 2;
+    journaled.last_used = 50;
+    journaled.label = Some("q@2".into());
+    let m = merged(Some(current), journaled.clone());
+    assert_eq!((m.use_count, m.last_used), (9, 50));
+    assert!(!m.unverified);
+    assert_eq!(m.label.as_deref(), Some("p@1"));
+    assert_eq!(m.sources, vec![registry("a"), Source::Direct]);
+    assert_eq!(merged(None, journaled.clone()), journaled);
+}
