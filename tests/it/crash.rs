@@ -1,5 +1,6 @@
 //! A process killed with SIGKILL in the middle of a large fill: on restart `tmp/` is empty,
-//! the half-fetched digest has no entry, and everything published before is still served.
+//! the half-fetched digest has no entry, and everything published before is still served;
+//! and one killed before a publication's record was committed: its journal keeps the record.
 
 use crate::support;
 
@@ -121,4 +122,95 @@ async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
         .await;
     assert_eq!(got.status, 200);
     assert_eq!(got.body.as_ref(), small.as_slice());
+}
+
+/// Bytes in the index journal's files under `cache`.
+fn journaled_bytes(cache: &std::path::Path) -> u64 {
+    std::fs::read_dir(cache.join("index-journal"))
+        .map(|items| {
+            items
+                .flatten()
+                .filter_map(|i| i.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// A publication's record is committed behind the answer (the index holds it up to its commit
+/// window); a process killed before that commit left it in its journal, and the next process
+/// to open the cache (here `cache ls`) has the entry with its locator, not a bare file adopted
+/// without one. Killed as soon as the record is journaled; tried with a new object until a
+/// kill lands before the commit (the journal still holds the record after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_not_committed_when_the_process_is_killed_is_kept_by_its_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let mut before_commit = 0;
+    for attempt in 0..10 {
+        let bytes = pattern_bytes(30_000 + attempt);
+        let digest = Digest::of(&bytes);
+        let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
+        let config = dir.path().join("fetchgate.toml");
+        std::fs::write(
+            &config,
+            Toml::new()
+                .section("listen", LISTEN_EPHEMERAL)
+                .cache_dir("cache")
+                .trust_ports("127.0.0.2", &[up.addr.port()])
+                .build(),
+        )
+        .unwrap();
+        let mut running = start(&config, &[]).await;
+        let url = format!("http://127.0.0.2:{}/f{attempt}.tgz", up.addr.port());
+        let got = Client::connect(running.proxy)
+            .await
+            .send(
+                "GET",
+                &through(&digest, bytes.len() as u64, &url),
+                &[("host", "localhost")],
+            )
+            .await;
+        assert_eq!(got.status, 200);
+        for _ in 0..2000 {
+            if journaled_bytes(&cache) > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        running.child.kill().await.unwrap(); // SIGKILL
+        let _ = running.child.wait().await;
+        if journaled_bytes(&cache) > 0 {
+            before_commit += 1;
+        }
+
+        let listed = tokio::process::Command::new(env!("CARGO_BIN_EXE_fetchgate"))
+            .args(["cache", "ls", "--json", "--config"])
+            .arg(&config)
+            .output()
+            .await
+            .unwrap();
+        assert!(listed.status.success(), "{listed:?}");
+        let v: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+        let entry = v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["sha256"] == digest.hex().as_str())
+            .unwrap_or_else(|| panic!("attempt {attempt}: no entry for the object: {v}"));
+        let locators = entry["locators"].to_string();
+        assert!(
+            locators.contains(&format!("/f{attempt}.tgz")),
+            "attempt {attempt}: {entry}"
+        );
+        assert_eq!(
+            journaled_bytes(&cache),
+            0,
+            "the dead process's journal is replayed and removed"
+        );
+        if before_commit > 0 {
+            return;
+        }
+    }
+    panic!("no kill in 10 landed before its record's commit; nothing was tested");
 }
