@@ -130,6 +130,18 @@ pub(super) fn check_header(
             ));
         }
     };
+    // Python's tarfile and node-tar take a regular file whose header name (the 100-byte field,
+    // before any pax or GNU long name replaces it) ends in `/` for a directory, and then read
+    // its data as further headers; a long name without the slash hid that from this reader.
+    if kind == Kind::File && until_nul(&header.as_bytes()[..100]).ends_with(b"/") {
+        return Err(ArchiveError::new(
+            FailureCode::ArchiveAmbiguous,
+            at,
+            format!(
+                "member {shown:?} is a regular file whose header name ends in '/'; Python's tarfile and node-tar read it as a directory and its data as further entries"
+            ),
+        ));
+    }
     let mode = header
         .mode()
         .map_err(|e| ArchiveError::malformed(&at, format!("unreadable mode: {e}")))?;

@@ -223,3 +223,36 @@ fn a_pax_header_whose_padding_is_not_zero_is_refused() {
     assert_eq!(code(&pax(b"18 path=evil.js\n")), Err("archive_ambiguous"));
     assert_eq!(code(&pax(b"\xf6\xff\xff")), Err("archive_ambiguous"));
 }
+
+/// Found by the `archive` fuzz target's property (an accepted archive lists what Python's
+/// tarfile lists): a pax `path` without a trailing slash over a regular-file header whose own
+/// name ends in `/`. tarfile (and node-tar) decide from the header's own name that it is a
+/// directory and read its data block as the next header; this reader took the pax path and a
+/// file with that data. Refused; its twin, the same header name without the slash, is a file.
+#[test]
+fn a_file_header_named_like_a_directory_under_a_long_name_is_refused() {
+    let archive = |header_name: &[u8]| {
+        let records = b"26 path=package/hidden.js\n";
+        let mut pax = [0u8; BLOCK];
+        pax[..11].copy_from_slice(b"PaxHeader/x");
+        pax[100..108].copy_from_slice(b"0000644\0");
+        pax[124..136].copy_from_slice(format!("{:011o}\0", records.len()).as_bytes());
+        pax[156] = b'x';
+        pax[257..265].copy_from_slice(b"ustar\x0000");
+        seal(&mut pax);
+        let mut tar = pax.to_vec();
+        tar.extend_from_slice(records);
+        tar.resize(BLOCK * 2, 0);
+        let mut member = one_member_tar();
+        member[..100].fill(0);
+        member[..header_name.len()].copy_from_slice(header_name);
+        let mut h = [0u8; BLOCK];
+        h.copy_from_slice(&member[..BLOCK]);
+        seal(&mut h);
+        member[..BLOCK].copy_from_slice(&h);
+        tar.extend_from_slice(&member);
+        gzip(&tar)
+    };
+    assert_eq!(code(&archive(b"package/a.js/")), Err("archive_ambiguous"));
+    assert_eq!(code(&archive(b"package/a.js")), Ok(1));
+}
