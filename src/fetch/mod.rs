@@ -215,4 +215,12 @@ impl Fetcher {
     pub(crate) fn body_idle(&self) -> Duration {
         self.limits.body_idle
     }
+
+    /// How long a tapped client may keep a chunk waiting before it loses its stream: half of
+    /// [`Self::body_idle`], so the fill always reads its upstream again well before a body
+    /// silent that long is cut off (with the whole bound, the two raced, and a stalled client
+    /// could cost the fill and every request waiting on it).
+    pub(crate) fn tap_stall(&self) -> Duration {
+        self.limits.body_idle / 2
+    }
 }

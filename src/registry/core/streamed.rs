@@ -72,7 +72,7 @@ impl RegistryCore {
         O: Observer + Send + Sync + Unpin + 'static,
         S: FnOnce(&Result<Digest, RegistryError>) + Send + 'static,
     {
-        let (slot, mut tapped) = tap::tap(self.fetcher.body_idle());
+        let (slot, mut tapped) = tap::tap(self.fetcher.tap_stall());
         // No tap for HEAD and Range: dropping the slot tells the receiver at once.
         let ask = landing.ask(&url, how.whole.then_some(slot));
         let fetcher = self.fetcher.clone();

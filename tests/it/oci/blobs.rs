@@ -163,7 +163,7 @@ async fn a_client_that_stops_reading_a_streamed_blob_holds_up_no_one() {
         (reg, img)
     })
     .await;
-    // A tapped client may keep a chunk waiting for body_idle_timeout_ms.
+    // A tapped client may keep a chunk waiting for half of body_idle_timeout_ms.
     let extra = "\n[proxy]\nbody_idle_timeout_ms = 1000\n";
     let (_proxy, mount, _dir) = gate_named(&reg, "stalled", &[], extra).await;
     blocking(move || {

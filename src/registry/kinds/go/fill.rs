@@ -102,7 +102,7 @@ impl Fill {
             let sha256 = self.fly(flights).await?;
             return Ok(Reply::Artifact { sha256 });
         }
-        let (slot, mut tapped) = tap::tap(self.fetcher.body_idle());
+        let (slot, mut tapped) = tap::tap(self.fetcher.tap_stall());
         self.tap = Some(slot);
         // The flight is waited for on a task of its own: a flight nobody waits for is
         // abandoned, and this request stops waiting once it streams.
