@@ -136,3 +136,16 @@ pub(super) fn tar(members: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
     out.resize(out.len() + 2 * BLOCK, 0);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    /// Found by the `pack_agent_package` target: asked for `triage@` (an empty version) with a
+    /// plugin.json that names no version, the inspection bound `triage@""`. Resolution never
+    /// asks with an empty version, and the inspection now refuses one on its own.
+    #[test]
+    fn an_agent_package_asked_for_with_an_empty_version_is_refused() {
+        super::pack_agent_package(include_bytes!(
+            "../../fuzz/corpus/pack_agent_package/regress-asked-with-an-empty-version"
+        ));
+    }
+}

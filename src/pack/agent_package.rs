@@ -198,6 +198,18 @@ fn inspect(cand: &Candidate, settings: &PackSettings) -> Result<Judged, PackErro
             format!("plugin.json: {e}"),
         )
     })?;
+    // Resolution refuses an empty name or version before it fetches (`version_url`); the
+    // inspection holds on its own too, so a judgement never binds an empty one (plugin.json's
+    // version is optional, and a missing one matched any requested version, even "").
+    for (member, value) in [("name", &cand.name), ("version", &cand.version)] {
+        if value.is_empty() {
+            return Err(PackError::refused(
+                FailureCode::PackIdentityMismatch,
+                format!("{field}#/{member}"),
+                format!("the package is asked for with an empty {member}"),
+            ));
+        }
+    }
     if strict::str_at(&manifest, "name") != Some(cand.name.as_str()) {
         return Err(PackError::refused(
             FailureCode::PackIdentityMismatch,
