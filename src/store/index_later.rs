@@ -248,34 +248,34 @@ mod tests {
         assert_eq!(index.get(&removed).unwrap(), None);
     }
 
-    /// Writes queued one after another within the window share one commit, which a flush
-    /// makes at once (the window here is long, so only the flush can end it); a write with no
-    /// flush after it is still committed once its window passes.
-    #[test]
-    fn writes_within_the_window_share_a_commit_and_a_flush_ends_it() {
-        let batches = Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// Batches a writer with `window` commits, as it committed them.
+    type Batches = Arc<std::sync::Mutex<Vec<Vec<u32>>>>;
+
+    /// A writer with `window` that records each batch it commits.
+    fn recording(window: std::time::Duration) -> (super::LaterWrites<u32>, Batches) {
+        let batches = Batches::default();
         let seen = batches.clone();
         let commit: super::Commit<u32> = Arc::new(move |ops: &[u32]| {
             seen.lock().unwrap().push(ops.to_vec());
             Ok(())
         });
-        let later =
-            super::LaterWrites::start("t", "", std::time::Duration::from_secs(30), commit).unwrap();
+        let later = super::LaterWrites::start("t", "", window, commit).unwrap();
+        (later, batches)
+    }
+
+    /// Writes queued one after another within the window share one commit, which a flush
+    /// makes at once (the window here is long, so only the flush can end it); a write with no
+    /// flush after it is still committed once its window passes.
+    #[test]
+    fn writes_within_the_window_share_a_commit_and_a_flush_ends_it() {
+        let (later, batches) = recording(std::time::Duration::from_secs(30));
         for i in 0..10 {
             later.send(i);
         }
         later.flush();
         assert_eq!(*batches.lock().unwrap(), vec![(0..10).collect::<Vec<_>>()]);
 
-        let batches = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let seen = batches.clone();
-        let commit: super::Commit<u32> = Arc::new(move |ops: &[u32]| {
-            seen.lock().unwrap().push(ops.to_vec());
-            Ok(())
-        });
-        let later =
-            super::LaterWrites::start("t", "", std::time::Duration::from_millis(20), commit)
-                .unwrap();
+        let (later, batches) = recording(std::time::Duration::from_millis(20));
         later.send(7);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while batches.lock().unwrap().is_empty() {

@@ -20,6 +20,23 @@ fn through(d: &Digest, size: u64, url: &str) -> String {
     )
 }
 
+/// Writes `dir/fetchgate.toml` (ephemeral listeners, the cache in `dir/cache`, the upstreams
+/// on 127.0.0.2 at `ports` trusted) and returns its path.
+fn write_config(dir: &std::path::Path, ports: &[u16]) -> std::path::PathBuf {
+    let config = dir.join("fetchgate.toml");
+    std::fs::write(
+        &config,
+        Toml::new()
+            // The admin listener too: its default port (9128) is one for every test at once.
+            .section("listen", LISTEN_EPHEMERAL)
+            .cache_dir("cache")
+            .trust_ports("127.0.0.2", ports)
+            .build(),
+    )
+    .unwrap();
+    config
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
     let small = pattern_bytes(20_000);
@@ -36,17 +53,7 @@ async fn sigkill_mid_fill_leaves_no_entry_and_keeps_what_was_published() {
     let big_digest = Digest::of(&pattern_bytes(big_size));
 
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("fetchgate.toml");
-    std::fs::write(
-        &config,
-        Toml::new()
-            // The admin listener too: its default port (9128) is one for every test at once.
-            .section("listen", LISTEN_EPHEMERAL)
-            .cache_dir("cache")
-            .trust_ports("127.0.0.2", &[small_up.addr.port(), big_up.addr.port()])
-            .build(),
-    )
-    .unwrap();
+    let config = write_config(dir.path(), &[small_up.addr.port(), big_up.addr.port()]);
     let host = [("host", "localhost")];
 
     let mut running = start(&config, &[]).await;
@@ -151,16 +158,7 @@ async fn a_record_not_committed_when_the_process_is_killed_is_kept_by_its_journa
         let bytes = pattern_bytes(30_000 + attempt);
         let digest = Digest::of(&bytes);
         let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
-        let config = dir.path().join("fetchgate.toml");
-        std::fs::write(
-            &config,
-            Toml::new()
-                .section("listen", LISTEN_EPHEMERAL)
-                .cache_dir("cache")
-                .trust_ports("127.0.0.2", &[up.addr.port()])
-                .build(),
-        )
-        .unwrap();
+        let config = write_config(dir.path(), &[up.addr.port()]);
         let mut running = start(&config, &[]).await;
         let url = format!("http://127.0.0.2:{}/f{attempt}.tgz", up.addr.port());
         let got = Client::connect(running.proxy)
