@@ -220,10 +220,17 @@ impl Index {
 
     /// Journals `op`, then queues it for the writer.
     fn queue(&self, op: Op) {
-        match &self.journal {
-            Some(journal) => journal.append_then(op, |op| self.later.send(op)),
-            None => self.later.send(op),
-        }
+        let Some(journal) = &self.journal else {
+            self.later.send(op);
+            return;
+        };
+        let (digest, record) = match &op {
+            Op::Put(d, r) => (*d, Some(r)),
+            Op::Remove(d) => (*d, None),
+        };
+        let held = journal.append(&digest, record);
+        self.later.send(op);
+        drop(held);
     }
 
     /// One record.
@@ -352,7 +359,7 @@ fn write_ops(db: &Database, ops: &[Op]) -> Result<(), IndexError> {
 /// left in their journals in `dir`, then removes those journals; they are kept (for the next
 /// start) if the merge cannot be committed.
 fn replay(db: &Database, dir: &Path) {
-    let (records, dead) = index_journal::dead_records(dir);
+    let (records, dead) = index_journal::dead_records::<Record>(dir);
     if !records.is_empty() {
         let count = records.len();
         let result = write_with(db, |t| {
@@ -360,7 +367,7 @@ fn replay(db: &Database, dir: &Path) {
                 let current = t
                     .get(d.0.as_slice())?
                     .and_then(|v| serde_json::from_str::<Record>(v.value()).ok());
-                let json = serde_json::to_string(&index_journal::merged(current, journaled))?;
+                let json = serde_json::to_string(&merged(current, journaled))?;
                 t.insert(d.0.as_slice(), json.as_str())?;
             }
             Ok(())
@@ -377,6 +384,26 @@ fn replay(db: &Database, dir: &Path) {
     for path in dead {
         let _ = std::fs::remove_file(path);
     }
+}
+
+/// `journaled` merged into what the index has for the same digest (`current`): sources and
+/// locators added, the larger use time and count, verified if either says so, and the pin
+/// and first-stored time as the index has them.
+fn merged(current: Option<Record>, journaled: Record) -> Record {
+    let Some(mut r) = current else {
+        return journaled;
+    };
+    for locator in journaled.locators {
+        r.note(Some(locator), &[], None);
+    }
+    r.note(None, &journaled.sources, None);
+    if r.label.is_none() {
+        r.label = journaled.label;
+    }
+    r.last_used = r.last_used.max(journaled.last_used);
+    r.use_count = r.use_count.max(journaled.use_count);
+    r.unverified = r.unverified && journaled.unverified;
+    r
 }
 
 /// Opens a redb file that several fetchgate processes may read and write at once.
@@ -429,5 +456,38 @@ mod tests {
         let r = reopened.get(&d).unwrap().unwrap();
         assert_eq!((r.last_used, r.use_count), (200, 7));
         assert!(reopened.get(&Digest([4; 32])).unwrap().is_none());
+    }
+
+    /// A journaled record merged into the index's: the larger use, verified if either is,
+    /// the label and pin as the index has them, the sources of both.
+    #[test]
+    fn merging_keeps_the_larger_use_and_verified_if_either_is() {
+        let registry = |name: &str| {
+            Source::Registry(super::super::source::Voucher {
+                registry: name.into(),
+                scope: None,
+            })
+        };
+        let record = |size, sources| Record {
+            size,
+            first_stored: 10,
+            last_used: 10,
+            sources,
+            ..Record::default()
+        };
+        let mut current = record(4, vec![registry("a")]);
+        current.use_count = 9;
+        current.unverified = true;
+        current.label = Some("p@1".into());
+        let mut journaled = record(4, vec![registry("a"), Source::Direct]);
+        journaled.use_count = 2;
+        journaled.last_used = 50;
+        journaled.label = Some("q@2".into());
+        let m = merged(Some(current), journaled.clone());
+        assert_eq!((m.use_count, m.last_used), (9, 50));
+        assert!(!m.unverified);
+        assert_eq!(m.label.as_deref(), Some("p@1"));
+        assert_eq!(m.sources, vec![registry("a"), Source::Direct]);
+        assert_eq!(merged(None, journaled.clone()), journaled);
     }
 }

@@ -22,25 +22,25 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
-use super::index::{Op, Record};
 
 /// Past this many bytes the other file of the pair takes the appends.
 const ROTATE_BYTES: u64 = 1 << 20;
 
-/// One journal line.
+/// One journal line: a record (of type `R`, the index's) written for a digest, or removed.
 #[derive(Serialize, Deserialize)]
-struct Line {
+struct Line<R> {
     /// The line's number in its process's journal: the order to replay in.
     n: u64,
     /// The digest (hex).
     digest: String,
     /// The record written, or `None` for a removal.
-    record: Option<Record>,
+    record: Option<R>,
 }
 
 /// The two files of this process's journal and where appends go.
@@ -57,6 +57,11 @@ struct Files {
     sealed: Option<u64>,
     /// A reused line buffer: no allocation a line.
     line: Vec<u8>,
+}
+
+/// The journal held after an append, until the write it journaled is queued.
+pub(super) struct Held<'a> {
+    _journal: MutexGuard<'a, Files>,
 }
 
 /// This process's journal.
@@ -128,16 +133,13 @@ impl Journal {
         })
     }
 
-    /// Appends `op` and then, holding the journal, hands it to `send` (the writer's queue), so
+    /// Appends the line for `digest` (its `record`, or `None` for a removal) and holds the
+    /// journal until the returned guard is dropped: queue the write before dropping it, so
     /// lines and queued writes are in the same order. A line that cannot be written is logged
-    /// and the op still sent: it is only the crash cover that is missing.
-    pub(super) fn append_then(&self, op: Op, send: impl FnOnce(Op)) {
+    /// and the write is still to be queued: it is only the crash cover that is missing.
+    pub(super) fn append<R: Serialize>(&self, digest: &Digest, record: Option<&R>) -> Held<'_> {
         let mut f = self.files.lock().unwrap_or_else(PoisonError::into_inner);
         let n = f.appended + 1;
-        let (digest, record) = match &op {
-            Op::Put(d, r) => (d, Some(r)),
-            Op::Remove(d) => (d, None),
-        };
         f.line.clear();
         let line = LineRef {
             n,
@@ -168,7 +170,7 @@ impl Journal {
             f.active = 1 - f.active;
             f.active_len = 0;
         }
-        send(op);
+        Held { _journal: f }
     }
 
     /// Notes that `lines` more records were committed (the writer thread, after a commit),
@@ -226,20 +228,20 @@ impl Drop for Journal {
 
 /// [`Line`] borrowing its record, for writing.
 #[derive(Serialize)]
-struct LineRef<'a> {
+struct LineRef<'a, R> {
     n: u64,
     digest: String,
-    record: Option<&'a Record>,
+    record: Option<&'a R>,
 }
 
 /// What dead processes left in `dir`: their records in the order each wrote them, and the
 /// files to remove once those records are committed. A line that does not parse (the torn
 /// tail of a power loss) ends its file.
-pub(super) fn dead_records(dir: &Path) -> (Vec<(Digest, Record)>, Vec<PathBuf>) {
+pub(super) fn dead_records<R: DeserializeOwned>(dir: &Path) -> (Vec<(Digest, R)>, Vec<PathBuf>) {
     let Ok(items) = fs::read_dir(dir) else {
         return (Vec::new(), Vec::new());
     };
-    let mut lines: Vec<(String, u64, Digest, Record)> = Vec::new();
+    let mut lines: Vec<(String, u64, Digest, R)> = Vec::new();
     let mut dead = Vec::new();
     for item in items.flatten() {
         let path = item.path();
@@ -255,7 +257,7 @@ pub(super) fn dead_records(dir: &Path) -> (Vec<(Digest, Record)>, Vec<PathBuf>) 
         if !name.starts_with('.') {
             for line in BufReader::new(&file).lines() {
                 let Ok(line) = line else { break };
-                let Ok(parsed) = serde_json::from_str::<Line>(&line) else {
+                let Ok(parsed) = serde_json::from_str::<Line<R>>(&line) else {
                     break;
                 };
                 let (Ok(digest), Some(record)) = (Digest::parse(&parsed.digest), parsed.record)
@@ -270,26 +272,6 @@ pub(super) fn dead_records(dir: &Path) -> (Vec<(Digest, Record)>, Vec<PathBuf>) 
     lines.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
     let records = lines.into_iter().map(|(_, _, d, r)| (d, r)).collect();
     (records, dead)
-}
-
-/// `journaled` merged into what the index has for the same digest (`current`): sources and
-/// locators added, the larger use time and count, verified if either says so, and the pin
-/// and first-stored time as the index has them.
-pub(super) fn merged(current: Option<Record>, journaled: Record) -> Record {
-    let Some(mut r) = current else {
-        return journaled;
-    };
-    for locator in journaled.locators {
-        r.note(Some(locator), &[], None);
-    }
-    r.note(None, &journaled.sources, None);
-    if r.label.is_none() {
-        r.label = journaled.label;
-    }
-    r.last_used = r.last_used.max(journaled.last_used);
-    r.use_count = r.use_count.max(journaled.use_count);
-    r.unverified = r.unverified && journaled.unverified;
-    r
 }
 
 #[cfg(test)]

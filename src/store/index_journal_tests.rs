@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::super::index::Index;
+use super::super::index::{Index, Record};
 use super::super::source::{Source, Voucher};
 use super::*;
 
@@ -70,12 +70,9 @@ fn a_killed_process_journal_is_merged_into_the_index_at_the_next_open() {
     let mut later = record(7, vec![registry("second")]);
     later.last_used = 99;
     later.locators = vec!["https://example.invalid/a".into()];
-    let sent = std::sync::Mutex::new(0);
-    let send = |_: Op| *sent.lock().unwrap() += 1;
-    dead.append_then(Op::Put(a, later), send);
-    dead.append_then(Op::Put(b, record(5, vec![registry("second")])), send);
-    dead.append_then(Op::Remove(c), send);
-    assert_eq!(*sent.lock().unwrap(), 3, "every op is handed on");
+    drop(dead.append(&a, Some(&later)));
+    drop(dead.append(&b, Some(&record(5, vec![registry("second")]))));
+    drop(dead.append::<Record>(&c, None));
     let first = dead.paths[0].clone();
     dead.abandon();
     // A power loss's torn tail: half a line.
@@ -87,7 +84,7 @@ fn a_killed_process_journal_is_merged_into_the_index_at_the_next_open() {
         .unwrap();
 
     let alive = Journal::create(&journal_dir).unwrap();
-    alive.append_then(Op::Put(live, record(3, Vec::new())), |_| {});
+    drop(alive.append(&live, Some(&record(3, Vec::new()))));
 
     let index = Index::open(&path).unwrap();
     let merged_a = index.get(&a).unwrap().unwrap();
@@ -140,22 +137,4 @@ fn the_journal_is_emptied_once_its_records_are_committed() {
     assert_eq!(journal_files(&journal_dir), (0, 2));
     drop(index);
     assert_eq!(journal_files(&journal_dir), (0, 0));
-}
-
-#[test]
-fn merging_keeps_the_larger_use_and_verified_if_either_is() {
-    let mut current = record(4, vec![registry("a")]);
-    current.use_count = 9;
-    current.unverified = true;
-    current.label = Some("p@1".into());
-    let mut journaled = record(4, vec![registry("a"), Source::Direct]);
-    journaled.use_count = 2;
-    journaled.last_used = 50;
-    journaled.label = Some("q@2".into());
-    let m = merged(Some(current), journaled.clone());
-    assert_eq!((m.use_count, m.last_used), (9, 50));
-    assert!(!m.unverified);
-    assert_eq!(m.label.as_deref(), Some("p@1"));
-    assert_eq!(m.sources, vec![registry("a"), Source::Direct]);
-    assert_eq!(merged(None, journaled.clone()), journaled);
 }
