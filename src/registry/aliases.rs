@@ -108,7 +108,6 @@ impl Aliases {
         let later = LaterWrites::start(
             "fetchgate-aliases",
             "a later request reads and checks their files again",
-            std::time::Duration::ZERO,
             Arc::new(move |ops: &[(String, Digest)]| {
                 write_aliases(&writer, ops).map_err(|e| e.to_string())
             }),

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
 use super::index_journal::{self, Journal};
-use super::index_later::{INDEX_WINDOW, LaterWrites};
+use super::index_later::LaterWrites;
 use super::source::Source;
 
 const ENTRIES: TableDefinition<&[u8], &str> = TableDefinition::new("entries");
@@ -192,7 +192,6 @@ impl Index {
         let later = LaterWrites::start(
             "fetchgate-index",
             "the next start adopts and hashes their files",
-            INDEX_WINDOW,
             Arc::new(move |ops: &[Op]| {
                 let written = write_ops(&writer, ops).map_err(|e| e.to_string());
                 if let Some(journal) = &journaled {

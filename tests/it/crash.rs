@@ -144,17 +144,17 @@ fn journaled_bytes(cache: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// A publication's record is committed behind the answer (the index holds it up to its commit
-/// window); a process killed before that commit left it in its journal, and the next process
-/// to open the cache (here `cache ls`) has the entry with its locator, not a bare file adopted
-/// without one. Killed as soon as the record is journaled; tried with a new object until a
-/// kill lands before the commit (the journal still holds the record after it).
+/// A publication's record is committed behind the answer by the index's writer thread; a
+/// process killed before that commit left it in its journal, and the next process to open the
+/// cache (here `cache ls`) has the entry with its locator, not a bare file adopted without one.
+/// Killed as soon as the record is journaled; tried with a new object until a kill lands
+/// before the commit (the journal still holds the record after it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_not_committed_when_the_process_is_killed_is_kept_by_its_journal() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let mut before_commit = 0;
-    for attempt in 0..10 {
+    for attempt in 0..40 {
         let bytes = pattern_bytes(30_000 + attempt);
         let digest = Digest::of(&bytes);
         let up = Upstream::http("127.0.0.2:0", Reply::ok(bytes.clone())).await;
@@ -210,5 +210,5 @@ async fn a_record_not_committed_when_the_process_is_killed_is_kept_by_its_journa
             return;
         }
     }
-    panic!("no kill in 10 landed before its record's commit; nothing was tested");
+    panic!("no kill in 40 landed before its record's commit; nothing was tested");
 }
