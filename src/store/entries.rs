@@ -27,6 +27,10 @@ pub(crate) struct Meta {
     pinned: AtomicBool,
     /// Adopted from disk and not hashed yet: never served until it is.
     unverified: AtomicBool,
+    /// Published by this process and served by it, its file not synced to disk yet
+    /// ([`Fill::land`](super::Fill::land)): recorded as unverified until it is, so a record
+    /// that outlives a power loss before the sync has its file hashed before it is served.
+    unsynced: AtomicBool,
     /// Unix seconds when its file was last seen in place (0: never), so memory hits need
     /// not look at the disk every time.
     seen_on_disk: AtomicU64,
@@ -69,6 +73,7 @@ impl Meta {
             usage_dirty: AtomicBool::new(false),
             pinned: AtomicBool::new(r.pinned),
             unverified: AtomicBool::new(r.unverified),
+            unsynced: AtomicBool::new(false),
             seen_on_disk: AtomicU64::new(0),
             seen_generation: AtomicU64::new(0),
             notes: Mutex::new(Notes::boxed(&r)),
@@ -110,7 +115,7 @@ impl Meta {
                 .map(|n| n.locators.clone())
                 .unwrap_or_default(),
             label: notes.as_ref().and_then(|n| n.label.clone()),
-            unverified: self.is_unverified(),
+            unverified: self.is_unverified() || self.unsynced.load(Ordering::Acquire),
             sources: notes
                 .as_ref()
                 .map(|n| n.sources.clone())
@@ -290,14 +295,17 @@ impl Store {
         self.remove_entry(digest);
     }
 
-    /// Records a publication (called by [`Fill::commit`](super::Fill::commit) after the
-    /// rename). The fill's `size` bytes of reservation become the entry's.
+    /// Records a publication (called by [`Fill::commit`](super::Fill::commit) and
+    /// [`Fill::land`](super::Fill::land) once the file has its name; `synced` false when its
+    /// bytes are not on disk yet, see [`Store::synced`]). The fill's `size` bytes of
+    /// reservation become the entry's.
     pub(super) fn published(
         &self,
         digest: Digest,
         size: u64,
         from: Provenance,
         label: Option<String>,
+        synced: bool,
     ) -> Result<(), StoreError> {
         let t = now();
         let sources = from.sources();
@@ -311,6 +319,9 @@ impl Store {
                     // same by construction; give back this fill's share.
                     self.release(size);
                     m.touch(t);
+                    if !synced {
+                        m.unsynced.store(true, Ordering::Release);
+                    }
                     m.change(|rec| rec.note(locator, &sources, label))
                 }
                 old => {
@@ -327,17 +338,35 @@ impl Store {
                     };
                     announce = Some(label.clone());
                     rec.note(locator, &sources, label);
-                    entries.insert(digest, Arc::new(Meta::from_record(rec.clone())));
+                    let meta = Meta::from_record(rec);
+                    meta.unsynced.store(!synced, Ordering::Release);
+                    let rec = meta.record();
+                    entries.insert(digest, Arc::new(meta));
                     rec
                 }
             }
         };
-        // The file is durable already; its record is committed with others (`index_later`).
+        // Its record is committed with others (`index_later`); unverified while the file is
+        // not synced.
         self.index.put_later(digest, record);
         if let Some(label) = announce {
             self.announce(digest, &from, label.as_deref());
         }
         Ok(())
+    }
+
+    /// The file of an entry published unsynced has been synced (and its directory): its
+    /// record says verified from now on. Under the table's lock, so an eviction's removal of
+    /// the record is queued after this, never before.
+    pub(super) fn synced(&self, digest: &Digest) {
+        let Ok(entries) = self.table() else {
+            return;
+        };
+        if let Some(m) = entries.get(digest)
+            && m.unsynced.swap(false, Ordering::AcqRel)
+        {
+            self.index.put_later(*digest, m.record());
+        }
     }
 
     /// Notes that a published entry's bytes arrived again, `from` a locator (and so vouched

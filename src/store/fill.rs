@@ -1,6 +1,8 @@
 //! Filling an entry: write to an exclusive temp file while hashing and counting, stop the
 //! moment the count passes what was expected, and publish only on an exact match:
-//! `fsync`, rename into place, `fsync` the directory, then the index.
+//! `fsync`, rename into place, `fsync` the directory, then the index; or, for a reader whose
+//! client waits on the publication ([`Fill::land`]), link into place and serve at once, the
+//! `fsync`s after, the index saying unverified until they are done.
 //!
 //! The file's blocks are allocated in step with the fill's space reservation (`fallocate`,
 //! keeping the size), so a write lands in blocks already allocated instead of paying ext4's
@@ -226,11 +228,39 @@ impl Fill {
     }
 
     /// Checks size and digest; on a match publishes with one rename and records it, with the
-    /// locator the bytes came from and an optional package label.
-    pub fn commit(mut self, from: Provenance, label: Option<String>) -> Result<Digest, FillError> {
+    /// locator the bytes came from and an optional package label. The file is synced before
+    /// its rename, so a record never names bytes that are not on disk.
+    pub fn commit(self, from: Provenance, label: Option<String>) -> Result<Digest, FillError> {
+        self.publish(from, label, false).map(|landed| landed.digest)
+    }
+
+    /// [`Fill::commit`] without waiting for the disk: the file takes its name by a hard link
+    /// (never replacing a file already there) and this process serves the entry at once from
+    /// the page cache, while its record says unverified until [`Landed::sync`] has synced the
+    /// file. A reader that holds a client's last byte until the bytes are published so need
+    /// not wait for the sync; a crash or a power loss before it leaves a file without a
+    /// record or with an unverified one, hashed before it is served, as any adopted file. A
+    /// name already taken (an adopted file, a concurrent fill of the same bytes) or a file
+    /// system without hard links is published as [`Fill::commit`] does, synced first.
+    pub fn land(self, from: Provenance, label: Option<String>) -> Result<Landed, FillError> {
+        self.publish(from, label, true)
+    }
+
+    /// [`Fill::commit`], or with `later` [`Fill::land`].
+    fn publish(
+        mut self,
+        from: Provenance,
+        label: Option<String>,
+        later: bool,
+    ) -> Result<Landed, FillError> {
         let got = self.verify()?;
         let Some(file) = self.file.take() else {
             return Err(closed());
+        };
+        let landed = |unsynced| Landed {
+            store: self.store.clone(),
+            digest: got,
+            unsynced,
         };
         if self.store.contains_verified(&got) {
             // The same bytes are already published (a proxied body seen before, say): no
@@ -241,7 +271,7 @@ impl Fill {
             self.count = 0;
             self.store.release(reserved);
             self.store.seen_again(&got, from, label);
-            return Ok(got);
+            return Ok(landed(None));
         }
         let fail = |what, p: &Path, e| FillError::Store(io(what, p, e));
         if self.allocated > self.count {
@@ -250,27 +280,73 @@ impl Fill {
             file.set_len(self.count)
                 .map_err(|e| fail("cannot trim", &self.path, e))?;
         }
-        file.sync_all()
-            .map_err(|e| fail("cannot sync", &self.path, e))?;
         fs::set_permissions(&self.path, fs::Permissions::from_mode(0o444))
             .map_err(|e| fail("cannot set the mode of", &self.path, e))?;
-        drop(file);
         let target = self.store.object_path(&got);
         let shard = target.parent().map(Path::to_path_buf).unwrap_or_default();
         fs::create_dir_all(&shard).map_err(|e| fail("cannot create", &shard, e))?;
-        fs::rename(&self.path, &target).map_err(|e| fail("cannot publish", &target, e))?;
-        if let Ok(dir) = File::open(&shard) {
-            let _ = dir.sync_all();
-        }
+        // A link fails where the name is taken: such a fill is synced and renamed over it.
+        let linked = later && fs::hard_link(&self.path, &target).is_ok();
+        let unsynced = if linked {
+            let _ = fs::remove_file(&self.path);
+            Some((file, shard))
+        } else {
+            file.sync_all()
+                .map_err(|e| fail("cannot sync", &self.path, e))?;
+            drop(file);
+            fs::rename(&self.path, &target).map_err(|e| fail("cannot publish", &target, e))?;
+            sync_dir(&shard);
+            None
+        };
         // The reservation was `reserved`; the entry holds `count`.
         let reserved = std::mem::take(&mut self.reserved);
         self.store.release(reserved - self.count.min(reserved));
         let count = self.count;
         self.count = 0;
         self.store
-            .published(got, count, from, label)
+            .published(got, count, from, label, unsynced.is_none())
             .map_err(FillError::Store)?;
-        Ok(got)
+        Ok(landed(unsynced))
+    }
+}
+
+/// `fsync`s a directory, so that a name made in it survives a power loss; best effort (a file
+/// system that cannot sync a directory still publishes).
+fn sync_dir(dir: &Path) {
+    if let Ok(dir) = File::open(dir) {
+        let _ = dir.sync_all();
+    }
+}
+
+/// A fill published by [`Fill::land`] (or, synced already, by [`Fill::commit`]'s path).
+#[must_use = "an entry landed and never synced stays recorded as unverified"]
+pub struct Landed {
+    store: Arc<Store>,
+    digest: Digest,
+    /// The file and its directory, while they are to be synced.
+    unsynced: Option<(File, PathBuf)>,
+}
+
+impl Landed {
+    /// The entry's SHA-256.
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+
+    /// Syncs the file and its directory, then records the entry as verified. Blocking. A
+    /// failed sync leaves the entry served by this process and recorded as unverified (the
+    /// next start hashes it before serving it).
+    pub fn sync(mut self) -> Result<Digest, FillError> {
+        let Some((file, shard)) = self.unsynced.take() else {
+            return Ok(self.digest);
+        };
+        let path = self.store.object_path(&self.digest);
+        file.sync_all()
+            .map_err(|e| FillError::Store(io("cannot sync", &path, e)))?;
+        drop(file);
+        sync_dir(&shard);
+        self.store.synced(&self.digest);
+        Ok(self.digest)
     }
 }
 

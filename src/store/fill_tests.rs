@@ -5,7 +5,7 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use super::super::Provenance;
+use super::super::{Provenance, StoreSettings};
 use super::super::space::RESERVE_STEP;
 use super::super::testing::{bytes, store};
 use super::*;
@@ -245,4 +245,66 @@ fn a_fill_that_hashes_for_itself_ignores_a_caller_s_digest() {
         open_ended.commit(Provenance::Local, None),
         Ok(Digest::of(&body))
     );
+}
+
+/// Whether the index records `digest`, and as verified.
+fn recorded_verified(s: &Store, digest: &Digest) -> Option<bool> {
+    s.index.get(digest).unwrap().map(|r| !r.unverified)
+}
+
+#[test]
+fn a_landed_fill_is_served_at_once_and_recorded_verified_only_once_synced() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    let body = bytes(300_000, 5);
+    let mut fill = s.begin(None, RESERVE_STEP).unwrap();
+    write_in_chunks(&mut fill, &body);
+    let landed = fill.land(Provenance::Local, Some("a".into())).unwrap();
+    let digest = landed.digest();
+    assert_eq!(digest, Digest::of(&body));
+    // Served by this process before any sync, from its name.
+    assert!(s.contains_verified(&digest));
+    assert_eq!(s.read_bytes(&digest, u64::MAX).unwrap(), body);
+    assert_eq!(temp_files(&s), 0, "the temp name outlived the link");
+    // A record that outlived a power loss now would have the file hashed first.
+    assert_eq!(recorded_verified(&s, &digest), Some(false));
+    assert_eq!(landed.sync().unwrap(), digest);
+    assert_eq!(recorded_verified(&s, &digest), Some(true));
+    assert_eq!(s.space.used(), body.len() as u64);
+}
+
+#[test]
+fn a_fill_landing_on_a_name_already_taken_is_synced_and_renamed_over_it() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    let body = bytes(70_000, 6);
+    let digest = Digest::of(&body);
+    // A file of that name that is not published (left by another process, say), and wrong.
+    let path = s.object_path(&digest);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(&path, b"not these bytes").unwrap();
+    let mut fill = s.begin(Some(digest), body.len() as u64).unwrap();
+    fill.write(&body).unwrap();
+    let landed = fill.land(Provenance::Local, None).unwrap();
+    // Published the synced way: recorded verified before any sync of its own.
+    assert_eq!(recorded_verified(&s, &digest), Some(true));
+    assert_eq!(fs::read(&path).unwrap(), body);
+    assert_eq!(landed.sync().unwrap(), digest);
+}
+
+#[test]
+fn a_landed_fill_never_synced_is_hashed_before_it_is_served_after_a_restart() {
+    let (dir, s) = store(64 * RESERVE_STEP);
+    let body = bytes(90_000, 7);
+    let mut fill = s.begin(None, RESERVE_STEP).unwrap();
+    fill.write(&body).unwrap();
+    let digest = fill.land(Provenance::Local, None).unwrap().digest();
+    drop(s);
+    let settings = StoreSettings {
+        dir: dir.path().to_path_buf(),
+        max_bytes: 64 * RESERVE_STEP,
+        ..StoreSettings::default()
+    };
+    let again = Store::open(&settings).unwrap();
+    assert!(!again.contains_verified(&digest), "trusted without a sync");
+    assert_eq!(again.read_bytes(&digest, u64::MAX).unwrap(), body);
+    assert!(again.contains_verified(&digest), "hashed and still not trusted");
 }

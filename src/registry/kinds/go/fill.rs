@@ -3,8 +3,10 @@
 //! against the `h1:` the checksum database recorded (or the pinned first one with
 //! `sumdb = "off"`), and published by SHA-256 only then. The bytes are written as they arrive
 //! ([`crate::fetch::written`]), and the request that leads the flight may have them as they
-//! arrive too, all but the last, which waits for the check ([`Fill::fly_streaming`]). The read
-//! runs on its flight's own task, so a client that leaves never cancels it for the others.
+//! arrive too, all but the last, which waits for the check ([`Fill::fly_streaming`]) but not
+//! for the store's sync and rename after it (a request for the same file meanwhile joins the
+//! flight). The read runs on its flight's own task, so a client that leaves never cancels it
+//! for the others.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,9 +92,9 @@ impl Fill {
     /// `GET` of the whole file from a registry without credentials, whose entry must be marked
     /// private before its client learns the digest). When this request leads the flight and
     /// the upstream announces at least [`STREAM_FROM_BYTES`], the reply is the bytes as they
-    /// are written, the last one held back until the `h1:` over the whole file matched;
-    /// otherwise (a joiner, a small or unannounced body, a copy from the fleet) the stored
-    /// file once it landed.
+    /// are written, the last one held back until the `h1:` over the whole file matched; a
+    /// smaller announced body is answered whole once it matched; otherwise (a joiner, an
+    /// unannounced body, a copy from the fleet) the stored file once it landed.
     pub(super) async fn fly_streaming(
         mut self,
         flights: &Arc<Flights>,
@@ -117,7 +119,18 @@ impl Fill {
                         .boxed();
                     return Ok(Reply::Streamed { sha256: None, length, body });
                 }
-                _ => {
+                Some(length) => {
+                    // A small file is answered whole once its `h1:` matched (a `424` when it
+                    // did not, from the flight's error), without waiting for the store's sync.
+                    match tapped.into_body(length).collect().await {
+                        Ok(whole) => {
+                            let body = crate::body::full(whole.to_bytes());
+                            return Ok(Reply::Streamed { sha256: None, length, body });
+                        }
+                        Err(_) => flying.await,
+                    }
+                }
+                None => {
                     drop(tapped);
                     flying.await
                 }
@@ -287,31 +300,43 @@ impl Fill {
             tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module refused; nothing stored");
             return Err(go_err(e));
         }
+        count(self.fetcher.metrics(), &self.registry, "miss");
         let aliases = self.aliases.clone();
         let index_key = self.index_key.clone();
         let label = self.label();
         let locator = crate::redact::redact_locator(self.url.as_str());
         let from = Provenance::Registry(Some(locator), Voucher::registry(&self.registry));
-        let stored = tokio::task::spawn_blocking(move || {
+        let landed = tokio::task::spawn_blocking(move || {
             // Hashed once, by the store as it wrote; the same bytes through another registry
-            // (or by URL) are only noted as vouched for by this one too.
-            let sha256 = fill
-                .commit(from, Some(label))
+            // (or by URL) are only noted as vouched for by this one too. Served by this
+            // process from here on; synced below.
+            let landed = fill
+                .land(from, Some(label))
                 .map_err(|e| RegistryError::Cache(e.to_string()))?;
-            // The file is durable; its alias only saves a later request the upstream read.
-            aliases.set_alias_later(&index_key, &sha256);
-            Ok::<_, RegistryError>(sha256)
+            // Its alias only saves a later request the upstream read.
+            aliases.set_alias_later(&index_key, &landed.digest());
+            Ok::<_, RegistryError>(landed)
         })
         .await
         .map_err(|e| RegistryError::Internal(e.to_string()));
-        // The bytes passed their check: the tapped client has its last byte whether or not the
-        // store kept them, and once it has it, a store that could keep them has.
+        // The bytes passed their check: the tapped client has its last byte whether or not
+        // the store kept them (and once it has it, a store that could keep them serves them),
+        // without waiting for the sync; a client slow to take it never holds the sync up.
         if let Some(t) = tap {
-            t.verified().await;
+            tokio::spawn(async move { t.verified().await });
         }
-        let sha256 = stored??;
-        count(self.fetcher.metrics(), &self.registry, "miss");
+        let landed = landed??;
+        let sha256 = landed.digest();
         self.fetcher.metrics().fill(crate::metrics::route::REGISTRY);
+        // A file that cannot be synced is still served by this process (its record says
+        // unverified, so the next start hashes it first): the disk's trouble is logged.
+        match tokio::task::spawn_blocking(move || landed.sync()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module served but not synced to disk")
+            }
+            Err(e) => return Err(RegistryError::Internal(e.to_string())),
+        }
         Ok(sha256)
     }
 }
