@@ -196,6 +196,18 @@ fn an_extended_header_with_no_member_after_it_is_refused() {
     assert_eq!(code(&pax(true)), Ok(1));
 }
 
+/// A sealed pax extended header (`x`) announcing `records` bytes of records after it.
+fn pax_header(records: usize) -> [u8; BLOCK] {
+    let mut h = [0u8; BLOCK];
+    h[..11].copy_from_slice(b"PaxHeader/x");
+    h[100..108].copy_from_slice(b"0000644\0");
+    h[124..136].copy_from_slice(format!("{records:011o}\0").as_bytes());
+    h[156] = b'x';
+    h[257..265].copy_from_slice(b"ustar\x0000");
+    seal(&mut h);
+    h
+}
+
 /// Found by the `archive` fuzz target's property (an accepted archive lists what Python's
 /// tarfile lists): a pax header whose records end inside its block, followed by padding that
 /// is not zero. tarfile reads records from the whole block, so 3.13 refuses the archive and
@@ -205,14 +217,7 @@ fn an_extended_header_with_no_member_after_it_is_refused() {
 fn a_pax_header_whose_padding_is_not_zero_is_refused() {
     let pax = |padding: &[u8]| {
         let records = b"27 path=package/renamed.js\n";
-        let mut h = [0u8; BLOCK];
-        h[..11].copy_from_slice(b"PaxHeader/x");
-        h[100..108].copy_from_slice(b"0000644\0");
-        h[124..136].copy_from_slice(format!("{:011o}\0", records.len()).as_bytes());
-        h[156] = b'x';
-        h[257..265].copy_from_slice(b"ustar\x0000");
-        seal(&mut h);
-        let mut tar = h.to_vec();
+        let mut tar = pax_header(records.len()).to_vec();
         tar.extend_from_slice(records);
         tar.extend_from_slice(padding);
         tar.resize(2 * BLOCK, 0);
@@ -233,14 +238,7 @@ fn a_pax_header_whose_padding_is_not_zero_is_refused() {
 fn a_file_header_named_like_a_directory_under_a_long_name_is_refused() {
     let archive = |header_name: &[u8]| {
         let records = b"26 path=package/hidden.js\n";
-        let mut pax = [0u8; BLOCK];
-        pax[..11].copy_from_slice(b"PaxHeader/x");
-        pax[100..108].copy_from_slice(b"0000644\0");
-        pax[124..136].copy_from_slice(format!("{:011o}\0", records.len()).as_bytes());
-        pax[156] = b'x';
-        pax[257..265].copy_from_slice(b"ustar\x0000");
-        seal(&mut pax);
-        let mut tar = pax.to_vec();
+        let mut tar = pax_header(records.len()).to_vec();
         tar.extend_from_slice(records);
         tar.resize(BLOCK * 2, 0);
         let mut member = one_member_tar();

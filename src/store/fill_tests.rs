@@ -5,9 +5,9 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use super::super::{Provenance, StoreSettings};
 use super::super::space::RESERVE_STEP;
 use super::super::testing::{bytes, store};
+use super::super::{Provenance, StoreSettings};
 use super::*;
 
 /// Bytes of disk blocks `path` holds (what `du` counts).
@@ -306,5 +306,8 @@ fn a_landed_fill_never_synced_is_hashed_before_it_is_served_after_a_restart() {
     let again = Store::open(&settings).unwrap();
     assert!(!again.contains_verified(&digest), "trusted without a sync");
     assert_eq!(again.read_bytes(&digest, u64::MAX).unwrap(), body);
-    assert!(again.contains_verified(&digest), "hashed and still not trusted");
+    assert!(
+        again.contains_verified(&digest),
+        "hashed and still not trusted"
+    );
 }
