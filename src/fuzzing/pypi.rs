@@ -141,6 +141,15 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
+    /// The `pypi_json` finding: a listed file named like a `.metadata` sidecar routed back as
+    /// another file's sidecar (the property fails on it without the fix).
+    #[test]
+    fn a_page_listing_a_file_named_like_a_sidecar_keeps_its_properties() {
+        super::pypi_json(include_bytes!(
+            "../../fuzz/corpus/pypi_json/regress-a-file-named-like-a-sidecar"
+        ));
+    }
+
     /// File names as indexes list them, including characters that mean something in a URL
     /// or in HTML.
     fn filename() -> impl Strategy<Value = String> {

@@ -162,6 +162,14 @@ pub(crate) fn valid_filename(f: &str) -> bool {
         && !f.chars().any(char::is_control)
 }
 
+/// Whether fetchgate lists a file an upstream page names `f`: a valid name that pip reads back
+/// from its URL as itself (no `%`: pip percent-decodes a link's path twice), and not one that
+/// fetchgate's own URL for it would route as another file's `.metadata` sidecar (no
+/// distribution's name ends so; found by the `pypi_json` fuzz target).
+pub(crate) fn listable_filename(f: &str) -> bool {
+    valid_filename(f) && !f.contains('%') && !f.ends_with(".metadata")
+}
+
 /// Whether a client wants JSON, by its `Accept` (q-values honoured; no `Accept` means HTML,
 /// as PEP 691 asks for compatibility with old clients).
 pub(crate) fn wants_json(accept: Option<&str>) -> bool {
@@ -237,13 +245,12 @@ pub(crate) fn read_page(
             .and_then(Value::as_str)
             .and_then(|h| Digest::parse(&h.to_ascii_lowercase()).ok());
         // pip reads a file's name from its URL, percent-decoding it twice (`Link.path`, then
-        // `Link.filename`): a name holding `%` would reach it as another name, so it is not
-        // listed (as on the HTML path).
-        let (Some(sha256), true, Ok(absolute)) = (
-            sha256,
-            valid_filename(&filename) && !filename.contains('%'),
-            page_url.join(&url),
-        ) else {
+        // `Link.filename`): a name holding `%` would reach it as another name, and one ending
+        // in `.metadata` would be asked for as a sidecar, so neither is listed (as on the HTML
+        // path).
+        let (Some(sha256), true, Ok(absolute)) =
+            (sha256, listable_filename(&filename), page_url.join(&url))
+        else {
             continue;
         };
         let metadata_sha256 = [

@@ -183,3 +183,30 @@ fn a_file_name_pip_would_decode_into_another_is_not_listed() {
     let names: Vec<&str> = page.files.iter().map(|f| f.filename.as_str()).collect();
     assert_eq!(names, ["demo-1.0.tar.gz"]);
 }
+
+/// Found by the `pypi_json` fuzz target (every file listed routes back to itself): a file
+/// named `demo-1.0.tar.gz.metadata` was listed, and fetchgate's URL for it routed as the
+/// `.metadata` sidecar of `demo-1.0.tar.gz`, so pip asking for the file would have been sent
+/// another file's sidecar. Such a name is not listed, from a JSON page or an HTML one; its
+/// twin without the suffix is.
+#[test]
+fn a_file_named_like_a_sidecar_is_not_listed() {
+    let body = serde_json::json!({ "files": [
+        { "filename": "demo-1.0.tar.gz.metadata", "url": "a", "hashes": { "sha256": SHA } },
+        { "filename": "demo-1.0.tar.gz", "url": "b", "hashes": { "sha256": SHA } },
+    ] })
+    .to_string();
+    let page_url = url::Url::parse("https://pypi.example/simple/demo/").unwrap();
+    let page = read_page(body.as_bytes(), &page_url, "http://fg/", "demo").unwrap();
+    let names: Vec<&str> = page.files.iter().map(|f| f.filename.as_str()).collect();
+    assert_eq!(names, ["demo-1.0.tar.gz"]);
+    let html = format!(
+        "<a href=\"a/demo-1.0.tar.gz.metadata#sha256={SHA}\">x</a>\
+         <a href=\"b/demo-1.0.tar.gz#sha256={SHA}\">y</a>"
+    );
+    let page =
+        super::upstream_html::read_html_page(html.as_bytes(), &page_url, "http://fg/", "demo")
+            .unwrap();
+    let names: Vec<&str> = page.files.iter().map(|f| f.filename.as_str()).collect();
+    assert_eq!(names, ["demo-1.0.tar.gz"]);
+}

@@ -19,7 +19,7 @@ use percent_encoding::percent_decode_str;
 use serde_json::{Value, json};
 
 use super::page_error::PageError;
-use super::{FileRecord, Page, file_url, valid_filename};
+use super::{FileRecord, Page, file_url, listable_filename};
 use crate::store::Digest;
 
 /// One `<a>` as read from the page, before its href is resolved.
@@ -183,8 +183,8 @@ fn fragment_sha256(fragment: &str) -> Option<Digest> {
 
 /// The file name pip gives a link: the last segment of the percent-decoded path (trailing
 /// slashes dropped), decoded once more, as pip's `Link.filename` does. A name that would not
-/// survive being put back in a URL unescaped (`%`, `#`, `?`, spaces, quotes, `<`, `>`) is
-/// refused.
+/// survive being put back in a URL unescaped (`%`, `#`, `?`, spaces, quotes, `<`, `>`), or that
+/// fetchgate does not list ([`listable_filename`]), is refused.
 fn pip_filename(url: &url::Url) -> Option<String> {
     let path = percent_decode_str(url.path()).decode_utf8().ok()?;
     let last = path.trim_end_matches('/').rsplit('/').next()?;
@@ -192,7 +192,7 @@ fn pip_filename(url: &url::Url) -> Option<String> {
     let url_safe = !name
         .chars()
         .any(|c| c.is_whitespace() || matches!(c, '%' | '#' | '?' | '"' | '\'' | '<' | '>'));
-    (url_safe && valid_filename(&name)).then_some(name)
+    (url_safe && listable_filename(&name)).then_some(name)
 }
 
 #[cfg(test)]
