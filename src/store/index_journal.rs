@@ -32,7 +32,8 @@ use super::digest::Digest;
 /// Past this many bytes the other file of the pair takes the appends.
 const ROTATE_BYTES: u64 = 1 << 20;
 
-/// One journal line: a record (of type `R`, the index's) written for a digest, or removed.
+/// One journal line: a record (of type `R`, the index's, or a reference to one when it is
+/// written) written for a digest, or removed.
 #[derive(Serialize, Deserialize)]
 struct Line<R> {
     /// The line's number in its process's journal: the order to replay in.
@@ -141,7 +142,8 @@ impl Journal {
         let mut f = self.files.lock().unwrap_or_else(PoisonError::into_inner);
         let n = f.appended + 1;
         f.line.clear();
-        let line = LineRef {
+        // Written borrowing its record: `Line<&R>`.
+        let line = Line {
             n,
             digest: digest.hex(),
             record,
@@ -224,14 +226,6 @@ impl Drop for Journal {
             }
         }
     }
-}
-
-/// [`Line`] borrowing its record, for writing.
-#[derive(Serialize)]
-struct LineRef<'a, R> {
-    n: u64,
-    digest: String,
-    record: Option<&'a R>,
 }
 
 /// What dead processes left in `dir`: their records in the order each wrote them, and the

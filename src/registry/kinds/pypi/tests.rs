@@ -173,15 +173,25 @@ fn a_file_name_with_url_delimiters_is_one_escaped_segment_that_routes_back() {
 /// link's name twice, reads its URL as `..-1.0.tar.gz`. A name holding `%` is not listed.
 #[test]
 fn a_file_name_pip_would_decode_into_another_is_not_listed() {
-    let body = serde_json::json!({ "files": [
-        { "filename": "%2E.-1.0.tar.gz", "url": "a", "hashes": { "sha256": SHA } },
-        { "filename": "demo-1.0.tar.gz", "url": "b", "hashes": { "sha256": SHA } },
-    ] })
-    .to_string();
-    let page_url = url::Url::parse("https://pypi.example/simple/demo/").unwrap();
+    assert_eq!(
+        listed_from_json(&["%2E.-1.0.tar.gz", "demo-1.0.tar.gz"]),
+        ["demo-1.0.tar.gz"]
+    );
+}
+
+/// The upstream page of `demo` these tests read from.
+const DEMO_PAGE: &str = "https://pypi.example/simple/demo/";
+
+/// The names of the files fetchgate lists from an upstream JSON page naming `files`.
+fn listed_from_json(files: &[&str]) -> Vec<String> {
+    let files: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| serde_json::json!({ "filename": f, "url": "a", "hashes": { "sha256": SHA } }))
+        .collect();
+    let body = serde_json::json!({ "files": files }).to_string();
+    let page_url = url::Url::parse(DEMO_PAGE).unwrap();
     let page = read_page(body.as_bytes(), &page_url, "http://fg/", "demo").unwrap();
-    let names: Vec<&str> = page.files.iter().map(|f| f.filename.as_str()).collect();
-    assert_eq!(names, ["demo-1.0.tar.gz"]);
+    page.files.into_iter().map(|f| f.filename).collect()
 }
 
 /// Found by the `pypi_json` fuzz target (every file listed routes back to itself): a file
@@ -191,15 +201,11 @@ fn a_file_name_pip_would_decode_into_another_is_not_listed() {
 /// twin without the suffix is.
 #[test]
 fn a_file_named_like_a_sidecar_is_not_listed() {
-    let body = serde_json::json!({ "files": [
-        { "filename": "demo-1.0.tar.gz.metadata", "url": "a", "hashes": { "sha256": SHA } },
-        { "filename": "demo-1.0.tar.gz", "url": "b", "hashes": { "sha256": SHA } },
-    ] })
-    .to_string();
-    let page_url = url::Url::parse("https://pypi.example/simple/demo/").unwrap();
-    let page = read_page(body.as_bytes(), &page_url, "http://fg/", "demo").unwrap();
-    let names: Vec<&str> = page.files.iter().map(|f| f.filename.as_str()).collect();
-    assert_eq!(names, ["demo-1.0.tar.gz"]);
+    assert_eq!(
+        listed_from_json(&["demo-1.0.tar.gz.metadata", "demo-1.0.tar.gz"]),
+        ["demo-1.0.tar.gz"]
+    );
+    let page_url = url::Url::parse(DEMO_PAGE).unwrap();
     let html = format!(
         "<a href=\"a/demo-1.0.tar.gz.metadata#sha256={SHA}\">x</a>\
          <a href=\"b/demo-1.0.tar.gz#sha256={SHA}\">y</a>"
