@@ -12,8 +12,9 @@
 //! redb runs one write transaction at a time, across every process that opens the file, so
 //! two proofs that read the same state cannot both replace it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -50,9 +51,33 @@ pub(crate) struct FileRecord {
 /// The alias and file-record database, and the aliases queued for it.
 pub(crate) struct Aliases {
     db: Arc<Database>,
-    /// Aliases written after the fact ([`Aliases::set_alias_later`]); every use of the alias
-    /// table waits for them first.
+    /// Aliases written after the fact ([`Aliases::set_alias_later`]); every write to the alias
+    /// table, and every listing of it, waits for them first.
     later: LaterWrites<(String, Digest)>,
+    /// The aliases queued and not yet committed, the newest per key: [`Aliases::alias`]
+    /// answers from here without waiting for the writer thread's commit.
+    queued: Arc<Queued>,
+}
+
+/// Aliases on their way to the database, each removed once a commit wrote that value (or
+/// failed to: the alias is then lost, as a crash would lose it).
+#[derive(Default)]
+struct Queued(Mutex<HashMap<String, Digest>>);
+
+impl Queued {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Digest>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forgets the values a commit wrote, unless a newer one was queued for the same key since.
+    fn written(&self, ops: &[(String, Digest)]) {
+        let mut map = self.map();
+        for (key, sha256) in ops {
+            if map.get(key) == Some(sha256) {
+                map.remove(key);
+            }
+        }
+    }
 }
 
 /// Why the alias database failed: it could not be opened, redb failed, or a stored record
@@ -105,20 +130,27 @@ impl Aliases {
         txn.commit().map_err(err)?;
         let db = Arc::new(db);
         let writer = db.clone();
+        let queued = Arc::new(Queued::default());
+        let committed = queued.clone();
         let later = LaterWrites::start(
             "fetchgate-aliases",
             "a later request reads and checks their files again",
             Arc::new(move |ops: &[(String, Digest)]| {
-                write_aliases(&writer, ops).map_err(|e| e.to_string())
+                let written = write_aliases(&writer, ops).map_err(|e| e.to_string());
+                committed.written(ops);
+                written
             }),
         )
         .map_err(|e| AliasesError::Thread(e.to_string()))?;
-        Ok(Self { db, later })
+        Ok(Self { db, later, queued })
     }
 
-    /// The SHA-256 stored under an alias key (`sha512:<hex>`).
+    /// The SHA-256 stored under an alias key (`sha512:<hex>`): a queued alias without waiting
+    /// for its commit, else the database's.
     pub(crate) fn alias(&self, key: &str) -> Result<Option<Digest>, AliasesError> {
-        self.later.flush();
+        if let Some(sha256) = self.queued.map().get(key) {
+            return Ok(Some(*sha256));
+        }
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(ALIASES).map_err(err)?;
         Ok(table
@@ -144,6 +176,7 @@ impl Aliases {
     /// and was checked before it was). A crash before the commit costs that read and check
     /// again, nothing else; every later use of the alias table in this process sees it.
     pub(crate) fn set_alias_later(&self, key: &str, sha256: &Digest) {
+        self.queued.map().insert(key.to_string(), *sha256);
         self.later.send((key.to_string(), *sha256));
     }
 
@@ -379,6 +412,32 @@ mod tests {
 
     /// Aliases queued from several threads are read back at once, in each thread's order
     /// against a durable write of the same key, by a forget, and after closing and reopening.
+    /// A queued alias is answered from the queue, not from the database, until a commit wrote
+    /// it (a request never waits on the writer thread to read an alias); a commit of an older
+    /// value leaves a newer one queued.
+    #[test]
+    fn a_queued_alias_is_read_from_the_queue_until_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Aliases::open(&dir.path().join("registry.redb")).unwrap();
+        let (one, two) = (Digest::of(b"one"), Digest::of(b"two"));
+        // As the queue holds it while its commit has not happened yet: only there.
+        a.queued.map().insert("k".into(), two);
+        assert_eq!(a.alias("k").unwrap(), Some(two));
+        a.queued.written(&[("k".into(), one)]);
+        assert_eq!(
+            a.alias("k").unwrap(),
+            Some(two),
+            "a newer value stays queued"
+        );
+        a.queued.written(&[("k".into(), two)]);
+        assert_eq!(a.alias("k").unwrap(), None, "written: the database answers");
+        // Through the writer: committed, and gone from the queue.
+        a.set_alias_later("k", &one);
+        a.flush();
+        assert!(a.queued.map().is_empty());
+        assert_eq!(a.alias("k").unwrap(), Some(one));
+    }
+
     #[test]
     fn aliases_written_later_are_seen_by_every_later_use_and_survive_closing() {
         let dir = tempfile::tempdir().unwrap();
