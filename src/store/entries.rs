@@ -28,8 +28,9 @@ pub(crate) struct Meta {
     /// Adopted from disk and not hashed yet: never served until it is.
     unverified: AtomicBool,
     /// Published by this process and served by it, its file not synced to disk yet
-    /// ([`Fill::land`](super::Fill::land)): recorded as unverified until it is, so a record
-    /// that outlives a power loss before the sync has its file hashed before it is served.
+    /// ([`Fill::land`](super::Fill::land)): not recorded until it is (or, if its sync failed,
+    /// recorded as unverified), so a file that outlives a power loss before the sync is
+    /// hashed before it is served.
     unsynced: AtomicBool,
     /// Unix seconds when its file was last seen in place (0: never), so memory hits need
     /// not look at the disk every time.
@@ -311,6 +312,10 @@ impl Store {
         let sources = from.sources();
         let locator = from.clone().into_locator();
         let mut announce = None;
+        // A new entry's file not synced yet gets its record once it is ([`Store::synced`]):
+        // one commit, not an unverified record and then a verified one. A crash before then
+        // leaves a file without a record, adopted and hashed at the next start.
+        let mut recorded = true;
         let record = {
             let mut entries = self.table_mut()?;
             match entries.get(&digest) {
@@ -340,6 +345,7 @@ impl Store {
                     rec.note(locator, &sources, label);
                     let meta = Meta::from_record(rec);
                     meta.unsynced.store(!synced, Ordering::Release);
+                    recorded = synced;
                     let rec = meta.record();
                     entries.insert(digest, Arc::new(meta));
                     rec
@@ -348,7 +354,9 @@ impl Store {
         };
         // Its record is committed with others (`index_later`); unverified while the file is
         // not synced.
-        self.index.put_later(digest, record);
+        if recorded {
+            self.index.put_later(digest, record);
+        }
         if let Some(label) = announce {
             self.announce(digest, &from, label.as_deref());
         }
@@ -364,6 +372,20 @@ impl Store {
         };
         if let Some(m) = entries.get(digest)
             && m.unsynced.swap(false, Ordering::AcqRel)
+        {
+            self.index.put_later(*digest, m.record());
+        }
+    }
+
+    /// The file of an entry published unsynced could not be synced: its record says
+    /// unverified, so the next start hashes the file before serving it, but keeps who vouched
+    /// for it.
+    pub(super) fn sync_failed(&self, digest: &Digest) {
+        let Ok(entries) = self.table() else {
+            return;
+        };
+        if let Some(m) = entries.get(digest)
+            && m.unsynced.load(Ordering::Acquire)
         {
             self.index.put_later(*digest, m.record());
         }

@@ -236,12 +236,12 @@ impl Fill {
 
     /// [`Fill::commit`] without waiting for the disk: the file takes its name by a hard link
     /// (never replacing a file already there) and this process serves the entry at once from
-    /// the page cache, while its record says unverified until [`Landed::sync`] has synced the
-    /// file. A reader that holds a client's last byte until the bytes are published so need
-    /// not wait for the sync; a crash or a power loss before it leaves a file without a
-    /// record or with an unverified one, hashed before it is served, as any adopted file. A
-    /// name already taken (an adopted file, a concurrent fill of the same bytes) or a file
-    /// system without hard links is published as [`Fill::commit`] does, synced first.
+    /// the page cache, while its record waits for [`Landed::sync`] to sync the file. A reader
+    /// that holds a client's last byte until the bytes are published so need not wait for the
+    /// sync; a crash or a power loss before it leaves a file without a record, hashed before
+    /// it is served, as any adopted file. A name already taken (an adopted file, a concurrent
+    /// fill of the same bytes) or a file system without hard links is published as
+    /// [`Fill::commit`] does, synced first.
     pub fn land(self, from: Provenance, label: Option<String>) -> Result<Landed, FillError> {
         self.publish(from, label, true)
     }
@@ -319,7 +319,7 @@ fn sync_dir(dir: &Path) {
 }
 
 /// A fill published by [`Fill::land`] (or, synced already, by [`Fill::commit`]'s path).
-#[must_use = "an entry landed and never synced stays recorded as unverified"]
+#[must_use = "an entry landed and never synced gets no record: the next start hashes its file"]
 pub struct Landed {
     store: Arc<Store>,
     digest: Digest,
@@ -341,8 +341,10 @@ impl Landed {
             return Ok(self.digest);
         };
         let path = self.store.object_path(&self.digest);
-        file.sync_all()
-            .map_err(|e| FillError::Store(io("cannot sync", &path, e)))?;
+        if let Err(e) = file.sync_all() {
+            self.store.sync_failed(&self.digest);
+            return Err(FillError::Store(io("cannot sync", &path, e)));
+        }
         drop(file);
         sync_dir(&shard);
         self.store.synced(&self.digest);
