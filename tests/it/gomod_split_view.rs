@@ -24,14 +24,18 @@ const APP_MOD: &str = "/example.com/app/@v/v1.0.0.mod";
 /// The database's name (its key's).
 const DB: &str = "sumdb.split.test";
 
-/// A filler record.
-fn filler(i: usize) -> String {
+/// A filler module.
+fn filler_module(i: usize) -> GoModule {
     GoModule::new(
         &format!("filler.test/m{i}"),
         "v1.0.0",
         &[("go.mod", "module x\n")],
     )
-    .record()
+}
+
+/// A filler record.
+fn filler(i: usize) -> String {
+    filler_module(i).record()
 }
 
 /// The library with other code under the same version.
@@ -85,8 +89,13 @@ async fn split(fork: bool) -> Split {
 
 /// The `[[registry]]` table of a go registry in front of `s`.
 fn registry(s: &Split) -> String {
+    registry_named(s, "go")
+}
+
+/// The `[[registry]]` table of a go registry `name` in front of `s`.
+fn registry_named(s: &Split, name: &str) -> String {
     format!(
-        "[[registry]]\nname = \"go\"\nkind = \"go\"\nupstream = \"{}/\"\nsumdb = \"{}\"\nsumdb_url = \"http://{}/\"\n",
+        "[[registry]]\nname = \"{name}\"\nkind = \"go\"\nupstream = \"{}/\"\nsumdb = \"{}\"\nsumdb_url = \"http://{}/\"\n",
         s.world.goproxy(),
         s.db.key.verifier_key(),
         s.db.addr
@@ -109,12 +118,17 @@ async fn gate(s: &Split, sections: &str) -> (SocketAddr, tempfile::TempDir) {
 
 /// A plain GET of `path` below the go mount.
 async fn fetch(proxy: SocketAddr, path: &str) -> Got {
+    fetch_from(proxy, "go", path).await
+}
+
+/// A plain GET of `path` below the mount of registry `name`.
+async fn fetch_from(proxy: SocketAddr, name: &str, path: &str) -> Got {
     let host = proxy.to_string();
     Client::connect(proxy)
         .await
         .send(
             "GET",
-            &format!("/registry/go{path}"),
+            &format!("/registry/{name}{path}"),
             &[("host", host.as_str())],
         )
         .await
@@ -230,6 +244,54 @@ fn process_config(s: &Split, dir: &std::path::Path, listen: &str) -> std::path::
         .build();
     std::fs::write(&config, text).unwrap();
     config
+}
+
+/// Two go registries on one cache and one database: the first proves the honest tree (600
+/// records, the app's lookup), the second the honest growth (601, a filler's lookup), which
+/// raises the tree both trust. The first then is shown a 602-record tree that extends the one
+/// it proved itself but not the growth: refused, although the first registry remembers only
+/// the tree it read (raising the stored tree is a compare-and-swap, which finds the growth).
+/// The twin: a fetchgate that never saw the growth accepts the same tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_another_registry_raised_past_is_not_forked_from_by_one_that_remembers_less() {
+    let s = split(false).await;
+    let (lib, _) = lib_and_app();
+    let growth = s.db.add(other_log(false));
+    let mut forked = honest_log();
+    forked.push(filler(7000));
+    forked.push(filler(601));
+    let forked = s.db.add(forked);
+    let raiser = filler_module(1);
+    s.db.show(&raiser, growth);
+    s.db.show(&lib, forked);
+    let two = format!("{}{}", registry_named(&s, "go"), registry_named(&s, "go2"));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Toml::new()
+        .cache_dir(dir.path().join("cache"))
+        .trust(s.world.proxy.addr)
+        .trust(s.db.addr)
+        .raw(&two)
+        .build();
+    let (proxy, _) = support::proxy::start_proxy_with_mounts(&cfg, dir.path()).await;
+    let got = fetch(proxy, APP_MOD).await;
+    assert_eq!(got.status, 200, "{:?}", got.body);
+    let lookup = format!("/sumdb/{DB}{}", raiser.lookup_path());
+    let got = fetch_from(proxy, "go2", &lookup).await;
+    assert_eq!(got.status, 200, "{:?}", got.body);
+    let got = fetch(proxy, LIB_ZIP).await;
+    assert_eq!(got.status, 424, "{:?}", got.body);
+    assert!(
+        ["go_sumdb_tile_invalid", "go_sumdb_tree_inconsistent"].contains(&got.code()),
+        "{}",
+        got.code()
+    );
+    assert!(!stored(proxy, &lib.zip()).await);
+    // The twin: the same two views without the growth between them.
+    let (fresh, _dir2) = gate(&s, "").await;
+    assert_eq!(fetch(fresh, APP_MOD).await.status, 200);
+    let got = fetch(fresh, LIB_ZIP).await;
+    assert_eq!(got.status, 200, "{:?}", got.body);
+    assert_eq!(&got.body[..], &lib.zip()[..]);
 }
 
 /// The honest tree proved (the app's `.mod`), fetchgate killed and started again on the same

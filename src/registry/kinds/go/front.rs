@@ -67,7 +67,8 @@ impl KindSettings for GoSettings {
             flights: Arc::default(),
             tiles: Arc::default(),
             recent_tiles: Default::default(),
-            keeping: Default::default(),
+            proved_tiles: Default::default(),
+            proved_trees: Default::default(),
             proofs: Arc::default(),
         })
     }

@@ -13,6 +13,7 @@
 //! not the one whose tiles the database chose to send sooner.
 
 use std::future::Future;
+use std::sync::PoisonError;
 
 use tokio::sync::OwnedMutexGuard;
 
@@ -47,15 +48,41 @@ fn parse(db: &SumDb, text: Option<String>) -> Result<Option<Tree>, RegistryError
 }
 
 impl Go<'_> {
-    /// The newest tree proved for `db` (by any request, registry or process on this cache).
+    /// The newest tree proved for `db` (by any request, registry or process on this cache)
+    /// as this registry last read or raised it: the stored tree only rises, so this one is a
+    /// prefix of it, and [`Self::swap_proved`] finds out when it was raised meanwhile.
     pub(super) async fn proved_tree(&self, db: &SumDb) -> Result<Option<Tree>, RegistryError> {
-        let aliases = self.core.aliases.clone();
         let key = row(db);
-        let text = tokio::task::spawn_blocking(move || aliases.proved(&key))
+        if let Some(tree) = self.remembered(&key) {
+            return Ok(Some(tree));
+        }
+        let aliases = self.core.aliases.clone();
+        let read = key.clone();
+        let text = tokio::task::spawn_blocking(move || aliases.proved(&read))
             .await
             .map_err(|e| RegistryError::Internal(e.to_string()))?
             .map_err(RegistryError::from)?;
-        parse(db, text)
+        let tree = parse(db, text)?;
+        self.remember(key, tree);
+        Ok(tree)
+    }
+
+    /// The tree of `row` this registry last read or raised.
+    fn remembered(&self, row: &str) -> Option<Tree> {
+        let trees = (self.state.proved_trees.lock()).unwrap_or_else(PoisonError::into_inner);
+        trees.get(row).copied()
+    }
+
+    /// Notes the stored tree of `row` as read or raised (nothing when there is none yet).
+    fn remember(&self, row: String, tree: Option<Tree>) {
+        let Some(tree) = tree else {
+            return;
+        };
+        let mut trees = (self.state.proved_trees.lock()).unwrap_or_else(PoisonError::into_inner);
+        // Never lowered: a slower request that read an older tree does not replace a newer one.
+        if trees.get(&row).is_none_or(|held| held.n < tree.n) {
+            trees.insert(row, tree);
+        }
     }
 
     /// Stores `tree` for `db` if the stored tree is still `seen`; otherwise returns the one
@@ -69,14 +96,22 @@ impl Go<'_> {
         let aliases = self.core.aliases.clone();
         let key = row(db);
         let (seen, new) = (seen.map(|t| t.format()), tree.format());
+        let stored = key.clone();
         let swapped =
             tokio::task::spawn_blocking(move || aliases.swap_proved(&key, seen.as_deref(), &new))
                 .await
                 .map_err(|e| RegistryError::Internal(e.to_string()))?
                 .map_err(RegistryError::from)?;
         match swapped {
-            Ok(()) => Ok(Ok(())),
-            Err(now) => Ok(Err(parse(db, now)?)),
+            Ok(()) => {
+                self.remember(stored, Some(tree));
+                Ok(Ok(()))
+            }
+            Err(now) => {
+                let now = parse(db, now)?;
+                self.remember(stored, now);
+                Ok(Err(now))
+            }
         }
     }
 

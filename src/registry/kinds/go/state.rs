@@ -33,8 +33,12 @@ pub(super) struct GoFront {
     pub(super) tiles: Arc<TileFlights>,
     /// The tiles read in the last moments, for proofs that start before another kept them.
     pub(super) recent_tiles: super::recent_tiles::RecentTiles,
-    /// The tiles proofs proved, while they are being kept.
-    pub(super) keeping: Arc<super::keeping_tiles::KeepingTiles>,
+    /// The tiles proofs proved, the newest of them, while they are being kept and after.
+    pub(super) proved_tiles: Arc<super::proved_tiles::ProvedTiles>,
+    /// The newest tree each checksum database was proved to have, as this registry last read
+    /// or raised it (`proved::proved_tree`): the stored tree only rises, so an older one read
+    /// here is a prefix of it, and raising it is a compare-and-swap against the stored one.
+    pub(super) proved_trees: std::sync::Mutex<std::collections::HashMap<String, super::tree::Tree>>,
     /// Whose turn it is to trust a tree of the database: proofs queue as their database
     /// answers arrive and trust one at a time (`proved::in_turn`).
     pub(super) proofs: Arc<tokio::sync::Mutex<()>>,

@@ -84,8 +84,9 @@ impl TileReads {
 
     /// Keeps the tiles read from the database in the store, indexed by path: call only once
     /// the proof they served, and the trust in its tree, succeeded. Off the caller's way: the
-    /// tiles are proved already, so until they are stored ([`super::keeping_tiles`]) a client or a
-    /// proof asking for one has it from memory. A failure only costs a later read.
+    /// tiles are proved already, so a client or a proof asking for one has it from memory
+    /// ([`super::proved_tiles`]) while it is stored, and after. A failure only costs a later
+    /// read.
     pub(super) fn keep(self, go: &Go<'_>, db: &SumDb) {
         let tiles: Vec<(String, Tile, Bytes)> = self
             .have
@@ -96,8 +97,7 @@ impl TileReads {
         if tiles.is_empty() {
             return;
         }
-        let keeping = go.state.keeping.clone();
-        keeping.add(tiles.iter().map(|(k, _, b)| (k.clone(), b.clone())));
+        (go.state.proved_tiles).add(tiles.iter().map(|(k, _, b)| (k.clone(), b.clone())));
         let aliases = go.core.aliases.clone();
         let store = go.core.fetcher.store().clone();
         let name = db.verifier.name.clone();
@@ -116,7 +116,6 @@ impl TileReads {
                     kept = false;
                 }
             }
-            keeping.remove(tiles.iter().map(|(k, _, _)| k.as_str()));
             if !kept {
                 tracing::warn!(sumdb = %name, "checked tiles were not kept");
             }
@@ -125,21 +124,24 @@ impl TileReads {
 }
 
 impl Go<'_> {
-    /// A kept tile (or one proved and on its way to the store), if the store still has it.
+    /// A proved tile: held in memory, or kept in the store (and held from then on).
     pub(super) async fn kept_tile(&self, db: &SumDb, tile: &Tile) -> Option<Bytes> {
         let k = tile_key(db, tile);
-        if let Some(bytes) = self.state.keeping.get(&k) {
+        if let Some(bytes) = self.state.proved_tiles.get(&k) {
             return Some(bytes);
         }
         let aliases = self.core.aliases.clone();
         let store = self.core.fetcher.store().clone();
-        tokio::task::spawn_blocking(move || {
-            let sha = aliases.alias(&k).ok().flatten()?;
+        let key = k.clone();
+        let bytes = tokio::task::spawn_blocking(move || {
+            let sha = aliases.alias(&key).ok().flatten()?;
             store.read_bytes(&sha, MAX_TILE_BYTES)
         })
         .await
         .ok()
-        .flatten()
+        .flatten()?;
+        (self.state.proved_tiles).add(std::iter::once((k, bytes.clone())));
+        Some(bytes)
     }
 
     /// A tile: kept, or read from the database (not kept: the proof keeps it once done).
