@@ -261,6 +261,19 @@ fn percent_spellings(routes: HashMap<String, Reply>) -> HashMap<String, Reply> {
     out
 }
 
+/// A module request refused because the database showed a tree that does not extend the one
+/// proved before (a split view): a `424` whose code names either layer that refuses it, the
+/// kept tiles of the first history (`go_sumdb_tile_invalid`) or the consistency proof
+/// (`go_sumdb_tree_inconsistent`); each is enough alone.
+pub fn assert_split_view_refused(got: &super::proxy::Got) {
+    assert_eq!(got.status, 424, "{:?}", got.body);
+    assert!(
+        ["go_sumdb_tile_invalid", "go_sumdb_tree_inconsistent"].contains(&got.code()),
+        "{}",
+        got.code()
+    );
+}
+
 /// Fails (never skips) unless the real `go` is installed, naming scripts/test.
 pub fn require_go() {
     super::require_tool(
