@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Child;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::super::ports::{self, Hold};
@@ -83,6 +84,11 @@ pub struct Logged {
     /// The status answered.
     pub status: u16,
 }
+
+/// The path of the requests [`DockerRegistry::settle`] makes (a `404`), numbered by
+/// [`SETTLES`]; never counted.
+const SETTLE: &str = "/v2/fetchgate-test-settle/";
+static SETTLES: AtomicU64 = AtomicU64::new(0);
 
 /// A running (or stopped) `docker-registry`.
 pub struct DockerRegistry {
@@ -227,14 +233,44 @@ impl DockerRegistry {
         std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
     }
 
-    /// Every request in its access log so far, oldest first (readiness probes included).
+    /// Every request in its access log so far, oldest first (readiness probes included, the
+    /// requests of [`DockerRegistry::settle`] left out).
     pub fn requests(&self) -> Vec<Logged> {
+        let mut logged = self.logged();
+        logged.retain(|r| !r.path.starts_with(SETTLE));
+        logged
+    }
+
+    /// Every line of its access log.
+    fn logged(&self) -> Vec<Logged> {
         let text = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
         text.lines().filter_map(parse_access_line).collect()
     }
 
-    /// How many logged requests had `method` and a path containing `path_part`.
+    /// Waits until the access log holds the line of every request answered before this call:
+    /// docker-registry writes a request's line after the response, so a count read the moment
+    /// fetchgate has its answer can miss it (it did, under the whole suite's load). A request
+    /// of its own is made and its line awaited, at most [`READY_WITHIN`]; a stopped registry
+    /// has nothing to wait for, and one serving TLS is not waited for (its plain-text answer to
+    /// this request is not logged).
+    fn settle(&self) {
+        let path = format!("{SETTLE}{}", SETTLES.fetch_add(1, Ordering::Relaxed));
+        if self.hold.is_some()
+            || self.options.tls.is_some()
+            || raw_get(self.addr, &path, &[]).is_err()
+        {
+            return;
+        }
+        let deadline = Instant::now() + READY_WITHIN;
+        while !self.logged().iter().any(|r| r.path == path) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// How many logged requests had `method` and a path containing `path_part`, once the log
+    /// caught up with every request answered so far.
     pub fn count(&self, method: &str, path_part: &str) -> usize {
+        self.settle();
         self.requests()
             .iter()
             .filter(|r| r.method == method && r.path.contains(path_part))
