@@ -5,7 +5,7 @@
 //! transaction once records stop arriving for [`QUIET`] (1 ms), or once the first of them has
 //! waited [`MOST_HELD`] (20 ms): at a low rate each record is committed a millisecond after it
 //! was queued, and under load the records of many publications share one commit (a cold `go
-//! list -m all` of 40 modules made about 140 commits of the index and the alias index, each
+//! list -m all` of 40 modules made 140 to 170 commits of the index and the alias index, each
 //! two `fdatasync`s and a dozen `fcntl` locks on fetchgate's one core). Another process
 //! sharing the database sees a record at most [`MOST_HELD`] plus one commit after it was
 //! queued (for the index: it sees the file on disk at once, and adopts it unverified until
