@@ -29,7 +29,8 @@
 #                            target/release/fetchgate is built; FG_BEFORE=/path/to/fetchgate adds
 #                            that build as a third system, "before", in the same rounds;
 #                            GO_WORLD=/path/to/go_world uses that generator, else
-#                            benches/go_world.rs is built)
+#                            benches/go_world.rs is built; GO_CMD="list -m all" times go's
+#                            go.mod phase alone: every .mod, lookup and tile, no zip)
 #
 # Pinning: on a machine with two cores or more, the server under test (fetchgate, or the file
 # server) runs alone on core 1, and the upstream nginx and go on core 0 (benches/lib.sh): go
@@ -43,6 +44,7 @@ MIN_KIB=${MIN_KIB:-64}
 MAX_KIB=${MAX_KIB:-2048}
 ROUNDS=${ROUNDS:-5}
 GO_PROCS=${GO_PROCS:-4}
+read -r -a GO_CMD <<<"${GO_CMD:-mod download all}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 pin_cores
 
@@ -161,7 +163,7 @@ go_client() {
   (cd "$h/main" && env -i PATH="$PATH" HOME="$h" GOPATH="$h/gopath" GOMODCACHE="$h/gopath/pkg/mod" \
     GOCACHE="$h/gocache" GOENV=off GOTOOLCHAIN=local GOTELEMETRY=off GO111MODULE=on GOWORK=off \
     GOFLAGS=-mod=mod GOMAXPROCS="$GO_PROCS" CGO_ENABLED=0 GOPROXY="$1" GOSUMDB="$2" \
-    "${LOAD[@]}" go mod download all >"$W/go.log" 2>&1)
+    "${LOAD[@]}" go "${GO_CMD[@]}" >"$W/go.log" 2>&1)
 }
 # The GOPROXY and GOSUMDB of each way to the modules.
 client_env() {
