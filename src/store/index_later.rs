@@ -4,13 +4,13 @@
 //! only save a later request its upstream read. The thread commits what has queued up in one
 //! transaction once records stop arriving for [`QUIET`] (5 ms), or once the first of them has
 //! waited [`MOST_HELD`] (20 ms): a lone record is committed 5 ms after it was queued, and the
-//! records of publications that follow one another share one commit (a cold `go list -m all`
-//! of 40 modules made 140 to 170 commits of the index and the alias index, each two
-//! `fdatasync`s and a dozen `fcntl` locks on fetchgate's one core). The quiet time is longer
-//! than the gap between a client's sequential requests: 256 first reads of 64 KiB objects, one
-//! at a time about 2 ms apart, made 220 index commits with a 1 ms quiet time and 33 with 5 ms. Another process
-//! sharing the database sees a record at most [`MOST_HELD`] plus one commit after it was
-//! queued (for the index: it sees the file on disk at once, and adopts it unverified until
+//! records of publications that follow one another share one commit (a cold `go list -m all` of
+//! 40 modules made 140 to 170 commits of the index and the alias index, each two `fdatasync`s
+//! and a dozen `fcntl` locks on fetchgate's one core). The quiet time is longer than the gap
+//! between a client's sequential requests: 256 first reads of 64 KiB objects, one at a time
+//! about 2 ms apart, made 220 index commits with a 1 ms quiet time and 33 with 5 ms. Another
+//! process sharing the database sees a record at most [`MOST_HELD`] plus one commit after it
+//! was queued (for the index: it sees the file on disk at once, and adopts it unverified until
 //! then); this process sees it at once (the store's table, the alias index's queue).
 //!
 //! A killed process loses no index record (each is journaled first, see `index_journal`); a
