@@ -30,7 +30,8 @@
 #                            that build as a third system, "before", in the same rounds;
 #                            GO_WORLD=/path/to/go_world uses that generator, else
 #                            benches/go_world.rs is built; GO_CMD="list -m all" times go's
-#                            go.mod phase alone: every .mod, lookup and tile, no zip)
+#                            go.mod phase alone: every .mod, lookup and tile, no zip, so the
+#                            tampered check's go verdicts then say nothing, only its curl does)
 #
 # Pinning: on a machine with two cores or more, the server under test (fetchgate, or the file
 # server) runs alone on core 1, and the upstream nginx and go on core 0 (benches/lib.sh): go
