@@ -5,15 +5,23 @@
 //!
 //! A file is renamed into place without an `fsync` first: the header carries the body's
 //! SHA-256, and a file whose body does not match it (torn by a power loss, say) is read as no
-//! document and removed. A killed process loses nothing (the page cache keeps the file); a
+//! document and removed. A killed process loses no file in place (the page cache keeps it); a
 //! power loss may bring back an older document or none, each read as what it is (its own
 //! fetch time, revalidated as any other), never a torn one. Files written before the digest
 //! was (no `body_sha256`) were synced, and are read as before.
+//!
+//! A document is written after the answer that brought it ([`Disk::queue`], then
+//! [`Disk::write_queued`] on a blocking thread): the answer does not wait for a file to be
+//! created, and this process reads a queued document from the queue until its file is in
+//! place. Of two writes of one key, only the newer is renamed into place, whichever finishes
+//! first. A process killed in between loses that document, which is read again from the
+//! upstream; a graceful stop writes it first (the runtime waits for its blocking threads).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -98,6 +106,12 @@ pub(super) struct Disk {
     dir: PathBuf,
     max_bytes: u64,
     files: Mutex<Files>,
+    /// Documents queued and not yet in place, by key: the newest write's number and entry.
+    queued: Mutex<HashMap<String, (u64, Entry)>>,
+    /// The next write's number.
+    next_write: AtomicU64,
+    /// Writes queued whose [`Disk::write_queued`] has not returned yet.
+    unfinished: AtomicU64,
 }
 
 fn charge(len: u64) -> u64 {
@@ -105,10 +119,16 @@ fn charge(len: u64) -> u64 {
 }
 
 impl Disk {
-    /// Opens (creating) `dir`, removes temp files a crash left, counts what is there (oldest
+    /// Opens (creating) `dir`, removes temp files a crash left (and, from before
+    /// [`WRITING`], beside the documents), counts what is there (oldest
     /// modified first) and trims it to `max_bytes`.
     pub(super) fn open(dir: &Path, max_bytes: u64) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
+        let writing = dir.join(WRITING);
+        std::fs::create_dir_all(&writing)?;
+        // Writes a stopped process left unfinished.
+        for item in std::fs::read_dir(&writing)?.flatten() {
+            let _ = std::fs::remove_file(item.path());
+        }
         let mut found = Vec::new();
         for item in std::fs::read_dir(dir)? {
             let item = item?;
@@ -133,6 +153,9 @@ impl Disk {
             dir: dir.to_path_buf(),
             max_bytes,
             files: Mutex::new(files),
+            queued: Mutex::new(HashMap::new()),
+            next_write: AtomicU64::new(0),
+            unfinished: AtomicU64::new(0),
         };
         disk.trim();
         Ok(disk)
@@ -142,8 +165,15 @@ impl Disk {
         Digest::of(key.as_bytes()).hex()
     }
 
-    /// The entry kept for `key`, if any (blocking: reads a file).
+    /// The entry kept for `key`, if any (blocking: reads a file, unless the newest document
+    /// of `key` is still queued).
     pub(super) fn read(&self, key: &str) -> Option<Entry> {
+        if let Some((_, entry)) = self.queued_lock().get(key) {
+            return Some(Entry {
+                generation: 0,
+                ..entry.clone()
+            });
+        }
         let name = Self::name(key);
         let bytes = Bytes::from(std::fs::read(self.dir.join(&name)).ok()?);
         let split = bytes.iter().position(|b| *b == b'\n')?;
@@ -178,13 +208,29 @@ impl Disk {
         })
     }
 
-    /// Keeps `entry` under `key` (blocking), then evicts the least recently used files past
-    /// the bound; an entry larger than the whole bound is not kept on disk at all.
-    pub(super) fn write(&self, key: &str, entry: &Entry) {
+    /// Queues `entry` to be kept under `key` (it answers [`Disk::read`] at once) and returns
+    /// the write's number, for [`Disk::write_queued`].
+    pub(super) fn queue(&self, key: &str, entry: &Entry) -> u64 {
+        let number = self.next_write.fetch_add(1, Ordering::Relaxed);
+        self.unfinished.fetch_add(1, Ordering::AcqRel);
+        self.queued_lock()
+            .insert(key.to_string(), (number, entry.clone()));
+        number
+    }
+
+    /// Writes the document queued for `key` as write `number` (blocking), unless a newer one
+    /// was queued since (its own write keeps it); then evicts the least recently used files
+    /// past the bound. An entry larger than the whole bound is not kept on disk at all.
+    pub(super) fn write_queued(&self, key: &str, number: u64) {
+        let _finished = Finished(&self.unfinished);
+        let entry = match self.queued_lock().get(key) {
+            Some((n, entry)) if *n == number => entry.clone(),
+            _ => return,
+        };
         let name = Self::name(key);
         let path = self.dir.join(&name);
         if charge(entry.body.len() as u64) > self.max_bytes {
-            self.forget(&name);
+            self.settle(key, number, |_| self.forget(&name));
             return;
         }
         let header = Header {
@@ -195,17 +241,59 @@ impl Disk {
             fetched: entry.fetched,
             body_sha256: Some(Digest::of(&entry.body).hex()),
         };
-        match write_atomically(&path, &header, &entry.body) {
-            Ok(len) => {
+        let written = write_aside(&self.dir, &header, &entry.body).and_then(|(tmp, len)| {
+            // Renamed only while it is the newest write of `key` (otherwise dropped, which
+            // deletes it), after the room for it was made: the documents in place never pass
+            // the bound, even for a moment.
+            let renamed = self.settle(key, number, |_| {
                 if let Ok(mut files) = self.files.lock() {
                     files.insert(&name, charge(len));
                 }
                 self.trim();
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, path = %path.display(), "metadata not written to disk");
-            }
+                tmp.persist(&path).map(drop).map_err(|e| e.error)
+            });
+            renamed.transpose()
+        });
+        if let Err(e) = written {
+            // This process goes on reading it from memory; the next start asks again.
+            self.forget(&name);
+            self.settle(key, number, |_| ());
+            tracing::warn!(error = %e, path = %path.display(), "metadata not written to disk");
         }
+    }
+
+    /// Keeps `entry` under `key` now (blocking): [`Disk::queue`] then [`Disk::write_queued`].
+    #[cfg(test)]
+    pub(super) fn write(&self, key: &str, entry: &Entry) {
+        let number = self.queue(key, entry);
+        self.write_queued(key, number);
+    }
+
+    /// Runs `then` and takes `key` off the queue, if write `number` is still its newest
+    /// (`None` otherwise, without running it): under the queue's lock, so a newer write of the
+    /// same key cannot be queued and renamed in between.
+    fn settle<T>(&self, key: &str, number: u64, then: impl FnOnce(&Entry) -> T) -> Option<T> {
+        let mut queued = self.queued_lock();
+        let (n, entry) = queued.get(key)?;
+        if *n != number {
+            return None;
+        }
+        let out = then(entry);
+        queued.remove(key);
+        Some(out)
+    }
+
+    /// Writes queued and not finished (written, superseded or failed).
+    #[cfg(test)]
+    pub(super) fn unfinished(&self) -> u64 {
+        self.unfinished.load(Ordering::Acquire)
+    }
+
+    /// The queue, whatever a panicking writer left in it.
+    fn queued_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Entry)>> {
+        self.queued
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Deletes the file `name` (a newer answer that is not kept replaces it).
@@ -234,17 +322,41 @@ impl Disk {
     }
 }
 
-/// Writes header and body beside `path` and renames (no `fsync`: the header's digest is
-/// checked at every read, see the module docs); returns the bytes written.
-fn write_atomically(path: &Path, header: &Header, body: &[u8]) -> std::io::Result<u64> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+/// Counts a queued write finished when dropped, whichever way [`Disk::write_queued`] returns.
+struct Finished<'a>(&'a AtomicU64);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Where documents are written before they are renamed into place, under the directory: not
+/// beside the documents, so the directory holds only whole documents within the bound.
+const WRITING: &str = ".writing";
+
+/// Writes header and body into a temp file under `dir`'s [`WRITING`], to be renamed into `dir`
+/// (no `fsync`: the header's digest is checked at every read, see the module docs); returns it
+/// and the bytes written.
+fn write_aside(
+    dir: &Path,
+    header: &Header,
+    body: &[u8],
+) -> std::io::Result<(tempfile::NamedTempFile, u64)> {
+    let mut tmp = tempfile::NamedTempFile::new_in(dir.join(WRITING))?;
     let head = serde_json::to_vec(header)?;
     tmp.write_all(&head)?;
     tmp.write_all(b"\n")?;
     tmp.write_all(body)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok((head.len() + 1 + body.len()) as u64)
+    Ok((tmp, (head.len() + 1 + body.len()) as u64))
+}
+
+/// The documents in `dir` (files; the [`WRITING`] directory is not one).
+#[cfg(test)]
+pub(super) fn documents_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().filter(|e| e.path().is_file()).count())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -271,7 +383,7 @@ mod tests {
             // The first one stays in use, so it is never the oldest.
             assert!(disk.read("npm:r:pkg0").is_some(), "after {i}");
         }
-        let on_disk = std::fs::read_dir(dir.path()).unwrap().count();
+        let on_disk = documents_in(dir.path());
         assert_eq!(on_disk, 10);
         assert!(disk.charged() <= 10 * MIN_CHARGE);
         assert!(disk.read("npm:r:pkg99").is_some());
@@ -279,8 +391,42 @@ mod tests {
         // Reopened, the directory is counted again and still within the bound.
         drop(disk);
         let again = Disk::open(dir.path(), 4 * MIN_CHARGE).unwrap();
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+        assert_eq!(documents_in(dir.path()), 4);
         assert!(again.charged() <= 4 * MIN_CHARGE);
+    }
+
+    /// A queued document answers reads before its file exists; of two writes of one key, the
+    /// newer one is what stays on disk whichever of the two runs last, and an older write run
+    /// after the newer one landed changes nothing.
+    #[test]
+    fn a_queued_document_is_read_at_once_and_the_newest_write_of_a_key_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Disk::open(dir.path(), 100 * MIN_CHARGE).unwrap();
+        let path = dir.path().join(Disk::name("k:doc"));
+        let older = disk.queue("k:doc", &entry(b"[\"older\"]"));
+        assert_eq!(disk.read("k:doc").unwrap().body, &b"[\"older\"]"[..]);
+        assert!(!path.exists(), "queued, not yet written");
+        let newer = disk.queue("k:doc", &entry(b"[\"newer\"]"));
+        assert_eq!(disk.read("k:doc").unwrap().body, &b"[\"newer\"]"[..]);
+        // The older write runs first: it is superseded, and writes nothing.
+        disk.write_queued("k:doc", older);
+        assert!(!path.exists(), "a superseded write landed");
+        disk.write_queued("k:doc", newer);
+        assert!(path.exists());
+        // Then the other way round: the newer lands first, the older one after it is a no-op.
+        let older = disk.queue("k:doc", &entry(b"[\"older 2\"]"));
+        let newer = disk.queue("k:doc", &entry(b"[\"newer 2\"]"));
+        disk.write_queued("k:doc", newer);
+        disk.write_queued("k:doc", older);
+        drop(disk);
+        let reopened = Disk::open(dir.path(), 100 * MIN_CHARGE).unwrap();
+        assert_eq!(reopened.read("k:doc").unwrap().body, &b"[\"newer 2\"]"[..]);
+        // One file for the key, and no temp file left behind.
+        assert_eq!(documents_in(dir.path()), 1);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join(WRITING)).unwrap().count(),
+            0
+        );
     }
 
     /// A file whose body no longer matches its header's digest (a power loss tore it), or
@@ -326,10 +472,13 @@ mod tests {
         assert!(disk.read("k:big").is_none());
         assert!(disk.read("k:small").is_some());
         assert!(disk.charged() <= 2 * MIN_CHARGE);
-        // A stray temp file and a file of another name are removed at open.
+        // A stray temp file (beside the documents, as before, or where they are written now)
+        // and a file of another name are removed at open.
         std::fs::write(dir.path().join(".tmpXYZ"), b"half").unwrap();
+        std::fs::write(dir.path().join(WRITING).join(".tmpABC"), b"half").unwrap();
         drop(disk);
         let _again = Disk::open(dir.path(), 2 * MIN_CHARGE).unwrap();
         assert!(!dir.path().join(".tmpXYZ").exists());
+        assert!(!dir.path().join(WRITING).join(".tmpABC").exists());
     }
 }

@@ -203,6 +203,14 @@ impl MetadataCache {
         Some(entry)
     }
 
+    /// Waits until every document queued for the disk was written (or superseded or failed).
+    #[cfg(test)]
+    pub(crate) async fn disk_written(&self) {
+        while self.disk.unfinished() > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
     /// The entry cached for `key` whatever its age, asking no upstream: for digests a
     /// registry published for an immutable version, which no later answer may change.
     pub(crate) async fn cached(&self, key: &str) -> Option<Arc<Entry>> {
@@ -217,14 +225,18 @@ impl MetadataCache {
     }
 
     /// Keeps `entry` under `key` with the generation it has: for a revalidated entry, whose
-    /// bytes (and so whatever was made of them) are unchanged.
+    /// bytes (and so whatever was made of them) are unchanged. Its file is written after the
+    /// answer, on a blocking thread ([`Disk::queue`]).
     async fn keep(&self, key: &str, entry: Entry) -> Arc<Entry> {
+        if entry.status == 200 {
+            let number = self.disk.queue(key, &entry);
+            let (disk, owned) = (self.disk.clone(), key.to_string());
+            drop(tokio::task::spawn_blocking(move || {
+                disk.write_queued(&owned, number);
+            }));
+        }
         let entry = Arc::new(entry);
         self.memory.insert(key.to_string(), entry.clone());
-        if entry.status == 200 {
-            let (disk, owned, kept) = (self.disk.clone(), key.to_string(), entry.clone());
-            let _ = tokio::task::spawn_blocking(move || disk.write(&owned, &kept)).await;
-        }
         entry
     }
 

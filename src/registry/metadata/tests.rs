@@ -78,7 +78,9 @@ async fn fresh_then_revalidated_then_stale_then_offline() {
         .await
         .unwrap();
     assert_eq!((e.body.as_ref(), f), (b"v1".as_ref(), Freshness::Stale));
-    // A second cache over the same directory reads it from disk, offline.
+    // A second cache over the same directory reads it from disk, offline, once it was
+    // written (after the answer).
+    cache.disk_written().await;
     let again = open(dir.path());
     let (e, f) = again
         .get("npm:a", offline(), |_| async { Err(failed("offline")) })
@@ -285,7 +287,7 @@ async fn the_disk_copy_is_bounded_and_holds_no_negative_answers() {
             .await
             .unwrap();
     }
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    assert_eq!(disk::documents_in(dir.path()), 0);
     for i in 0..50 {
         cache
             .get(&format!("npm:r:doc{i}"), ageing(300), |_| async {
@@ -294,5 +296,7 @@ async fn the_disk_copy_is_bounded_and_holds_no_negative_answers() {
             .await
             .unwrap();
     }
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 8);
+    // Written after the answers: counted once every write finished.
+    cache.disk_written().await;
+    assert_eq!(disk::documents_in(dir.path()), 8);
 }
