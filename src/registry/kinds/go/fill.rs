@@ -237,6 +237,15 @@ impl Fill {
             self.file,
             self.want.clone(),
         );
+        // A small `.mod` against its proved record is two SHA-256s of a few kilobytes: done
+        // here, which costs less than a hand-off to a blocking thread and back.
+        if let (Some(want), VersionFile::Mod) = (&self.want, self.file)
+            && body.len() <= INLINE_CHECK_BYTES
+        {
+            return check_mod(&self.module, &self.version, &body, want)
+                .map(|_| ())
+                .map_err(GoError::Verify);
+        }
         let aliases = self.aliases.clone();
         tokio::task::spawn_blocking(move || match want {
             Some(want) => match file {
@@ -348,6 +357,10 @@ fn shown_version(version: &str, file: VersionFile) -> String {
         _ => format!("{version}/go.mod"),
     }
 }
+
+/// The largest `.mod` whose `h1:` is checked on the async worker itself (see [`Fill::check`]);
+/// a larger one (at most [`MAX_GO_MOD_BYTES`]) is hashed on a blocking thread.
+const INLINE_CHECK_BYTES: usize = 64 * 1024;
 
 /// The bucket alias namespace under which the fleet names a go module file's SHA-256 by the
 /// SHA-256 of its index key.
