@@ -230,7 +230,7 @@ impl Disk {
         let name = Self::name(key);
         let path = self.dir.join(&name);
         if charge(entry.body.len() as u64) > self.max_bytes {
-            self.settle(key, number, |_| self.forget(&name));
+            self.settle(key, number, || self.forget(&name));
             return;
         }
         let header = Header {
@@ -245,19 +245,24 @@ impl Disk {
             // Renamed only while it is the newest write of `key` (otherwise dropped, which
             // deletes it), after the room for it was made: the documents in place never pass
             // the bound, even for a moment.
-            let renamed = self.settle(key, number, |_| {
+            let renamed = self.settle(key, number, || {
                 if let Ok(mut files) = self.files.lock() {
                     files.insert(&name, charge(len));
                 }
                 self.trim();
-                tmp.persist(&path).map(drop).map_err(|e| e.error)
+                let placed = tmp.persist(&path).map(drop).map_err(|e| e.error);
+                if placed.is_err() {
+                    // Counted for its room, but not in place: the older file goes too.
+                    self.forget(&name);
+                }
+                placed
             });
             renamed.transpose()
         });
         if let Err(e) = written {
-            // This process goes on reading it from memory; the next start asks again.
-            self.forget(&name);
-            self.settle(key, number, |_| ());
+            // Whatever is in place stays; this process goes on reading the document from
+            // memory, and the next start asks again.
+            self.settle(key, number, || ());
             tracing::warn!(error = %e, path = %path.display(), "metadata not written to disk");
         }
     }
@@ -272,13 +277,12 @@ impl Disk {
     /// Runs `then` and takes `key` off the queue, if write `number` is still its newest
     /// (`None` otherwise, without running it): under the queue's lock, so a newer write of the
     /// same key cannot be queued and renamed in between.
-    fn settle<T>(&self, key: &str, number: u64, then: impl FnOnce(&Entry) -> T) -> Option<T> {
+    fn settle<T>(&self, key: &str, number: u64, then: impl FnOnce() -> T) -> Option<T> {
         let mut queued = self.queued_lock();
-        let (n, entry) = queued.get(key)?;
-        if *n != number {
+        if queued.get(key).is_none_or(|(n, _)| *n != number) {
             return None;
         }
-        let out = then(entry);
+        let out = then();
         queued.remove(key);
         Some(out)
     }
@@ -427,6 +431,21 @@ mod tests {
             std::fs::read_dir(dir.path().join(WRITING)).unwrap().count(),
             0
         );
+    }
+
+    /// A write that cannot be made leaves the document already in place as it was, and takes
+    /// itself off the queue, so reads go back to that file.
+    #[test]
+    fn a_failed_write_leaves_the_document_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Disk::open(dir.path(), 100 * MIN_CHARGE).unwrap();
+        disk.write("k:doc", &entry(b"[\"kept\"]"));
+        std::fs::remove_dir(dir.path().join(WRITING)).unwrap();
+        let failing = disk.queue("k:doc", &entry(b"[\"lost\"]"));
+        disk.write_queued("k:doc", failing);
+        assert_eq!(disk.unfinished(), 0);
+        assert_eq!(disk.read("k:doc").unwrap().body, &b"[\"kept\"]"[..]);
+        assert_eq!(documents_in(dir.path()), 1);
     }
 
     /// A file whose body no longer matches its header's digest (a power loss tore it), or

@@ -226,6 +226,15 @@ impl Fill {
 
     /// Checks `body`'s `h1:` against the proved record (or, with `sumdb = "off"`, the pin).
     async fn check(&self, body: bytes::Bytes) -> Result<(), GoError> {
+        // A small `.mod` against its proved record is two SHA-256s of a few kilobytes: done
+        // here, which costs less than a hand-off to a blocking thread and back.
+        if let (Some(want), VersionFile::Mod) = (&self.want, self.file)
+            && body.len() <= INLINE_CHECK_BYTES
+        {
+            return check_mod(&self.module, &self.version, &body, want)
+                .map(|_| ())
+                .map_err(GoError::Verify);
+        }
         let ext = self.file.extension();
         let pin_key = format!(
             "go-h1 {} {}@{}.{ext}",
@@ -237,15 +246,6 @@ impl Fill {
             self.file,
             self.want.clone(),
         );
-        // A small `.mod` against its proved record is two SHA-256s of a few kilobytes: done
-        // here, which costs less than a hand-off to a blocking thread and back.
-        if let (Some(want), VersionFile::Mod) = (&self.want, self.file)
-            && body.len() <= INLINE_CHECK_BYTES
-        {
-            return check_mod(&self.module, &self.version, &body, want)
-                .map(|_| ())
-                .map_err(GoError::Verify);
-        }
         let aliases = self.aliases.clone();
         tokio::task::spawn_blocking(move || match want {
             Some(want) => match file {
