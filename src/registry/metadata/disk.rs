@@ -16,6 +16,11 @@
 //! place. Of two writes of one key, only the newer is renamed into place, whichever finishes
 //! first. A process killed in between loses that document, which is read again from the
 //! upstream; a graceful stop writes it first (the runtime waits for its blocking threads).
+//!
+//! The directory is listed once, at open, and this process keeps the list ([`Disk::may_hold`]):
+//! a key it holds no file for is a miss without a read (or a hand-off to a blocking thread
+//! to make one), which is every cold document's first question. A file another process put
+//! here after the open is not read until the next start (it is asked of the upstream again).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -163,6 +168,19 @@ impl Disk {
 
     fn name(key: &str) -> String {
         Digest::of(key.as_bytes()).hex()
+    }
+
+    /// Whether [`Disk::read`] may find a document for `key`: one is queued, or this
+    /// directory held its file at open or got it from this process since. `false` answers a
+    /// miss without touching the disk (or handing off to a blocking thread to do so).
+    pub(super) fn may_hold(&self, key: &str) -> bool {
+        if self.queued_lock().contains_key(key) {
+            return true;
+        }
+        let name = Self::name(key);
+        self.files
+            .lock()
+            .map_or(true, |files| files.by_name.contains_key(&name))
     }
 
     /// The entry kept for `key`, if any (blocking: reads a file, unless the newest document
@@ -431,6 +449,29 @@ mod tests {
             std::fs::read_dir(dir.path().join(WRITING)).unwrap().count(),
             0
         );
+    }
+
+    /// A key is known to have no file, without a read, until it is queued; a written, a
+    /// reopened and an evicted document are known as such.
+    #[test]
+    fn only_a_queued_or_listed_document_may_be_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Disk::open(dir.path(), 2 * MIN_CHARGE).unwrap();
+        assert!(!disk.may_hold("k:a"));
+        let number = disk.queue("k:a", &entry(b"[1]"));
+        assert!(disk.may_hold("k:a"), "queued");
+        disk.write_queued("k:a", number);
+        assert!(disk.may_hold("k:a"), "written");
+        drop(disk);
+        let disk = Disk::open(dir.path(), 2 * MIN_CHARGE).unwrap();
+        assert!(disk.may_hold("k:a"), "listed at open");
+        assert!(!disk.may_hold("k:b"));
+        // Two more documents in a bound of two: the least recently used one goes.
+        disk.write("k:b", &entry(b"[2]"));
+        disk.write("k:c", &entry(b"[3]"));
+        assert!(!disk.may_hold("k:a"), "evicted");
+        assert!(disk.read("k:a").is_none());
+        assert!(disk.may_hold("k:b") && disk.may_hold("k:c"));
     }
 
     /// A write that cannot be made leaves the document already in place as it was, and takes

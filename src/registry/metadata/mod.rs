@@ -191,6 +191,9 @@ impl MetadataCache {
         if let Some(e) = self.memory.get(key) {
             return Some(e);
         }
+        if !self.disk.may_hold(key) {
+            return None;
+        }
         let disk = self.disk.clone();
         let owned = key.to_string();
         let mut entry = tokio::task::spawn_blocking(move || disk.read(&owned))
