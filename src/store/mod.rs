@@ -17,7 +17,8 @@
 //! records, `memory` holds small entries' bytes, `space` keeps the total under `max_bytes`
 //! (reservations and eviction), `maintenance` repairs, verifies and cleans up, `index` is the
 //! durable record, `index_later` commits records in batches behind the answer and
-//! `index_journal` is their crash cover, `flusher` writes use times to the index, `error` says
+//! `index_journal` is their crash cover, `flusher` writes use times to the index, `placement`
+//! asks the file system to keep the store's files away from its neighbours', `error` says
 //! what failed and `settings` reads the `[cache]` table. This file opens the store and serves
 //! from it.
 
@@ -33,6 +34,7 @@ mod lookup;
 mod maintenance;
 mod memory;
 mod oldest;
+mod placement;
 mod read;
 mod settings;
 mod shards;
@@ -213,6 +215,10 @@ impl Store {
         let objects = root.join("objects").join("sha256");
         let tmp = root.join("tmp");
         let quarantine = root.join("quarantine");
+        fs::create_dir_all(root).map_err(|e| io("cannot create", root, e))?;
+        // Before the first subdirectory is made: they then land away from the block group of
+        // whatever directory holds the cache (see `placement`).
+        placement::spread_children(root);
         for d in [&objects, &tmp, &quarantine] {
             fs::create_dir_all(d).map_err(|e| io("cannot create", d, e))?;
         }
