@@ -22,6 +22,11 @@
 //!   mismatch closes the connection short). COPY is the durable copy: `none`, or `behind` (a
 //!   second thread writes, `fsync`s and renames each verified object after its response).
 //!
+//! The kept copies go to `DIR/kept`, made after DIR is marked as the top of a hierarchy
+//! (`FS_TOPDIR_FL`, where the file system has it), as fetchgate's store places its own
+//! directories (`src/store/placement.rs`): on ext4 their inodes then come from a block group of
+//! their own rather than DIR's. `FLOOR_SPREAD=0` writes them into DIR itself instead.
+//!
 //! `FLOOR_CHUNK_KIB` sets the read size (256 KiB by default); `FLOOR_SOCKBUF_KIB` sets every
 //! socket's send and receive buffers (the kernel's own sizing by default). Every address must
 //! be a loopback one.
@@ -183,9 +188,10 @@ fn status_and_length(head: &str) -> Result<(u16, u64)> {
 
 fn tee(listen: SocketAddr, upstream: SocketAddr, dir: &str, splice: bool) -> Result<()> {
     let listener = TcpListener::bind(listen)?;
+    let dir = kept_dir(dir)?;
     let mut buf = vec![0u8; chunk_size()];
     for (n, client) in listener.incoming().enumerate() {
-        if let Err(e) = tee_one(client?, upstream, Path::new(dir), n, &mut buf, splice) {
+        if let Err(e) = tee_one(client?, upstream, &dir, n, &mut buf, splice) {
             eprintln!("floor tee: {e}");
         }
     }
@@ -289,6 +295,23 @@ fn splice_body(
     Ok(())
 }
 
+/// Where the kept copies go: `dir/kept`, made after `dir` was marked so that the file system
+/// spreads the directories made in it (best effort), unless `FLOOR_SPREAD=0` says `dir`.
+fn kept_dir(dir: &str) -> Result<PathBuf> {
+    let dir = PathBuf::from(dir);
+    if std::env::var("FLOOR_SPREAD").is_ok_and(|v| v == "0") {
+        return Ok(dir);
+    }
+    if let Ok(handle) = File::open(&dir)
+        && let Ok(flags) = rustix::fs::ioctl_getflags(&handle)
+    {
+        let _ = rustix::fs::ioctl_setflags(&handle, flags | rustix::fs::IFlags::TOPDIR);
+    }
+    let kept = dir.join("kept");
+    std::fs::create_dir_all(&kept)?;
+    Ok(kept)
+}
+
 /// A new file in `dir` (named for this process and `n`) with `len` bytes of blocks allocated:
 /// writes land in allocated blocks, as a fill's do (it allocates a step at a time).
 fn new_file(dir: &Path, n: usize, len: u64) -> Result<(PathBuf, File)> {
@@ -335,9 +358,14 @@ fn first_read(
         .collect();
     let chunk = chunk_size();
     let (pool_tx, pool_rx) = mpsc::channel::<Vec<u8>>();
+    let kept = if copy {
+        kept_dir(dir)?
+    } else {
+        PathBuf::from(dir)
+    };
     let writer = copy.then(|| {
         let (tx, rx) = mpsc::channel::<Verified>();
-        let dir = PathBuf::from(dir);
+        let dir = kept.clone();
         let pool = pool_tx.clone();
         std::thread::spawn(move || {
             for (n, object) in rx.iter().enumerate() {

@@ -87,8 +87,10 @@ for r in $(seq "$ROUNDS"); do
   for mode in tee tee-splice; do
     cpu0=$(cpu_ticks "${FLOOR_PID[$mode]}")
     v=$("${LOAD[@]}" curl -fsS -o /dev/null -w '%{speed_download}' -x "http://127.0.0.1:${FLOOR_PORT[$mode]}" "http://$UP/$r" | awk '{printf "%.1f", $1 / 1048576}')
-    for _ in $(seq 100); do [ -f "$W/kept-$mode/$sha" ] && break; sleep 0.1; done
-    [ -f "$W/kept-$mode/$sha" ] || { echo "round $r: floor $mode kept nothing" >&2; cat "$W/floor.log" >&2; exit 1; }
+    # floor.rs keeps its copies in DIR/kept (DIR itself with FLOOR_SPREAD=0).
+    kept="$W/kept-$mode/kept/$sha"; [ "${FLOOR_SPREAD:-1}" = 0 ] && kept="$W/kept-$mode/$sha"
+    for _ in $(seq 100); do [ -f "$kept" ] && break; sleep 0.1; done
+    [ -f "$kept" ] || { echo "round $r: floor $mode kept nothing" >&2; cat "$W/floor.log" >&2; exit 1; }
     printf '%s\t%s\n' "$mode" "$v" >> "$RES"
     printf '%s_cpu_s\t%s\n' "$mode" "$(python3 -c "print(($(cpu_ticks "${FLOOR_PID[$mode]}") - $cpu0) / $(getconf CLK_TCK))")" >> "$RES"
   done
