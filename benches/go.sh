@@ -31,7 +31,9 @@
 #                            GO_WORLD=/path/to/go_world uses that generator, else
 #                            benches/go_world.rs is built; GO_CMD="list -m all" times go's
 #                            go.mod phase alone: every .mod, lookup and tile, no zip, so the
-#                            tampered check's go verdicts then say nothing, only its curl does)
+#                            tampered check's go verdicts then say nothing, only its curl does;
+#                            CHURN=N makes and deletes N files under /tmp before the rounds,
+#                            as a neighbour's cleanup would: benches/lib.sh)
 #
 # Pinning: on a machine with two cores or more, the server under test (fetchgate, or the file
 # server) runs alone on core 1, and the upstream nginx and go on core 0 (benches/lib.sh): go
@@ -212,6 +214,7 @@ echo "tampered: go direct: $verdict"
 cp "$W/victim.good" "$www/$victim"
 
 # --- The rounds. ---------------------------------------------------------------------------
+neighbour_churn
 # Per system and round: cold and warm wall seconds, go's CPU seconds, the server's CPU seconds
 # (cold, warm) and peak RSS (KiB), the upstream's requests (cold, warm) and CPU seconds (cold).
 # For go direct the cold server is the upstream itself, the warm one the file server.

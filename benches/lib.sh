@@ -50,6 +50,29 @@ page_reporting_note() {
   fi
 }
 
+# CHURN=N: a neighbour's cleanup just before the rounds, N one-byte files made in a new
+# directory under /tmp and deleted (a CI runner's disk sees one after every job). On ext4
+# without a journal, creating a file then skips every inode freed in the last minute or more
+# in its directory's block group, so whatever each system creates in /tmp's group costs more
+# for a few minutes. Off (0) by default.
+neighbour_churn() {
+  [ "${CHURN:-0}" -gt 0 ] || return 0
+  local d
+  d=$(mktemp -d /tmp/fetchgate-churn.XXXXXX)
+  python3 - "$d" "$CHURN" <<'PY'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(0, n, 100):
+    sub = os.path.join(d, str(i))
+    os.mkdir(sub)
+    for j in range(min(100, n - i)):
+        with open(os.path.join(sub, str(j)), "wb") as f:
+            f.write(b"x")
+PY
+  rm -rf "$d"
+  echo "churn: $CHURN files made and deleted beside the bench's directory" >&2
+}
+
 # Waits until something listens on ADDR (host:port); otherwise says so, with the end of LOG
 # when one is named, and exits.
 wait_port() {

@@ -24,7 +24,8 @@
 # streamed/direct cannot pass direct wall / fetchgate CPU. Every object served is checked by size and status; every fetchgate
 # round must publish every object.
 #
-# Usage: benches/shared.sh   (ROUNDS=3). ONLY=64KiB (or 4MiB) runs one workload. PIN=0 turns
+# Usage: benches/shared.sh   (ROUNDS=3). ONLY=64KiB (or 4MiB) runs one workload. CHURN=N
+# makes and deletes N files under /tmp before each workload's rounds (benches/lib.sh). PIN=0 turns
 # pinning off. FG=/path/to/fetchgate measures another build. PHASES=1 also captures loopback
 # traffic (tcpdump, installed if missing) during one set of each column and prints, per object
 # (medians), the phases of a read: the hop (client's request to the bucket GET), the bucket's
@@ -306,6 +307,7 @@ for w in "${!WORKLOADS[@]}"; do
   reads "$w" through > "$W/through$w.cfg"
   presign "$w" > "$W/map$w"
   [ "$(wc -l < "$W/map$w")" = "$count" ] || { echo "presigning workload $name failed" >&2; exit 1; }
+  neighbour_churn
   for r in $(seq "$ROUNDS"); do
     # PHASES: the first round's sets are the ones captured.
     phase() { [ "$r" = 1 ] && echo "$name $1" || true; }
