@@ -55,29 +55,26 @@ pub(crate) fn spread_children(dir: &Path) -> Spread {
 mod tests {
     use super::*;
 
+    /// `dir`'s flags as its file system reports them, if it reports any.
+    fn flags(dir: &Path) -> Option<IFlags> {
+        ioctl_getflags(&File::open(dir).ok()?).ok()
+    }
+
     /// Whether `dir`'s file system reports the flag set.
     fn marked(dir: &Path) -> Option<bool> {
-        let handle = File::open(dir).ok()?;
-        ioctl_getflags(&handle)
-            .ok()
-            .map(|f| f.contains(IFlags::TOPDIR))
+        flags(dir).map(|f| f.contains(IFlags::TOPDIR))
     }
 
     #[test]
     fn a_directory_is_marked_once_and_its_other_flags_are_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let before = File::open(dir.path())
-            .ok()
-            .and_then(|h| ioctl_getflags(&h).ok());
+        let before = flags(dir.path());
         match spread_children(dir.path()) {
             Spread::Marked => {
                 assert_eq!(marked(dir.path()), Some(true));
                 // Asking again changes nothing and says so.
                 assert_eq!(spread_children(dir.path()), Spread::Already);
-                let after = File::open(dir.path())
-                    .ok()
-                    .and_then(|h| ioctl_getflags(&h).ok())
-                    .unwrap();
+                let after = flags(dir.path()).unwrap();
                 assert_eq!(after - IFlags::TOPDIR, before.unwrap() - IFlags::TOPDIR);
             }
             // A file system without the flag (the temp directory on tmpfs or overlayfs): the
