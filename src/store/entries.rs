@@ -377,10 +377,11 @@ impl Store {
         }
     }
 
-    /// The file of an entry published unsynced could not be synced: its record says
+    /// The file of an entry published unsynced could not be synced, or is kept without a
+    /// sync ([`Landed::keep_unsynced`](super::Landed::keep_unsynced)): its record says
     /// unverified, so the next start hashes the file before serving it, but keeps who vouched
     /// for it.
-    pub(super) fn sync_failed(&self, digest: &Digest) {
+    pub(super) fn record_unsynced(&self, digest: &Digest) {
         let Ok(entries) = self.table() else {
             return;
         };

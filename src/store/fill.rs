@@ -342,13 +342,26 @@ impl Landed {
         };
         let path = self.store.object_path(&self.digest);
         if let Err(e) = file.sync_all() {
-            self.store.sync_failed(&self.digest);
+            self.store.record_unsynced(&self.digest);
             return Err(FillError::Store(io("cannot sync", &path, e)));
         }
         drop(file);
         sync_dir(&shard);
         self.store.synced(&self.digest);
         Ok(self.digest)
+    }
+}
+
+impl Landed {
+    /// Records the entry without syncing it, as unverified: for bytes that can be had and
+    /// proved again (a checksum database's tile), where two `fsync`s buy nothing. This process
+    /// serves the entry at once; after a restart its file is hashed before it is served, so a
+    /// crash may lose it but never has it served as other bytes.
+    pub fn keep_unsynced(mut self) -> Digest {
+        if self.unsynced.take().is_some() {
+            self.store.record_unsynced(&self.digest);
+        }
+        self.digest
     }
 }
 

@@ -312,3 +312,41 @@ fn a_landed_fill_never_synced_is_hashed_before_it_is_served_after_a_restart() {
         "hashed and still not trusted"
     );
 }
+
+#[test]
+fn bytes_kept_unsynced_are_recorded_unverified_and_a_changed_file_is_not_served_after_a_restart() {
+    let (dir, s) = store(64 * RESERVE_STEP);
+    let body = bytes(8_192, 8);
+    let digest = Digest::of(&body);
+    assert_eq!(
+        s.put_unsynced(digest, &body, Provenance::Local, Some("tile".into()))
+            .unwrap(),
+        digest
+    );
+    // Served by this process at once, and recorded, but as bytes to hash before serving.
+    assert!(s.contains_verified(&digest));
+    assert_eq!(s.read_bytes(&digest, u64::MAX).unwrap(), body);
+    assert_eq!(recorded_verified(&s, &digest), Some(false));
+    assert_eq!(temp_files(&s), 0);
+    // The synced way records the same kind of bytes as verified.
+    let other = bytes(8_192, 9);
+    let synced = s
+        .put_verified(Digest::of(&other), &other, Provenance::Local, None)
+        .unwrap();
+    assert_eq!(recorded_verified(&s, &synced), Some(true));
+    // What a crash before the page cache was written back can leave: other bytes under the
+    // name. After a restart they are hashed and refused, never served.
+    let path = s.object_path(&digest);
+    drop(s);
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(&path, bytes(8_192, 10)).unwrap();
+    let settings = StoreSettings {
+        dir: dir.path().to_path_buf(),
+        max_bytes: 64 * RESERVE_STEP,
+        ..StoreSettings::default()
+    };
+    let again = Store::open(&settings).unwrap();
+    assert!(!again.contains_verified(&digest), "trusted without a sync");
+    assert_eq!(again.read_bytes(&digest, u64::MAX), None);
+    assert!(again.contains_verified(&synced));
+}

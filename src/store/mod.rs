@@ -352,6 +352,22 @@ impl Store {
         fill.commit(from, label)
     }
 
+    /// [`Store::put_verified`] without a sync, for bytes that can be had and proved again (see
+    /// [`Landed::keep_unsynced`](fill::Landed::keep_unsynced)).
+    pub fn put_unsynced(
+        self: &Arc<Self>,
+        digest: Digest,
+        bytes: &[u8],
+        from: Provenance,
+        label: Option<String>,
+    ) -> Result<Digest, FillError> {
+        let mut fill = self
+            .begin(Some(digest), bytes.len() as u64)
+            .map_err(FillError::Store)?;
+        fill.write(bytes)?;
+        Ok(fill.land(from, label)?.keep_unsynced())
+    }
+
     /// Every entry with its record, most recently used first.
     pub fn list(&self) -> Vec<EntryInfo> {
         let Ok(entries) = self.table() else {

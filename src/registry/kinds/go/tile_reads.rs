@@ -86,7 +86,9 @@ impl TileReads {
     /// the proof they served, and the trust in its tree, succeeded. Off the caller's way: the
     /// tiles are proved already, so a client or a proof asking for one has it from memory
     /// ([`super::proved_tiles`]) while it is stored, and after. A failure only costs a later
-    /// read.
+    /// read, and so does a crash: the tiles are kept without a sync of their own (recorded as
+    /// unverified, so a restart hashes each file before it is served), as a tile can always
+    /// be read and proved again.
     pub(super) fn keep(self, go: &Go<'_>, db: &SumDb) {
         let tiles: Vec<(String, Tile, Bytes)> = self
             .have
@@ -108,7 +110,7 @@ impl TileReads {
                 let label = format!("go-sumdb:{name}/{}", tile.path());
                 if store.contains(&sha)
                     || store
-                        .put_verified(sha, bytes, Provenance::Local, Some(label))
+                        .put_unsynced(sha, bytes, Provenance::Local, Some(label))
                         .is_ok()
                 {
                     aliases.set_alias_later(key, &sha);
