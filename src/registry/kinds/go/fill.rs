@@ -299,7 +299,7 @@ impl Fill {
         };
         // A refusal drops the fill (nothing kept) and the tap (the client's body ends short).
         let Written { body, fill, tap } = written;
-        if let Err(e) = self.check(body).await {
+        if let Err(e) = self.check(body.clone()).await {
             if let (Some(want), GoError::Verify(VerifyError::DigestMismatch { computed, .. })) =
                 (&self.want, &e)
             {
@@ -316,11 +316,12 @@ impl Fill {
         let locator = crate::redact::redact_locator(self.url.as_str());
         let from = Provenance::Registry(Some(locator), Voucher::registry(&self.registry));
         let landed = tokio::task::spawn_blocking(move || {
-            // Hashed once, by the store as it wrote; the same bytes through another registry
+            // Hashed once, by the store as it writes; the same bytes through another registry
             // (or by URL) are only noted as vouched for by this one too. Served by this
             // process from here on; synced below.
             let landed = fill
-                .land(from, Some(label))
+                .into_fill(&body)
+                .and_then(|fill| fill.land(from, Some(label)))
                 .map_err(|e| RegistryError::Cache(e.to_string()))?;
             // Its alias only saves a later request the upstream read.
             aliases.set_alias_later(&index_key, &landed.digest());
