@@ -350,9 +350,7 @@ impl Landed {
         self.store.synced(&self.digest);
         Ok(self.digest)
     }
-}
 
-impl Landed {
     /// Records the entry without syncing it, as unverified: for bytes that can be had and
     /// proved again (a checksum database's tile), where two `fsync`s buy nothing. This process
     /// serves the entry at once; after a restart its file is hashed before it is served, so a

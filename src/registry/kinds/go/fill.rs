@@ -2,7 +2,7 @@
 //! version from the same registry (one single flight, [`crate::fetch::flight`]), checked
 //! against the `h1:` the checksum database recorded (or the pinned first one with
 //! `sumdb = "off"`), and published by SHA-256 only then. The bytes are written as they arrive
-//! ([`crate::fetch::written`]), and the request that leads the flight may have them as they
+//! (a `.mod`'s few once they are checked: [`crate::fetch::written`]), and the request that leads the flight may have them as they
 //! arrive too, all but the last, which waits for the check ([`Fill::fly_streaming`]) but not
 //! for the store's sync and rename after it (a request for the same file meanwhile joins the
 //! flight). The read runs on its flight's own task, so a client that leaves never cancels it
