@@ -291,6 +291,17 @@ fn a_fill_landing_on_a_name_already_taken_is_synced_and_renamed_over_it() {
     assert_eq!(landed.sync().unwrap(), digest);
 }
 
+/// The store in `dir` opened again, as a restart would (the tests' stores hold 64 reserve
+/// steps).
+fn reopen(dir: &Path) -> Arc<Store> {
+    let settings = StoreSettings {
+        dir: dir.to_path_buf(),
+        max_bytes: 64 * RESERVE_STEP,
+        ..StoreSettings::default()
+    };
+    Store::open(&settings).unwrap()
+}
+
 #[test]
 fn a_landed_fill_never_synced_is_hashed_before_it_is_served_after_a_restart() {
     let (dir, s) = store(64 * RESERVE_STEP);
@@ -299,12 +310,7 @@ fn a_landed_fill_never_synced_is_hashed_before_it_is_served_after_a_restart() {
     fill.write(&body).unwrap();
     let digest = fill.land(Provenance::Local, None).unwrap().digest();
     drop(s);
-    let settings = StoreSettings {
-        dir: dir.path().to_path_buf(),
-        max_bytes: 64 * RESERVE_STEP,
-        ..StoreSettings::default()
-    };
-    let again = Store::open(&settings).unwrap();
+    let again = reopen(dir.path());
     assert!(!again.contains_verified(&digest), "trusted without a sync");
     assert_eq!(again.read_bytes(&digest, u64::MAX).unwrap(), body);
     assert!(
@@ -340,12 +346,7 @@ fn bytes_kept_unsynced_are_recorded_unverified_and_a_changed_file_is_not_served_
     drop(s);
     fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
     fs::write(&path, bytes(8_192, 10)).unwrap();
-    let settings = StoreSettings {
-        dir: dir.path().to_path_buf(),
-        max_bytes: 64 * RESERVE_STEP,
-        ..StoreSettings::default()
-    };
-    let again = Store::open(&settings).unwrap();
+    let again = reopen(dir.path());
     assert!(!again.contains_verified(&digest), "trusted without a sync");
     assert_eq!(again.read_bytes(&digest, u64::MAX), None);
     assert!(again.contains_verified(&synced));

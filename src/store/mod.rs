@@ -345,11 +345,7 @@ impl Store {
         from: Provenance,
         label: Option<String>,
     ) -> Result<Digest, FillError> {
-        let mut fill = self
-            .begin(Some(digest), bytes.len() as u64)
-            .map_err(FillError::Store)?;
-        fill.write(bytes)?;
-        fill.commit(from, label)
+        self.fill_from(digest, bytes)?.commit(from, label)
     }
 
     /// [`Store::put_verified`] without a sync, for bytes that can be had and proved again (see
@@ -361,11 +357,19 @@ impl Store {
         from: Provenance,
         label: Option<String>,
     ) -> Result<Digest, FillError> {
+        Ok(self
+            .fill_from(digest, bytes)?
+            .land(from, label)?
+            .keep_unsynced())
+    }
+
+    /// A fill holding `bytes`, expected to hash to `digest`, not yet published.
+    fn fill_from(self: &Arc<Self>, digest: Digest, bytes: &[u8]) -> Result<Fill, FillError> {
         let mut fill = self
             .begin(Some(digest), bytes.len() as u64)
             .map_err(FillError::Store)?;
         fill.write(bytes)?;
-        Ok(fill.land(from, label)?.keep_unsynced())
+        Ok(fill)
     }
 
     /// Every entry with its record, most recently used first.
