@@ -1,7 +1,10 @@
 //! Fetching what a registry's metadata names, verified against the digest the registry
-//! published, whatever its algorithm: the bytes stream into a fill while a second hasher
-//! checks them, and the fill is published only if that digest matched. The size is not known
-//! in advance; `[cache] max_object_bytes` bounds it.
+//! published, whatever its algorithm: the bytes stream into a fill while a hasher checks
+//! them, and the fill is published only if that digest matched. A published SHA-256 with an
+//! announced length is the store's own name, so that one hash is the only pass over the bytes;
+//! any other digest is checked beside the fill's own SHA-256. The size is not known in
+//! advance; `[cache] max_object_bytes` bounds it. A matching fill lands (served by this
+//! process at once) before the client's last byte goes, and is synced after it.
 
 use std::sync::Arc;
 
@@ -272,17 +275,31 @@ impl Fetcher {
             let fail =
                 |code: FetchCode, detail: String| locator(locator_failure(url, hop, code, detail));
             let store = self.store().clone();
-            let fill = tokio::task::spawn_blocking(move || store.begin(None, max))
-                .await
-                .map_err(|e| {
-                    fail(
-                        FetchCode::CacheError,
-                        format!("the cache writer failed: {e}"),
-                    )
-                })?
-                .map_err(|e| locator(Failure::Store(e)))?;
-            let mut sink = FillSink::start(fill);
             let length = content_length(response.headers()).filter(|n| *n > 0);
+            // A published SHA-256 with an announced length is the fill's own name and size:
+            // the pump's hash below is then the only pass over the bytes, and the fill only
+            // writes them. Otherwise the fill hashes what it writes itself.
+            let hashed_once = expected.sha256().zip(length);
+            let fill = tokio::task::spawn_blocking(move || match hashed_once {
+                Some((sha256, length)) => {
+                    let mut fill = store.begin(Some(sha256), length)?;
+                    fill.hashed_by_caller().map_err(|e| match e {
+                        FillError::Store(e) => e,
+                        other => crate::store::StoreError::Internal(other.to_string()),
+                    })?;
+                    Ok(fill)
+                }
+                None => store.begin(None, max),
+            })
+            .await
+            .map_err(|e| {
+                fail(
+                    FetchCode::CacheError,
+                    format!("the cache writer failed: {e}"),
+                )
+            })?
+            .map_err(|e| locator(Failure::Store(e)))?;
+            let mut sink = FillSink::start(fill);
             // Only a body of announced length can be held back by its last byte.
             let tap = match (tap, length) {
                 (Some(t), Some(n)) if t.start(n).await => Some(t),
@@ -317,18 +334,39 @@ impl Fetcher {
                     received: got.sri(),
                 });
             }
-            let published = sink
-                .finish(
+            // The pump's SHA-256 of every byte the fill was sent, for a fill that left the
+            // hashing to it.
+            let hashed = hashed_once.and(got.sha256());
+            let landed = sink
+                .land(
+                    hashed,
                     Provenance::Registry(Some(redact_locator(url)), voucher.clone()),
                     label.clone(),
                 )
                 .await;
             // The bytes matched: the tapped client has its last byte whether or not the store
-            // kept them, and once it has it, a store that could keep them has.
+            // kept them (and once it has it, a store that could keep them serves them),
+            // without waiting for the sync; a client slow to take it never holds the sync up.
             if let Some(t) = tap {
-                t.verified().await;
+                tokio::spawn(async move { t.verified().await });
             }
-            published.map_err(|e| fail(FetchCode::CacheError, e.to_string()))
+            let landed = landed.map_err(|e| fail(FetchCode::CacheError, e.to_string()))?;
+            let sha256 = landed.digest();
+            // A file that cannot be synced is still served by this process (its record says
+            // unverified, so the next start hashes it first): the disk's trouble is logged.
+            match tokio::task::spawn_blocking(move || landed.sync()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(url = %redact_locator(url), error = %e, "artifact served but not synced to disk");
+                }
+                Err(e) => {
+                    return Err(fail(
+                        FetchCode::CacheError,
+                        format!("the cache writer failed: {e}"),
+                    ));
+                }
+            }
+            Ok(sha256)
         };
         match tokio::time::timeout(self.fetch_timeout(), attempt).await {
             Ok(result) => result,

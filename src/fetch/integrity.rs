@@ -94,6 +94,14 @@ impl Expected {
     pub(crate) fn key(&self) -> String {
         format!("{}:{}", self.algorithm.as_str(), hex::encode(&self.bytes))
     }
+
+    /// The digest as the store names bytes, when it is a SHA-256 of 32 bytes.
+    pub(crate) fn sha256(&self) -> Option<crate::store::Digest> {
+        if self.algorithm != Algorithm::Sha256 {
+            return None;
+        }
+        Some(crate::store::Digest(self.bytes.as_slice().try_into().ok()?))
+    }
 }
 
 /// One SRI token (`<algorithm>-<base64>[?options]`) with an algorithm fetchgate can check, its
@@ -161,6 +169,27 @@ impl Hasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_sha256_names_the_store_s_bytes() {
+        let hex = "ab".repeat(32);
+        let sha256 = Expected::from_hex(Algorithm::Sha256, &hex).unwrap();
+        assert_eq!(
+            sha256.sha256().map(|d| d.hex()),
+            Some(hex.clone()),
+            "a SHA-256 is the store's own name"
+        );
+        let sha512 = Expected::from_hex(Algorithm::Sha512, &"ab".repeat(64)).unwrap();
+        assert_eq!(sha512.sha256(), None);
+        let sha1 = Expected::from_hex(Algorithm::Sha1, &"ab".repeat(20)).unwrap();
+        assert_eq!(sha1.sha256(), None);
+        // A SHA-256 of the wrong length (built by hand: `from_hex` refuses it) names nothing.
+        let short = Expected {
+            algorithm: Algorithm::Sha256,
+            bytes: vec![0xab; 31],
+        };
+        assert_eq!(short.sha256(), None);
+    }
 
     #[test]
     fn npm_dist_prefers_the_strongest_usable_digest() {

@@ -512,6 +512,27 @@ impl FillSink {
         (&mut self.writer).await.map_err(writer_failed)?
     }
 
+    /// Waits for every chunk to be written, then verifies and lands ([`Fill::land`]): served
+    /// by this process at once, durable once [`Landed::sync`] ran. `hashed` is the caller's
+    /// SHA-256 of every byte it sent, for a fill [`Fill::hashed_by_caller`]
+    /// ([`Fill::verify_hashed`]); `None` for one that hashes for itself.
+    pub(crate) async fn land(
+        self,
+        hashed: Option<Digest>,
+        from: Provenance,
+        label: Option<String>,
+    ) -> Result<Landed, FillError> {
+        let mut fill = self.written().await?;
+        tokio::task::spawn_blocking(move || {
+            if let Some(got) = hashed {
+                fill.verify_hashed(got)?;
+            }
+            fill.land(from, label)
+        })
+        .await
+        .map_err(writer_failed)?
+    }
+
     /// Waits for every chunk to be written, then verifies and publishes.
     pub(crate) async fn finish(
         self,

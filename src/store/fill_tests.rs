@@ -351,3 +351,72 @@ fn bytes_kept_unsynced_are_recorded_unverified_and_a_changed_file_is_not_served_
     assert_eq!(again.read_bytes(&digest, u64::MAX), None);
     assert!(again.contains_verified(&synced));
 }
+
+/// A sink fill of `body`'s size expecting `body`'s digest, hashed by its caller, sent `sent`
+/// in chunks of 64 KiB.
+async fn sink_hashed_by_caller(s: &Arc<Store>, body: &[u8], sent: &[u8]) -> FillSink {
+    let mut fill = s
+        .begin(Some(Digest::of(body)), body.len() as u64)
+        .expect("begin");
+    fill.hashed_by_caller().expect("before the first byte");
+    let mut sink = FillSink::start(fill);
+    for chunk in sent.chunks(64 * 1024) {
+        sink.send(bytes::Bytes::copy_from_slice(chunk))
+            .await
+            .expect("send");
+    }
+    sink
+}
+
+#[tokio::test]
+async fn a_sink_hashed_by_its_caller_lands_on_the_caller_s_digest_and_records_it_once_synced() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    let body = bytes(300_000, 11);
+    let digest = Digest::of(&body);
+    let sink = sink_hashed_by_caller(&s, &body, &body).await;
+    let landed = sink
+        .land(Some(digest), Provenance::Local, Some("deb".into()))
+        .await
+        .unwrap();
+    assert_eq!(landed.digest(), digest);
+    // Served by this process before any sync; recorded only by the sync.
+    assert!(s.contains_verified(&digest));
+    assert_eq!(s.read_bytes(&digest, u64::MAX).unwrap(), body);
+    assert_eq!(recorded_verified(&s, &digest), None);
+    assert_eq!(temp_files(&s), 0);
+    assert_eq!(landed.sync().unwrap(), digest);
+    assert_eq!(recorded_verified(&s, &digest), Some(true));
+    assert_eq!(s.space.used(), body.len() as u64);
+}
+
+#[tokio::test]
+async fn a_sink_hashed_by_its_caller_lands_nothing_on_another_digest_or_a_short_body() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    let body = bytes(200_000, 12);
+    let digest = Digest::of(&body);
+    // The caller's hash of other bytes than the expected ones: the fill only wrote them.
+    let other = bytes(200_000, 13);
+    let sink = sink_hashed_by_caller(&s, &body, &other).await;
+    let refused = sink
+        .land(Some(Digest::of(&other)), Provenance::Local, None)
+        .await
+        .err();
+    assert!(
+        matches!(refused, Some(FillError::DigestMismatch { .. })),
+        "{refused:?}"
+    );
+    // The right digest claimed for a body that ended short of its announced length.
+    let sink = sink_hashed_by_caller(&s, &body, &body[..150_000]).await;
+    let short = sink.land(Some(digest), Provenance::Local, None).await.err();
+    assert!(
+        matches!(short, Some(FillError::TooShort { .. })),
+        "{short:?}"
+    );
+    // A caller that gives no digest for a fill it hashes is a bug, never a publication.
+    let sink = sink_hashed_by_caller(&s, &body, &body).await;
+    assert!(sink.land(None, Provenance::Local, None).await.is_err());
+    assert!(!s.contains_verified(&digest));
+    assert!(!s.contains_verified(&Digest::of(&other)));
+    assert_eq!(temp_files(&s), 0);
+    assert_eq!(s.space.used(), 0);
+}
