@@ -68,6 +68,7 @@ impl KindSettings for GoSettings {
             tiles: Arc::default(),
             recent_tiles: Default::default(),
             proved_tiles: Default::default(),
+            proved_records: Default::default(),
             proved_trees: Default::default(),
             proofs: Arc::default(),
         })

@@ -17,6 +17,7 @@ pub(crate) mod note;
 mod path_rule;
 pub(crate) mod paths;
 mod proved;
+mod proved_records;
 mod proved_tiles;
 mod recent_tiles;
 pub(crate) mod settings;

@@ -33,6 +33,9 @@ pub(super) struct GoFront {
     pub(super) tiles: Arc<TileFlights>,
     /// The tiles read in the last moments, for proofs that start before another kept them.
     pub(super) recent_tiles: super::recent_tiles::RecentTiles,
+    /// The lookup answers proved, with their records: the same bytes asked again are not
+    /// proved again.
+    pub(super) proved_records: super::proved_records::ProvedRecords,
     /// The tiles proofs proved, the newest of them, while they are being kept and after.
     pub(super) proved_tiles: Arc<super::proved_tiles::ProvedTiles>,
     /// The newest tree each checksum database was proved to have, as this registry last read

@@ -47,6 +47,9 @@ impl Go<'_> {
 
     /// The database's proved record of `module@version`: its lookup answer's note signed by
     /// the configured key, the record in that tree, the tree extending the newest one trusted.
+    /// A lookup answer proved before, byte for byte, is not proved again
+    /// ([`super::proved_records`]); its record's `tree` is then the newest one trusted when it
+    /// was.
     pub(super) async fn sumdb_record(
         &self,
         front: &Front,
@@ -55,6 +58,11 @@ impl Go<'_> {
         version: &str,
     ) -> Result<(Record, Bytes), RegistryError> {
         let lookup = self.sumdb_lookup(front, db, module, version).await?;
+        let name = db.verifier.name.as_str();
+        let proved = &self.state.proved_records;
+        if let Some(record) = proved.get(name, module, version, &lookup) {
+            return Ok((record, lookup));
+        }
         let mut reads = TileReads::default();
         let included = async {
             // Signature first, once; the tile passes below re-run only the proof.
@@ -71,13 +79,12 @@ impl Go<'_> {
         let newest = self.trust(front, db, record.tree, &mut reads).await?;
         drop(turn);
         reads.keep(self, db);
-        Ok((
-            Record {
-                tree: newest,
-                ..record
-            },
-            lookup,
-        ))
+        let record = Record {
+            tree: newest,
+            ..record
+        };
+        proved.keep(name, module, version, lookup.clone(), record.clone());
+        Ok((record, lookup))
     }
 
     /// The database's newest signed tree (`latest`, through the metadata cache), once the
