@@ -388,9 +388,8 @@ fn fleet_lease(expected: &Expected) -> Option<String> {
 
 /// What a waiter on `expected`'s lease looks for: its object, or the alias naming it.
 fn landed_for(tier: &SharedTier, expected: &Expected) -> Landed {
-    let hex = hex::encode(&expected.bytes);
-    match Digest::parse(&hex) {
-        Ok(sha256) if expected.algorithm == Algorithm::Sha256 => tier.object_landed(&sha256),
-        _ => tier.alias_landed(expected.algorithm.as_str(), &hex),
+    match expected.sha256() {
+        Some(sha256) => tier.object_landed(&sha256),
+        None => tier.alias_landed(expected.algorithm.as_str(), &hex::encode(&expected.bytes)),
     }
 }

@@ -133,7 +133,7 @@ impl Tiers {
         let tier = self.shared()?;
         let sha256 = match (known, expected.algorithm) {
             (Some(d), _) => d,
-            (None, Algorithm::Sha256) => Digest::parse(&hex::encode(&expected.bytes)).ok()?,
+            (None, Algorithm::Sha256) => expected.sha256()?,
             (None, algorithm) if !algorithm.names_bytes() => return None,
             (None, algorithm) => {
                 tier.alias(algorithm.as_str(), &hex::encode(&expected.bytes))
