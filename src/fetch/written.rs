@@ -1,11 +1,14 @@
 //! Fetching a file whose check needs every byte at once (a Go module zip's `h1:` reads its
 //! directory first): the body streams into a fill and into memory as it arrives, optionally
 //! handing one client the bytes too ([`tap`](super::tap)), and the caller checks the whole
-//! body before it publishes the fill and lets the client have its last byte. A small body
-//! (at most [`WRITE_AFTER_BYTES`], announced) is only kept in memory: its fill is made once its
-//! check passed, in the same hand-off to a blocking thread as its publication, instead of a
-//! writer thread of its own (three hand-offs fewer for a `.mod`, and no temp file for bytes
-//! that are refused). Nothing is published here; a fill the caller drops is abandoned.
+//! body before it lets the client have its last byte and lands the bytes
+//! ([`Unpublished::land`]). The fill only writes: the store's SHA-256 is taken once, from the
+//! body in memory, when the bytes land, so neither the client's last byte nor the caller's
+//! check waits for it. A small body (at most [`WRITE_AFTER_BYTES`], announced) is only kept
+//! in memory: its fill is made when it lands, in the same hand-off to a blocking thread,
+//! instead of a writer thread of its own (three hand-offs fewer for a `.mod`, and no temp
+//! file for bytes that are refused). Nothing is published here; a fill the caller drops is
+//! abandoned.
 
 use std::sync::Arc;
 
@@ -19,7 +22,8 @@ use super::hops::{Credential, GetRequest};
 use super::idle::IdleBody;
 use super::pump::Pump;
 use super::tap::Tap;
-use crate::store::{Fill, FillError, FillSink, Store};
+use crate::store::fill::Landed;
+use crate::store::{FillError, FillSink, Provenance, Store, StoreError};
 
 /// The largest announced body kept only in memory until its check passed.
 pub(crate) const WRITE_AFTER_BYTES: u64 = 64 * 1024;
@@ -28,9 +32,8 @@ pub(crate) const WRITE_AFTER_BYTES: u64 = 64 * 1024;
 pub(crate) struct Written {
     /// Every byte, for the caller's check.
     pub(crate) body: Bytes,
-    /// Where the store has the same bytes: the caller makes it a fill
-    /// ([`Unpublished::into_fill`]) and publishes it once its check passed, or drops it
-    /// (nothing kept).
+    /// Where the store has the same bytes: the caller lands them
+    /// ([`Unpublished::land`]) once its check passed, or drops them (nothing kept).
     pub(crate) fill: Unpublished,
     /// The tapped client, if it kept up to the end: it has every byte but the last, which
     /// [`Tap::verified`] releases.
@@ -39,26 +42,51 @@ pub(crate) struct Written {
 
 /// A written body's bytes as the store has them, before publication.
 pub(crate) enum Unpublished {
-    /// Written into a fill (and hashed) as they arrived.
-    Filled(Box<Fill>),
-    /// Not in the store yet: a small body, written by [`Unpublished::into_fill`].
+    /// Being written (not hashed) by a fill's writer thread as they arrived: the store
+    /// hashes them once, from [`Written::body`], when [`Unpublished::land`] lands them.
+    Writing(FillSink),
+    /// Not in the store yet: a small body, written by [`Unpublished::land`].
     InMemory(Arc<Store>),
 }
 
 impl Unpublished {
-    /// The fill holding `body` (the bytes [`Written::body`] has), written now if it was only
-    /// in memory. Blocking.
-    pub(crate) fn into_fill(self, body: &[u8]) -> Result<Fill, FillError> {
-        match self {
-            Unpublished::Filled(fill) => Ok(*fill),
-            Unpublished::InMemory(store) => {
-                let mut fill = store
-                    .begin(None, body.len() as u64)
-                    .map_err(FillError::Store)?;
-                fill.write(body)?;
-                Ok(fill)
-            }
-        }
+    /// Lands `body` (the bytes [`Written::body`] has) once its check passed: waits for the
+    /// writer to finish, then, on a blocking thread, names the bytes by their SHA-256 and
+    /// lands them ([`Fill::land`]: served by this process at once, durable once
+    /// [`Landed::sync`] ran). A small body is written now. Nothing is kept when the store
+    /// refuses the bytes (a writer that stopped, a full cache).
+    pub(crate) async fn land(
+        self,
+        body: Bytes,
+        from: Provenance,
+        label: Option<String>,
+    ) -> Result<Landed, FillError> {
+        let written = match self {
+            Unpublished::Writing(sink) => Ok(sink.written().await?),
+            Unpublished::InMemory(store) => Err(store),
+        };
+        tokio::task::spawn_blocking(move || {
+            let fill = match written {
+                Ok(mut fill) => {
+                    fill.verify_whole(&body)?;
+                    fill
+                }
+                Err(store) => {
+                    let mut fill = store
+                        .begin(None, body.len() as u64)
+                        .map_err(FillError::Store)?;
+                    fill.write(&body)?;
+                    fill
+                }
+            };
+            fill.land(from, label)
+        })
+        .await
+        .map_err(|e| {
+            FillError::Store(StoreError::Internal(format!(
+                "the cache writer failed: {e}"
+            )))
+        })?
     }
 }
 
@@ -98,7 +126,7 @@ impl Fetcher {
             let limit = length.unwrap_or(max);
             let mut sink = length
                 .is_none_or(|n| n > WRITE_AFTER_BYTES)
-                .then(|| FillSink::begin(self.store().clone(), None, limit));
+                .then(|| FillSink::begin_hashed_whole_later(self.store().clone(), limit));
             // Only a body of announced length can be held back by its last byte.
             let tap = match (tap, length.filter(|n| *n > 0)) {
                 (Some(t), Some(n)) if t.start(n).await => Some(t),
@@ -131,10 +159,7 @@ impl Fetcher {
             }
             let (_, tap) = pump.finish();
             let fill = match sink {
-                Some(sink) => {
-                    let fill = sink.written().await.map_err(|e| sink_failure(&fail, e))?;
-                    Unpublished::Filled(Box::new(fill))
-                }
+                Some(sink) => Unpublished::Writing(sink),
                 None => Unpublished::InMemory(self.store().clone()),
             };
             Ok(Some(Written {
@@ -228,18 +253,18 @@ mod tests {
         // Refused now (a check that failed drops it): no temp file was ever made.
         assert!(matches!(fill, Unpublished::InMemory(_)));
         assert_eq!(store.temp_files_created(), 0);
-        // Kept: the fill is made, written and published from the body.
-        let published = tokio::task::spawn_blocking(move || {
-            fill.into_fill(&body)?.commit(Provenance::Local, None)
-        })
-        .await
-        .unwrap()
-        .unwrap();
+        // Kept: the fill is made, written and landed from the body.
+        let landed = fill.land(body, Provenance::Local, None).await.unwrap();
+        let published = tokio::task::spawn_blocking(move || landed.sync())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(published, Digest::of(&small));
         assert_eq!(store.temp_files_created(), 1);
         assert!(store.contains_verified(&published));
 
-        // The twin: a body past the bound is written into its fill as it arrives.
+        // The twin: a body past the bound is written into its fill as it arrives, and named
+        // when it lands by the SHA-256 of the bytes themselves.
         let dir = tempfile::tempdir().unwrap();
         let large = vec![7u8; WRITE_AFTER_BYTES as usize + 1];
         let up = upstream(large.clone()).await;
@@ -248,9 +273,44 @@ mod tests {
         let Ok(Some(written)) = fetcher.fetch_written(&url, None, 1 << 20, None).await else {
             panic!("the larger body was not fetched");
         };
-        assert!(matches!(written.fill, Unpublished::Filled(_)));
+        assert!(matches!(written.fill, Unpublished::Writing(_)));
         assert_eq!(store.temp_files_created(), 1);
         assert_eq!(written.body.len(), large.len());
+        let landed = written
+            .fill
+            .land(written.body, Provenance::Local, None)
+            .await
+            .unwrap();
+        assert_eq!(landed.digest(), Digest::of(&large));
+        assert!(store.contains(&Digest::of(&large)));
+        let synced = tokio::task::spawn_blocking(move || landed.sync())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(store.contains_verified(&synced));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_written_body_lands_only_on_the_bytes_it_wrote() {
+        // Other bytes of another length than those written: nothing is kept.
+        let dir = tempfile::tempdir().unwrap();
+        let large = vec![9u8; WRITE_AFTER_BYTES as usize + 10];
+        let up = upstream(large.clone()).await;
+        let (fetcher, store) = fetcher_to(dir.path(), up);
+        let url = format!("http://{up}/m.zip");
+        let Ok(Some(written)) = fetcher.fetch_written(&url, None, 1 << 20, None).await else {
+            panic!("the body was not fetched");
+        };
+        let short = written.body.slice(1..);
+        let refused = written.fill.land(short, Provenance::Local, None).await;
+        assert!(
+            matches!(refused, Err(FillError::TooShort { .. })),
+            "{:?}",
+            refused.as_ref().err()
+        );
+        assert!(!store.contains(&Digest::of(&large)));
+        let temp = std::fs::read_dir(dir.path().join("tmp")).map_or(0, |d| d.count());
+        assert_eq!(temp, 0, "the refused fill's temp file is gone");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

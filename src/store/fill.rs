@@ -213,6 +213,48 @@ impl Fill {
         self.check(got)
     }
 
+    /// Leaves the hashing to [`Fill::verify_whole`], for a caller that holds every byte it
+    /// writes in memory anyway and must release its client's last byte before the store's
+    /// SHA-256 is done (a Go module zip, whose `h1:` is the check that gates that byte): then
+    /// [`Fill::write`] only writes and counts, and the name is hashed once, after the
+    /// client's last byte, from the bytes themselves rather than from anyone's claim. Only
+    /// before the first byte.
+    pub(crate) fn hashed_whole_later(&mut self) -> Result<(), FillError> {
+        if self.count > 0 || self.checked.is_some() {
+            return Err(closed());
+        }
+        self.hasher = None;
+        Ok(())
+    }
+
+    /// [`Fill::verify`] for a fill [`Fill::hashed_whole_later`]: `whole` must be every byte
+    /// written, in order. The fill hashes `whole` itself; a `whole` of another length than
+    /// what was written is refused (`TooShort` or `TooLong`) and closes the fill, as does
+    /// any mismatch with an expected digest.
+    pub(crate) fn verify_whole(&mut self, whole: &[u8]) -> Result<Digest, FillError> {
+        if let Some(checked) = &self.checked {
+            return checked.clone();
+        }
+        if self.hasher.is_some() {
+            // The fill hashes for itself: its own hash is the one that counts.
+            return self.verify();
+        }
+        let length = whole.len() as u64;
+        if length != self.count {
+            let refused = if length < self.count {
+                FillError::TooShort {
+                    got: length,
+                    expected: self.count,
+                }
+            } else {
+                FillError::TooLong { limit: self.count }
+            };
+            self.checked = Some(Err(refused.clone()));
+            return Err(refused);
+        }
+        self.check(Digest::of(whole))
+    }
+
     /// Checks the count and `got` against what was expected, once (see [`Fill::verify`]).
     fn check(&mut self, got: Digest) -> Result<Digest, FillError> {
         let checked = match self.expected {
@@ -413,6 +455,17 @@ impl FillSink {
     pub(crate) fn begin(store: Arc<Store>, expected: Option<Digest>, size: u64) -> Self {
         Self::spawn(size, move || {
             store.begin(expected, size).map_err(FillError::Store)
+        })
+    }
+
+    /// [`FillSink::begin`] of a fill that only writes ([`Fill::hashed_whole_later`]): its
+    /// caller keeps every byte it sends, and hands them to [`Fill::verify_whole`] once the
+    /// writer is done.
+    pub(crate) fn begin_hashed_whole_later(store: Arc<Store>, size: u64) -> Self {
+        Self::spawn(size, move || {
+            let mut fill = store.begin(None, size).map_err(FillError::Store)?;
+            fill.hashed_whole_later()?;
+            Ok(fill)
         })
     }
 

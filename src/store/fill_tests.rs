@@ -1,7 +1,8 @@
 //! Tests of a fill: its disk side (blocks allocated with the reservation and given back past
 //! the last byte, the bytes published unchanged, a failed write that closes the fill), and a
 //! fill whose caller hashes the bytes, which publishes only on the caller's matching digest
-//! and the exact size, never on its word alone.
+//! and the exact size, never on its word alone, and a fill hashed whole later, named by the
+//! bytes themselves and only when they are as many as were written.
 
 use std::os::unix::fs::MetadataExt;
 
@@ -245,6 +246,90 @@ fn a_fill_that_hashes_for_itself_ignores_a_caller_s_digest() {
         open_ended.commit(Provenance::Local, None),
         Ok(Digest::of(&body))
     );
+}
+
+/// A fill of at most `limit` bytes that leaves its hashing to [`Fill::verify_whole`], with
+/// `written` written into it.
+fn hashed_whole_later(s: &Arc<Store>, limit: u64, written: &[u8]) -> Fill {
+    let mut fill = s.begin(None, limit).expect("begin");
+    fill.hashed_whole_later().expect("before the first byte");
+    write_in_chunks(&mut fill, written);
+    fill
+}
+
+#[test]
+fn a_fill_hashed_whole_later_is_named_by_the_bytes_it_is_given_and_lands() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    let body = bytes(300_000, 6);
+    let mut fill = hashed_whole_later(&s, 1 << 20, &body);
+    assert_eq!(fill.verify_whole(&body), Ok(Digest::of(&body)));
+    let landed = fill.land(Provenance::Local, None).expect("land");
+    assert_eq!(landed.digest(), Digest::of(&body));
+    assert!(s.contains(&Digest::of(&body)));
+    assert_eq!(landed.sync(), Ok(Digest::of(&body)));
+    assert!(s.contains_verified(&Digest::of(&body)));
+    assert_eq!(
+        fs::read(s.object_path(&Digest::of(&body))).expect("read"),
+        body
+    );
+    assert_eq!(temp_files(&s), 0);
+}
+
+#[test]
+fn a_fill_hashed_whole_later_lands_nothing_without_the_bytes_it_wrote() {
+    let (_dir, s) = store(64 * RESERVE_STEP);
+    let body = bytes(200_000, 7);
+    // Fewer or more bytes than were written: refused, and the first answer holds.
+    let mut fill = hashed_whole_later(&s, 1 << 20, &body);
+    assert!(matches!(
+        fill.verify_whole(&body[..199_999]),
+        Err(FillError::TooShort {
+            got: 199_999,
+            expected: 200_000
+        })
+    ));
+    assert!(fill.verify_whole(&body).is_err(), "the first answer holds");
+    assert!(fill.land(Provenance::Local, None).is_err());
+    let mut longer = body.clone();
+    longer.push(0);
+    let mut fill = hashed_whole_later(&s, 1 << 20, &body);
+    assert!(matches!(
+        fill.verify_whole(&longer),
+        Err(FillError::TooLong { limit: 200_000 })
+    ));
+    drop(fill);
+    // Never given the bytes: no publication under any name.
+    let fill = hashed_whole_later(&s, 1 << 20, &body);
+    assert!(fill.land(Provenance::Local, None).is_err());
+    // Nor can the hashing be left for later once bytes were written.
+    let mut fill = s.begin(None, 1 << 20).expect("begin");
+    fill.write(&body[..10]).expect("write");
+    assert!(fill.hashed_whole_later().is_err());
+    drop(fill);
+    assert!(!s.contains(&Digest::of(&body)));
+    assert!(!s.contains(&Digest::of(&longer)));
+    assert_eq!(s.stats().entries, 0);
+    assert_eq!(temp_files(&s), 0);
+}
+
+#[test]
+fn a_fill_hashed_whole_later_still_refuses_other_bytes_than_it_expects() {
+    // With an expected digest, the bytes given must hash to it, however many were written.
+    let (_dir, s) = store(1 << 20);
+    let body = bytes(5000, 8);
+    let mut other = body.clone();
+    other[100] ^= 1;
+    let mut fill = s
+        .begin(Some(Digest::of(&body)), body.len() as u64)
+        .expect("begin");
+    fill.hashed_whole_later().expect("before the first byte");
+    fill.write(&other).expect("write");
+    assert!(matches!(
+        fill.verify_whole(&other),
+        Err(FillError::DigestMismatch { .. })
+    ));
+    assert!(fill.commit(Provenance::Local, None).is_err());
+    assert!(!s.contains(&Digest::of(&body)));
 }
 
 /// Whether the index records `digest`, and as verified.

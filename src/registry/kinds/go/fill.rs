@@ -4,8 +4,8 @@
 //! `sumdb = "off"`), and published by SHA-256 only then. The bytes are written as they arrive
 //! (a `.mod`'s few once they are checked: [`crate::fetch::written`]), and the request that leads the flight may have them as they
 //! arrive too, all but the last, which waits for the check ([`Fill::fly_streaming`]) but not
-//! for the store's sync and rename after it (a request for the same file meanwhile joins the
-//! flight). The read runs on its flight's own task, so a client that leaves never cancels it
+//! for the store's naming (its SHA-256, taken once the client has its last byte), landing and
+//! sync after it (a request for the same file meanwhile joins the flight). The read runs on its flight's own task, so a client that leaves never cancels it
 //! for the others.
 
 use std::sync::Arc;
@@ -310,32 +310,27 @@ impl Fill {
             return Err(go_err(e));
         }
         count(self.fetcher.metrics(), &self.registry, "miss");
-        let aliases = self.aliases.clone();
-        let index_key = self.index_key.clone();
-        let label = self.label();
-        let locator = crate::redact::redact_locator(self.url.as_str());
-        let from = Provenance::Registry(Some(locator), Voucher::registry(&self.registry));
-        let landed = tokio::task::spawn_blocking(move || {
-            // Hashed once, by the store as it writes; the same bytes through another registry
-            // (or by URL) are only noted as vouched for by this one too. Served by this
-            // process from here on; synced below.
-            let landed = fill
-                .into_fill(&body)
-                .and_then(|fill| fill.land(from, Some(label)))
-                .map_err(|e| RegistryError::Cache(e.to_string()))?;
-            // Its alias only saves a later request the upstream read.
-            aliases.set_alias_later(&index_key, &landed.digest());
-            Ok::<_, RegistryError>(landed)
-        })
-        .await
-        .map_err(|e| RegistryError::Internal(e.to_string()));
-        // The bytes passed their check: the tapped client has its last byte whether or not
-        // the store kept them (and once it has it, a store that could keep them serves them),
-        // without waiting for the sync; a client slow to take it never holds the sync up.
+        // The bytes passed their check: the tapped client has its last byte now, whether or
+        // not the store keeps them, and without waiting for the store to name them (its
+        // SHA-256 over the whole file), land them or sync them; a client slow to take it
+        // never holds any of that up. A request for the same file meanwhile joins this
+        // flight, which ends once they landed.
         if let Some(t) = tap {
             tokio::spawn(async move { t.verified().await });
         }
-        let landed = landed??;
+        let label = self.label();
+        let locator = crate::redact::redact_locator(self.url.as_str());
+        let from = Provenance::Registry(Some(locator), Voucher::registry(&self.registry));
+        // Hashed once, by the store as it lands them; the same bytes through another
+        // registry (or by URL) are only noted as vouched for by this one too. Served by this
+        // process from here on; synced below.
+        let landed = fill
+            .land(body, from, Some(label))
+            .await
+            .map_err(|e| RegistryError::Cache(e.to_string()))?;
+        // Its alias only saves a later request the upstream read.
+        self.aliases
+            .set_alias_later(&self.index_key, &landed.digest());
         let sha256 = landed.digest();
         self.fetcher.metrics().fill(crate::metrics::route::REGISTRY);
         // A file that cannot be synced is still served by this process (its record says
