@@ -49,7 +49,12 @@ pub(crate) async fn handle<B>(
     let (claimed, wanted) = mirrors(req.uri().query(), digest, fetcher.max_object_bytes())?;
     let metrics = &gate.metrics;
     let held = held_to_registries(policies);
-    let object = match lookup(store, digest).await {
+    let mut found = lookup(store, digest).await;
+    if found.is_none() && store.promised_landings().await {
+        // Bytes a client already had may have been landing: they are in place now.
+        found = lookup(store, digest).await;
+    }
+    let object = match found {
         Some(_) if held && !readable(store, &digest, policies).await => {
             // As if it were not stored: the digest alone is no proof of access.
             metrics.miss(crate::metrics::route::OBJECT);

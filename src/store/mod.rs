@@ -30,6 +30,7 @@ mod flusher;
 pub(crate) mod index;
 mod index_journal;
 mod index_later;
+pub(crate) mod landings;
 mod lookup;
 mod maintenance;
 mod memory;
@@ -148,6 +149,8 @@ pub struct Store {
     evicted_records: Mutex<Vec<Digest>>,
     /// Told of every new publication (the shared tier's upload queue).
     publish_hook: std::sync::OnceLock<PublishHook>,
+    /// Bytes a client already has that are still being named and landed.
+    landings: Arc<landings::Landings>,
 }
 
 /// What is told of a new publication: its digest, where its bytes came from and its label.
@@ -251,7 +254,25 @@ impl Store {
             failed_verification: AtomicU64::new(0),
             evicted_records: Mutex::new(Vec::new()),
             publish_hook: std::sync::OnceLock::new(),
+            landings: Arc::default(),
         }))
+    }
+
+    /// Promises that bytes a client already has are being named and landed, until the
+    /// promise is dropped: a reader that misses meanwhile waits for it
+    /// ([`Store::promised_landings`]).
+    pub(crate) fn promise_landing(&self) -> landings::Promise {
+        self.landings.promise()
+    }
+
+    /// For a reader that missed: when landings promised before now are under way, waits for
+    /// them and says `true` (look again); `false` at once when there are none.
+    pub(crate) async fn promised_landings(&self) -> bool {
+        if !self.landings.any() {
+            return false;
+        }
+        self.landings.promised_before_now().await;
+        true
     }
 
     /// The settings the store runs with.

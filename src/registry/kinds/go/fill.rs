@@ -314,7 +314,10 @@ impl Fill {
         // not the store keeps them, and without waiting for the store to name them (its
         // SHA-256 over the whole file), land them or sync them; a client slow to take it
         // never holds any of that up. A request for the same file meanwhile joins this
-        // flight, which ends once they landed.
+        // flight, which ends once they landed, and a `/sha256/` read that misses meanwhile
+        // waits for the landing promised here, so a client that has the bytes finds them
+        // stored.
+        let promise = self.fetcher.store().promise_landing();
         if let Some(t) = tap {
             tokio::spawn(async move { t.verified().await });
         }
@@ -328,6 +331,7 @@ impl Fill {
             .land(body, from, Some(label))
             .await
             .map_err(|e| RegistryError::Cache(e.to_string()))?;
+        drop(promise);
         // Its alias only saves a later request the upstream read.
         self.aliases
             .set_alias_later(&self.index_key, &landed.digest());
