@@ -2,11 +2,12 @@
 //! version from the same registry (one single flight, [`crate::fetch::flight`]), checked
 //! against the `h1:` the checksum database recorded (or the pinned first one with
 //! `sumdb = "off"`), and published by SHA-256 only then. The bytes are written as they arrive
-//! (a `.mod`'s few once they are checked: [`crate::fetch::written`]), and the request that leads the flight may have them as they
-//! arrive too, all but the last, which waits for the check ([`Fill::fly_streaming`]) but not
-//! for the store's naming (its SHA-256, taken once the client has its last byte), landing and
-//! sync after it (a request for the same file meanwhile joins the flight). The read runs on its flight's own task, so a client that leaves never cancels it
-//! for the others.
+//! (a `.mod`'s few once they are checked: [`crate::fetch::written`]), and the request that
+//! leads the flight may have them as they arrive too, all but the last, which waits for the
+//! check ([`Fill::fly_streaming`]) but not for the store's naming (its SHA-256, taken once
+//! the client has its last byte), landing and sync after it (a request for the same file
+//! meanwhile joins the flight; a `/sha256/` read waits for the promised landing). The read
+//! runs on its flight's own task, so a client that leaves never cancels it for the others.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -327,10 +328,14 @@ impl Fill {
         // Hashed once, by the store as it lands them; the same bytes through another
         // registry (or by URL) are only noted as vouched for by this one too. Served by this
         // process from here on; synced below.
-        let landed = fill
-            .land(body, from, Some(label))
-            .await
-            .map_err(|e| RegistryError::Cache(e.to_string()))?;
+        let landed = match fill.land(body, from, Some(label)).await {
+            Ok(landed) => landed,
+            Err(e) => {
+                // A streaming client already has the verified bytes; the store does not.
+                tracing::warn!(registry = %self.registry, module, version, file = ext, error = %e, "go module verified but not kept");
+                return Err(RegistryError::Cache(e.to_string()));
+            }
+        };
         drop(promise);
         // Its alias only saves a later request the upstream read.
         self.aliases
