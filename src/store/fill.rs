@@ -325,8 +325,8 @@ impl Fill {
         fs::set_permissions(&self.path, fs::Permissions::from_mode(0o444))
             .map_err(|e| fail("cannot set the mode of", &self.path, e))?;
         let target = self.store.object_path(&got);
-        let shard = target.parent().map(Path::to_path_buf).unwrap_or_default();
-        fs::create_dir_all(&shard).map_err(|e| fail("cannot create", &shard, e))?;
+        let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
+        let shard = Shard::make(dir).map_err(|(dir, e)| fail("cannot create", &dir, e))?;
         // A link fails where the name is taken: such a fill is synced and renamed over it.
         let linked = later && fs::hard_link(&self.path, &target).is_ok();
         let unsynced = if linked {
@@ -337,7 +337,7 @@ impl Fill {
                 .map_err(|e| fail("cannot sync", &self.path, e))?;
             drop(file);
             fs::rename(&self.path, &target).map_err(|e| fail("cannot publish", &target, e))?;
-            sync_dir(&shard);
+            shard.sync();
             None
         };
         // The reservation was `reserved`; the entry holds `count`.
@@ -360,13 +360,47 @@ fn sync_dir(dir: &Path) {
     }
 }
 
+/// The shard directory an entry is published in, and whether this publication made it.
+#[derive(Debug)]
+pub(super) struct Shard {
+    dir: PathBuf,
+    /// True when this publication created the directory: its own name, in the objects
+    /// directory, must then be synced too, or a power loss could take the directory (and the
+    /// entry in it) away on a file system without a journal.
+    made: bool,
+}
+
+impl Shard {
+    /// Makes `dir` unless it is a directory already; the error names the path.
+    pub(super) fn make(dir: PathBuf) -> Result<Self, (PathBuf, std::io::Error)> {
+        match fs::create_dir(&dir) {
+            Ok(()) => Ok(Self { dir, made: true }),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {
+                Ok(Self { dir, made: false })
+            }
+            Err(e) => Err((dir, e)),
+        }
+    }
+
+    /// `fsync`s the shard directory, and the objects directory above it when the shard was
+    /// made by this publication.
+    pub(super) fn sync(&self) {
+        sync_dir(&self.dir);
+        if self.made
+            && let Some(parent) = self.dir.parent()
+        {
+            sync_dir(parent);
+        }
+    }
+}
+
 /// A fill published by [`Fill::land`] (or, synced already, by [`Fill::commit`]'s path).
 #[must_use = "an entry landed and never synced gets no record: the next start hashes its file"]
 pub struct Landed {
     store: Arc<Store>,
     digest: Digest,
     /// The file and its directory, while they are to be synced.
-    unsynced: Option<(File, PathBuf)>,
+    unsynced: Option<(File, Shard)>,
 }
 
 impl Landed {
@@ -388,7 +422,7 @@ impl Landed {
             return Err(FillError::Store(io("cannot sync", &path, e)));
         }
         drop(file);
-        sync_dir(&shard);
+        shard.sync();
         self.store.synced(&self.digest);
         Ok(self.digest)
     }

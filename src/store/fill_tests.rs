@@ -505,3 +505,22 @@ async fn a_sink_hashed_by_its_caller_lands_nothing_on_another_digest_or_a_short_
     assert_eq!(temp_files(&s), 0);
     assert_eq!(s.space.used(), 0);
 }
+
+#[test]
+fn a_shard_made_by_a_publication_is_known_as_made_and_a_file_in_its_way_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shard = dir.path().join("ab");
+    // The first publication into it makes it, so its own name is synced too.
+    let first = Shard::make(shard.clone()).expect("made");
+    assert!(first.made && shard.is_dir());
+    first.sync();
+    // Later ones find it there.
+    let again = Shard::make(shard.clone()).expect("there");
+    assert!(!again.made);
+    // A file where the shard should be: refused, naming the path, not published into.
+    let blocked = dir.path().join("cd");
+    fs::write(&blocked, b"not a directory").expect("write");
+    let (named, _) = Shard::make(blocked.clone()).expect_err("a file is no shard");
+    assert_eq!(named, blocked);
+    assert!(blocked.is_file());
+}
