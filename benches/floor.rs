@@ -19,8 +19,10 @@
 //!   client connections by reading the object from the S3 server at BUCKET over one kept-alive
 //!   connection (MAP holds a presigned path per digest, one `<hex> <path>` a line). Each chunk
 //!   is hashed and passed on; the last one is held until the digest and the size matched (a
-//!   mismatch closes the connection short). COPY is the durable copy: `none`, or `behind` (a
-//!   second thread writes, `fsync`s and renames each verified object after its response).
+//!   mismatch closes the connection short). COPY is the local copy: `none`, `behind` (a
+//!   second thread writes, `fsync`s and renames each verified object after its response) or
+//!   `unsynced` (the same without the two `fsync`s: a copy of bytes the bucket keeps, which
+//!   fetchgate hashes again after a crash rather than syncing).
 //!
 //! The kept copies go to `DIR/kept`, made after DIR is marked as the top of a hierarchy
 //! (`FS_TOPDIR_FL`, where the file system has it), as fetchgate's store places its own
@@ -70,9 +72,14 @@ fn main() -> Result<()> {
         }
         ["first-read", listen, bucket, map, dir, copy] => {
             let copy = match *copy {
-                "none" => false,
-                "behind" => true,
-                other => return Err(format!("COPY is none or behind, not {other:?}").into()),
+                "none" => None,
+                "behind" => Some(Synced::Yes),
+                "unsynced" => Some(Synced::No),
+                other => {
+                    return Err(
+                        format!("COPY is none, behind or unsynced, not {other:?}").into()
+                    );
+                }
             };
             first_read(loopback(listen)?, loopback(bucket)?, map, dir, copy)
         }
@@ -326,12 +333,28 @@ fn new_file(dir: &Path, n: usize, len: u64) -> Result<(PathBuf, File)> {
     Ok((temp, file))
 }
 
+/// Whether a kept copy is `fsync`ed before and after its rename.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Synced {
+    Yes,
+    No,
+}
+
 /// `fsync`s `file`, renames `temp` to `target` and `fsync`s the directory: a kept copy.
 fn publish(file: File, temp: &Path, target: &Path) -> Result<()> {
-    file.sync_all()?;
+    publish_as(file, temp, target, Synced::Yes)
+}
+
+/// [`publish`], with the two `fsync`s only if `synced` says so.
+fn publish_as(file: File, temp: &Path, target: &Path, synced: Synced) -> Result<()> {
+    if synced == Synced::Yes {
+        file.sync_all()?;
+    }
     drop(file);
     std::fs::rename(temp, target)?;
-    if let Some(parent) = target.parent() {
+    if synced == Synced::Yes
+        && let Some(parent) = target.parent()
+    {
         File::open(parent)?.sync_all()?;
     }
     Ok(())
@@ -349,7 +372,7 @@ fn first_read(
     bucket: SocketAddr,
     map: &str,
     dir: &str,
-    copy: bool,
+    copy: Option<Synced>,
 ) -> Result<()> {
     let paths: HashMap<String, String> = std::fs::read_to_string(map)?
         .lines()
@@ -358,18 +381,18 @@ fn first_read(
         .collect();
     let chunk = chunk_size();
     let (pool_tx, pool_rx) = mpsc::channel::<Vec<u8>>();
-    let kept = if copy {
+    let kept = if copy.is_some() {
         kept_dir(dir)?
     } else {
         PathBuf::from(dir)
     };
-    let writer = copy.then(|| {
+    let writer = copy.map(|synced| {
         let (tx, rx) = mpsc::channel::<Verified>();
         let dir = kept.clone();
         let pool = pool_tx.clone();
         std::thread::spawn(move || {
             for (n, object) in rx.iter().enumerate() {
-                if let Err(e) = keep(&dir, n, &object) {
+                if let Err(e) = keep(&dir, n, &object, synced) {
                     eprintln!("floor first-read: keeping {}: {e}", object.hex);
                 }
                 for (buffer, _) in object.chunks {
@@ -474,11 +497,11 @@ fn serve_object(
 }
 
 /// Writes a verified object to a new file and publishes it under its digest.
-fn keep(dir: &Path, n: usize, object: &Verified) -> Result<()> {
+fn keep(dir: &Path, n: usize, object: &Verified, synced: Synced) -> Result<()> {
     let size = object.chunks.iter().map(|(_, len)| *len as u64).sum();
     let (temp, mut file) = new_file(dir, n, size)?;
     for (buffer, len) in &object.chunks {
         file.write_all(&buffer[..*len])?;
     }
-    publish(file, &temp, &dir.join(&object.hex))
+    publish_as(file, &temp, &dir.join(&object.hex), synced)
 }

