@@ -7,9 +7,13 @@
 //!   writer thread only writes it); the last chunk is held until that digest and the size
 //!   matched, so wrong bytes end the response before its last byte, and the file writes
 //!   behind it do not delay that byte;
-//! - either way the durable local copy (`fsync`, rename, index) is made alongside, on a task of
-//!   its own that neither a departed nor a stalled client stops. A client that takes no chunk
-//!   for `[shared] timeout_ms` is cut off and the fill goes on without it.
+//! - either way the local copy is made alongside, on a task of its own that neither a departed
+//!   nor a stalled client stops. A client that takes no chunk for `[shared] timeout_ms` is cut
+//!   off and the fill goes on without it. A streamed object's copy is durable (`fsync`, rename,
+//!   index). A memory-sized one's is linked into place and recorded without the two `fsync`s:
+//!   the bucket keeps those bytes, and after a crash the copy is hashed before it is served
+//!   (as [`Store::put_unsynced`] keeps a checksum database's tiles), which costs at most
+//!   `[cache] memory_max_object_bytes` of hashing where the syncs cost every first read.
 //!
 //! Concurrent readers of one digest share the read ([`super::flight`]): the others wait for
 //! the publication and are then served from the local disk.
@@ -112,13 +116,15 @@ impl SharedTier {
             let _ = answer.send(FirstRead::Whole(bytes.clone()));
             let (store, label) = (store.clone(), found.label);
             // Hashed once, above: the fill only writes and counts these bytes, and publishes
-            // on that digest and its own count.
+            // on that digest and its own count. Kept without a sync: the bucket holds them,
+            // and after a crash the copy is hashed again (at most a memory object's size)
+            // before it is served.
             let put = tokio::task::spawn_blocking(move || {
                 let mut fill = store.begin(Some(digest), size).map_err(FillError::Store)?;
                 fill.hashed_by_caller()?;
                 fill.write(&bytes)?;
                 fill.verify_hashed(digest)?;
-                fill.commit(locator, label)
+                Ok(fill.land(locator, label)?.keep_unsynced())
             });
             return self.published(&key, put.await);
         }
