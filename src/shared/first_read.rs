@@ -114,6 +114,9 @@ impl SharedTier {
             };
             self.verified(started);
             let _ = answer.send(FirstRead::Whole(bytes.clone()));
+            // The client's task first: on one core, a blocking thread woken now would take
+            // the core ahead of the response it is waiting to write.
+            tokio::task::yield_now().await;
             let (store, label) = (store.clone(), found.label);
             // Hashed once, above: the fill only writes and counts these bytes, and publishes
             // on that digest and its own count. Kept without a sync: the bucket holds them,
