@@ -23,7 +23,7 @@ use super::tap::{Tap, TapSlot};
 use crate::metrics::route::REGISTRY;
 use crate::redact::redact_locator;
 use crate::shared::SharedTier;
-use crate::shared::lease::{Landed, Turn};
+use crate::shared::lease::{LandedWhen, Turn};
 use crate::store::{Digest, FillError, FillSink, Provenance, Source, Voucher};
 
 /// What an upstream answered to a metadata request.
@@ -387,7 +387,7 @@ fn fleet_lease(expected: &Expected) -> Option<String> {
 }
 
 /// What a waiter on `expected`'s lease looks for: its object, or the alias naming it.
-fn landed_for(tier: &SharedTier, expected: &Expected) -> Landed {
+fn landed_for(tier: &SharedTier, expected: &Expected) -> LandedWhen {
     match expected.sha256() {
         Some(sha256) => tier.object_landed(&sha256),
         None => tier.alias_landed(expected.algorithm.as_str(), &hex::encode(&expected.bytes)),

@@ -28,14 +28,14 @@ pub(crate) const DEFAULT_FLIGHT_HEDGE: Duration = Duration::from_millis(2000);
 
 /// How a shared fetch ended, as the requests waiting for it see it.
 #[derive(Clone)]
-enum Landed<T> {
+enum Ended<T> {
     /// The leader finished with this result.
     Done(T),
     /// Every waiting request went away, so the fetch was stopped and its space freed.
     Abandoned,
 }
 
-type Outcome<T> = Option<Landed<T>>;
+type Outcome<T> = Option<Ended<T>>;
 
 /// One fetch from one source, shared by every request for the same key and source.
 struct Flight<S, T> {
@@ -148,11 +148,11 @@ where
             let waiting = (!led).then(|| Waiting::start(ask.metrics.clone()));
             let landed = tokio::select! {
                 landed = landing(&mut rx) => landed,
-                Some(value) = any_success(&mut others) => Some(Landed::Done(Ok(value))),
+                Some(value) = any_success(&mut others) => Some(Ended::Done(Ok(value))),
             };
             drop(waiting);
             match landed {
-                Some(Landed::Done(result)) => return result,
+                Some(Ended::Done(result)) => return result,
                 // Abandoned just before this request joined: lead (or join) anew.
                 _ => continue,
             }
@@ -223,12 +223,12 @@ where
     ) {
         tokio::spawn(async move {
             metrics.inflight_fetches.inc();
-            let landed = tokio::select! {
-                result = fetch => Landed::Done(result),
-                () = flight.tx.closed() => Landed::Abandoned,
+            let ended = tokio::select! {
+                result = fetch => Ended::Done(result),
+                () = flight.tx.closed() => Ended::Abandoned,
             };
             metrics.inflight_fetches.dec();
-            if matches!(landed, Landed::Abandoned) {
+            if matches!(ended, Ended::Abandoned) {
                 tracing::info!(
                     key = ?key,
                     "every client waiting for a fetch went away; fetch abandoned"
@@ -242,7 +242,7 @@ where
                     table.remove(&key);
                 }
             }
-            flight.tx.send_replace(Some(landed));
+            flight.tx.send_replace(Some(ended));
         });
     }
 }
@@ -270,7 +270,7 @@ async fn any_success<T: Clone + Send + Sync, E: Clone + Send + Sync>(
         let mut i = 0;
         while i < waits.len() {
             match waits[i].as_mut().poll(cx) {
-                Poll::Ready(Some(Landed::Done(Ok(value)))) => return Poll::Ready(Some(value)),
+                Poll::Ready(Some(Ended::Done(Ok(value)))) => return Poll::Ready(Some(value)),
                 Poll::Ready(_) => drop(waits.swap_remove(i)),
                 Poll::Pending => i += 1,
             }

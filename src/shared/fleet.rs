@@ -13,7 +13,7 @@ use bytes::Bytes;
 use super::SharedTier;
 use super::client::Put;
 use super::fleet_meta::{self, SharedDoc};
-use super::lease::{Alone, Landed, Taken, Turn};
+use super::lease::{Alone, LandedWhen, Taken, Turn};
 use super::upload::push_one;
 use crate::store::{Digest, Store};
 
@@ -43,7 +43,7 @@ impl SharedTier {
     /// The lease named `name` (for `what`), or the wait on another instance's until `landed`
     /// shows it is in the bucket; every outcome is counted. With the breaker open the answer is
     /// at once "fetch alone".
-    pub(crate) async fn lease(&self, name: &str, what: &str, landed: &Landed) -> Turn {
+    pub(crate) async fn lease(&self, name: &str, what: &str, landed: &LandedWhen) -> Turn {
         let turn = if self.breaker.allow(Instant::now()) {
             self.leases.turn(name, what, landed).await
         } else {
@@ -70,13 +70,13 @@ impl SharedTier {
     }
 
     /// What a waiter on `digest`'s lease looks for: its object.
-    pub(crate) fn object_landed(&self, digest: &Digest) -> Landed {
-        Landed::Object(self.bucket.object_key(digest))
+    pub(crate) fn object_landed(&self, digest: &Digest) -> LandedWhen {
+        LandedWhen::Object(self.bucket.object_key(digest))
     }
 
     /// What a waiter on a registry digest's lease looks for: the alias naming its object.
-    pub(crate) fn alias_landed(&self, algorithm: &str, hex: &str) -> Landed {
-        Landed::Object(self.bucket.alias_key(algorithm, hex))
+    pub(crate) fn alias_landed(&self, algorithm: &str, hex: &str) -> LandedWhen {
+        LandedWhen::Object(self.bucket.alias_key(algorithm, hex))
     }
 
     /// Forgets that the bucket lacked `digest` a moment ago: a waiter whose holder's work
@@ -130,8 +130,8 @@ impl SharedTier {
 
     /// What waits on the document shared under `key` look for: its object rewritten since it
     /// had ETag `seen`.
-    pub(crate) fn doc_landed(&self, key: &str, seen: Option<String>) -> Landed {
-        Landed::Changed(self.bucket.meta_key(&Self::doc_name(key)), seen)
+    pub(crate) fn doc_landed(&self, key: &str, seen: Option<String>) -> LandedWhen {
+        LandedWhen::Changed(self.bucket.meta_key(&Self::doc_name(key)), seen)
     }
 
     /// The lease name for the document shared under `key`.

@@ -43,7 +43,7 @@ struct Claim {
 
 /// What a waiter looks for in the bucket to know the holder's work has landed.
 #[derive(Clone, Debug)]
-pub(crate) enum Landed {
+pub(crate) enum LandedWhen {
     /// An object under this key exists.
     Object(Path),
     /// The object under this key exists with another ETag than this one (`None`: than no
@@ -184,7 +184,7 @@ impl Leases {
     /// The lease named `name` for `what`: taken (created, or taken over from a holder that
     /// stopped renewing), or waited out until `landed` shows the holder's work is in the
     /// bucket, or given up on (the bucket failing, or the wait running out).
-    pub(crate) async fn turn(&self, name: &str, what: &str, landed: &Landed) -> Turn {
+    pub(crate) async fn turn(&self, name: &str, what: &str, landed: &LandedWhen) -> Turn {
         let key = self.bucket.lease_key(name);
         let waited_until = tokio::time::Instant::now() + self.times.wait;
         let mut pause = FIRST_POLL;
@@ -242,10 +242,10 @@ impl Leases {
     }
 
     /// Whether `landed` is in the bucket.
-    async fn landed(&self, landed: &Landed) -> Result<bool, BucketError> {
+    async fn landed(&self, landed: &LandedWhen) -> Result<bool, BucketError> {
         match landed {
-            Landed::Object(key) => self.bucket.exists(key).await,
-            Landed::Changed(key, seen) => {
+            LandedWhen::Object(key) => self.bucket.exists(key).await,
+            LandedWhen::Changed(key, seen) => {
                 let now = self.bucket.etag_of(key).await?;
                 Ok(now.is_some() && now != *seen)
             }
