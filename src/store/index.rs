@@ -2,6 +2,7 @@
 //! knows (first stored, use counts, pins, locators, labels). Where it and the directories
 //! disagree, the directories win and the index is repaired.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -150,6 +151,8 @@ pub(crate) struct Index {
     /// `None` when its files could not be created (a read-only cache, say): then a crash
     /// loses the queued records, whose files the next start adopts and hashes.
     journal: Option<Arc<Journal>>,
+    /// Where every process sharing the index keeps its journal.
+    journal_dir: PathBuf,
 }
 
 impl Index {
@@ -201,7 +204,12 @@ impl Index {
             }),
         )
         .map_err(IndexError::Thread)?;
-        let index = Self { db, later, journal };
+        let index = Self {
+            db,
+            later,
+            journal,
+            journal_dir,
+        };
         index.write(|_| Ok(()))?;
         Ok(index)
     }
@@ -265,6 +273,34 @@ impl Index {
             match serde_json::from_str::<Record>(v.value()) {
                 Ok(r) => each(Digest(bytes), r),
                 Err(e) => tracing::warn!(error = %e, "skipping an unreadable index record"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every record as [`Index::each`] gives them, with what other live processes sharing
+    /// the cache journaled and may not have committed yet laid over them: a record merged in
+    /// as a replay merges it, a removal leaving it out. So a process that opens the cache (a
+    /// `cache` command, a second server) sees at once what another published moments before,
+    /// however long that one holds its records before their commit.
+    pub(crate) fn each_with_journaled(
+        &self,
+        mut each: impl FnMut(Digest, Record),
+    ) -> Result<(), IndexError> {
+        let own = self.journal.as_ref().map_or(&[][..], |j| j.paths());
+        let mut live: HashMap<Digest, Option<Record>> = HashMap::new();
+        for (d, journaled) in index_journal::live_records::<Record>(&self.journal_dir, own) {
+            let laid = journaled.map(|r| merged(live.remove(&d).flatten(), r));
+            live.insert(d, laid);
+        }
+        self.each(|d, r| match live.remove(&d) {
+            None => each(d, r),
+            Some(Some(journaled)) => each(d, merged(Some(r), journaled)),
+            Some(None) => {}
+        })?;
+        for (d, r) in live {
+            if let Some(r) = r {
+                each(d, r);
             }
         }
         Ok(())

@@ -134,6 +134,11 @@ impl Journal {
         })
     }
 
+    /// This process's two journal files.
+    pub(super) fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
     /// Appends the line for `digest` (its `record`, or `None` for a removal) and holds the
     /// journal until the returned guard is dropped: queue the write before dropping it, so
     /// lines and queued writes are in the same order. A line that cannot be written is logged
@@ -232,19 +237,62 @@ impl Drop for Journal {
 /// files to remove once those records are committed. A line that does not parse (the torn
 /// tail of a power loss) ends its file.
 pub(super) fn dead_records<R: DeserializeOwned>(dir: &Path) -> (Vec<(Digest, R)>, Vec<PathBuf>) {
+    let (lines, dead) = journaled_lines(dir, Liveness::Dead, &[]);
+    let records = lines
+        .into_iter()
+        .filter_map(|(d, r)| r.map(|r| (d, r)))
+        .collect();
+    (records, dead)
+}
+
+/// What live processes other than this one (whose journal files are `own`) journaled in
+/// `dir` and may not have committed yet, in the order each wrote it: a record, or `None` for a
+/// removal. Read, never replayed or removed: the process that wrote it commits it. A line not
+/// written whole yet ends its file.
+pub(super) fn live_records<R: DeserializeOwned>(
+    dir: &Path,
+    own: &[PathBuf],
+) -> Vec<(Digest, Option<R>)> {
+    journaled_lines(dir, Liveness::Live, own).0
+}
+
+/// Which processes' journals [`journaled_lines`] reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Liveness {
+    /// Files no process holds: their lines, and the files themselves to remove.
+    Dead,
+    /// Files a process holds.
+    Live,
+}
+
+/// The lines of the journals in `dir` whose processes are `wanted` (skipping the files `own`),
+/// ordered by process and line number, and the files read.
+fn journaled_lines<R: DeserializeOwned>(
+    dir: &Path,
+    wanted: Liveness,
+    own: &[PathBuf],
+) -> (Vec<(Digest, Option<R>)>, Vec<PathBuf>) {
     let Ok(items) = fs::read_dir(dir) else {
         return (Vec::new(), Vec::new());
     };
-    let mut lines: Vec<(String, u64, Digest, R)> = Vec::new();
-    let mut dead = Vec::new();
+    let mut lines: Vec<(String, u64, Digest, Option<R>)> = Vec::new();
+    let mut read = Vec::new();
     for item in items.flatten() {
         let path = item.path();
+        if own.contains(&path) {
+            continue;
+        }
         let name = item.file_name().to_string_lossy().into_owned();
         let Ok(file) = OpenOptions::new().read(true).write(true).open(&path) else {
             continue;
         };
-        if file.try_lock().is_err() {
-            continue; // A live process's.
+        let liveness = if file.try_lock().is_ok() {
+            Liveness::Dead
+        } else {
+            Liveness::Live
+        };
+        if liveness != wanted {
+            continue;
         }
         // A pair member's name is `<id>.<half>`; a dot first is one that never got its name.
         let process = name.rsplit_once('.').map_or(name.as_str(), |(id, _)| id);
@@ -254,18 +302,17 @@ pub(super) fn dead_records<R: DeserializeOwned>(dir: &Path) -> (Vec<(Digest, R)>
                 let Ok(parsed) = serde_json::from_str::<Line<R>>(&line) else {
                     break;
                 };
-                let (Ok(digest), Some(record)) = (Digest::parse(&parsed.digest), parsed.record)
-                else {
+                let Ok(digest) = Digest::parse(&parsed.digest) else {
                     continue;
                 };
-                lines.push((process.to_string(), parsed.n, digest, record));
+                lines.push((process.to_string(), parsed.n, digest, parsed.record));
             }
         }
-        dead.push(path);
+        read.push(path);
     }
     lines.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-    let records = lines.into_iter().map(|(_, _, d, r)| (d, r)).collect();
-    (records, dead)
+    let lines = lines.into_iter().map(|(_, _, d, r)| (d, r)).collect();
+    (lines, read)
 }
 
 #[cfg(test)]

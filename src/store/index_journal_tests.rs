@@ -138,3 +138,61 @@ fn the_journal_is_emptied_once_its_records_are_committed() {
     drop(index);
     assert_eq!(journal_files(&journal_dir), (0, 0));
 }
+
+/// What a live process journaled and has not committed is laid over the index for a reader
+/// that opens it (a record merged onto the committed one, a new record, a removal hiding a
+/// committed one), without being committed by that reader.
+#[test]
+fn a_live_process_journal_is_seen_by_a_reader_without_being_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.redb");
+    let journal_dir = dir.path().join("index-journal");
+    let (merged, new, removed, kept) = (
+        Digest([1; 32]),
+        Digest([2; 32]),
+        Digest([3; 32]),
+        Digest([4; 32]),
+    );
+    {
+        let index = Index::open(&path).unwrap();
+        index
+            .put(&[
+                (merged, record(7, vec![registry("first")])),
+                (removed, record(8, Vec::new())),
+                (kept, record(9, Vec::new())),
+            ])
+            .unwrap();
+    }
+    let alive = Journal::create(&journal_dir).unwrap();
+    drop(alive.append(&merged, Some(&record(7, vec![registry("second")]))));
+    drop(alive.append(&new, Some(&record(5, Vec::new()))));
+    drop(alive.append::<Record>(&removed, None));
+    // A line still being written ends what is read of its file.
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&alive.paths[0])
+        .unwrap()
+        .write_all(b"{\"n\":4,\"digest\":\"05")
+        .unwrap();
+
+    let reader = Index::open(&path).unwrap();
+    let mut seen = std::collections::HashMap::new();
+    reader
+        .each_with_journaled(|d, r| {
+            seen.insert(d, r);
+        })
+        .unwrap();
+    assert_eq!(
+        seen[&merged].sources,
+        vec![registry("first"), registry("second")]
+    );
+    assert_eq!(seen[&new].size, 5);
+    assert_eq!(seen[&kept].size, 9);
+    assert!(!seen.contains_key(&removed), "the removal is laid over too");
+    assert_eq!(seen.len(), 3);
+    assert!(
+        reader.get(&new).unwrap().is_none(),
+        "the reader commits nothing of another's journal"
+    );
+    assert!(reader.get(&removed).unwrap().is_some());
+}

@@ -232,8 +232,10 @@ impl Store {
         let rows = index.len().map_err(StoreError::from)?;
         let mut entries = HashMap::with_capacity(usize::try_from(rows).unwrap_or(0));
         let mut used = 0;
+        // With what other live processes journaled and have not committed yet: a `cache`
+        // command run just after a server published sees the entry.
         index
-            .each(|d, r| {
+            .each_with_journaled(|d, r| {
                 used += r.size;
                 entries.insert(d, Arc::new(Meta::from_record(r)));
             })
