@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Digest, LaterWrites};
+use crate::store::{Digest, Hold, LaterWrites};
 
 const ALIASES: TableDefinition<&str, &str> = TableDefinition::new("aliases");
 const FILES: TableDefinition<&str, &str> = TableDefinition::new("files");
@@ -134,6 +134,7 @@ impl Aliases {
         let committed = queued.clone();
         let later = LaterWrites::start(
             "fetchgate-aliases",
+            Hold::ALIASES,
             "a later request reads and checks their files again",
             Arc::new(move |ops: &[(String, Digest)]| {
                 let written = write_aliases(&writer, ops).map_err(|e| e.to_string());

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
 use super::index_journal::{self, Journal};
-use super::index_later::LaterWrites;
+use super::index_later::{Hold, LaterWrites};
 use super::source::Source;
 
 const ENTRIES: TableDefinition<&[u8], &str> = TableDefinition::new("entries");
@@ -194,6 +194,7 @@ impl Index {
         let (writer, journaled) = (db.clone(), journal.clone());
         let later = LaterWrites::start(
             "fetchgate-index",
+            Hold::INDEX,
             "the next start adopts and hashes their files",
             Arc::new(move |ops: &[Op]| {
                 let written = write_ops(&writer, ops).map_err(|e| e.to_string());

@@ -1,28 +1,30 @@
 //! Records written after the fact, in batches, by one writer thread per database: the index's
-//! records (a publication's file is durable, synced, renamed and its directory synced, before
-//! its record is, so the record need not cost its own commit) and the registry aliases that
-//! only save a later request its upstream read. The thread commits what has queued up in one
-//! transaction once records stop arriving for [`QUIET`] (5 ms), or once the first of them has
-//! waited [`MOST_HELD`] (20 ms): a lone record is committed 5 ms after it was queued, and the
-//! records of publications that follow one another share one commit (a cold `go list -m all` of
-//! 40 modules made 140 to 170 commits of the index and the alias index, each two `fdatasync`s
-//! and a dozen `fcntl` locks on fetchgate's one core). The quiet time is longer than the gap
-//! between a client's sequential requests: 256 first reads of 64 KiB objects, one at a time
-//! about 2 ms apart, made 220 index commits with a 1 ms quiet time and 33 with 5 ms. Another
-//! process sharing the database sees a record at most [`MOST_HELD`] plus one commit after it
-//! was queued (for the index: it sees the file on disk at once, and adopts it unverified until
-//! then); this process sees it at once (the store's table, the alias index's queue).
+//! records (a publication's file is on disk before its record is queued, so the record need not
+//! cost its own commit) and the registry aliases that only save a later request its upstream
+//! read. The thread commits what has queued up in one transaction once records stop arriving
+//! for the writer's [`Hold::quiet`], or once the first of them has waited its [`Hold::most`]:
+//! a lone record is committed `quiet` after it was queued, and the records of publications that
+//! follow one another share one commit. Each commit costs the index's two `fdatasync`s, a dozen
+//! `fcntl` locks and the allocator state redb saves for the other processes (`MultiWriter`), on
+//! fetchgate's one core: a cold `go list -m all` of 40 modules made 140 to 170 commits of the
+//! index and the alias index before any hold; 256 first reads of 64 KiB objects one at a time,
+//! about 1.3 ms apart, made 220 index commits with a 1 ms quiet time, 33 with 5 ms, and a
+//! handful with the index's [`Hold::INDEX`] (25 ms quiet, 100 ms at most), which took a sixth
+//! to a quarter off fetchgate's CPU for each of those reads.
+//!
+//! Another process sharing the database sees a record at most `most` plus one commit after it
+//! was queued: for the index 100 ms (it sees the file on disk at once, and adopts it, hashing it
+//! before it serves it, until then), for the aliases 20 ms ([`Hold::ALIASES`]: a missing alias
+//! costs that process an upstream read, so it is held less). This process sees a record at
+//! once (the store's table, the alias index's queue).
 //!
 //! A killed process loses no index record (each is journaled first, see `index_journal`); a
 //! power loss can, and the next start then finds those files without records and adopts them,
 //! hashing each before it is served, as it adopts any file it finds; a lost alias is a later
 //! miss that reads and checks the file again. Every synchronous use of the database
-//! ([`LaterWrites::flush`] first, which commits at once) sees what was queued before it.
-//!
-//! A 10 ms window of the index's records alone was tried twice before (the second time
-//! behind the journal) and measured within the noise: the alias writer could not hold its
-//! records then, since every alias read waited for the queue's commit
-//! ([`crate::registry::aliases`] now answers from the queue).
+//! ([`LaterWrites::flush`] first, which commits at once) sees what was queued before it, and
+//! closing the queue commits at once too, so the hold never delays a reader of this process or
+//! a clean stop.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
@@ -42,10 +44,37 @@ enum Message<T> {
 
 /// The most writes one commit takes (the rest wait for the next).
 const MAX_BATCH: usize = 4096;
-/// A batch is committed once no record arrived for this long...
-const QUIET: Duration = Duration::from_millis(5);
-/// ...or once its first record has waited this long, whichever comes first.
-const MOST_HELD: Duration = Duration::from_millis(20);
+
+/// How long a writer holds a batch open for more records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Hold {
+    /// A batch is committed once no record arrived for this long...
+    pub(crate) quiet: Duration,
+    /// ...or once its first record has waited this long, whichever comes first: the bound on
+    /// how late another process sees a record (plus one commit).
+    pub(crate) most: Duration,
+}
+
+impl Hold {
+    /// The entry index's: its records are a convenience for other processes (they see the
+    /// file at once and adopt it), so commits are few.
+    pub(crate) const INDEX: Hold = Hold {
+        quiet: Duration::from_millis(25),
+        most: Duration::from_millis(100),
+    };
+    /// The alias index's: another process that misses an alias reads the upstream again, so
+    /// its records are held less.
+    pub(crate) const ALIASES: Hold = Hold {
+        quiet: Duration::from_millis(5),
+        most: Duration::from_millis(20),
+    };
+
+    /// How long to wait for the next record of a batch whose first record has waited
+    /// `held`: zero once the batch is due.
+    fn wait_after(self, held: Duration) -> Duration {
+        self.quiet.min(self.most.saturating_sub(held))
+    }
+}
 
 /// The queue of later writes (of type `T`, which `commit` applies) and its writer thread.
 pub(crate) struct LaterWrites<T> {
@@ -60,10 +89,12 @@ pub(crate) struct LaterWrites<T> {
 }
 
 impl<T: Send + 'static> LaterWrites<T> {
-    /// Starts the writer thread (named `thread`), which applies batches with `commit`; `lost`
-    /// says in a failed commit's log line what the records lost cost.
+    /// Starts the writer thread (named `thread`), which applies batches with `commit`, each
+    /// held open as `hold` says; `lost` says in a failed commit's log line what the records
+    /// lost cost.
     pub(crate) fn start(
         thread: &str,
+        hold: Hold,
         lost: &'static str,
         commit: Commit<T>,
     ) -> std::io::Result<Self> {
@@ -73,7 +104,7 @@ impl<T: Send + 'static> LaterWrites<T> {
         let thread_pending = pending.clone();
         let thread = std::thread::Builder::new()
             .name(thread.into())
-            .spawn(move || run(&*thread_commit, &rx, &thread_pending, lost))?;
+            .spawn(move || run(&*thread_commit, hold, &rx, &thread_pending, lost))?;
         Ok(Self {
             tx: Mutex::new(Some(tx)),
             pending,
@@ -152,11 +183,12 @@ impl<T> Drop for LaterWrites<T> {
 }
 
 /// The writer thread: one commit for everything queued, until the queue is closed. A batch
-/// is held while records keep arriving, until none came for [`QUIET`] or the first has waited
-/// [`MOST_HELD`], so publications that follow one another closely share a commit; a flush
-/// (or a full batch) commits at once.
+/// is held while records keep arriving, until none came for `hold.quiet` or the first has
+/// waited `hold.most`, so publications that follow one another closely share a commit; a
+/// flush, a full batch or the queue's closing commits at once.
 fn run<T>(
     commit: &(dyn Fn(&[T]) -> Result<(), String> + Send + Sync),
+    hold: Hold,
     rx: &Receiver<Message<T>>,
     pending: &AtomicUsize,
     lost: &str,
@@ -179,8 +211,7 @@ fn run<T>(
                 Err(TryRecvError::Disconnected) => None,
                 Err(TryRecvError::Empty) if !flushed.is_empty() => None,
                 Err(TryRecvError::Empty) => {
-                    let left = MOST_HELD.saturating_sub(held_from.elapsed());
-                    rx.recv_timeout(QUIET.min(left)).ok()
+                    rx.recv_timeout(hold.wait_after(held_from.elapsed())).ok()
                 }
             };
         }
@@ -205,7 +236,7 @@ fn log_lost(e: &str, records: usize, lost: &str) {
 mod tests {
     use super::super::digest::Digest;
     use super::super::index::{Index, Record};
-    use std::sync::Arc;
+    use super::*;
 
     fn digest(a: u8, b: u8) -> Digest {
         let mut d = [0; 32];
@@ -221,6 +252,64 @@ mod tests {
             last_used: 1,
             ..Record::default()
         }
+    }
+
+    /// Each batch a test writer committed, in order.
+    type Batches = Arc<Mutex<Vec<Vec<u32>>>>;
+
+    /// A writer whose commits record each batch's writes, holding batches for an hour (so
+    /// that only a flush or the queue's closing can end one in a test).
+    fn held_for_an_hour() -> (LaterWrites<u32>, Batches) {
+        let batches = Arc::new(Mutex::new(Vec::new()));
+        let seen = batches.clone();
+        let hour = Duration::from_secs(3600);
+        let hold = Hold {
+            quiet: hour,
+            most: hour,
+        };
+        let commit: Commit<u32> = Arc::new(move |ops: &[u32]| {
+            seen.lock().unwrap().push(ops.to_vec());
+            Ok(())
+        });
+        let later = LaterWrites::start("test-later", hold, "nothing", commit).unwrap();
+        (later, batches)
+    }
+
+    /// Writes that keep arriving share one batch, and a flush commits it at once rather than
+    /// waiting out the hold.
+    #[test]
+    fn a_flush_commits_the_held_batch_at_once() {
+        let (later, batches) = held_for_an_hour();
+        for i in 0..10 {
+            later.send(i);
+        }
+        later.flush();
+        assert_eq!(*batches.lock().unwrap(), vec![(0..10).collect::<Vec<_>>()]);
+        later.send(10);
+        later.flush();
+        assert_eq!(batches.lock().unwrap().len(), 2);
+    }
+
+    /// Closing the queue commits what it held at once, whatever the hold.
+    #[test]
+    fn closing_commits_the_held_batch_at_once() {
+        let (later, batches) = held_for_an_hour();
+        later.send(7);
+        later.send(8);
+        drop(later);
+        assert_eq!(*batches.lock().unwrap(), vec![vec![7, 8]]);
+    }
+
+    /// The wait for a batch's next record: the quiet time while the batch is young, what is
+    /// left of the most it may be held near its end, nothing once it is due.
+    #[test]
+    fn a_batch_waits_the_quiet_time_until_its_first_record_is_due() {
+        let hold = Hold::INDEX;
+        assert_eq!(hold.wait_after(Duration::ZERO), hold.quiet);
+        let near_the_end = hold.most - hold.quiet / 2;
+        assert_eq!(hold.wait_after(near_the_end), hold.quiet / 2);
+        assert_eq!(hold.wait_after(hold.most), Duration::ZERO);
+        assert_eq!(hold.wait_after(hold.most * 2), Duration::ZERO);
     }
 
     /// Records queued from several threads at once are all there for the next reader, in the

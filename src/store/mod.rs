@@ -62,7 +62,7 @@ pub(crate) use fill::{Fill, FillError, FillSink};
 pub(crate) use flusher::UsageFlusher;
 use index::Index;
 pub(crate) use index::Record;
-pub(crate) use index_later::LaterWrites;
+pub(crate) use index_later::{Hold, LaterWrites};
 pub(crate) use lookup::lookup;
 use maintenance::{open_object_with_metadata, sweep_tmp};
 use memory::MemoryTier;
