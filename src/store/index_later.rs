@@ -8,9 +8,10 @@
 //! `fcntl` locks and the allocator state redb saves for the other processes (`MultiWriter`), on
 //! fetchgate's one core: a cold `go list -m all` of 40 modules made 140 to 170 commits of the
 //! index and the alias index before any hold; 256 first reads of 64 KiB objects one at a time,
-//! about 1.3 ms apart, made 220 index commits with a 1 ms quiet time, 33 with 5 ms, and a
-//! handful with the index's [`Hold::INDEX`] (25 ms quiet, 100 ms at most), which took a sixth
-//! to a quarter off fetchgate's CPU for each of those reads.
+//! about 1.3 ms apart, made 220 index commits with a 1 ms quiet time, 33 with 5 ms (34 to 48
+//! `fdatasync`s a set), and 10 to 17 `fdatasync`s with the index's [`Hold::INDEX`] (25 ms
+//! quiet, 100 ms at most), which raised those reads from a median 0.79 to 0.94 of their limit
+//! program (`benches/shared.sh`).
 //!
 //! Another process sharing the database sees a record at most `most` plus one commit after it
 //! was queued: for the index 100 ms (it sees the file on disk at once, and adopts it, hashing it
