@@ -294,6 +294,10 @@ impl Index {
             let laid = journaled.map(|r| merged(live.remove(&d).flatten(), r));
             live.insert(d, laid);
         }
+        if live.is_empty() {
+            // The usual start: no other process. Then a million rows cost no hash look each.
+            return self.each(each);
+        }
         self.each(|d, r| match live.remove(&d) {
             None => each(d, r),
             Some(Some(journaled)) => each(d, merged(Some(r), journaled)),
