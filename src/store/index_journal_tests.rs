@@ -167,12 +167,16 @@ fn a_live_process_journal_is_seen_by_a_reader_without_being_committed() {
     drop(alive.append(&merged, Some(&record(7, vec![registry("second")]))));
     drop(alive.append(&new, Some(&record(5, Vec::new()))));
     drop(alive.append::<Record>(&removed, None));
+    // Published and evicted again before any commit: in the order written, gone.
+    let gone = Digest([5; 32]);
+    drop(alive.append(&gone, Some(&record(6, Vec::new()))));
+    drop(alive.append::<Record>(&gone, None));
     // A line still being written ends what is read of its file.
     fs::OpenOptions::new()
         .append(true)
         .open(&alive.paths[0])
         .unwrap()
-        .write_all(b"{\"n\":4,\"digest\":\"05")
+        .write_all(b"{\"n\":6,\"digest\":\"07")
         .unwrap();
 
     let reader = Index::open(&path).unwrap();
@@ -189,6 +193,7 @@ fn a_live_process_journal_is_seen_by_a_reader_without_being_committed() {
     assert_eq!(seen[&new].size, 5);
     assert_eq!(seen[&kept].size, 9);
     assert!(!seen.contains_key(&removed), "the removal is laid over too");
+    assert!(!seen.contains_key(&gone), "a removal after its record wins");
     assert_eq!(seen.len(), 3);
     assert!(
         reader.get(&new).unwrap().is_none(),
