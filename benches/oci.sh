@@ -7,15 +7,18 @@
 # once (8 by default; 0 skips them) on empty storage again and the same pulls warm (the clients'
 # floor: N skopeo processes on one core cost that much whatever serves them), and through fetchgate's
 # `kind = "oci"` registry the same way (an empty cache directory each time). Each round
-# alternates which of the two goes first. Printed: medians and ranges of the times, the
+# alternates which of the two goes first. A warm figure is the median of WARM warm pulls (3
+# by default). The floor of a warm pull: the same image's files served by nginx alone on the
+# server core (sendfile, no registry logic), pulled WARM times a round; what skopeo costs on
+# its own core whatever serves it. Printed: medians and ranges of the times, the
 # server's CPU (cold and warm pull) and peak RSS, the upstream's request counts from its access
 # log, and the ratios of fetchgate's times to the proxy's round by round and to the direct pull.
 #
-# Installs what it needs with apt-get (docker-registry, skopeo), and only ever touches
+# Installs what it needs with apt-get (docker-registry, skopeo, nginx), and only ever touches
 # loopback (127.0.0.1). Everything it starts, it stops.
 #
-# Usage: benches/oci.sh          (LAYERS=4 LAYER_MIB=64 ROUNDS=3 CONCURRENT=8 by default; via env;
-#                                 FG=/path/to/fetchgate measures another build, else
+# Usage: benches/oci.sh          (LAYERS=4 LAYER_MIB=64 ROUNDS=3 CONCURRENT=8 WARM=3 by default;
+#                                 via env; FG=/path/to/fetchgate measures another build, else
 #                                 target/release/fetchgate is built)
 #
 # Pinning: on a machine with two cores or more, the server under test (the proxy, or
@@ -27,6 +30,7 @@ LAYERS=${LAYERS:-4}
 LAYER_MIB=${LAYER_MIB:-64}
 ROUNDS=${ROUNDS:-3}
 CONCURRENT=${CONCURRENT:-8}
+WARM=${WARM:-3}
 PIN=${PIN:-1}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 pin_cores
@@ -34,6 +38,7 @@ pin_cores
 need=()
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v skopeo >/dev/null || need+=(skopeo)
+command -v nginx >/dev/null || need+=(nginx)
 command -v python3 >/dev/null || need+=(python3)
 if ((${#need[@]})); then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -46,7 +51,8 @@ PROXY=127.0.0.1:15501   # docker-registry in proxy mode (on the server core)
 FGP=127.0.0.1:15502     # fetchgate's proxy listener (on the server core)
 FGM=127.0.0.1:15503     # fetchgate's oci registry listener
 FGA=127.0.0.1:15504     # fetchgate's admin listener (/metrics)
-for a in $UP $PROXY $FGP $FGM $FGA; do
+FLOOR=127.0.0.1:15505   # nginx serving the image's files (on the server core): the warm floor
+for a in $UP $PROXY $FGP $FGM $FGA $FLOOR; do
   if (echo >/dev/tcp/${a%:*}/${a#*:}) 2>/dev/null; then echo "oci.sh: $a is in use" >&2; exit 1; fi
 done
 
@@ -92,6 +98,12 @@ manifest = put(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci
 open(os.path.join(out, "oci-layout"), "w").write('{"imageLayoutVersion":"1.0.0"}')
 json.dump({"schemaVersion": 2, "manifests": [dict(mediaType="application/vnd.oci.image.manifest.v1+json",
     annotations={"org.opencontainers.image.ref.name": "v1"}, **manifest)]}, open(os.path.join(out, "index.json"), "w"))
+# The floor's tree: the registry API's paths for a pull of bench/image:v1 as plain files.
+floor = os.path.join(os.path.dirname(out), "floor", "v2", "bench", "image")
+os.makedirs(os.path.join(floor, "manifests")); os.makedirs(os.path.join(floor, "blobs"))
+for name in os.listdir(blobs):
+    os.link(os.path.join(blobs, name), os.path.join(floor, "blobs", "sha256:" + name))
+os.link(os.path.join(blobs, manifest["digest"][len("sha256:"):]), os.path.join(floor, "manifests", "v1"))
 PY
 BYTES=$(du -sb "$W/layout/blobs" | cut -f1)
 
@@ -117,6 +129,19 @@ start_registry() {
 stop_last() { kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null || true; unset 'PIDS[-1]'; }
 
 start_registry upstream $UP "$W/upstream-data"
+# The floor: nginx alone on the server core, one process, sendfile, the files above.
+cat >"$W/nginx-floor.conf" <<EOF
+daemon off; master_process off; pid $W/nginx-floor.pid; error_log $W/nginx-floor-error.log;
+events { worker_connections 256; }
+http { access_log off; sendfile on;
+  server { listen $FLOOR; root $W/floor;
+    location = /v2/ { default_type application/json; return 200 '{}'; }
+    location /v2/bench/image/manifests/ { types { } default_type application/vnd.oci.image.manifest.v1+json; }
+    location /v2/bench/image/blobs/ { types { } default_type application/octet-stream; } } }
+EOF
+"${SUT[@]}" nginx -c "$W/nginx-floor.conf" -p "$W" &
+PIDS+=($!)
+for _ in $(seq 100); do (echo >/dev/tcp/${FLOOR%:*}/${FLOOR#*:}) 2>/dev/null && break; sleep 0.1; done
 skopeo_ copy --preserve-digests --dest-tls-verify=false "oci:$W/layout:v1" "docker://$UP/bench/image:v1" >/dev/null
 
 # upstream_counts: "blob GETs, manifest GETs, manifest HEADs" logged so far.
@@ -134,6 +159,12 @@ pull() {
   skopeo_ copy --src-tls-verify=false "docker://$1/bench/image:v1" "oci:$W/out:v1" >/dev/null
   t1=$(date +%s.%N)
   python3 -c "print(f'{$t1-$t0:.2f}')"
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# warm_pulls FROM N: the median seconds of N pulls.
+warm_pulls() {
+  local i
+  for i in $(seq "$2"); do pull "$1"; done | median
 }
 # pull_many FROM N: seconds until N skopeo pulls started at once into fresh layouts all ended.
 pull_many() {
@@ -190,15 +221,17 @@ fg_manifest_counts() {
 # and the first round's upstream requests.
 start_proxy() { start_registry proxy $PROXY "$W/proxy-data" "http://$UP"; }
 run_system() {
-  local s=$1 r=$2 addr start before mid after c0 usage
+  local s=$1 r=$2 addr start before mid after c0 usage first
   case $s in
     proxy) addr=$PROXY; start=start_proxy; rm -rf "$W/proxy-data" ;;
     fetchgate) addr=$FGM; start="start_fetchgate $W/fg-cache"; rm -rf "$W/fg-cache" ;;
   esac
   $start; SERVER=${PIDS[-1]}
   before=$(upstream_counts); cold[$s,$r]=$(pull "$addr"); mid=$(upstream_counts)
-  warm[$s,$r]=$(pull "$addr"); after=$(upstream_counts)
+  first=$(pull "$addr"); after=$(upstream_counts)
   usage=$(server_usage); cpu[$s,$r]=${usage% *}; rss[$s,$r]=${usage#* }
+  # The warm figure: the median of WARM pulls (one pull is too short to stand alone).
+  warm[$s,$r]=$( (echo "$first"; [ "$WARM" -gt 1 ] && for _ in $(seq $((WARM - 1))); do pull "$addr"; done) | median)
   if [ "$r" = 1 ]; then
     req[$s]="$(delta "$before" "$mid") | $(delta "$mid" "$after")"
     [ "$s" = fetchgate ] && fg_own=$(fg_manifest_counts)
@@ -220,16 +253,18 @@ run_system() {
 declare -A cold warm many manywarm cpu rss req req_many
 direct=(); fg_own=""
 systems=(proxy fetchgate)
+pull "$FLOOR" >/dev/null # the floor's files read once before its first timed pull
 for r in $(seq "$ROUNDS"); do
   direct+=("$(pull $UP)")
   # Alternate which system goes first, so neither always meets a warmer machine.
-  if ((r % 2)); then order=(proxy fetchgate); else order=(fetchgate proxy); fi
-  for s in "${order[@]}"; do run_system "$s" "$r"; done
+  if ((r % 2)); then order=(floor proxy fetchgate); else order=(fetchgate proxy floor); fi
+  for s in "${order[@]}"; do
+    if [ "$s" = floor ]; then warm[floor,$r]=$(warm_pulls "$FLOOR" "$WARM"); else run_system "$s" "$r"; fi
+  done
 done
 
 # col TABLE SYSTEM: that system's figures of every round; stats: "median (min-max)".
 col() { local t=$1 s=$2 r; for r in $(seq "$ROUNDS"); do eval "echo \${$t[$s,$r]}"; done; }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 stats() { sort -n | awk '{a[NR]=$1} END {printf "%s (%s-%s)", a[int((NR+1)/2)], a[1], a[NR]}'; }
 # ratios A B: the round-by-round ratios of fetchgate's figures in table A to the proxy's.
 ratios() { local r; for r in $(seq "$ROUNDS"); do eval "awk -v f=\${$1[fetchgate,$r]} -v p=\${$1[proxy,$r]} 'BEGIN {printf \"%.2f\\n\", f / p}'"; done; }
@@ -239,6 +274,7 @@ printf '\nskopeo pulls of %s MiB in %s layers (%s bytes of blobs), %s rounds alt
 printf '%-24s %-20s %-20s %-22s %-22s %-12s %-8s\n' system "cold s" "warm s" "$CONCURRENT at once, cold s" \
   "$CONCURRENT at once, warm s" "CPU s c+w" "RSS MiB"
 printf '%-24s %-20s %-20s\n' "direct (docker-registry)" "$(printf '%s\n' "${direct[@]}" | stats)" "-"
+printf '%-24s %-20s %-20s\n' "floor (nginx, the files)" "-" "$(col warm floor | stats)"
 for s in "${systems[@]}"; do
   printf '%-24s %-20s %-20s %-22s %-22s %-12s %-8s\n' "$s" "$(col cold $s | stats)" "$(col warm $s | stats)" \
     "$([ "$CONCURRENT" -gt 0 ] && col many $s | stats || echo -)" \
@@ -258,6 +294,10 @@ if [ "$CONCURRENT" -gt 0 ]; then
   printf '\n%s at once, cold / the same pulls warm (the clients'"'"' floor): proxy %s, fetchgate %s' \
     "$CONCURRENT" "$(floor proxy | stats)" "$(floor fetchgate | stats)"
 fi
+# Each system's warm pulls against the floor's in the same round.
+over_floor() { local r; for r in $(seq "$ROUNDS"); do eval "awk -v s=\${warm[$1,$r]} -v f=\${warm[floor,$r]} 'BEGIN {printf \"%.2f\\n\", s / f}'"; done; }
+printf '\nwarm / the floor (nginx serving the same files on the server core): proxy %s, fetchgate %s' \
+  "$(over_floor proxy | stats)" "$(over_floor fetchgate | stats)"
 printf '\nfetchgate / direct: cold %s, warm %s\n' \
   "$(awk -v f="$(col cold fetchgate | median)" -v d="$(printf '%s\n' "${direct[@]}" | median)" 'BEGIN {printf "%.2f", f / d}')" \
   "$(awk -v f="$(col warm fetchgate | median)" -v d="$(printf '%s\n' "${direct[@]}" | median)" 'BEGIN {printf "%.2f", f / d}')"
