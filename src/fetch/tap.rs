@@ -20,6 +20,13 @@ use tokio::sync::mpsc;
 /// Chunks queued between the fetch and its tapped client.
 const QUEUE: usize = 32;
 
+/// The smallest body streamed while it verifies (a registry artifact, a fetch-through). A
+/// mismatch in a body small enough to be written in one go ends the connection before the
+/// response's head has left (a client then sees a broken connection, not why), and such a
+/// body's fill costs its client next to nothing: below this it is answered once it landed,
+/// with the failure's own status (`424`, `502`) when it did not.
+pub(crate) const STREAM_FROM_BYTES: u64 = 1 << 20;
+
 /// What the fetch tells its tapped client.
 #[derive(Debug)]
 enum Tapped {

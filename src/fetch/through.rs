@@ -3,6 +3,14 @@
 //! SHA-256 match what was expected. Concurrent requests for one digest and size from the same
 //! mirrors share one fetch; one from other mirrors waits at most `[cache] flight_hedge_ms` on
 //! it, then fetches from its own ([`super::flight`]).
+//!
+//! The request that leads a fetch may hand its client the mirror's bytes as they arrive
+//! ([`super::tap`], [`Fetcher::ensure_tapped`]): the client's stream starts at the first byte
+//! of the first mirror to send one, and its last byte goes out only once the fill matched size
+//! and SHA-256 and was published. A mirror that fails before its first byte is passed over as
+//! before; one that fails after it cuts that client's response short (logged, counted), and
+//! the next mirrors are tried for whoever still waits: requests that joined the fetch, or
+//! none, and then the fetch is abandoned like any other nobody waits for.
 
 use std::sync::Arc;
 
@@ -16,6 +24,7 @@ use super::flight::Ask;
 use super::hops::GetRequest;
 use super::idle::IdleBody;
 use super::pump::{Pump, read_capped};
+use super::tap::{Tap, TapSlot};
 use crate::metrics::route::FETCH_THROUGH;
 use crate::redact::redact_locator;
 use crate::shared::lease::Turn;
@@ -50,6 +59,18 @@ impl Fetcher {
     /// the fetch of that digest and size from the same mirrors or leads one (after at most
     /// `[cache] flight_hedge_ms` on a fetch from other mirrors; see [`super::flight`]).
     pub(crate) async fn ensure(self: &Arc<Self>, wanted: Wanted) -> Result<(), Arc<ThroughError>> {
+        self.ensure_tapped(wanted, None).await
+    }
+
+    /// [`Fetcher::ensure`], and when this request leads the fetch, the bytes of the first
+    /// mirror that sends any handed to `tap`'s client as they arrive, the last one once they
+    /// matched (see the module documentation). A hit, a joined fetch or the shared tier's copy leaves
+    /// the tap untaken: that client is answered from the store.
+    pub(crate) async fn ensure_tapped(
+        self: &Arc<Self>,
+        wanted: Wanted,
+        tap: Option<TapSlot>,
+    ) -> Result<(), Arc<ThroughError>> {
         if self.store().contains_verified(&wanted.digest) {
             return Ok(());
         }
@@ -60,12 +81,13 @@ impl Fetcher {
             metrics: self.metrics.clone(),
         };
         let fetch = || {
-            let (this, wanted) = (self.clone(), wanted.clone());
+            let (this, wanted, tap) = (self.clone(), wanted.clone(), tap.clone());
             async move {
                 if this.store().contains_verified(&wanted.digest) {
                     return Ok(());
                 }
-                this.fetch(&wanted).await.map_err(Arc::new)
+                let tap = super::tap::take(tap.as_ref());
+                this.fetch(&wanted, tap).await.map_err(Arc::new)
             }
         };
         let broken =
@@ -74,8 +96,9 @@ impl Fetcher {
     }
 
     /// One fetch-through: the shared tier, then (holding the fleet's lease, or after waiting
-    /// on another instance's) each mirror in turn until one's bytes match.
-    async fn fetch(&self, wanted: &Wanted) -> Result<(), ThroughError> {
+    /// on another instance's) each mirror in turn until one's bytes match, handed to `tap`'s
+    /// client as they come.
+    async fn fetch(&self, wanted: &Wanted, tap: Option<Tap>) -> Result<(), ThroughError> {
         if self.tiers.fill_sized(wanted.digest, wanted.size).await {
             return Ok(());
         }
@@ -100,7 +123,7 @@ impl Fetcher {
                 }
             }
         };
-        let fetched = self.fetch_mirrors(wanted).await;
+        let fetched = self.fetch_mirrors(wanted, tap).await;
         if let (Some(guard), Some(tier)) = (lease, self.tiers.shared()) {
             if fetched.is_ok() {
                 // Before the lease goes: its waiters look for the object, not for the lease.
@@ -112,8 +135,12 @@ impl Fetcher {
         fetched
     }
 
-    /// Each mirror in turn until one's bytes match.
-    async fn fetch_mirrors(&self, wanted: &Wanted) -> Result<(), ThroughError> {
+    /// Each mirror in turn until one's bytes match; the first to send a byte takes `tap`.
+    async fn fetch_mirrors(
+        &self,
+        wanted: &Wanted,
+        mut tap: Option<Tap>,
+    ) -> Result<(), ThroughError> {
         let metrics = &self.metrics;
         let mut failures = Vec::new();
         for mirror in &wanted.mirrors {
@@ -121,15 +148,28 @@ impl Fetcher {
                 failures.push(f);
                 continue;
             }
-            let outcome =
-                tokio::time::timeout(self.fetch_timeout(), self.fetch_mirror(mirror, wanted)).await;
+            let tapped_before = tap.is_some();
+            let outcome = tokio::time::timeout(
+                self.fetch_timeout(),
+                self.fetch_mirror(mirror, wanted, &mut tap),
+            )
+            .await;
             let failure = match outcome {
                 Ok(Ok(())) => {
                     metrics.fill(crate::metrics::route::FETCH_THROUGH);
                     metrics.bytes_in.inc_by(wanted.size);
                     return Ok(());
                 }
-                Ok(Err(Failure::Store(e))) => return Err(ThroughError::Store(e)),
+                Ok(Err(Failure::Store(e))) => {
+                    if tapped_before && tap.is_none() {
+                        tracing::warn!(
+                            digest = %wanted.digest,
+                            error = %e,
+                            "fetch-through cut its client's response short: the cache could not keep the bytes"
+                        );
+                    }
+                    return Err(ThroughError::Store(e));
+                }
                 Ok(Err(Failure::Locator(f))) => f,
                 Err(_) => self.timed_out(mirror),
             };
@@ -137,6 +177,16 @@ impl Fetcher {
                 .fill_failures
                 .get_or_create(&[("reason", failure.code.as_str())])
                 .inc();
+            if tapped_before && tap.is_none() {
+                // Its client had this mirror's first bytes: all it saw is a short body.
+                tracing::warn!(
+                    digest = %wanted.digest,
+                    locator = %failure.locator,
+                    code = failure.code.as_str(),
+                    detail = %failure.detail,
+                    "fetch-through cut its client's response short before the last byte; nothing of these bytes is kept"
+                );
+            }
             if matches!(
                 failure.code,
                 crate::fetch::failure::FetchCode::DigestMismatch
@@ -200,10 +250,18 @@ impl Fetcher {
         self.get(GetRequest::plain(mirror, max, exact)).await
     }
 
-    async fn fetch_mirror(&self, mirror: &str, wanted: &Wanted) -> Result<(), Failure> {
+    /// Fetches `mirror`'s bytes into a fill published only if they match `wanted`. At the
+    /// mirror's first byte, `tap` (if still here) is taken and handed every chunk; it is told
+    /// when the fill matched and was published, and dropped (its client's response cut short)
+    /// when anything fails after that.
+    async fn fetch_mirror(
+        &self,
+        mirror: &str,
+        wanted: &Wanted,
+        tap: &mut Option<Tap>,
+    ) -> Result<(), Failure> {
         let (response, last) = self.open(mirror, wanted.size, Some(wanted.size)).await?;
         let hop = (last != mirror).then_some(last.as_str());
-        let mut pump = Pump::new(IdleBody::new(response.into_body(), self.body_idle()));
         let store = self.store().clone();
         let (digest, size) = (wanted.digest, wanted.size);
         // Starting a fill creates a file and may evict: off the async worker threads.
@@ -216,22 +274,38 @@ impl Fetcher {
             })?
             .map_err(Failure::Store)?;
         let mut sink = FillSink::start(fill);
+        let mut pump = Pump::new(IdleBody::new(response.into_body(), self.body_idle()));
         while let Some(data) = pump
             .next()
             .await
             .map_err(|(code, detail)| locator_failure(mirror, hop, code, detail))?
         {
+            // The client's stream starts at this mirror's first byte, announcing the size
+            // `open` held any announced length to: a mirror that stalls or fails before it is
+            // reported and passed over as any other.
+            if let Some(t) = tap.take()
+                && t.start(size).await
+                && t.data(data.clone()).await
+            {
+                pump = pump.tapped(Some(t));
+            }
             sink.send(data)
                 .await
                 .map_err(|e| self.refused(e, mirror, hop, digest))?;
         }
+        let (_, tap) = pump.finish();
         sink.finish(
             Provenance::Upstream(redact_locator(mirror)),
             wanted.label.clone(),
         )
         .await
-        .map(|_| ())
-        .map_err(|e| self.refused(e, mirror, hop, digest))
+        .map_err(|e| self.refused(e, mirror, hop, digest))?;
+        // Published: the tapped client may have its last byte. A client slow to take it
+        // holds nothing up.
+        if let Some(t) = tap {
+            tokio::spawn(async move { t.verified().await });
+        }
+        Ok(())
     }
 
     /// A fill of `digest` from `mirror` that refused the bytes, as the mirror's failure; a

@@ -1,5 +1,10 @@
 //! `GET`/`HEAD /sha256/<hex>`: serve a verified entry, or fetch it through from mirrors
 //! (`?size=N&url=U1&url=U2`). Immutable, non-executable, never content-coded.
+//!
+//! A fetch-through of a body of [`STREAM_FROM_BYTES`] or more, asked by a plain `GET` that
+//! leads the fetch, is answered with the mirror's bytes as they arrive, the last one held
+//! until size and SHA-256 matched ([`crate::fetch::through`]); every other fetch-through is
+//! answered from the store once the fill published, or with the failure's report.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -19,6 +24,7 @@ use crate::body::{empty, full};
 use crate::decide::narrow::{ClientPolicy, narrow_registry};
 use crate::fetch::MAX_MIRRORS;
 use crate::fetch::failure::ThroughError;
+use crate::fetch::tap::{self, STREAM_FROM_BYTES};
 use crate::fetch::through::Wanted;
 use crate::header_list::{field_elements, unquote};
 use crate::shared::FirstRead;
@@ -72,12 +78,9 @@ pub(crate) async fn handle<B>(
             };
             log.decision = Decided::FetchThrough;
             // Boxed so that the hit path's future stays small (see `proxy::route`).
-            Box::pin(fetcher.ensure(wanted)).await.map_err(|e| {
-                if matches!(*e, ThroughError::Store(StoreError::Full { .. })) {
-                    metrics.cache_full.inc();
-                }
-                Problem::from(&*e)
-            })?;
+            if let Some(streaming) = Box::pin(fetch_through(gate, req, wanted)).await? {
+                return Ok(streaming);
+            }
             let object = lookup(store, digest)
                 .await
                 .ok_or(RequestError::Evicted(digest))?;
@@ -92,6 +95,124 @@ pub(crate) async fn handle<B>(
     // nor bytes a registry fetched with its credentials.
     let any_origin = req.uri().query().is_none() && !gate.registries.credentialed(&digest);
     Ok(respond(req.method(), req.headers(), object, any_origin))
+}
+
+/// Fetches `wanted` from its mirrors (the shared fetch runs on a task of its own). A plain
+/// `GET` of at least [`STREAM_FROM_BYTES`] that leads the fetch gets the response streamed as
+/// the bytes arrive (`Some`); any other request waits for the fill (`None`: it is then
+/// answered from the store), or gets its failure.
+async fn fetch_through<B>(
+    gate: &Gate,
+    req: &Request<B>,
+    wanted: Wanted,
+) -> Result<Option<Response<ResponseBody>>, Problem> {
+    let fetcher = gate.fetcher.clone();
+    let (digest, size) = (wanted.digest, wanted.size);
+    let whole = req.method() == Method::GET
+        && !req.headers().contains_key(header::RANGE)
+        && !req.headers().contains_key(header::IF_NONE_MATCH);
+    let (slot, mut tapped) = tap::tap(fetcher.tap_stall());
+    // No tap for a small body, `HEAD`, `Range` or a conditional request: dropping the slot
+    // tells the receiver at once.
+    let slot = (whole && size >= STREAM_FROM_BYTES).then_some(slot);
+    let mut job: Waiting = Box::pin(async move { fetcher.ensure_tapped(wanted, slot).await });
+    let ended = tokio::select! {
+        started = tapped.started() => match started {
+            Some(length) if length == size => {
+                let object = Object {
+                    digest,
+                    size,
+                    body: Body::Memory(Bytes::new()),
+                };
+                // The head a `GET` of the entry has, over the verifying stream; never for
+                // pages to read (a fetch-through answer is not).
+                let head = respond(&Method::HEAD, req.headers(), object, false);
+                let body = Holding {
+                    body: tapped.into_body(length),
+                    fetch: std::sync::Mutex::new(Some(job)),
+                    whole: false,
+                    cut: false,
+                }
+                .map_err(|e| -> BoxError { Box::new(e) })
+                .boxed();
+                return Ok(Some(head.map(|_| body)));
+            }
+            // Joined another request's fetch, or the shared tier had the bytes: the store
+            // answers once the fill is in.
+            _ => {
+                drop(tapped);
+                (&mut job).await
+            }
+        },
+        ended = &mut job => ended,
+    };
+    ended.map_err(|e| {
+        if matches!(*e, ThroughError::Store(StoreError::Full { .. })) {
+            gate.metrics.cache_full.inc();
+        }
+        Problem::from(&*e)
+    })?;
+    Ok(None)
+}
+
+/// A request's wait on a shared fetch-through: while it is held, the fetch has someone
+/// waiting for it.
+type Waiting =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Arc<ThroughError>>> + Send>>;
+
+/// A streamed fetch-through's body: the tapped bytes, holding the request's wait on the shared
+/// fetch. A client that leaves before its last byte drops the wait with the body, so a fetch
+/// nobody waits for is still abandoned (its space freed); one that had every byte leaves the
+/// fetch to finish on a task of its own (what follows the local publication: the shared
+/// tier's copy, the fleet's lease).
+struct Holding {
+    body: tap::TappedBody,
+    /// In a mutex only so that the body is `Sync`; only its drop takes it.
+    fetch: std::sync::Mutex<Option<Waiting>>,
+    /// Every byte went out, the last after the digest matched.
+    whole: bool,
+    /// The body ended with an error.
+    cut: bool,
+}
+
+impl hyper::body::Body for Holding {
+    type Data = Bytes;
+    type Error = tap::CutShort;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, tap::CutShort>>> {
+        let this = self.get_mut();
+        let next = std::pin::Pin::new(&mut this.body).poll_frame(cx);
+        match &next {
+            std::task::Poll::Ready(Some(Err(_))) => this.cut = true,
+            // The last byte is out once the tapped body says it ended without a cut (hyper
+            // asks no further frame of a body at its end).
+            std::task::Poll::Ready(_) => this.whole = this.body.is_end_stream() && !this.cut,
+            std::task::Poll::Pending => {}
+        }
+        next
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        let fetch = self.fetch.get_mut().ok().and_then(Option::take);
+        if let (true, Some(fetch), Ok(runtime)) =
+            (self.whole, fetch, tokio::runtime::Handle::try_current())
+        {
+            runtime.spawn(fetch);
+        }
+    }
 }
 
 /// A miss with no mirrors to try: the shared tier's object, if it has one. A plain `GET` is
@@ -451,5 +572,71 @@ mod tests {
         // A comma inside an entity-tag does not make two tags: this one is not the entry's.
         assert!(!with(&format!("\"{hex},x\"")));
         assert!(!with("\"other\""));
+    }
+
+    /// What became of a [`Holding`]'s wait on its fetch once the body was dropped: finished
+    /// (it was spawned) or dropped unfinished.
+    async fn wait_after(read_whole: bool) -> &'static str {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        struct Watch(Arc<AtomicU8>);
+        impl Drop for Watch {
+            fn drop(&mut self) {
+                // 0: dropped before it finished.
+                let _ = self
+                    .0
+                    .compare_exchange(2, 0, Ordering::SeqCst, Ordering::SeqCst);
+            }
+        }
+        let state = Arc::new(AtomicU8::new(2));
+        let (gate_tx, gate_rx) = tokio::sync::oneshot::channel::<()>();
+        let watch = Watch(state.clone());
+        let fetch: Waiting = Box::pin(async move {
+            let _ = gate_rx.await;
+            watch.0.store(1, Ordering::SeqCst);
+            drop(watch);
+            Ok(())
+        });
+        let (slot, mut rx) = tap::tap(std::time::Duration::from_secs(5));
+        let t = tap::take(Some(&slot)).unwrap();
+        assert!(t.start(4).await && t.data(Bytes::from_static(b"abcd")).await);
+        assert_eq!(rx.started().await, Some(4));
+        let mut body = Holding {
+            body: rx.into_body(4),
+            fetch: std::sync::Mutex::new(Some(fetch)),
+            whole: false,
+            cut: false,
+        };
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(&first[..], b"abc");
+        if read_whole {
+            assert!(t.verified().await);
+            let last = body.frame().await.unwrap().unwrap().into_data().unwrap();
+            assert_eq!(&last[..], b"d");
+        } else {
+            drop((t, slot));
+            assert!(body.frame().await.unwrap().is_err(), "not cut short");
+        }
+        drop(body);
+        let _ = gate_tx.send(());
+        for _ in 0..100 {
+            if state.load(Ordering::SeqCst) != 2 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        match state.load(Ordering::SeqCst) {
+            1 => "finished",
+            0 => "dropped",
+            _ => "pending",
+        }
+    }
+
+    /// A client that had every byte of a streamed fetch-through leaves the fetch to finish
+    /// (its publication to the shared tier, the fleet's lease); one cut short drops its wait,
+    /// so a fetch nobody else waits for is abandoned.
+    #[tokio::test]
+    async fn a_streamed_fetch_through_finishes_after_a_whole_body_and_is_let_go_after_a_cut() {
+        assert_eq!(wait_after(true).await, "finished");
+        assert_eq!(wait_after(false).await, "dropped");
     }
 }

@@ -17,12 +17,7 @@ use crate::registry::error::RegistryError;
 use crate::registry::request::Reply;
 use crate::store::Digest;
 
-/// The smallest body a registry artifact streams while it verifies. A mismatch in a body
-/// small enough to be written in one go ends the connection before the response's head has
-/// left (a client then sees a broken connection, not why), and such a body's fill costs its
-/// client next to nothing: below this it is answered once it landed, with a `424` on a
-/// mismatch.
-pub(crate) const STREAM_FROM_BYTES: u64 = 1 << 20;
+pub(crate) use crate::fetch::tap::STREAM_FROM_BYTES;
 
 /// How one streamed fetch is served and counted.
 pub(crate) struct Streaming<O, S> {

@@ -1,6 +1,7 @@
-//! Fetch-through by digest: exact bytes then hits, bad mirrors reported and never published,
-//! one upstream fetch for fifty requests, serving rules, redirects, and web pages that may read
-//! but never make fetchgate fetch.
+//! Fetch-through by digest: exact bytes then hits, a large body streamed while it verifies
+//! (cut short before its last byte when it does not match), bad mirrors reported and never
+//! published, one upstream fetch for fifty requests, serving rules, redirects, and web pages
+//! that may read but never make fetchgate fetch.
 
 use crate::support;
 
@@ -12,7 +13,7 @@ use std::time::Duration;
 use fetchgate::store::Digest;
 
 use support::config::Toml;
-use support::proxy::{Client, start_caching_proxy, start_proxy, start_proxy_in};
+use support::proxy::{Client, get_until_closed, start_caching_proxy, start_proxy, start_proxy_in};
 use support::upstream::{Reply, Routes, Streaming, Upstream, pattern_bytes, tls_for};
 
 use super::{get_path, through};
@@ -55,6 +56,233 @@ async fn fetch_through_returns_exact_bytes_then_hits_without_upstream() {
             0
         );
     }
+}
+
+/// Sends `GET path` to `proxy` and reads until the head and at least one body byte are in:
+/// the connection, the head (lower-cased) and the body bytes read so far.
+async fn head_and_first_bytes(
+    proxy: std::net::SocketAddr,
+    path: &str,
+) -> (tokio::net::TcpStream, String, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {proxy}\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before the first body byte: {raw:?}");
+        raw.extend_from_slice(&buf[..n]);
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n")
+            && raw.len() > end + 4
+        {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            return (s, head, raw[end + 4..].to_vec());
+        }
+    }
+}
+
+/// A fetch-through of a megabyte or more from a mirror that sends slowly: its client has the
+/// head and the first bytes while the mirror is still sending, then every byte, and the entry
+/// is stored and verified. The twin: the same request as a `HEAD` waits for the fill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_fetch_through_streams_while_the_mirror_sends_then_hits() {
+    use tokio::io::AsyncReadExt;
+    let size = 2u64 << 20;
+    // 32 chunks of 64 KiB, 50 ms apart: the whole body takes more than a second and a half.
+    let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(50)), true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
+    let bytes = pattern_bytes(size);
+    let d = Digest::of(&bytes);
+    let path = through(
+        &d,
+        size,
+        &[format!("http://127.0.0.2:{}/big.tgz", up.addr.port())],
+    );
+    let (mut conn, head, mut body) = head_and_first_bytes(proxy, &path).await;
+    let taken = up.bytes_taken();
+    assert!(
+        taken < size,
+        "the first byte reached the client only once the mirror had sent all {size} bytes"
+    );
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains(&format!("content-length: {size}")), "{head}");
+    conn.read_to_end(&mut body).await.unwrap();
+    assert!(body == bytes, "the streamed body is not the mirror's bytes");
+    // Stored and verified: a plain read and the same fetch-through are hits.
+    for again in [format!("/sha256/{}", d.hex()), path.clone()] {
+        let got = get_path(proxy, &again, &[]).await;
+        assert_eq!(got.status, 200, "{again}");
+        assert!(got.body.as_ref() == bytes.as_slice(), "{again}");
+    }
+    assert_eq!(up.request_count(), 1, "hits make no upstream request");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+        0,
+        "no temp file survives"
+    );
+
+    // A `HEAD` fetch-through is not streamed: it answers from the verified entry.
+    let other = Streaming::start("127.0.0.2:0", size + 1, None, true).await;
+    let other_dir = tempfile::tempdir().unwrap();
+    let proxy = start_caching_proxy(other_dir.path(), other.addr.port()).await;
+    let d = Digest::of(&pattern_bytes(size + 1));
+    let url = format!("http://127.0.0.2:{}/big.tgz", other.addr.port());
+    let got = Client::connect(proxy)
+        .await
+        .send(
+            "HEAD",
+            &through(&d, size + 1, &[url]),
+            &[("host", "localhost")],
+        )
+        .await;
+    assert_eq!(got.status, 200);
+    assert_eq!(other.request_count(), 1);
+    let got = get_path(proxy, &format!("/sha256/{}", d.hex()), &[]).await;
+    assert_eq!(got.status, 200, "the HEAD's fill was not stored");
+}
+
+/// The adversarial twin of streaming: a client that takes the first bytes of a large
+/// fetch-through and leaves is the only one waiting, so the fetch is abandoned as any fetch
+/// nobody waits for is (the mirror is no longer read, the partial fill is removed, nothing is
+/// stored), instead of running on for a client that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_a_streamed_fetch_through_abandons_it() {
+    let size = 4u64 << 20;
+    // 64 chunks of 64 KiB, 50 ms apart: the whole body would take over three seconds.
+    let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(50)), true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
+    let d = Digest::of(&pattern_bytes(size));
+    let path = through(
+        &d,
+        size,
+        &[format!("http://127.0.0.2:{}/big.tgz", up.addr.port())],
+    );
+    let (conn, head, _) = head_and_first_bytes(proxy, &path).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    drop(conn);
+    let tmp = dir.path().join("tmp");
+    assert!(
+        super::eventually(|| std::fs::read_dir(&tmp).unwrap().count() == 0).await,
+        "the partial fill was kept"
+    );
+    let taken = up.bytes_taken();
+    assert!(taken < size, "the mirror was read to its end for nobody");
+    let got = get_path(proxy, &format!("/sha256/{}", d.hex()), &[]).await;
+    assert_eq!(got.status, 404, "an abandoned fetch stored its bytes");
+}
+
+/// A large fetch-through whose bytes do not hash to the digest asked for: the client has a
+/// `200` and the mirror's bytes, cut short before the last; nothing is stored, under either
+/// digest; asking again is refused from memory (`digest_mismatch`) without another download.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_fetch_through_that_does_not_match_is_cut_short_and_nothing_is_kept() {
+    let size = 2u64 << 20;
+    let up = Streaming::start("127.0.0.2:0", size, None, true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
+    let served = pattern_bytes(size);
+    let mut asked = served.clone();
+    asked[1000] ^= 1;
+    let d = Digest::of(&asked);
+    let path = through(
+        &d,
+        size,
+        &[format!("http://127.0.0.2:{}/big.tgz", up.addr.port())],
+    );
+    let p = path.clone();
+    let (status, length, body) = tokio::task::spawn_blocking(move || get_until_closed(proxy, &p))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(length, Some(size as usize));
+    assert!(
+        body.len() < served.len(),
+        "the wrong bytes were served whole"
+    );
+    assert!(
+        body[..] == served[..body.len()],
+        "what went out is the mirror's prefix"
+    );
+    for hex in [d.hex(), Digest::of(&served).hex()] {
+        let got = get_path(proxy, &format!("/sha256/{hex}"), &[]).await;
+        assert_eq!(got.status, 404, "{hex} was stored");
+    }
+    let got = get_path(proxy, &path, &[]).await;
+    assert_eq!(got.status, 502);
+    let j = got.json();
+    assert_eq!(j["locators"][0]["code"], "digest_mismatch", "{j}");
+    assert_eq!(
+        up.request_count(),
+        1,
+        "the same wrong bytes were downloaded again"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+        0,
+        "no temp file survives"
+    );
+}
+
+/// The twin with a good mirror behind the bad one: the client's stream, begun with the bad
+/// mirror's bytes, is cut short (its client gone, nobody waits for the fetch any more, so it
+/// is abandoned as any such fetch is); the retry skips the bad mirror, which is remembered,
+/// and has the good one's bytes whole, then they are a hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_first_mirror_cuts_the_stream_short_and_the_retry_has_the_next_one() {
+    let size = 2u64 << 20;
+    let bytes = pattern_bytes(size);
+    let d = Digest::of(&bytes);
+    let mut other = bytes.clone();
+    other[size as usize / 2] ^= 1;
+    let bad = Upstream::http("127.0.0.2:0", Reply::ok(other)).await;
+    let good = Streaming::start("127.0.0.2:0", size, None, true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(
+        &Toml::new()
+            .cache(dir.path(), "")
+            .trust_ports("127.0.0.2", &[bad.addr.port(), good.addr.port()])
+            .build(),
+    )
+    .await;
+    let path = through(
+        &d,
+        size,
+        &[
+            format!("http://127.0.0.2:{}/big.tgz", bad.addr.port()),
+            format!("http://127.0.0.2:{}/big.tgz", good.addr.port()),
+        ],
+    );
+    let p = path.clone();
+    let (status, _, body) = tokio::task::spawn_blocking(move || get_until_closed(proxy, &p))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        body.len() < bytes.len(),
+        "the bad mirror's bytes were served whole"
+    );
+    let p = path.clone();
+    let (status, length, body) = tokio::task::spawn_blocking(move || get_until_closed(proxy, &p))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(length, Some(bytes.len()));
+    assert!(
+        body == bytes,
+        "the retry did not get the good mirror's bytes whole"
+    );
+    assert_eq!(bad.requests().len(), 1, "the bad mirror was asked again");
+    let got = get_path(proxy, &format!("/sha256/{}", d.hex()), &[]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.body.as_ref() == bytes.as_slice());
+    assert!(
+        good.request_count() <= 2,
+        "each request at most one read of the good mirror"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
