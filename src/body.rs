@@ -30,6 +30,24 @@ pub(crate) fn full<E: 'static>(bytes: impl Into<Bytes>) -> BoxBody<Bytes, E> {
     Full::new(bytes.into()).map_err(never).boxed()
 }
 
+/// A body of the chunks `rx` delivers, in order; an error ends it with that error (so a
+/// stream that failed is cut short, never ended cleanly).
+pub(crate) fn from_chunks(rx: tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>) -> ResponseBody {
+    http_body_util::StreamBody::new(FramesOf(rx)).boxed()
+}
+
+/// Chunks from a channel as body frames, an error as the body's error.
+struct FramesOf(tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>);
+
+impl futures_core::Stream for FramesOf {
+    type Item = Result<Frame<Bytes>, BoxError>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0
+            .poll_recv(cx)
+            .map(|c| c.map(|c| c.map(Frame::data).map_err(|e| -> BoxError { Box::new(e) })))
+    }
+}
+
 /// Converts the error an empty or full body can never produce.
 fn never<E>(never: Infallible) -> E {
     match never {}

@@ -7,8 +7,8 @@ use std::io::Read;
 use std::sync::Arc;
 
 use super::integrity::{Algorithm, Expected, Hasher};
-use crate::shared::{FirstRead, SharedTier};
-use crate::store::{Body, Digest, Object, Store, lookup};
+use crate::shared::{FirstRead, Reader, SharedTier};
+use crate::store::{Body, Digest, Object, Store, Voucher, lookup};
 
 /// Bytes hashed per read when checking a filled object against a registry digest.
 const CHUNK: usize = 256 * 1024;
@@ -168,10 +168,31 @@ impl Tiers {
     /// A plain `GET /sha256/` miss with no mirrors, served from the shared tier while it is
     /// verified ([`SharedTier::first_read`]); [`FirstRead::Missed`] without a shared tier.
     pub(crate) async fn first_read(&self, digest: Digest) -> FirstRead {
+        self.first_read_by(digest, Reader::Anyone).await
+    }
+
+    /// A registry artifact's miss by its SHA-256, served from the shared tier while it is
+    /// verified when `voucher` vouched for the bucket's object (or, with `unvouched_too`, when
+    /// no one did); [`FirstRead::Missed`] for any other object (whose local copy is still
+    /// made) and without a shared tier.
+    pub(crate) async fn first_read_vouched(
+        &self,
+        digest: Digest,
+        voucher: &Voucher,
+        unvouched_too: bool,
+    ) -> FirstRead {
+        let reader = Reader::Vouched {
+            voucher: voucher.clone(),
+            unvouched_too,
+        };
+        self.first_read_by(digest, reader).await
+    }
+
+    async fn first_read_by(&self, digest: Digest, reader: Reader) -> FirstRead {
         match &self.shared {
             Some(tier) => {
                 let max = self.max_object_bytes;
-                tier.first_read(&self.store, digest, max).await
+                tier.first_read(&self.store, digest, max, reader).await
             }
             None => FirstRead::Missed,
         }

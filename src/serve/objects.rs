@@ -20,7 +20,7 @@ use super::request_error::RequestError;
 use super::request_log::{Decided, RequestLog};
 use crate::app::Gate;
 use crate::body::{BoxError, ResponseBody};
-use crate::body::{empty, full};
+use crate::body::{empty, from_chunks, full};
 use crate::decide::narrow::{ClientPolicy, narrow_registry};
 use crate::fetch::MAX_MIRRORS;
 use crate::fetch::failure::ThroughError;
@@ -255,7 +255,7 @@ async fn from_shared<B>(
                 // The head a `GET` of the entry has (`HEAD` gives it without a body), over the
                 // verifying stream.
                 let head = respond(&Method::HEAD, req.headers(), object, any_origin);
-                return Ok(head.map(|_| StreamBody::new(FramesOf(chunks)).boxed()));
+                return Ok(head.map(|_| from_chunks(chunks)));
             }
             FirstRead::Published => true,
             FirstRead::Missed => false,
@@ -498,21 +498,6 @@ fn futures_stream(
 }
 
 struct ReceiverStream<T>(tokio::sync::mpsc::Receiver<T>);
-
-/// Chunks from a channel as body frames, an error as the body's error.
-struct FramesOf(tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>);
-
-impl futures_core::Stream for FramesOf {
-    type Item = Result<Frame<Bytes>, BoxError>;
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        self.0
-            .poll_recv(cx)
-            .map(|c| c.map(|c| c.map(Frame::data).map_err(|e| -> BoxError { Box::new(e) })))
-    }
-}
 
 impl<T> futures_core::Stream for ReceiverStream<T> {
     type Item = T;

@@ -17,6 +17,11 @@
 //!
 //! Concurrent readers of one digest share the read ([`super::flight`]): the others wait for
 //! the publication and are then served from the local disk.
+//!
+//! A registry reads the same way ([`Reader::Vouched`]), but only bytes it vouched for are
+//! handed to its client before they are published: for any other object its client is told
+//! the bucket missed (the registry then asks its own upstream), and the local copy is still
+//! made, for whoever may read it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,7 +33,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::SharedTier;
 use super::client::{BucketError, Chunks};
 use super::flight::{Turn, waited};
-use crate::store::{Digest, Fill, FillError, FillSink, Provenance, Store};
+use crate::store::{Digest, Fill, FillError, FillSink, Provenance, Source, Store, Voucher};
 
 /// Chunks queued between the bucket reader and a streaming client.
 const CLIENT_DEPTH: usize = 8;
@@ -52,15 +57,49 @@ pub(crate) enum FirstRead {
     Missed,
 }
 
+/// Who a first read answers before the bytes are published locally.
+#[derive(Clone, Debug)]
+pub(crate) enum Reader {
+    /// A plain `/sha256/` read: any verified bytes.
+    Anyone,
+    /// A registry: only bytes the object's sources say it vouched for (with `unvouched_too`,
+    /// also an object no one vouched for, which an offline registry serves from a seeded
+    /// cache).
+    Vouched {
+        /// The registry (and repository) reading.
+        voucher: Voucher,
+        /// Whether an object with no sources is answered too.
+        unvouched_too: bool,
+    },
+}
+
+impl Reader {
+    /// Whether bytes vouched for by `sources` may go to this reader's client.
+    fn may_read(&self, sources: &[Source]) -> bool {
+        match self {
+            Reader::Anyone => true,
+            Reader::Vouched {
+                voucher,
+                unvouched_too,
+            } => {
+                sources.contains(&Source::Registry(voucher.clone()))
+                    || (*unvouched_too && sources.is_empty())
+            }
+        }
+    }
+}
+
 impl SharedTier {
-    /// Reads `digest` (at most `max` bytes) from the bucket for one client, serving it while
-    /// it is verified; see the module documentation. Never fails: every failure is
-    /// [`FirstRead::Missed`], counted and logged as the filling read path counts it.
+    /// Reads `digest` (at most `max` bytes) from the bucket for one client of `reader`,
+    /// serving it while it is verified; see the module documentation. Never fails: every
+    /// failure is [`FirstRead::Missed`], counted and logged as the filling read path counts
+    /// it.
     pub(crate) async fn first_read(
         self: &Arc<Self>,
         store: &Arc<Store>,
         digest: Digest,
         max: u64,
+        reader: Reader,
     ) -> FirstRead {
         match self.turn(store, digest) {
             Turn::Published => FirstRead::Published,
@@ -77,7 +116,7 @@ impl SharedTier {
                 let (tier, store) = (self.clone(), store.clone());
                 // Its own task: a client that leaves stops nobody else's read.
                 tokio::spawn(async move {
-                    let published = tier.lead(&store, digest, max, answer).await;
+                    let published = tier.lead(&store, digest, (max, reader), answer).await;
                     landing.land(published);
                 });
                 answered.await.unwrap_or(FirstRead::Missed)
@@ -91,7 +130,7 @@ impl SharedTier {
         &self,
         store: &Arc<Store>,
         digest: Digest,
-        max: u64,
+        (max, reader): (u64, Reader),
         answer: oneshot::Sender<FirstRead>,
     ) -> bool {
         let started = Instant::now();
@@ -99,6 +138,8 @@ impl SharedTier {
             let _ = answer.send(FirstRead::Missed);
             return false;
         };
+        // Bytes this reader may not have go to no client; their copy is still made.
+        let readable = reader.may_read(&found.sources);
         let locator = Provenance::Shared(
             format!("{}{key}", super::locator_base(&self.settings)),
             found.sources.clone(),
@@ -113,7 +154,11 @@ impl SharedTier {
                 }
             };
             self.verified(started);
-            let _ = answer.send(FirstRead::Whole(bytes.clone()));
+            let _ = answer.send(if readable {
+                FirstRead::Whole(bytes.clone())
+            } else {
+                FirstRead::Missed
+            });
             // The client's task first: on one core, a blocking thread woken now would take
             // the core ahead of the response it is waiting to write.
             tokio::task::yield_now().await;
@@ -151,7 +196,12 @@ impl SharedTier {
             }
         };
         let (client, chunks) = mpsc::channel(CLIENT_DEPTH);
-        let _ = answer.send(FirstRead::Streaming { size, chunks });
+        // An unreadable object streams to no one: its receiver goes at once.
+        let _ = answer.send(if readable {
+            FirstRead::Streaming { size, chunks }
+        } else {
+            FirstRead::Missed
+        });
         let Some(fill) = self
             .stream_verified(&key, found.chunks, (fill, digest, size), client, started)
             .await

@@ -39,7 +39,7 @@ pub(crate) mod upload;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) use first_read::FirstRead;
+pub(crate) use first_read::{FirstRead, Reader};
 pub(crate) use settings::{SharedSection, SharedSettings};
 
 use breaker::{Breaker, State};

@@ -83,6 +83,13 @@ impl RegistryCore {
             return Ok(Reply::Artifact { sha256 });
         }
         self.fetcher.metrics().miss(crate::metrics::route::REGISTRY);
+        if let (true, Algorithm::Sha256, Some(sha256)) = (serving.whole, expected.algorithm, known)
+            && let Some(reply) = self
+                .shared_streamed(&landing, sha256, serving.listed_length)
+                .await
+        {
+            return Ok(reply);
+        }
         if let Some(sha256) = self.shared_artifact(expected, known).await
             && self.fetcher.vouched(&sha256, landing.voucher()).await
         {

@@ -261,3 +261,123 @@ async fn a_tampered_bucket_object_read_while_streaming_ends_short_and_nothing_is
     assert!(got.status == 200 && got.body.as_ref() == stalled.as_slice());
     drop(idle);
 }
+
+/// A registry's blob that another instance pulled streams from the bucket while it verifies
+/// (#37 item 1: registry artifacts read from the bucket): an intact layer arrives whole with
+/// the upstream stopped, and a layer tampered with in the bucket (its metadata kept, so it
+/// still says this registry vouched for it) gets a `200` that ends before its last byte, is
+/// counted and stores nothing. The twin on who may read: an object in the bucket that only a
+/// fetch by URL put there (no registry vouched for it) is not handed to the registry's client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_blob_from_the_bucket_streams_while_verified_and_a_tampered_one_ends_short() {
+    use support::oci::image::{self, Image, Top};
+    use support::oci::registry::DockerRegistry;
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("oci-stream");
+    // Random layers: gzip keeps them about their size, past the 1 MiB memory tier.
+    let img = Image::build("fg-bucket-stream", "amd64", &[3 << 20, 2 << 20]);
+    let (mut reg, img) = tokio::task::spawn_blocking(move || {
+        let reg = DockerRegistry::filesystem();
+        let layout = tempfile::tempdir().unwrap();
+        image::write_layout(layout.path(), "v1", Top::Image(&img));
+        support::oci::Skopeo::new().push(layout.path(), "v1", reg.addr, "fetchgate/streamed", &[]);
+        (reg, img)
+    })
+    .await
+    .unwrap();
+    let registry = format!(
+        "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\n",
+        reg.url()
+    );
+    let loose = pattern_bytes((2 << 20) + 3);
+    let dl = Digest::of(&loose);
+    let up = mirror(&[("/loose", &loose)]).await;
+    let with_mirror = format!(
+        "{registry}[[egress.trust]]\ncidrs = [\"{}/32\"]\nports = [{}]\n",
+        up.addr.ip(),
+        up.addr.port()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let a =
+        super::instance_with(dir.path(), "a", weed, &prefix, Some(reg.addr), &with_mirror).await;
+    let blob = |digest: &str| format!("/registry/hub/v2/fetchgate/streamed/blobs/{digest}");
+    for layer in &img.layers {
+        let got = a.get(&blob(&layer.digest), &[]).await;
+        assert_eq!(got.status, 200);
+        assert!(got.body.as_ref() == layer.bytes.as_slice());
+    }
+    let url = format!("http://{}/loose", up.addr);
+    assert_eq!(
+        a.get(&through(&dl, loose.len(), &url), &[]).await.status,
+        200
+    );
+    let keys: Vec<_> = img
+        .layers
+        .iter()
+        .map(|l| key(&prefix, &Digest::of(&l.bytes)))
+        .chain([key(&prefix, &dl)])
+        .collect();
+    for k in &keys {
+        eventually("A's layers and fetch reach the bucket", || {
+            let (s3, k) = (s3.clone(), k.clone());
+            async move { object(&s3, &k).await.is_some() }
+        })
+        .await;
+    }
+    // The first layer's bytes changed in the bucket, its metadata (size, sources) kept.
+    let stored = s3.get(&keys[0]).await.unwrap();
+    let attributes = stored.attributes.clone();
+    let mut bad = stored.bytes().await.unwrap().to_vec();
+    let at = bad.len() - 100;
+    bad[at] ^= 0xff;
+    let opts = PutOptions {
+        attributes,
+        ..Default::default()
+    };
+    s3.put_opts(&keys[0], PutPayload::from(bad.clone()), opts)
+        .await
+        .unwrap();
+    reg = tokio::task::spawn_blocking(move || {
+        reg.stop();
+        reg
+    })
+    .await
+    .unwrap();
+
+    let b = super::instance_with(dir.path(), "b", weed, &prefix, Some(reg.addr), &registry).await;
+    let intact = &img.layers[1];
+    let (status, length, body) = raw_get(b.proxy, &blob(&intact.digest)).await;
+    assert_eq!((status, length), (200, intact.bytes.len() as u64));
+    assert!(body == intact.bytes, "the intact layer arrives whole");
+    let tampered = &img.layers[0];
+    let (status, length, body) = raw_get(b.proxy, &blob(&tampered.digest)).await;
+    assert_eq!(
+        (status, length),
+        (200, bad.len() as u64),
+        "streamed from the bucket, not filled first"
+    );
+    assert!(
+        body.len() < bad.len(),
+        "the tampered layer was served whole ({} bytes)",
+        body.len()
+    );
+    assert!(
+        bad.starts_with(&body),
+        "what arrived is the bucket's bytes so far"
+    );
+    assert_eq!(b.gets("mismatch").await, 1.0);
+    assert!(
+        !on_disk(dir.path(), "b", &Digest::of(&tampered.bytes)).exists(),
+        "nothing stored"
+    );
+    // Bytes only a fetch by URL put in the bucket: the registry's client is not answered
+    // from them (and with its upstream stopped, not at all).
+    let got = b.get(&blob(&format!("sha256:{}", dl.hex())), &[]).await;
+    assert_ne!(
+        got.status, 200,
+        "the registry served bytes it never vouched for"
+    );
+    drop(reg);
+}

@@ -230,6 +230,11 @@ impl Apt<'_> {
             match got {
                 // Its length was the listed size before its first byte went out.
                 Ok(reply @ Reply::Streamed { .. }) => return Ok(reply),
+                // Verified in memory from the shared tier (its copy still landing): its own
+                // length is the one to check.
+                Ok(Reply::Stored { object }) if object.size == e.size => {
+                    return Ok(Reply::Stored { object });
+                }
                 Ok(reply) => {
                     self.apt_size_matches(path, digest, e.size).await?;
                     return Ok(reply);

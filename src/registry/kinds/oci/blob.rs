@@ -62,8 +62,25 @@ impl Oci<'_> {
             .scoped(name);
         // Only bytes this repository served are answered from the cache or the bucket: a blob
         // another repository or registry pulled is fetched here as a miss (the upstream keeps
-        // blob access per repository, and a digest is no secret).
-        match self.core.fetcher.tiers().lookup_or_fill(sha256).await {
+        // blob access per repository, and a digest is no secret). A whole blob missing here
+        // streams from the bucket while it verifies.
+        let tiers = self.core.fetcher.tiers();
+        let found = match lookup(store, sha256).await {
+            Some(object) => Some((object, Tier::Local)),
+            None if whole => match self.core.shared_streamed(&landing, sha256, None).await {
+                Some(reply) => {
+                    metrics.miss(route::REGISTRY);
+                    count::pull(metrics, registry, "shared");
+                    if let Some(length) = streamed_length(&reply) {
+                        count::served(metrics, registry, "cache", length);
+                    }
+                    return Ok(reply);
+                }
+                None => tiers.lookup_or_fill(sha256).await,
+            },
+            None => tiers.lookup_or_fill(sha256).await,
+        };
+        match found {
             Some((object, tier)) if self.core.serves(front, &sha256, landing.voucher()).await => {
                 if tier == Tier::Local {
                     landing.count("hit");
@@ -113,5 +130,14 @@ impl Oci<'_> {
             RegistryError::Cache("the blob left the store as it landed; pull again".into())
         })?;
         Ok(stored(object))
+    }
+}
+
+/// The length of a blob answered from the bucket while it verifies.
+fn streamed_length(reply: &Reply) -> Option<u64> {
+    match reply {
+        Reply::Streamed { length, .. } => Some(*length),
+        Reply::Stored { object } => Some(object.size),
+        _ => None,
     }
 }
