@@ -83,6 +83,39 @@ async fn head_and_first_bytes(
     }
 }
 
+/// A caching fetchgate in front of one streaming mirror of `size` pattern bytes, and the
+/// fetch-through path that asks for them by `digest`.
+struct OneMirror {
+    up: Streaming,
+    dir: tempfile::TempDir,
+    proxy: std::net::SocketAddr,
+    bytes: Vec<u8>,
+    digest: Digest,
+    path: String,
+}
+
+impl OneMirror {
+    /// The mirror sends its chunks of 64 KiB `pause` apart; `asked` is the digest the request
+    /// names (the bytes' own when `None`).
+    async fn start(size: u64, pause: Option<Duration>, asked: Option<Digest>) -> Self {
+        let up = Streaming::start("127.0.0.2:0", size, pause, true).await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
+        let bytes = pattern_bytes(size);
+        let digest = asked.unwrap_or_else(|| Digest::of(&bytes));
+        let url = format!("http://127.0.0.2:{}/big.tgz", up.addr.port());
+        let path = through(&digest, size, &[url]);
+        Self {
+            up,
+            dir,
+            proxy,
+            bytes,
+            digest,
+            path,
+        }
+    }
+}
+
 /// A fetch-through of a megabyte or more from a mirror that sends slowly: its client has the
 /// head and the first bytes while the mirror is still sending, then every byte, and the entry
 /// is stored and verified. The twin: the same request as a `HEAD` waits for the fill.
@@ -91,17 +124,9 @@ async fn a_large_fetch_through_streams_while_the_mirror_sends_then_hits() {
     use tokio::io::AsyncReadExt;
     let size = 2u64 << 20;
     // 32 chunks of 64 KiB, 50 ms apart: the whole body takes more than a second and a half.
-    let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(50)), true).await;
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
-    let bytes = pattern_bytes(size);
-    let d = Digest::of(&bytes);
-    let path = through(
-        &d,
-        size,
-        &[format!("http://127.0.0.2:{}/big.tgz", up.addr.port())],
-    );
-    let (mut conn, head, mut body) = head_and_first_bytes(proxy, &path).await;
+    let rig = OneMirror::start(size, Some(Duration::from_millis(50)), None).await;
+    let (up, proxy, bytes, d, path) = (&rig.up, rig.proxy, &rig.bytes, rig.digest, &rig.path);
+    let (mut conn, head, mut body) = head_and_first_bytes(proxy, path).await;
     let taken = up.bytes_taken();
     assert!(
         taken < size,
@@ -110,7 +135,10 @@ async fn a_large_fetch_through_streams_while_the_mirror_sends_then_hits() {
     assert!(head.starts_with("http/1.1 200"), "{head}");
     assert!(head.contains(&format!("content-length: {size}")), "{head}");
     conn.read_to_end(&mut body).await.unwrap();
-    assert!(body == bytes, "the streamed body is not the mirror's bytes");
+    assert!(
+        body == *bytes,
+        "the streamed body is not the mirror's bytes"
+    );
     // Stored and verified: a plain read and the same fetch-through are hits.
     for again in [format!("/sha256/{}", d.hex()), path.clone()] {
         let got = get_path(proxy, &again, &[]).await;
@@ -119,7 +147,9 @@ async fn a_large_fetch_through_streams_while_the_mirror_sends_then_hits() {
     }
     assert_eq!(up.request_count(), 1, "hits make no upstream request");
     assert_eq!(
-        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+        std::fs::read_dir(rig.dir.path().join("tmp"))
+            .unwrap()
+            .count(),
         0,
         "no temp file survives"
     );
@@ -152,19 +182,12 @@ async fn a_large_fetch_through_streams_while_the_mirror_sends_then_hits() {
 async fn a_client_that_leaves_a_streamed_fetch_through_abandons_it() {
     let size = 4u64 << 20;
     // 64 chunks of 64 KiB, 50 ms apart: the whole body would take over three seconds.
-    let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(50)), true).await;
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
-    let d = Digest::of(&pattern_bytes(size));
-    let path = through(
-        &d,
-        size,
-        &[format!("http://127.0.0.2:{}/big.tgz", up.addr.port())],
-    );
-    let (conn, head, _) = head_and_first_bytes(proxy, &path).await;
+    let rig = OneMirror::start(size, Some(Duration::from_millis(50)), None).await;
+    let (up, proxy, d) = (&rig.up, rig.proxy, rig.digest);
+    let (conn, head, _) = head_and_first_bytes(proxy, &rig.path).await;
     assert!(head.starts_with("http/1.1 200"), "{head}");
     drop(conn);
-    let tmp = dir.path().join("tmp");
+    let tmp = rig.dir.path().join("tmp");
     assert!(
         super::eventually(|| std::fs::read_dir(&tmp).unwrap().count() == 0).await,
         "the partial fill was kept"
@@ -181,18 +204,10 @@ async fn a_client_that_leaves_a_streamed_fetch_through_abandons_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_fetch_through_that_does_not_match_is_cut_short_and_nothing_is_kept() {
     let size = 2u64 << 20;
-    let up = Streaming::start("127.0.0.2:0", size, None, true).await;
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
-    let served = pattern_bytes(size);
-    let mut asked = served.clone();
+    let mut asked = pattern_bytes(size);
     asked[1000] ^= 1;
-    let d = Digest::of(&asked);
-    let path = through(
-        &d,
-        size,
-        &[format!("http://127.0.0.2:{}/big.tgz", up.addr.port())],
-    );
+    let rig = OneMirror::start(size, None, Some(Digest::of(&asked))).await;
+    let (up, proxy, served, d, path) = (&rig.up, rig.proxy, &rig.bytes, rig.digest, &rig.path);
     let p = path.clone();
     let (status, length, body) = tokio::task::spawn_blocking(move || get_until_closed(proxy, &p))
         .await
@@ -207,11 +222,11 @@ async fn a_large_fetch_through_that_does_not_match_is_cut_short_and_nothing_is_k
         body[..] == served[..body.len()],
         "what went out is the mirror's prefix"
     );
-    for hex in [d.hex(), Digest::of(&served).hex()] {
+    for hex in [d.hex(), Digest::of(served).hex()] {
         let got = get_path(proxy, &format!("/sha256/{hex}"), &[]).await;
         assert_eq!(got.status, 404, "{hex} was stored");
     }
-    let got = get_path(proxy, &path, &[]).await;
+    let got = get_path(proxy, path, &[]).await;
     assert_eq!(got.status, 502);
     let j = got.json();
     assert_eq!(j["locators"][0]["code"], "digest_mismatch", "{j}");
@@ -221,7 +236,9 @@ async fn a_large_fetch_through_that_does_not_match_is_cut_short_and_nothing_is_k
         "the same wrong bytes were downloaded again"
     );
     assert_eq!(
-        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+        std::fs::read_dir(rig.dir.path().join("tmp"))
+            .unwrap()
+            .count(),
         0,
         "no temp file survives"
     );
@@ -414,16 +431,8 @@ async fn a_mirror_that_served_other_bytes_is_not_asked_again_and_the_next_mirror
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_requests_share_one_upstream_fetch() {
     let size = 4u64 << 20;
-    let up = Streaming::start("127.0.0.2:0", size, Some(Duration::from_millis(2)), true).await;
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = start_caching_proxy(dir.path(), up.addr.port()).await;
-    let bytes = pattern_bytes(size);
-    let d = Digest::of(&bytes);
-    let path = through(
-        &d,
-        size,
-        &[format!("http://127.0.0.2:{}/big.tgz", up.addr.port())],
-    );
+    let rig = OneMirror::start(size, Some(Duration::from_millis(2)), None).await;
+    let (up, proxy, bytes, path) = (&rig.up, rig.proxy, &rig.bytes, &rig.path);
     let mut tasks = Vec::new();
     for _ in 0..50 {
         let path = path.clone();
