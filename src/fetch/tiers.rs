@@ -172,20 +172,11 @@ impl Tiers {
     }
 
     /// A registry artifact's miss by its SHA-256, served from the shared tier while it is
-    /// verified when `voucher` vouched for the bucket's object (or, with `unvouched_too`, when
-    /// no one did); [`FirstRead::Missed`] for any other object (whose local copy is still
-    /// made) and without a shared tier.
-    pub(crate) async fn first_read_vouched(
-        &self,
-        digest: Digest,
-        voucher: &Voucher,
-        unvouched_too: bool,
-    ) -> FirstRead {
-        let reader = Reader::Vouched {
-            voucher: voucher.clone(),
-            unvouched_too,
-        };
-        self.first_read_by(digest, reader).await
+    /// verified when `voucher` vouched for the bucket's object; [`FirstRead::Missed`] for any
+    /// other object (whose local copy is still made) and without a shared tier.
+    pub(crate) async fn first_read_vouched(&self, digest: Digest, voucher: &Voucher) -> FirstRead {
+        self.first_read_by(digest, Reader::Vouched(voucher.clone()))
+            .await
     }
 
     async fn first_read_by(&self, digest: Digest, reader: Reader) -> FirstRead {

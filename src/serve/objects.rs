@@ -108,9 +108,7 @@ async fn fetch_through<B>(
 ) -> Result<Option<Response<ResponseBody>>, Problem> {
     let fetcher = gate.fetcher.clone();
     let (digest, size) = (wanted.digest, wanted.size);
-    let whole = req.method() == Method::GET
-        && !req.headers().contains_key(header::RANGE)
-        && !req.headers().contains_key(header::IF_NONE_MATCH);
+    let whole = whole_get(req);
     let (slot, mut tapped) = tap::tap(fetcher.tap_stall());
     // No tap for a small body, `HEAD`, `Range` or a conditional request: dropping the slot
     // tells the receiver at once.
@@ -131,7 +129,6 @@ async fn fetch_through<B>(
                     body: tapped.into_body(length),
                     fetch: std::sync::Mutex::new(Some(job)),
                     whole: false,
-                    cut: false,
                 }
                 .map_err(|e| -> BoxError { Box::new(e) })
                 .boxed();
@@ -171,8 +168,6 @@ struct Holding {
     fetch: std::sync::Mutex<Option<Waiting>>,
     /// Every byte went out, the last after the digest matched.
     whole: bool,
-    /// The body ended with an error.
-    cut: bool,
 }
 
 impl hyper::body::Body for Holding {
@@ -185,12 +180,10 @@ impl hyper::body::Body for Holding {
     ) -> std::task::Poll<Option<Result<Frame<Bytes>, tap::CutShort>>> {
         let this = self.get_mut();
         let next = std::pin::Pin::new(&mut this.body).poll_frame(cx);
-        match &next {
-            std::task::Poll::Ready(Some(Err(_))) => this.cut = true,
-            // The last byte is out once the tapped body says it ended without a cut (hyper
-            // asks no further frame of a body at its end).
-            std::task::Poll::Ready(_) => this.whole = this.body.is_end_stream() && !this.cut,
-            std::task::Poll::Pending => {}
+        // The last byte is out when a frame leaves the tapped body at its end (hyper asks no
+        // further frame of a body at its end); a cut ends it with an error, never a frame.
+        if let std::task::Poll::Ready(Some(Ok(_))) = &next {
+            this.whole = this.body.is_end_stream();
         }
         next
     }
@@ -230,10 +223,7 @@ async fn from_shared<B>(
     let store = fetcher.store();
     let any_origin = !gate.registries.credentialed(&digest);
     let held = held_to_registries(policies);
-    let plain = !held
-        && req.method() == Method::GET
-        && !req.headers().contains_key(header::RANGE)
-        && !req.headers().contains_key(header::IF_NONE_MATCH);
+    let plain = !held && whole_get(req);
     let filled = if plain {
         match fetcher.tiers().first_read(digest).await {
             FirstRead::Whole(bytes) => {
@@ -270,6 +260,14 @@ async fn from_shared<B>(
         }
         _ => Err(RequestError::NotInCache(digest).into()),
     }
+}
+
+/// True if `req` is a plain `GET` of a whole entry: no `Range`, no `If-None-Match`. Only such
+/// a request may be answered by bytes that are still being verified.
+fn whole_get<B>(req: &Request<B>) -> bool {
+    req.method() == Method::GET
+        && !req.headers().contains_key(header::RANGE)
+        && !req.headers().contains_key(header::IF_NONE_MATCH)
 }
 
 /// True if some policy in force limits its clients to some registries: they read by digest
@@ -589,7 +587,6 @@ mod tests {
             body: rx.into_body(4),
             fetch: std::sync::Mutex::new(Some(fetch)),
             whole: false,
-            cut: false,
         };
         let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(&first[..], b"abc");

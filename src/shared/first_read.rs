@@ -62,15 +62,8 @@ pub(crate) enum FirstRead {
 pub(crate) enum Reader {
     /// A plain `/sha256/` read: any verified bytes.
     Anyone,
-    /// A registry: only bytes the object's sources say it vouched for (with `unvouched_too`,
-    /// also an object no one vouched for, which an offline registry serves from a seeded
-    /// cache).
-    Vouched {
-        /// The registry (and repository) reading.
-        voucher: Voucher,
-        /// Whether an object with no sources is answered too.
-        unvouched_too: bool,
-    },
+    /// A registry (and repository): only bytes the object's sources say it vouched for.
+    Vouched(Voucher),
 }
 
 impl Reader {
@@ -78,13 +71,7 @@ impl Reader {
     fn may_read(&self, sources: &[Source]) -> bool {
         match self {
             Reader::Anyone => true,
-            Reader::Vouched {
-                voucher,
-                unvouched_too,
-            } => {
-                sources.contains(&Source::Registry(voucher.clone()))
-                    || (*unvouched_too && sources.is_empty())
-            }
+            Reader::Vouched(voucher) => sources.contains(&Source::Registry(voucher.clone())),
         }
     }
 }
@@ -116,7 +103,7 @@ impl SharedTier {
                 let (tier, store) = (self.clone(), store.clone());
                 // Its own task: a client that leaves stops nobody else's read.
                 tokio::spawn(async move {
-                    let published = tier.lead(&store, digest, (max, reader), answer).await;
+                    let published = tier.lead(&store, digest, max, reader, answer).await;
                     landing.land(published);
                 });
                 answered.await.unwrap_or(FirstRead::Missed)
@@ -130,7 +117,8 @@ impl SharedTier {
         &self,
         store: &Arc<Store>,
         digest: Digest,
-        (max, reader): (u64, Reader),
+        max: u64,
+        reader: Reader,
         answer: oneshot::Sender<FirstRead>,
     ) -> bool {
         let started = Instant::now();

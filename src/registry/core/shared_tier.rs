@@ -33,7 +33,7 @@ impl RegistryCore {
         let read = self
             .fetcher
             .tiers()
-            .first_read_vouched(sha256, landing.voucher(), false)
+            .first_read_vouched(sha256, landing.voucher())
             .await;
         let reply = match read {
             FirstRead::Whole(bytes) if listed.is_none_or(|n| n == bytes.len() as u64) => {
