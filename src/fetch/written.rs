@@ -274,6 +274,12 @@ mod tests {
             panic!("the larger body was not fetched");
         };
         assert!(matches!(written.fill, Unpublished::Writing(_)));
+        // The fill is opened on its writer's blocking thread, which may not have run yet when
+        // the whole body is already queued to it: wait for it, before anything lands.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while store.temp_files_created() == 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
         assert_eq!(store.temp_files_created(), 1);
         assert_eq!(written.body.len(), large.len());
         let landed = written
