@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::failure::{ExpectedError, ThroughError};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Waiting};
 use crate::store::Digest;
 
 /// Default `[cache] flight_hedge_ms`: long enough that a healthy fetch from another source
@@ -71,22 +71,6 @@ pub(crate) struct Ask<K, S> {
     pub(crate) hedge: Duration,
     /// Where waiting and leading are counted.
     pub(crate) metrics: Arc<Metrics>,
-}
-
-/// Counts a request waiting on a fetch it did not start for as long as it waits.
-struct Waiting(Arc<Metrics>);
-
-impl Waiting {
-    fn start(metrics: Arc<Metrics>) -> Self {
-        metrics.fetch_waiters.inc();
-        Self(metrics)
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        self.0.fetch_waiters.dec();
-    }
 }
 
 /// Where boarding left a request.

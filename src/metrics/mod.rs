@@ -129,7 +129,7 @@ pub struct Metrics {
     pub(crate) cache_full: Counter,
     /// Shared fetches in flight (fetch-through and registry artifacts).
     pub(crate) inflight_fetches: Gauge,
-    /// Requests waiting on another request's fetch.
+    /// Requests waiting on another request's fetch (from an upstream or from the bucket).
     pub(crate) fetch_waiters: Gauge,
     /// Opaque CONNECT tunnels opened (the bytes relayed unread).
     pub(crate) tunnels: Counter,
@@ -319,7 +319,7 @@ impl Metrics {
             fill_failures: "cache_fill_failures", "Failed fill attempts by reason";
             cache_full: "cache_full", "Answers of 507: nothing evictable";
             inflight_fetches: "fetches_in_flight", "Shared fetches in flight (fetch-through and registry artifacts)";
-            fetch_waiters: "fetch_waiters", "Requests waiting on a shared fetch";
+            fetch_waiters: "fetch_waiters", "Requests waiting on a shared fetch (an upstream fetch or a bucket read)";
             tunnels: "tunnels", "Opaque CONNECT tunnels opened: bytes relayed unread (intercepted ones count under tunnels_intercepted)";
             tunnels_open: "tunnels_open", "CONNECT tunnels open now";
             tunnels_intercepted: "tunnels_intercepted", "CONNECTs to [intercept] hosts ended in fetchgate's TLS and served as requests (never counted under tunnels)";
@@ -490,5 +490,23 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+/// Counts a request in `fetchgate_fetch_waiters` while it waits on a fetch (from an upstream
+/// or from the bucket) that another request started, until the value is dropped.
+pub(crate) struct Waiting(std::sync::Arc<Metrics>);
+
+impl Waiting {
+    /// Counts one more waiter.
+    pub(crate) fn start(metrics: std::sync::Arc<Metrics>) -> Self {
+        metrics.fetch_waiters.inc();
+        Self(metrics)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_waiters.dec();
     }
 }

@@ -92,7 +92,7 @@ impl SharedTier {
             Turn::Published => FirstRead::Published,
             Turn::Unavailable => FirstRead::Missed,
             Turn::Wait(rx) => {
-                if waited(rx).await {
+                if waited(rx, &self.metrics).await {
                     FirstRead::Published
                 } else {
                     FirstRead::Missed

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::SharedTier;
+use crate::metrics::{Metrics, Waiting};
 use crate::store::{Digest, Store};
 
 /// Fills from the bucket in flight, by digest: each a channel that says whether it published.
@@ -49,8 +50,15 @@ impl Landing {
     }
 }
 
-/// Whether the read a caller waited on published.
-pub(super) async fn waited(mut rx: watch::Receiver<Option<bool>>) -> bool {
+/// Whether the read a caller waited on published. The wait is counted in
+/// `fetchgate_fetch_waiters`, as a wait on another request's upstream fetch is.
+pub(super) async fn waited(rx: watch::Receiver<Option<bool>>, metrics: &Arc<Metrics>) -> bool {
+    let _waiting = Waiting::start(metrics.clone());
+    published(rx).await
+}
+
+/// Whether the read behind `rx` published, once it says.
+async fn published(mut rx: watch::Receiver<Option<bool>>) -> bool {
     rx.wait_for(Option::is_some)
         .await
         .ok()
@@ -88,7 +96,7 @@ impl SharedTier {
         max: u64,
     ) -> bool {
         match self.turn(store, digest) {
-            Turn::Wait(rx) => waited(rx).await,
+            Turn::Wait(rx) => waited(rx, &self.metrics).await,
             Turn::Published => true,
             Turn::Unavailable => false,
             Turn::Lead(landing) => {
@@ -98,7 +106,7 @@ impl SharedTier {
                     let published = tier.fill(&store, digest, None, max).await;
                     landing.land(published);
                 });
-                waited(rx).await
+                published(rx).await
             }
         }
     }

@@ -5,6 +5,7 @@
 
 use super::RegistryCore;
 use super::landing::Landing;
+use super::shared_tier::FromBucket;
 use super::streamed::{Fetched, STREAM_FROM_BYTES, Streaming, Unobserved};
 use crate::fetch::integrity::{Algorithm, Expected};
 use crate::registry::error::RegistryError;
@@ -84,7 +85,7 @@ impl RegistryCore {
         }
         self.fetcher.metrics().miss(crate::metrics::route::REGISTRY);
         if let (true, Algorithm::Sha256, Some(sha256)) = (serving.whole, expected.algorithm, known)
-            && let Some(reply) = self
+            && let FromBucket::Answer(reply) = self
                 .shared_streamed(&landing, sha256, serving.listed_length)
                 .await
         {

@@ -17,19 +17,32 @@ use crate::registry::request::Reply;
 use crate::shared::FirstRead;
 use crate::store::{Body, Digest, Object};
 
+/// What the shared tier gave a registry's miss of a whole artifact
+/// ([`RegistryCore::shared_streamed`]).
+pub(crate) enum FromBucket {
+    /// The answer: streaming while it verifies, or whole from memory.
+    Answer(Reply),
+    /// Another request's read of the bucket published the artifact locally while this one
+    /// waited on it: served from the store, and counted as the shared tier's.
+    Meanwhile,
+    /// Nothing for this request.
+    Nothing,
+}
+
 impl RegistryCore {
     /// The artifact `sha256` from the shared tier while it verifies, for a plain `GET` of the
     /// whole body: streamed (its last byte once the SHA-256 and length matched; a mismatch
     /// cuts it short and stores nothing), or whole from memory for an object within the memory
-    /// tier. `None` when the bucket has nothing `landing`'s registry vouched for, when its
-    /// length is not `listed` (the copy is still made, and the fill-first path then decides as
-    /// it did before), or when another read already published it (answered from the store).
+    /// tier. [`FromBucket::Meanwhile`] when another request's read published it locally while
+    /// this one looked; [`FromBucket::Nothing`] when the bucket has nothing `landing`'s
+    /// registry vouched for, or when its length is not `listed` (the copy is still made, and
+    /// the fill-first path then decides as it did before).
     pub(crate) async fn shared_streamed(
         &self,
         landing: &Landing,
         sha256: Digest,
         listed: Option<u64>,
-    ) -> Option<Reply> {
+    ) -> FromBucket {
         let read = self
             .fetcher
             .tiers()
@@ -52,10 +65,11 @@ impl RegistryCore {
                     body: from_chunks(chunks),
                 }
             }
-            _ => return None,
+            FirstRead::Published => return FromBucket::Meanwhile,
+            _ => return FromBucket::Nothing,
         };
         landing.count("shared");
-        Some(reply)
+        FromBucket::Answer(reply)
     }
 
     /// The stored SHA-256 of an artifact the shared tier had for `expected` (`known` is the

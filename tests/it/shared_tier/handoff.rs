@@ -420,3 +420,98 @@ async fn a_small_bucket_copy_is_hashed_again_after_a_crash_a_large_one_is_synced
         "the large object came from B's own disk"
     );
 }
+
+/// A blob pull that arrives while another pull of the same blob is reading it from the bucket
+/// waits for that read (one bucket GET for both), is counted while it waits
+/// (`fetchgate_fetch_waiters`), and is then counted as the shared tier's, not as a local hit:
+/// its bytes came from the bucket, through the other pull's read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blob_pull_that_joins_another_pulls_bucket_read_is_counted_as_shared() {
+    use support::oci::image::{self, Image, Top};
+    use support::oci::registry::DockerRegistry;
+    use tokio::io::AsyncWriteExt;
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("oci-joined");
+    // Larger than the socket buffers: a reader that reads nothing holds the bucket read up.
+    let img = Image::build("fg-bucket-joined", "amd64", &[24 << 20]);
+    let (mut reg, img) = tokio::task::spawn_blocking(move || {
+        let reg = DockerRegistry::filesystem();
+        let layout = tempfile::tempdir().unwrap();
+        image::write_layout(layout.path(), "v1", Top::Image(&img));
+        support::oci::Skopeo::new().push(layout.path(), "v1", reg.addr, "fetchgate/joined", &[]);
+        (reg, img)
+    })
+    .await
+    .unwrap();
+    let registry = format!(
+        "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\n",
+        reg.url()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance_with(dir.path(), "a", weed, &prefix, Some(reg.addr), &registry).await;
+    let layer = &img.layers[0];
+    let blob = format!("/registry/hub/v2/fetchgate/joined/blobs/{}", layer.digest);
+    assert_eq!(a.get(&blob, &[]).await.status, 200);
+    let k = key(&prefix, &Digest::of(&layer.bytes));
+    eventually("A's layer reaches the bucket", || {
+        let (s3, k) = (s3.clone(), k.clone());
+        async move { object(&s3, &k).await.is_some() }
+    })
+    .await;
+    // Only the bucket has it for B.
+    reg = tokio::task::spawn_blocking(move || {
+        reg.stop();
+        reg
+    })
+    .await
+    .unwrap();
+
+    let b = instance_with(dir.path(), "b", weed, &prefix, Some(reg.addr), &registry).await;
+    let mut idle = tokio::net::TcpStream::connect(b.proxy).await.unwrap();
+    let req = format!("GET {blob} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    idle.write_all(req.as_bytes()).await.unwrap();
+    eventually(
+        "the first pull's bucket read has begun its local copy",
+        || async {
+            std::fs::read_dir(dir.path().join("b/tmp")).is_ok_and(|mut e| e.next().is_some())
+        },
+    )
+    .await;
+    let joined = tokio::spawn({
+        let (proxy, blob) = (b.proxy, blob.clone());
+        async move {
+            support::proxy::Client::connect(proxy)
+                .await
+                .send("GET", &blob, &[("host", "localhost")])
+                .await
+        }
+    });
+    eventually("the second pull waits on the first one's read", || async {
+        b.metric("fetchgate_fetch_waiters").await == 1.0
+    })
+    .await;
+    drop(idle);
+    let got = joined.await.unwrap();
+    assert_eq!(got.status, 200);
+    assert!(got.body.as_ref() == layer.bytes.as_slice());
+    assert_eq!(b.metric("fetchgate_fetch_waiters").await, 0.0);
+    let pulls = |outcome: &str| {
+        format!("fetchgate_oci_pulls_total{{registry=\"hub\",outcome=\"{outcome}\"}}")
+    };
+    assert_eq!(
+        b.metric(&pulls("cache")).await,
+        0.0,
+        "counted as a local hit"
+    );
+    assert_eq!(b.metric(&pulls("shared")).await, 2.0);
+    assert_eq!(
+        b.metric(
+            "fetchgate_registry_artifacts_total{registry=\"hub\",kind=\"oci\",outcome=\"shared\"}"
+        )
+        .await,
+        2.0
+    );
+    assert_eq!(b.gets("hit").await, 1.0, "one bucket read for both pulls");
+}

@@ -19,6 +19,7 @@ use crate::body::Observer;
 use crate::fetch::tiers::Tier;
 use crate::metrics::{Metrics, route};
 use crate::registry::core::artifact::sha256_expected;
+use crate::registry::core::shared_tier::FromBucket;
 use crate::registry::core::streamed::{Fetched, Streaming};
 use crate::registry::error::RegistryError;
 use crate::registry::request::{Ask, Reply};
@@ -68,7 +69,7 @@ impl Oci<'_> {
         let found = match lookup(store, sha256).await {
             Some(object) => Some((object, Tier::Local)),
             None if whole => match self.core.shared_streamed(&landing, sha256, None).await {
-                Some(reply) => {
+                FromBucket::Answer(reply) => {
                     metrics.miss(route::REGISTRY);
                     count::pull(metrics, registry, "shared");
                     if let Some(length) = streamed_length(&reply) {
@@ -76,7 +77,13 @@ impl Oci<'_> {
                     }
                     return Ok(reply);
                 }
-                None => tiers.lookup_or_fill(sha256).await,
+                // Another pull's bucket read published it while this one waited: the bytes
+                // are the shared tier's, and so is the count.
+                FromBucket::Meanwhile => match lookup(store, sha256).await {
+                    Some(object) => Some((object, Tier::Shared)),
+                    None => tiers.lookup_or_fill(sha256).await,
+                },
+                FromBucket::Nothing => tiers.lookup_or_fill(sha256).await,
             },
             None => tiers.lookup_or_fill(sha256).await,
         };
