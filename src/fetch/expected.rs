@@ -19,7 +19,7 @@ use super::hops::{Credential, GetRequest};
 use super::idle::IdleBody;
 use super::integrity::{Algorithm, Expected};
 use super::pump::{Pump, read_capped};
-use super::tap::{Tap, TapSlot};
+use crate::body::tap::{Tap, TapSlot};
 use crate::metrics::route::REGISTRY;
 use crate::redact::redact_locator;
 use crate::shared::SharedTier;
@@ -133,7 +133,7 @@ impl Fetcher {
                 &want.expected,
                 want.credential.as_ref(),
                 (want.label.clone(), &want.voucher),
-                super::tap::take(want.tap.as_ref()),
+                crate::body::tap::take(want.tap.as_ref()),
             )
             .await;
         if let (Some(guard), Some(tier)) = (lease, &tier) {

@@ -34,7 +34,6 @@ pub(crate) mod integrity;
 pub(crate) mod pump;
 pub(crate) mod settings;
 pub(crate) mod tampered;
-pub(crate) mod tap;
 pub(crate) mod through;
 pub(crate) mod tiers;
 pub(crate) mod upstream;

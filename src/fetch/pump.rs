@@ -10,7 +10,7 @@ use http_body_util::BodyExt;
 use super::failure::{FetchCode, body_failure};
 use super::idle::IdleBody;
 use super::integrity::{Algorithm, Hasher};
-use super::tap::Tap;
+use crate::body::tap::Tap;
 
 /// An upstream body being read chunk by chunk.
 pub(crate) struct Pump {

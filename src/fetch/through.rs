@@ -4,13 +4,14 @@
 //! mirrors share one fetch; one from other mirrors waits at most `[cache] flight_hedge_ms` on
 //! it, then fetches from its own ([`super::flight`]).
 //!
-//! The request that leads a fetch may hand its client the mirror's bytes as they arrive
-//! ([`super::tap`], [`Fetcher::ensure_tapped`]): the client's stream starts at the first byte
-//! of the first mirror to send one, and its last byte goes out only once the fill matched size
-//! and SHA-256 and was published. A mirror that fails before its first byte is passed over as
-//! before; one that fails after it cuts that client's response short (logged, counted), and
-//! the next mirrors are tried for whoever still waits: requests that joined the fetch, or
-//! none, and then the fetch is abandoned like any other nobody waits for.
+//! The request that leads a fetch may hand its client the bytes as they arrive
+//! ([`crate::body::tap`], [`Fetcher::ensure_tapped`]): the client's stream starts at the first
+//! byte of the shared tier's copy or of the first mirror to send one, and its last byte goes
+//! out only once the fill matched size and SHA-256 and was published. A source that fails
+//! before its first byte is passed over as before; one that fails after it cuts that client's
+//! response short (logged, counted), and the next mirrors are tried for whoever still waits:
+//! requests that joined the fetch, or none, and then the fetch is abandoned like any other
+//! nobody waits for.
 
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ use super::flight::Ask;
 use super::hops::GetRequest;
 use super::idle::IdleBody;
 use super::pump::{Pump, read_capped};
-use super::tap::{Tap, TapSlot};
+use crate::body::tap::{Tap, TapSlot};
 use crate::metrics::route::FETCH_THROUGH;
 use crate::redact::redact_locator;
 use crate::shared::lease::Turn;
@@ -64,8 +65,9 @@ impl Fetcher {
 
     /// [`Fetcher::ensure`], and when this request leads the fetch, the bytes of the first
     /// mirror that sends any handed to `tap`'s client as they arrive, the last one once they
-    /// matched (see the module documentation). A hit, a joined fetch or the shared tier's copy leaves
-    /// the tap untaken: that client is answered from the store.
+    /// matched (see the module documentation); the shared tier's copy streams to it the same
+    /// way. A hit or a joined fetch leaves the tap untaken: that client is answered from the
+    /// store.
     pub(crate) async fn ensure_tapped(
         self: &Arc<Self>,
         wanted: Wanted,
@@ -86,7 +88,7 @@ impl Fetcher {
                 if this.store().contains_verified(&wanted.digest) {
                     return Ok(());
                 }
-                let tap = super::tap::take(tap.as_ref());
+                let tap = crate::body::tap::take(tap.as_ref());
                 this.fetch(&wanted, tap).await.map_err(Arc::new)
             }
         };
@@ -97,9 +99,9 @@ impl Fetcher {
 
     /// One fetch-through: the shared tier, then (holding the fleet's lease, or after waiting
     /// on another instance's) each mirror in turn until one's bytes match, handed to `tap`'s
-    /// client as they come.
-    async fn fetch(&self, wanted: &Wanted, tap: Option<Tap>) -> Result<(), ThroughError> {
-        if self.tiers.fill_sized(wanted.digest, wanted.size).await {
+    /// client as they come, from the bucket as from a mirror.
+    async fn fetch(&self, wanted: &Wanted, mut tap: Option<Tap>) -> Result<(), ThroughError> {
+        if self.bucket_copy(wanted, &mut tap).await {
             return Ok(());
         }
         let lease = match self.tiers.shared() {
@@ -114,7 +116,7 @@ impl Fetcher {
                     Turn::Lead(guard) => Some(guard),
                     Turn::Ready => {
                         tier.forget_miss(&wanted.digest);
-                        if self.tiers.fill_sized(wanted.digest, wanted.size).await {
+                        if self.bucket_copy(wanted, &mut tap).await {
                             return Ok(());
                         }
                         None
@@ -133,6 +135,25 @@ impl Fetcher {
             guard.release().await;
         }
         fetched
+    }
+
+    /// The shared tier's copy, published: `true`. Its bytes stream to `tap`'s client as they
+    /// arrive; a copy that fails after its first byte cuts that client short (it is refused
+    /// for a while, so the client's retry goes to the mirrors) and the mirrors are tried for
+    /// whoever else waits.
+    async fn bucket_copy(&self, wanted: &Wanted, tap: &mut Option<Tap>) -> bool {
+        let tapped_before = tap.is_some();
+        let published = self
+            .tiers
+            .fill_sized_tapped(wanted.digest, wanted.size, tap)
+            .await;
+        if !published && tapped_before && tap.is_none() {
+            tracing::warn!(
+                digest = %wanted.digest,
+                "fetch-through cut its client's response short before the last byte: the shared tier's copy failed; nothing of it is kept"
+            );
+        }
+        published
     }
 
     /// Each mirror in turn until one's bytes match; the first to send a byte takes `tap`.

@@ -7,6 +7,7 @@ use std::io::Read;
 use std::sync::Arc;
 
 use super::integrity::{Algorithm, Expected, Hasher};
+use crate::body::tap::Tap;
 use crate::shared::{FirstRead, Reader, SharedTier};
 use crate::store::{Body, Digest, Object, Store, Voucher, lookup};
 
@@ -99,8 +100,19 @@ impl Tiers {
     /// Fills `digest` of exactly `size` bytes from the shared tier, for a fetch-through that
     /// knows its size: `true` if it is now published locally.
     pub(crate) async fn fill_sized(&self, digest: Digest, size: u64) -> bool {
+        self.fill_sized_tapped(digest, size, &mut None).await
+    }
+
+    /// [`Tiers::fill_sized`], handing the bytes to `tap`'s client as they arrive (the last
+    /// once published); see [`SharedTier::fill`].
+    pub(crate) async fn fill_sized_tapped(
+        &self,
+        digest: Digest,
+        size: u64,
+        tap: &mut Option<Tap>,
+    ) -> bool {
         match &self.shared {
-            Some(tier) => tier.fill(&self.store, digest, Some(size), size).await,
+            Some(tier) => tier.fill(&self.store, digest, Some(size), size, tap).await,
             None => false,
         }
     }

@@ -1,6 +1,6 @@
 //! Fetching a file whose check needs every byte at once (a Go module zip's `h1:` reads its
 //! directory first): the body streams into a fill and into memory as it arrives, optionally
-//! handing one client the bytes too ([`tap`](super::tap)), and the caller checks the whole
+//! handing one client the bytes too ([`tap`](crate::body::tap)), and the caller checks the whole
 //! body before it lets the client have its last byte and lands the bytes
 //! ([`Unpublished::land`]). The fill only writes: the store's SHA-256 is taken once, from the
 //! body in memory, when the bytes land, so neither the client's last byte nor the caller's
@@ -21,7 +21,7 @@ use super::headers::content_length;
 use super::hops::{Credential, GetRequest};
 use super::idle::IdleBody;
 use super::pump::Pump;
-use super::tap::Tap;
+use crate::body::tap::Tap;
 use crate::store::fill::Landed;
 use crate::store::{FillError, FillSink, Provenance, Store, StoreError};
 

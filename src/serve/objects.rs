@@ -19,12 +19,12 @@ use super::problem::Problem;
 use super::request_error::RequestError;
 use super::request_log::{Decided, RequestLog};
 use crate::app::Gate;
+use crate::body::tap::{self, STREAM_FROM_BYTES};
 use crate::body::{BoxError, ResponseBody};
 use crate::body::{empty, from_chunks, full};
 use crate::decide::narrow::{ClientPolicy, narrow_registry};
 use crate::fetch::MAX_MIRRORS;
 use crate::fetch::failure::ThroughError;
-use crate::fetch::tap::{self, STREAM_FROM_BYTES};
 use crate::fetch::through::Wanted;
 use crate::header_list::{field_elements, unquote};
 use crate::shared::FirstRead;
@@ -97,10 +97,10 @@ pub(crate) async fn handle<B>(
     Ok(respond(req.method(), req.headers(), object, any_origin))
 }
 
-/// Fetches `wanted` from its mirrors (the shared fetch runs on a task of its own). A plain
-/// `GET` of at least [`STREAM_FROM_BYTES`] that leads the fetch gets the response streamed as
-/// the bytes arrive (`Some`); any other request waits for the fill (`None`: it is then
-/// answered from the store), or gets its failure.
+/// Fetches `wanted` from the shared tier or its mirrors. A plain `GET` of at least
+/// [`STREAM_FROM_BYTES`] that leads the fetch gets the response streamed as the bytes arrive
+/// (`Some`), from the bucket as from a mirror; any other request waits for the fill (`None`:
+/// it is then answered from the store), or gets its failure.
 async fn fetch_through<B>(
     gate: &Gate,
     req: &Request<B>,
@@ -134,8 +134,8 @@ async fn fetch_through<B>(
                 .boxed();
                 return Ok(Some(head.map(|_| body)));
             }
-            // Joined another request's fetch, or the shared tier had the bytes: the store
-            // answers once the fill is in.
+            // Joined another request's fetch, or no source sent a byte: the store answers
+            // once the fill is in, or the failure does.
             _ => {
                 drop(tapped);
                 (&mut job).await

@@ -103,7 +103,7 @@ impl SharedTier {
                 let rx = landing.outcome();
                 let (tier, store) = (self.clone(), store.clone());
                 tokio::spawn(async move {
-                    let published = tier.fill(&store, digest, None, max).await;
+                    let published = tier.fill(&store, digest, None, max, &mut None).await;
                     landing.land(published);
                 });
                 published(rx).await

@@ -48,6 +48,7 @@ use lease::Leases;
 use misses::Misses;
 use upload::{Job, Uploads, Worker};
 
+use crate::body::tap::Tap;
 use crate::metrics::Metrics;
 use crate::store::{Digest, FillError, FillSink, Provenance, Store};
 
@@ -165,12 +166,18 @@ impl SharedTier {
     /// locally. `expected` is the size the caller knows, if any; `max` the largest object
     /// accepted. Every failure (missing, unreachable, slow, wrong bytes) is `false`, and the
     /// caller carries on as if the bucket had missed.
+    ///
+    /// With a `tap` (a fetch-through's leading client), the object's bytes go to that client
+    /// too as they arrive, from the first one on, and the last once the fill matched and was
+    /// published; a read that fails after its first byte takes the tap with it, which cuts that
+    /// client's response short. A read that fails before leaves the tap for the mirrors.
     pub(crate) async fn fill(
         &self,
         store: &Arc<Store>,
         digest: Digest,
         expected: Option<u64>,
         max: u64,
+        tap: &mut Option<Tap>,
     ) -> bool {
         let started = Instant::now();
         let Some((key, found)) = self.open_object(digest, expected, max).await else {
@@ -178,7 +185,11 @@ impl SharedTier {
         };
         let size = found.size;
         let mut sink = FillSink::begin(store.clone(), Some(digest), size);
-        match self.stream(found.chunks, &mut sink).await {
+        let mut tapped = None;
+        match self
+            .stream(found.chunks, &mut sink, size, tap, &mut tapped)
+            .await
+        {
             Ok(()) => {}
             Err(Streamed::Bucket(e)) => {
                 self.failed("get", &key, &e);
@@ -197,6 +208,11 @@ impl SharedTier {
             .await
         {
             Ok(_) => {
+                // Published: the tapped client may have its last byte. A client slow to take
+                // it holds nothing up.
+                if let Some(t) = tapped {
+                    tokio::spawn(async move { t.verified().await });
+                }
                 self.breaker.success();
                 self.count("get", "hit");
                 self.metrics.fill(crate::metrics::route::SHARED);
@@ -270,7 +286,14 @@ impl SharedTier {
     }
 
     /// Feeds the body into the fill, allowing `timeout_ms` of silence between chunks.
-    async fn stream(&self, mut chunks: Chunks, sink: &mut FillSink) -> Result<(), Streamed> {
+    async fn stream(
+        &self,
+        mut chunks: Chunks,
+        sink: &mut FillSink,
+        size: u64,
+        tap: &mut Option<Tap>,
+        tapped: &mut Option<Tap>,
+    ) -> Result<(), Streamed> {
         loop {
             let next = std::future::poll_fn(|cx| chunks.as_mut().poll_next(cx));
             match tokio::time::timeout(self.settings.timeout, next).await {
@@ -279,7 +302,17 @@ impl SharedTier {
                 Ok(Some(Err(e))) => {
                     return Err(Streamed::Bucket(BucketError::Failed(e.to_string())));
                 }
-                Ok(Some(Ok(bytes))) => sink.send(bytes).await.map_err(Streamed::Fill)?,
+                Ok(Some(Ok(bytes))) => {
+                    // The tap is taken at the first byte; a client that is gone or stalls
+                    // loses it, and the fill goes on.
+                    if let Some(t) = tap.take() {
+                        *tapped = t.start(size).await.then_some(t);
+                    }
+                    if let Some(t) = tapped.take() {
+                        *tapped = t.data(bytes.clone()).await.then_some(t);
+                    }
+                    sink.send(bytes).await.map_err(Streamed::Fill)?
+                }
             }
         }
     }

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use super::normalised;
+use crate::body::tap::TapSlot;
 use crate::fetch::Fetcher;
 use crate::fetch::expected::ExpectedAsk;
 use crate::fetch::failure::ExpectedError;
 use crate::fetch::hops::Credential;
 use crate::fetch::integrity::{Algorithm, Expected};
-use crate::fetch::tap::TapSlot;
 use crate::registry::aliases::Aliases;
 use crate::registry::error::RegistryError;
 use crate::store::{Digest, Source, Voucher};

@@ -1,7 +1,7 @@
 //! A registry artifact fetched while its client reads it. The fetch runs on a task of its own,
 //! so it fills the store for the next request even when its client goes away. When this
 //! request leads the fetch and asks for the whole body, the client gets the bytes as the fill
-//! hashes and writes them ([`crate::fetch::tap`]): the last byte goes out only once the
+//! hashes and writes them ([`crate::body::tap`]): the last byte goes out only once the
 //! SHA-256 matched, and a mismatch cuts the body short, stores nothing and is logged and
 //! counted by the [`Landing`]. A request that joins another's fetch, a `HEAD` and a `Range`
 //! wait for the fill and are answered from the verified entry (a range names bytes that may
@@ -11,13 +11,13 @@ use http_body_util::BodyExt;
 
 use super::RegistryCore;
 use super::landing::Landing;
+use crate::body::tap;
 use crate::body::{Observed, Observer};
-use crate::fetch::tap;
 use crate::registry::error::RegistryError;
 use crate::registry::request::Reply;
 use crate::store::Digest;
 
-pub(crate) use crate::fetch::tap::STREAM_FROM_BYTES;
+pub(crate) use crate::body::tap::STREAM_FROM_BYTES;
 
 /// How one streamed fetch is served and counted.
 pub(crate) struct Streaming<O, S> {

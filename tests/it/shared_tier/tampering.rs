@@ -381,3 +381,94 @@ async fn a_registry_blob_from_the_bucket_streams_while_verified_and_a_tampered_o
     );
     drop(reg);
 }
+
+/// A fetch-through (`?size=&url=`) of 1 MiB or more that the bucket has streams from the bucket
+/// while it is verified, as a plain `/sha256/` read does (#37 item 1: fetch-through with
+/// `?url=` no longer fills first): an intact copy arrives whole and the mirror is not asked; a
+/// copy tampered with in the bucket gives a `200` that ends before its last byte, is counted,
+/// stores nothing and is refused for a while, so the retry is served whole by the mirror.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_fetch_through_streams_from_the_bucket_and_a_tampered_copy_is_cut_short_then_the_mirror_serves()
+ {
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("through-stream");
+    let good = pattern_bytes((3 << 20) + 11);
+    let other = pattern_bytes((2 << 20) + 13);
+    let (dg, dother) = (Digest::of(&good), Digest::of(&other));
+    let up = mirror(&[("/good", &good), ("/other", &other)]).await;
+    let url = |p: &str| format!("http://{}{p}", up.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let a = instance(dir.path(), "a", weed, &prefix, Some(up.addr)).await;
+    for (d, bytes, p) in [(&dg, &good, "/good"), (&dother, &other, "/other")] {
+        assert_eq!(
+            a.get(&through(d, bytes.len(), &url(p)), &[]).await.status,
+            200
+        );
+        let k = key(&prefix, d);
+        eventually("A's fetch reaches the bucket", || {
+            let (s3, k) = (s3.clone(), k.clone());
+            async move { object(&s3, &k).await.is_some() }
+        })
+        .await;
+    }
+    let asked = |p: &'static str| up.requests().iter().filter(|r| r.uri == p).count();
+    assert_eq!((asked("/good"), asked("/other")), (1, 1));
+    // The second object's bytes changed in the bucket, its metadata kept.
+    let k = key(&prefix, &dother);
+    let stored = s3.get(&k).await.unwrap();
+    let opts = PutOptions {
+        attributes: stored.attributes.clone(),
+        ..Default::default()
+    };
+    let mut bad = stored.bytes().await.unwrap().to_vec();
+    let at = bad.len() - 50;
+    bad[at] ^= 0xff;
+    s3.put_opts(&k, PutPayload::from(bad.clone()), opts)
+        .await
+        .unwrap();
+
+    let b = instance(dir.path(), "b", weed, &prefix, Some(up.addr)).await;
+    let (status, length, body) = raw_get(b.proxy, &through(&dg, good.len(), &url("/good"))).await;
+    assert_eq!((status, length), (200, good.len() as u64));
+    assert!(body == good, "the intact copy arrives whole");
+    assert_eq!(asked("/good"), 1, "the mirror was asked again");
+    assert_eq!(b.gets("hit").await, 1.0);
+
+    let (status, length, body) =
+        raw_get(b.proxy, &through(&dother, other.len(), &url("/other"))).await;
+    assert_eq!(
+        (status, length),
+        (200, other.len() as u64),
+        "streamed from the bucket, not filled first"
+    );
+    assert!(
+        body.len() < other.len(),
+        "the tampered copy was served whole ({} bytes)",
+        body.len()
+    );
+    assert!(
+        bad.starts_with(&body),
+        "what arrived is the bucket's bytes so far"
+    );
+    assert_eq!(b.gets("mismatch").await, 1.0);
+    assert!(
+        !on_disk(dir.path(), "b", &dother).exists(),
+        "nothing stored"
+    );
+    let got = b
+        .get(&through(&dother, other.len(), &url("/other")), &[])
+        .await;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.body.as_ref() == other.as_slice(),
+        "the retry has the mirror's bytes"
+    );
+    assert_eq!(asked("/other"), 2);
+    assert_eq!(
+        b.gets("mismatch").await,
+        1.0,
+        "the refused copy is not read again"
+    );
+}

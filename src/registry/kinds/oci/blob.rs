@@ -1,7 +1,7 @@
 //! A blob by digest. A hit is served from the store (or the shared tier) when this repository
 //! vouched for it. A miss is fetched
 //! once for all concurrent pulls (the registry single flight), and the request that leads the
-//! fetch gets the bytes as the fill hashes and writes them ([`crate::fetch::tap`]): its last
+//! fetch gets the bytes as the fill hashes and writes them ([`crate::body::tap`]): its last
 //! byte goes out only once the SHA-256 matched, and a mismatch cuts the response short before
 //! it, stores nothing and is logged and counted. Requests that join the fetch wait for it and
 //! are served from the store. `HEAD` and `Range` wait for the fill too and are answered from

@@ -2,7 +2,10 @@
 //! type ([`ResponseBody`]), the empty and full bodies, and the one
 //! wrapper that watches a body's bytes go by and reports once how it ended (the request log
 //! observes through it; the cache tee, which must hold chunks back, is its own body in
-//! `tee/`).
+//! `tee/`); and the tap ([`tap`]) through which a verified fetch, from an upstream or from the
+//! bucket, streams to the one client that leads it.
+
+pub(crate) mod tap;
 
 use std::convert::Infallible;
 use std::pin::Pin;
