@@ -70,17 +70,25 @@ if [ "$FROM" = bucket ]; then
     -s3.config="$W/identities.json" -master.volumeSizeLimitMB=256 -volume.max=16 \
     -volume.minFreeSpace=1 -master.telemetry=false >"$W/weed.log" 2>&1 &
   PIDS+=($!)
-  # weed is a wrapper that starts the server as its child: stopped by its data directory too.
-  trap 'pkill -f -- "-dir=$W/weed" || true; stop_work' EXIT
+  # weed is a wrapper that starts the server as its child, which may outlive a TERM: stopped
+  # by its data directory too, and killed if it is still there after three seconds.
+  stop_weed() {
+    pkill -f -- "-dir=$W/weed" || true
+    for _ in $(seq 30); do pgrep -f -- "-dir=$W/weed" >/dev/null || return 0; sleep 0.1; done
+    pkill -9 -f -- "-dir=$W/weed" || true
+  }
+  trap 'stop_weed; stop_work' EXIT
   for _ in $(seq 300); do
     curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT "http://$S3/$BUCKET" 2>/dev/null && break
     sleep 0.3
   done
+  put=no
   for _ in $(seq 300); do
-    curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT --data-binary @"$W/blob" \
-      "http://$S3/$BUCKET/through/sha256/${HEX:0:2}/$HEX" 2>/dev/null && break
+    curl -fsS -o /dev/null "${SIGV4[@]}" -T "$W/blob" \
+      "http://$S3/$BUCKET/through/sha256/${HEX:0:2}/$HEX" 2>/dev/null && { put=yes; break; }
     sleep 0.3
   done
+  [ "$put" = yes ] || { echo "through.sh: the object could not be put into the bucket: $(tail -3 "$W/weed.log")" >&2; exit 1; }
   printf '%s' "$SECRET" >"$W/s3-secret"
   SHARED=$(printf '[shared]\nurl = "s3://%s/through"\nendpoint = "http://%s"\nallow_http = true\naccess_key_id = "%s"\nsecret_access_key_file = "%s"\n' \
     "$BUCKET" "$S3" "$KEY" "$W/s3-secret")
