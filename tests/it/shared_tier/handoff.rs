@@ -10,7 +10,10 @@ use support::registry::{FakeRegistry, npm_tarball, publish_npm};
 use support::seaweed;
 use support::upstream::{Streaming, pattern_bytes};
 
-use super::{BUCKET, eventually, instance, instance_with, key, mirror, object, prefix, through};
+use super::{
+    BUCKET, eventually, hub, in_bucket, instance, instance_with, key, mirror, object, prefix,
+    stopped, through,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_instance_serves_from_the_bucket_what_the_first_fetched() {
@@ -264,29 +267,15 @@ async fn an_object_too_large_for_one_put_is_uploaded_in_parts_and_served_whole()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_container_image_pulled_by_one_instance_is_pulled_by_another_with_the_upstream_stopped() {
-    use support::oci::image::{self, Image, Top};
-    use support::oci::registry::DockerRegistry;
+    use support::oci::image::Image;
     let weed = seaweed::shared();
     weed.create_bucket(BUCKET).await;
     let s3 = weed.client(BUCKET);
     let prefix = prefix("oci");
     let img = Image::build("fg-fleet-oci", "amd64", &[16 * 1024, 4 * 1024]);
     let never = Image::build("fg-fleet-oci-never", "amd64", &[4 * 1024]);
-    let (mut reg, img, never) = tokio::task::spawn_blocking(move || {
-        let reg = DockerRegistry::filesystem();
-        for (i, tag) in [(&img, "v1"), (&never, "v2")] {
-            let layout = tempfile::tempdir().unwrap();
-            image::write_layout(layout.path(), tag, Top::Image(i));
-            support::oci::Skopeo::new().push(layout.path(), tag, reg.addr, "fetchgate/fleet", &[]);
-        }
-        (reg, img, never)
-    })
-    .await
-    .unwrap();
-    let registry = format!(
-        "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\n",
-        reg.url()
-    );
+    let (reg, images, registry) = hub("fetchgate/fleet", vec![(img, "v1"), (never, "v2")]).await;
+    let [img, never] = <[Image; 2]>::try_from(images).ok().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let a = instance_with(dir.path(), "a", weed, &prefix, Some(reg.addr), &registry).await;
     let manifest = format!(
@@ -311,23 +300,18 @@ async fn a_container_image_pulled_by_one_instance_is_pulled_by_another_with_the_
         assert_eq!(got.status, 200, "{path}");
         assert!(got.body.as_ref() == blob.bytes.as_slice());
     }
-    for bytes in [&img.manifest.bytes]
+    let stored = [&img.manifest.bytes]
         .into_iter()
         .chain(blobs.iter().map(|(_, b)| &b.bytes))
-    {
-        let k = key(&prefix, &Digest::of(bytes));
-        eventually("A's manifest and blobs reach the bucket", || {
-            let (s3, k) = (s3.clone(), k.clone());
-            async move { object(&s3, &k).await.is_some() }
-        })
-        .await;
-    }
-    reg = tokio::task::spawn_blocking(move || {
-        reg.stop();
-        reg
-    })
-    .await
-    .unwrap();
+        .map(|bytes| Digest::of(bytes));
+    in_bucket(
+        &s3,
+        &prefix,
+        "A's manifest and blobs reach the bucket",
+        stored,
+    )
+    .await;
+    let reg = stopped(reg).await;
 
     let b = instance_with(dir.path(), "b", weed, &prefix, Some(reg.addr), &registry).await;
     let got = b.get(&manifest, &[]).await;
@@ -427,8 +411,7 @@ async fn a_small_bucket_copy_is_hashed_again_after_a_crash_a_large_one_is_synced
 /// its bytes came from the bucket, through the other pull's read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blob_pull_that_joins_another_pulls_bucket_read_is_counted_as_shared() {
-    use support::oci::image::{self, Image, Top};
-    use support::oci::registry::DockerRegistry;
+    use support::oci::image::Image;
     use tokio::io::AsyncWriteExt;
     let weed = seaweed::shared();
     weed.create_bucket(BUCKET).await;
@@ -436,37 +419,16 @@ async fn a_blob_pull_that_joins_another_pulls_bucket_read_is_counted_as_shared()
     let prefix = prefix("oci-joined");
     // Larger than the socket buffers: a reader that reads nothing holds the bucket read up.
     let img = Image::build("fg-bucket-joined", "amd64", &[24 << 20]);
-    let (mut reg, img) = tokio::task::spawn_blocking(move || {
-        let reg = DockerRegistry::filesystem();
-        let layout = tempfile::tempdir().unwrap();
-        image::write_layout(layout.path(), "v1", Top::Image(&img));
-        support::oci::Skopeo::new().push(layout.path(), "v1", reg.addr, "fetchgate/joined", &[]);
-        (reg, img)
-    })
-    .await
-    .unwrap();
-    let registry = format!(
-        "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\n",
-        reg.url()
-    );
+    let (reg, images, registry) = hub("fetchgate/joined", vec![(img, "v1")]).await;
     let dir = tempfile::tempdir().unwrap();
     let a = instance_with(dir.path(), "a", weed, &prefix, Some(reg.addr), &registry).await;
-    let layer = &img.layers[0];
+    let layer = &images[0].layers[0];
     let blob = format!("/registry/hub/v2/fetchgate/joined/blobs/{}", layer.digest);
     assert_eq!(a.get(&blob, &[]).await.status, 200);
-    let k = key(&prefix, &Digest::of(&layer.bytes));
-    eventually("A's layer reaches the bucket", || {
-        let (s3, k) = (s3.clone(), k.clone());
-        async move { object(&s3, &k).await.is_some() }
-    })
-    .await;
+    let layer_digest = Digest::of(&layer.bytes);
+    in_bucket(&s3, &prefix, "A's layer reaches the bucket", [layer_digest]).await;
     // Only the bucket has it for B.
-    reg = tokio::task::spawn_blocking(move || {
-        reg.stop();
-        reg
-    })
-    .await
-    .unwrap();
+    let reg = stopped(reg).await;
 
     let b = instance_with(dir.path(), "b", weed, &prefix, Some(reg.addr), &registry).await;
     let mut idle = tokio::net::TcpStream::connect(b.proxy).await.unwrap();

@@ -191,3 +191,61 @@ async fn mirror(files: &[(&str, &[u8])]) -> Upstream {
     }
     Upstream::router("127.0.0.2:0", routes).await
 }
+
+/// Waits until the bucket holds every object of `digests` under `prefix`.
+async fn in_bucket(
+    s3: &Arc<AmazonS3>,
+    prefix: &str,
+    what: &str,
+    digests: impl IntoIterator<Item = Digest>,
+) {
+    for d in digests {
+        let k = key(prefix, &d);
+        eventually(what, || {
+            let (s3, k) = (s3.clone(), k.clone());
+            async move { object(&s3, &k).await.is_some() }
+        })
+        .await;
+    }
+}
+
+/// A docker-registry holding each `(image, tag)` in repository `repo`, and the
+/// `[[registry]]` section (named `hub`) that fronts it.
+async fn hub(
+    repo: &'static str,
+    images: Vec<(support::oci::image::Image, &'static str)>,
+) -> (
+    support::oci::registry::DockerRegistry,
+    Vec<support::oci::image::Image>,
+    String,
+) {
+    use support::oci::image::{self, Top};
+    let (reg, images) = tokio::task::spawn_blocking(move || {
+        let reg = support::oci::registry::DockerRegistry::filesystem();
+        for (img, tag) in &images {
+            let layout = tempfile::tempdir().unwrap();
+            image::write_layout(layout.path(), tag, Top::Image(img));
+            support::oci::Skopeo::new().push(layout.path(), tag, reg.addr, repo, &[]);
+        }
+        (reg, images.into_iter().map(|(img, _)| img).collect())
+    })
+    .await
+    .unwrap();
+    let section = format!(
+        "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\n",
+        reg.url()
+    );
+    (reg, images, section)
+}
+
+/// Stops `reg`, keeping it (and so its address) until the test ends.
+async fn stopped(
+    mut reg: support::oci::registry::DockerRegistry,
+) -> support::oci::registry::DockerRegistry {
+    tokio::task::spawn_blocking(move || {
+        reg.stop();
+        reg
+    })
+    .await
+    .unwrap()
+}

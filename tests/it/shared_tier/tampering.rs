@@ -12,7 +12,9 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use support::seaweed;
 use support::upstream::pattern_bytes;
 
-use super::{BUCKET, WITHIN, eventually, instance, key, mirror, object, prefix, through};
+use super::{
+    BUCKET, WITHIN, eventually, hub, instance, key, mirror, object, prefix, stopped, through,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_overwritten_in_the_bucket_is_refused_and_the_mirror_serves() {
@@ -151,6 +153,25 @@ fn on_disk(dir: &Path, name: &str, d: &Digest) -> std::path::PathBuf {
         .join(d.hex())
 }
 
+/// Asserts that a raw response (status, `Content-Length`, body) is `bad` from the bucket,
+/// streamed while it was verified and cut short before its last byte.
+fn cut_short((status, length, body): (u16, u64, &[u8]), bad: &[u8]) {
+    assert_eq!(
+        (status, length),
+        (200, bad.len() as u64),
+        "streamed from the bucket, not filled first"
+    );
+    assert!(
+        body.len() < bad.len(),
+        "the tampered copy was served whole ({} bytes)",
+        body.len()
+    );
+    assert!(
+        bad.starts_with(body),
+        "what arrived is the bucket's bytes so far"
+    );
+}
+
 /// A plain GET of `path` on `proxy` as a raw HTTP/1.1 client reads it: the status, the
 /// `Content-Length` and the body bytes that arrived before the connection ended.
 async fn raw_get(proxy: SocketAddr, path: &str) -> (u16, u64, Vec<u8>) {
@@ -208,21 +229,7 @@ async fn a_tampered_bucket_object_read_while_streaming_ends_short_and_nothing_is
     let b = instance(dir.path(), "b", weed, &prefix, None).await;
 
     let (status, length, body) = raw_get(b.proxy, &format!("/sha256/{}", d.hex())).await;
-    assert_eq!(
-        (status, length),
-        (200, bad.len() as u64),
-        "streamed, not filled first"
-    );
-    assert!(
-        body.len() < bad.len(),
-        "the response ended before its last byte ({} of {})",
-        body.len(),
-        bad.len()
-    );
-    assert!(
-        bad.starts_with(&body),
-        "what arrived is the bucket's bytes so far"
-    );
+    cut_short((status, length, &body), &bad);
     assert_eq!(
         b.metric("fetchgate_shared_verify_failures_total").await,
         1.0
@@ -270,27 +277,15 @@ async fn a_tampered_bucket_object_read_while_streaming_ends_short_and_nothing_is
 /// fetch by URL put there (no registry vouched for it) is not handed to the registry's client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registry_blob_from_the_bucket_streams_while_verified_and_a_tampered_one_ends_short() {
-    use support::oci::image::{self, Image, Top};
-    use support::oci::registry::DockerRegistry;
+    use support::oci::image::Image;
     let weed = seaweed::shared();
     weed.create_bucket(BUCKET).await;
     let s3 = weed.client(BUCKET);
     let prefix = prefix("oci-stream");
     // Random layers: gzip keeps them about their size, past the 1 MiB memory tier.
     let img = Image::build("fg-bucket-stream", "amd64", &[3 << 20, 2 << 20]);
-    let (mut reg, img) = tokio::task::spawn_blocking(move || {
-        let reg = DockerRegistry::filesystem();
-        let layout = tempfile::tempdir().unwrap();
-        image::write_layout(layout.path(), "v1", Top::Image(&img));
-        support::oci::Skopeo::new().push(layout.path(), "v1", reg.addr, "fetchgate/streamed", &[]);
-        (reg, img)
-    })
-    .await
-    .unwrap();
-    let registry = format!(
-        "[[registry]]\nname = \"hub\"\nkind = \"oci\"\nupstream = \"{}\"\n",
-        reg.url()
-    );
+    let (reg, images, registry) = hub("fetchgate/streamed", vec![(img, "v1")]).await;
+    let img = &images[0];
     let loose = pattern_bytes((2 << 20) + 3);
     let dl = Digest::of(&loose);
     let up = mirror(&[("/loose", &loose)]).await;
@@ -339,12 +334,7 @@ async fn a_registry_blob_from_the_bucket_streams_while_verified_and_a_tampered_o
     s3.put_opts(&keys[0], PutPayload::from(bad.clone()), opts)
         .await
         .unwrap();
-    reg = tokio::task::spawn_blocking(move || {
-        reg.stop();
-        reg
-    })
-    .await
-    .unwrap();
+    let reg = stopped(reg).await;
 
     let b = super::instance_with(dir.path(), "b", weed, &prefix, Some(reg.addr), &registry).await;
     let intact = &img.layers[1];
@@ -353,20 +343,7 @@ async fn a_registry_blob_from_the_bucket_streams_while_verified_and_a_tampered_o
     assert!(body == intact.bytes, "the intact layer arrives whole");
     let tampered = &img.layers[0];
     let (status, length, body) = raw_get(b.proxy, &blob(&tampered.digest)).await;
-    assert_eq!(
-        (status, length),
-        (200, bad.len() as u64),
-        "streamed from the bucket, not filled first"
-    );
-    assert!(
-        body.len() < bad.len(),
-        "the tampered layer was served whole ({} bytes)",
-        body.len()
-    );
-    assert!(
-        bad.starts_with(&body),
-        "what arrived is the bucket's bytes so far"
-    );
+    cut_short((status, length, &body), &bad);
     assert_eq!(b.gets("mismatch").await, 1.0);
     assert!(
         !on_disk(dir.path(), "b", &Digest::of(&tampered.bytes)).exists(),
@@ -438,20 +415,7 @@ async fn a_large_fetch_through_streams_from_the_bucket_and_a_tampered_copy_is_cu
 
     let (status, length, body) =
         raw_get(b.proxy, &through(&dother, other.len(), &url("/other"))).await;
-    assert_eq!(
-        (status, length),
-        (200, other.len() as u64),
-        "streamed from the bucket, not filled first"
-    );
-    assert!(
-        body.len() < other.len(),
-        "the tampered copy was served whole ({} bytes)",
-        body.len()
-    );
-    assert!(
-        bad.starts_with(&body),
-        "what arrived is the bucket's bytes so far"
-    );
+    cut_short((status, length, &body), &bad);
     assert_eq!(b.gets("mismatch").await, 1.0);
     assert!(
         !on_disk(dir.path(), "b", &dother).exists(),
