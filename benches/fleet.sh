@@ -34,39 +34,12 @@ pin_cores
 for b in curl python3 weed sha256sum; do command -v "$b" >/dev/null || { echo "needs $b" >&2; exit 1; }; done
 if [ -z "${FG:-}" ]; then cargo build --release -q -j2; FG="$ROOT/target/release/fetchgate"; fi
 work_dir fleet
-# weed is a wrapper that starts the server as its child: stop it by its data directory too.
-stop_weed() {
-  pkill -f -- "-dir=$W/weed" || true
-  for _ in $(seq 30); do pgrep -f -- "-dir=$W/weed" >/dev/null || return 0; sleep 0.1; done
-  pkill -9 -f -- "-dir=$W/weed" || true
-  for _ in $(seq 30); do pgrep -f -- "-dir=$W/weed" >/dev/null || return 0; sleep 0.1; done
-}
 trap 'stop_weed; stop_work' EXIT
 
 BASE=18600
-S3=127.0.0.1:$((BASE + 6))
 UP=127.0.0.2:$((BASE + 9))
-KEY=fetchgate-bench
-SECRET=fetchgate-bench-secret
-BUCKET=bench
-SIGV4=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$KEY:$SECRET")
-if curl -s -o /dev/null "http://$S3/" 2>/dev/null; then
-  echo "something already listens on $S3 (a SeaweedFS from an earlier run?); stop it first" >&2
-  exit 1
-fi
-
-mkdir -p "$W/weed" "$W/files"
-printf '%s' "{\"identities\":[{\"name\":\"bench\",\"credentials\":[{\"accessKey\":\"$KEY\",\"secretKey\":\"$SECRET\"}],\"actions\":[\"Admin\",\"Read\",\"Write\",\"List\"]}]}" > "$W/identities.json"
-"${LOAD[@]}" weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$W/weed" \
-  -master.port=$BASE -master.port.grpc=$((BASE + 1)) -volume.port=$((BASE + 2)) \
-  -volume.port.grpc=$((BASE + 3)) -filer.port=$((BASE + 4)) -filer.port.grpc=$((BASE + 5)) \
-  -s3 -s3.port=$((BASE + 6)) -s3.port.grpc=$((BASE + 7)) -s3.port.iceberg=0 -s3.port.lance=0 \
-  -s3.config="$W/identities.json" -master.volumeSizeLimitMB=64 -volume.max=64 \
-  -volume.minFreeSpace=1 -master.telemetry=false >"$W/weed.log" 2>&1 & PIDS+=($!)
-for _ in $(seq 300); do
-  curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT "http://$S3/$BUCKET" 2>/dev/null && break
-  sleep 0.3
-done
+mkdir -p "$W/files"
+start_weed "$BASE" 64 64
 # S3 answers before the volume servers take writes: wait until a probe object is written.
 for _ in $(seq 300); do
   curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT --data-binary probe "http://$S3/$BUCKET/probe" 2>/dev/null && break

