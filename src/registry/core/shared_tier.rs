@@ -22,8 +22,9 @@ use crate::store::{Body, Digest, Object};
 pub(crate) enum FromBucket {
     /// The answer: streaming while it verifies, or whole from memory.
     Answer(Reply),
-    /// Another request's read of the bucket published the artifact locally while this one
-    /// waited on it: served from the store, and counted as the shared tier's.
+    /// The artifact was published locally since this request looked, most often by another
+    /// request's bucket read that this one waited on: served from the store, and counted as
+    /// the shared tier's.
     Meanwhile,
     /// Nothing for this request.
     Nothing,
