@@ -91,6 +91,12 @@ impl Tap {
     pub(crate) async fn verified(&self) -> bool {
         self.send(Tapped::Verified).await
     }
+
+    /// [`Tap::verified`] on a task of its own, so that a client slow to take its last byte
+    /// holds up nothing that follows (a sync, a publication, an upload).
+    pub(crate) fn release(self) {
+        tokio::spawn(async move { self.verified().await });
+    }
 }
 
 impl TapReceiver {

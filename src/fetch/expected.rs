@@ -348,7 +348,7 @@ impl Fetcher {
             // kept them (and once it has it, a store that could keep them serves them),
             // without waiting for the sync; a client slow to take it never holds the sync up.
             if let Some(t) = tap {
-                tokio::spawn(async move { t.verified().await });
+                t.release();
             }
             let landed = landed.map_err(|e| fail(FetchCode::CacheError, e.to_string()))?;
             let sha256 = landed.digest();

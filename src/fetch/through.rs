@@ -321,10 +321,9 @@ impl Fetcher {
         )
         .await
         .map_err(|e| self.refused(e, mirror, hop, digest))?;
-        // Published: the tapped client may have its last byte. A client slow to take it
-        // holds nothing up.
+        // Published: the tapped client may have its last byte.
         if let Some(t) = tap {
-            tokio::spawn(async move { t.verified().await });
+            t.release();
         }
         Ok(())
     }

@@ -2,8 +2,9 @@
 //! (`?size=N&url=U1&url=U2`). Immutable, non-executable, never content-coded.
 //!
 //! A fetch-through of a body of [`STREAM_FROM_BYTES`] or more, asked by a plain `GET` that
-//! leads the fetch, is answered with the mirror's bytes as they arrive, the last one held
-//! until size and SHA-256 matched ([`crate::fetch::through`]); every other fetch-through is
+//! leads the fetch, is answered with the bytes as they arrive (the shared tier's copy or a
+//! mirror's), the last one held until size and SHA-256 matched and the entry was published
+//! ([`crate::fetch::through`]); every other fetch-through is
 //! answered from the store once the fill published, or with the failure's report.
 
 use std::io::{Read, Seek, SeekFrom};

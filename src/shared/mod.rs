@@ -208,10 +208,9 @@ impl SharedTier {
             .await
         {
             Ok(_) => {
-                // Published: the tapped client may have its last byte. A client slow to take
-                // it holds nothing up.
+                // Published: the tapped client may have its last byte.
                 if let Some(t) = tapped {
-                    tokio::spawn(async move { t.verified().await });
+                    t.release();
                 }
                 self.breaker.success();
                 self.count("get", "hit");

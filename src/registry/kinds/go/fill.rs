@@ -320,7 +320,7 @@ impl Fill {
         // stored.
         let promise = self.fetcher.store().promise_landing();
         if let Some(t) = tap {
-            tokio::spawn(async move { t.verified().await });
+            t.release();
         }
         let label = self.label();
         let locator = crate::redact::redact_locator(self.url.as_str());
