@@ -436,3 +436,50 @@ async fn a_large_fetch_through_streams_from_the_bucket_and_a_tampered_copy_is_cu
         "the refused copy is not read again"
     );
 }
+
+/// The twin of the streamed fetch-through from the bucket: a client that asks and then reads
+/// nothing loses its stream after the tap's stall bound, and the bucket's copy still lands
+/// locally for everyone else, whole and verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_client_of_a_fetch_through_from_the_bucket_does_not_hold_its_fill() {
+    use tokio::io::AsyncWriteExt;
+    let weed = seaweed::shared();
+    weed.create_bucket(BUCKET).await;
+    let s3 = weed.client(BUCKET);
+    let prefix = prefix("through-stalled");
+    // Larger than the socket buffers, so a client that reads nothing does hold the stream.
+    let big = pattern_bytes((24 << 20) + 17);
+    let d = Digest::of(&big);
+    s3.put(&key(&prefix, &d), PutPayload::from(big.clone()))
+        .await
+        .unwrap();
+    let up = mirror(&[]).await;
+    let url = format!("http://{}/big", up.addr);
+    let dir = tempfile::tempdir().unwrap();
+    // A short idle bound: the tap lets a stalled client go after half of it.
+    let b = super::instance_with(
+        dir.path(),
+        "b",
+        weed,
+        &prefix,
+        Some(up.addr),
+        "[proxy]\nbody_idle_timeout_ms = 2000\n",
+    )
+    .await;
+    let mut idle = tokio::net::TcpStream::connect(b.proxy).await.unwrap();
+    let req = format!(
+        "GET {} HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        through(&d, big.len(), &url)
+    );
+    idle.write_all(req.as_bytes()).await.unwrap();
+    eventually("the fill goes on without the stalled client", || async {
+        on_disk(dir.path(), "b", &d).is_file()
+    })
+    .await;
+    let got = b.get(&through(&d, big.len(), &url), &[]).await;
+    assert_eq!(got.status, 200);
+    assert!(got.body.as_ref() == big.as_slice());
+    assert_eq!(b.gets("hit").await, 1.0, "one bucket read");
+    assert!(up.requests().is_empty(), "the mirror was asked");
+    drop(idle);
+}
